@@ -1,0 +1,3 @@
+from ragpulse.cli import main
+
+main()

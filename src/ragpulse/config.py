@@ -1,0 +1,269 @@
+"""Configuration: one YAML file plus ``RAGPULSE_*`` environment variables (pydantic-settings).
+
+Precedence, highest first: explicit arguments > environment variables > the YAML file > defaults.
+
+The YAML file is found at ``RAGPULSE_CONFIG`` (or the CLI's ``--config``). It may be written flat
+(``judge_model: gpt-4o-mini``) or in sections (``judge: {model: gpt-4o-mini}``): a section ``judge`` with key
+``model`` becomes the setting ``judge_model``, which is also the environment variable
+``RAGPULSE_JUDGE_MODEL``. Settings whose value is itself a mapping (``judges``, ``checklists``) stay mappings.
+
+Secrets (API keys, passwords) are read only from the environment; a secret in the YAML file is a
+:class:`~ragpulse.errors.ConfigError`. See ``config/ragpulse.example.yaml`` for every setting.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from ragpulse.errors import ConfigError
+
+__all__ = ["JudgeRoute", "Settings", "load_settings"]
+
+#: Settings that may come only from the environment.
+SECRET_FIELDS = frozenset(
+    {"judge_api_key", "embeddings_api_key", "kafka_sasl_password", "rag_endpoint_api_key"}
+)
+
+
+class JudgeRoute(BaseModel):
+    """Which judges run for traces of an app/scenario. ``None`` matches anything; first match wins."""
+
+    app: str | None = None
+    scenario: str | None = None
+    judges: list[str]
+
+
+def _split_csv(v: Any) -> Any:
+    if isinstance(v, str):
+        return [p.strip() for p in v.split(",") if p.strip()]
+    return v
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Reads the YAML config file and flattens one level of sections into ``section_key`` settings."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self._data = self._load(settings_cls, path) if path else {}
+
+    @staticmethod
+    def _load(settings_cls: type[BaseSettings], path: Path) -> dict[str, Any]:
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError as e:
+            raise ConfigError(f"config file not found: {path}") from e
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        fields = settings_cls.model_fields
+        flat: dict[str, Any] = {}
+        for key, value in raw.items():
+            k = str(key).replace("-", "_")
+            if isinstance(value, dict) and k not in fields:
+                for sub, sv in value.items():
+                    flat[f"{k}_{str(sub).replace('-', '_')}"] = sv
+            else:
+                flat[k] = value
+        unknown = sorted(k for k in flat if k not in fields)
+        if unknown:
+            raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
+        secrets = sorted(k for k in flat if k in SECRET_FIELDS)
+        if secrets:
+            raise ConfigError(
+                f"config file {path}: {', '.join(secrets)} must come from the environment "
+                f"(RAGPULSE_{secrets[0].upper()}), never from a file"
+            )
+        return flat
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class Settings(BaseSettings):
+    """Every ragpulse setting. Environment variable = ``RAGPULSE_`` + the upper-cased field name."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGPULSE_", extra="forbid", validate_default=True, populate_by_name=True
+    )
+
+    # -- logging -------------------------------------------------------------------------------------------
+    log_level: str = "INFO"
+    #: ``None``: JSON unless stderr is a TTY.
+    log_json: bool | None = None
+    #: Put question/answer text in logs (off by default).
+    log_text: bool = False
+
+    # -- judge model (issue: judges) --------------------------------------------------------------------------
+    #: OpenAI-compatible base URL, e.g. ``https://api.deepseek.com/v1``; ``None`` = OpenAI's default.
+    judge_base_url: str | None = None
+    #: Judge model name; unset → the offline ``heuristic`` backend.
+    judge_model: str | None = None
+    judge_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("RAGPULSE_JUDGE_API_KEY", "OPENAI_API_KEY", "judge_api_key"),
+    )
+    judge_timeout_s: float = Field(default=60.0, gt=0)
+    judge_max_tokens: int = Field(default=1024, gt=0)
+    judge_temperature: float = 0.0
+    judge_max_retries: int = Field(default=4, ge=0)
+    judge_max_concurrency: int = Field(default=32, gt=0)
+    #: Requests per minute shared by all judges (``None`` = no limit).
+    judge_requests_per_minute: int | None = Field(default=None, gt=0)
+    #: Retrieved-context budget per judge call, characters; top-ranked chunks are kept first.
+    judge_context_budget_chars: int = Field(default=24000, gt=0)
+    #: Prompt language: ``auto`` picks Chinese prompts for Chinese questions.
+    judge_language: Literal["auto", "en", "zh"] = "auto"
+    #: Directory with prompt templates overriding the packaged ones (``<judge>.<lang>.txt``).
+    judge_prompts_dir: Path | None = None
+    #: Optional daily token budget per judge (prompt + completion); over it → skipped/over_budget.
+    judge_daily_token_budget: int | None = Field(default=None, gt=0)
+    judge_cache_size: int = Field(default=10000, ge=0)
+    #: Use openai's aiohttp transport (lower CPU per call at high concurrency).
+    judge_http_transport: Literal["aiohttp", "httpx"] = "aiohttp"
+
+    #: Judges that run by default, in order.
+    enabled_judges: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["relevancy", "faithfulness", "keyword"]
+    )
+    #: Per-judge options, e.g. ``{"faithfulness": {"mode": "binary", "threshold": 0.5}}``.
+    judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: Per app/scenario judge selection; first match wins, else ``enabled_judges``.
+    judge_routes: list[JudgeRoute] = Field(default_factory=list)
+
+    # -- embeddings (answer correctness similarity) -----------------------------------------------------------
+    embeddings_base_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_api_key: SecretStr | None = None
+
+    # -- engine ----------------------------------------------------------------------------------------------
+    #: Traces waiting for judges; a full queue blocks the source (back-pressure).
+    engine_queue_size: int = Field(default=1000, gt=0)
+    #: Traces judged concurrently.
+    engine_workers: int = Field(default=16, gt=0)
+    #: Results written to the store per batch, and the longest wait before a partial batch is written.
+    engine_batch_size: int = Field(default=200, gt=0)
+    engine_flush_interval_s: float = Field(default=0.2, gt=0)
+    #: Store write attempts before a batch is failed for good; backoff between them in seconds.
+    engine_store_retries: int = Field(default=8, ge=1)
+    engine_store_backoff_s: float = Field(default=0.5, gt=0)
+    #: Share of traces judged, by hash of the trace id (same decision on every replica).
+    sampling_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: Deadline to drain in-flight work on shutdown, seconds.
+    shutdown_deadline_s: float = Field(default=30.0, gt=0)
+
+    # -- store -----------------------------------------------------------------------------------------------
+    #: PostgreSQL URL; unset → embedded PostgreSQL under ``database_embedded_dir``.
+    database_url: str | None = None
+    #: Data directory of the embedded PostgreSQL (default: the user data dir, ``ragpulse/pgdata``).
+    database_embedded_dir: Path | None = None
+    database_pool_min: int = Field(default=1, ge=0)
+    database_pool_max: int = Field(default=8, gt=0)
+    #: Traces and judgements older than this are pruned (days; ``None`` keeps everything).
+    retention_days: float | None = Field(default=None, gt=0)
+    #: Store question/answer/context as SHA-256 hashes and lengths only.
+    redact_text: bool = False
+
+    # -- replay ----------------------------------------------------------------------------------------------
+    #: RAG endpoint that answers test cases without a recorded answer (HTTP POST, JSON).
+    rag_endpoint_url: str | None = None
+    rag_endpoint_api_key: SecretStr | None = None
+    rag_request_question_field: str = "question"
+    rag_response_answer_field: str = "answer"
+    rag_response_contexts_field: str = "contexts"
+    rag_response_doc_ids_field: str = "doc_ids"
+    rag_endpoint_timeout_s: float = Field(default=60.0, gt=0)
+    #: Default ``coverage`` threshold of ``replay --fail-under`` and ``gate``.
+    coverage_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
+    #: Thresholds for ``ragpulse gate`` (same syntax as ``--min``: ``{"pass_rate": 0.8}``).
+    gate_min: dict[str, float] = Field(default_factory=dict)
+
+    # -- ingestion -------------------------------------------------------------------------------------------
+    kafka_bootstrap_servers: str | None = None
+    kafka_topics: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["rag-traces"])
+    kafka_group_id: str = "ragpulse"
+    #: Dead-letter topic; default ``<first topic>.dlq``.
+    kafka_dlq_topic: str | None = None
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    kafka_max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    #: OTLP receivers; an empty string turns one off.
+    otlp_grpc_address: str = "127.0.0.1:4317"
+    otlp_http_address: str = "127.0.0.1:4318"
+    otlp_max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    #: A trace is complete this long after its root span ended (children may be exported later), seconds.
+    otlp_root_grace_s: float = Field(default=2.0, ge=0)
+    #: A trace without a finished root is judged (flagged incomplete) after this idle time, seconds.
+    otlp_idle_timeout_s: float = Field(default=30.0, gt=0)
+    otlp_max_pending_traces: int = Field(default=10000, gt=0)
+    #: Overrides of the attribute names the convention mappers read (home-grown instrumentation).
+    otlp_attributes: dict[str, Any] = Field(default_factory=dict)
+    #: Own service name; spans from it are ignored so ragpulse never evaluates its own telemetry.
+    service_name: str = "ragpulse"
+    #: Health, readiness and ``/metrics``.
+    http_address: str = "127.0.0.1:9464"
+
+    # -- export ----------------------------------------------------------------------------------------------
+    #: Distinct ``app`` label values kept; the rest are folded into ``other``.
+    metrics_app_label_limit: int = Field(default=50, gt=0)
+    pushgateway_url: str | None = None
+
+    @field_validator("enabled_judges", "kafka_topics", mode="before")
+    @classmethod
+    def _csv(cls, v: Any) -> Any:
+        return _split_csv(v)
+
+    @property
+    def uses_llm(self) -> bool:
+        """True when a judge model is configured (else the heuristic backend is used)."""
+        return bool(self.judge_model)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = _CONFIG_PATH_OVERRIDE or os.environ.get("RAGPULSE_CONFIG") or None
+        return (init_settings, env_settings, _YamlSource(settings_cls, Path(path) if path else None))
+
+
+_CONFIG_PATH_OVERRIDE: str | None = None
+
+
+def load_settings(config_path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build :class:`Settings` from ``config_path`` (or ``RAGPULSE_CONFIG``), the environment and overrides.
+
+    Raises:
+        ConfigError: the file is missing or invalid, holds a secret, or a value fails validation.
+    """
+    global _CONFIG_PATH_OVERRIDE
+    _CONFIG_PATH_OVERRIDE = str(config_path) if config_path else None
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        lines = [f"  {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from e
+    finally:
+        _CONFIG_PATH_OVERRIDE = None

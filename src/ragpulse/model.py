@@ -1,0 +1,390 @@
+"""Shared types: the RAG trace that goes in and the judgement that comes out.
+
+Every layer (``ingest``, ``engine``, ``judges``, ``store``, ``export``, ``replay``) speaks these types and
+nothing else, so they are the contract of the project. They are pydantic models: validated at the edges,
+immutable once built (``frozen``), and serialisable to JSON for storage and events.
+
+Shapes and units
+----------------
+- Scores are floats in the closed interval [0, 1]; never NaN, never outside it (validated).
+- Latencies are seconds (float). Times are timezone-aware UTC ``datetime`` values.
+- Token counts are integers as reported by the judge model's API ``usage`` block.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "RAW_OUTPUT_MAX_CHARS",
+    "REASON_MAX_CHARS",
+    "Backend",
+    "Document",
+    "Judgement",
+    "JudgementFlags",
+    "JudgementStatus",
+    "Source",
+    "Trace",
+    "TraceOutcome",
+    "TraceResult",
+    "normalize_trace_id",
+]
+
+#: Longest ``Judgement.reason`` kept (characters); longer reasons are cut with an ellipsis.
+REASON_MAX_CHARS = 512
+#: Longest ``Judgement.raw_output`` kept (characters).
+RAW_OUTPUT_MAX_CHARS = 4096
+
+_HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def normalize_trace_id(value: str) -> str:
+    """Return the canonical form of a trace id.
+
+    OTLP trace ids are 32 hex characters; Kafka producers may send UUIDs or any other string. The id is kept
+    as given (surrounding whitespace removed), lower-cased when it is hex or a UUID, so ``ABCD…`` from one
+    source and ``abcd…`` from another meet in the store.
+
+    Raises:
+        ValueError: the id is empty.
+    """
+    v = value.strip()
+    if not v:
+        raise ValueError("trace id is empty")
+    if _HEX_RE.match(v) or _UUID_RE.match(v):
+        return v.lower()
+    return v
+
+
+class Source(StrEnum):
+    """Where a trace came from."""
+
+    KAFKA = "kafka"
+    OTLP = "otlp"
+    REPLAY = "replay"
+
+
+class Backend(StrEnum):
+    """How a judge decided: by asking a judge model (``llm``) or by deterministic rules (``heuristic``)."""
+
+    LLM = "llm"
+    HEURISTIC = "heuristic"
+
+
+class JudgementStatus(StrEnum):
+    """One status model for every judge.
+
+    ====================  ===========  ===========================  =====================================
+    status                score        passed                       when
+    ====================  ===========  ===========================  =====================================
+    ``ok``                in [0, 1]    score >= judge's threshold   the judge decided
+    ``skipped``           ``None``     ``None``                     no_reference, no_answer, abstained, …
+    ``error``             ``None``     ``None``                     judge_unavailable, unparseable, …
+    ====================  ===========  ===========================  =====================================
+    """
+
+    OK = "ok"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+
+class TraceOutcome(StrEnum):
+    """What happened to a trace as a whole (separate from the statuses of its judgements)."""
+
+    EVALUATED = "evaluated"
+    NOT_SAMPLED = "not_sampled"
+    NOT_EVALUABLE = "not_evaluable"
+    INCOMPLETE = "incomplete"
+
+
+class Document(BaseModel):
+    """One retrieved document (chunk), in the rank order the retriever returned.
+
+    Attributes:
+        id: document/chunk id as the retriever reports it, or ``None`` when the instrumentation has none.
+        content: the text given to the model ("" when only the id is known).
+        score: the retriever's similarity score (unit depends on the retriever), if reported.
+        rank: 0-based position in the retrieval result.
+        metadata: free-form retriever metadata.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str | None = None
+    content: str = ""
+    score: float | None = None
+    rank: int = 0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _none_content(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+    @field_validator("score")
+    @classmethod
+    def _finite_score(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            return None
+        return v
+
+
+class Trace(BaseModel):
+    """One RAG request as seen by ragpulse.
+
+    A trace may be incomplete: any field but ``trace_id`` may be missing. The engine decides what a missing
+    question or answer means (``TraceOutcome.NOT_EVALUABLE``); nothing here raises for a missing field.
+
+    Attributes:
+        trace_id: see :func:`normalize_trace_id`.
+        span_id: the span the evaluation refers to (16 hex chars for OTLP; the root span), if known.
+        app: the RAG application/service name (OTLP ``service.name`` or the event's ``app``).
+        scenario: a finer grouping inside the app (e.g. ``policy-qa``).
+        question: the user's question.
+        documents: retrieved documents in rank order.
+        context: the context string given to the model, when the source reports it separately.
+        answer: the model's answer.
+        model: the generating model's name.
+        latency_s: end-to-end latency of the RAG request, seconds.
+        start_time / end_time: UTC times of the RAG request.
+        attributes: extra attributes (string keys, JSON-able values).
+        source: where the trace came from.
+        incomplete: assembled after an idle timeout rather than a finished root span.
+        run_id / test_case_id: replay identity (``source == replay`` or replay sent via Kafka/OTLP).
+        expected_answer / keywords: reference data, from a test case or the event.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    trace_id: str
+    span_id: str | None = None
+    app: str | None = None
+    scenario: str | None = None
+    question: str | None = None
+    documents: tuple[Document, ...] = ()
+    context: str | None = None
+    answer: str | None = None
+    model: str | None = None
+    latency_s: float | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    source: Source = Source.REPLAY
+    incomplete: bool = False
+    run_id: str | None = None
+    test_case_id: str | None = None
+    expected_answer: str | None = None
+    keywords: tuple[str, ...] | None = None
+
+    @field_validator("trace_id", mode="before")
+    @classmethod
+    def _norm_id(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return normalize_trace_id(v)
+        if isinstance(v, int):
+            return str(v)
+        return v
+
+    @field_validator("span_id", mode="before")
+    @classmethod
+    def _norm_span(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            v = v.strip()
+            return v.lower() if v and _HEX_RE.match(v) else (v or None)
+        return v
+
+    @field_validator("documents", mode="before")
+    @classmethod
+    def _rank_documents(cls, v: Any) -> Any:
+        if v is None:
+            return ()
+        out = []
+        for i, d in enumerate(v):
+            if isinstance(d, str):
+                out.append({"content": d, "rank": i})
+            elif isinstance(d, Mapping):
+                dd = dict(d)
+                dd.setdefault("rank", i)
+                out.append(dd)
+            else:
+                out.append(d)
+        return tuple(out)
+
+    @field_validator("keywords", mode="before")
+    @classmethod
+    def _keywords(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        if isinstance(v, str):
+            v = [k for k in re.split(r"[,，;；、\n]", v)]
+        kws = tuple(str(k).strip() for k in v if str(k).strip())
+        return kws or None
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _utc(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
+            return v.replace(tzinfo=UTC)
+        return v
+
+    @field_validator("latency_s")
+    @classmethod
+    def _latency(cls, v: float | None) -> float | None:
+        if v is not None and (not math.isfinite(v) or v < 0):
+            return None
+        return v
+
+    @property
+    def contexts(self) -> list[str]:
+        """Retrieved context chunks in rank order: document contents, else ``[context]``, else ``[]``.
+
+        Empty strings are dropped, so ``[]`` means "no retrieved context".
+        """
+        chunks = [d.content for d in self.documents if d.content and d.content.strip()]
+        if chunks:
+            return chunks
+        if self.context and self.context.strip():
+            return [self.context]
+        return []
+
+    @property
+    def doc_ids(self) -> list[str | None]:
+        """Document ids in rank order (``None`` where the source reported none)."""
+        return [d.id for d in self.documents]
+
+
+class JudgementFlags(BaseModel):
+    """Facts about how a judgement was made.
+
+    Attributes:
+        context_truncated: the retrieved context exceeded the judge's budget and low-ranked chunks were cut.
+        decided_by: the rule/stage that decided (e.g. ``whole_context``, ``chunk:2``, ``literal``,
+            ``no_context``, ``cache``).
+        retries: how many times the judge model call was retried (429/5xx/timeout).
+        cached: the result came from the in-process cache (no model call).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    context_truncated: bool = False
+    decided_by: str | None = None
+    retries: int = 0
+    cached: bool = False
+
+
+class Judgement(BaseModel):
+    """The verdict of one judge on one trace.
+
+    Invariants (enforced on construction; violating them raises ``pydantic.ValidationError``):
+
+    - ``status == ok``: ``score`` is a finite float in [0, 1] and ``passed`` is a bool.
+    - ``status in (skipped, error)``: ``score`` and ``passed`` are ``None`` and ``reason`` is set.
+
+    ``reason`` is cut to :data:`REASON_MAX_CHARS` characters and ``raw_output`` to
+    :data:`RAW_OUTPUT_MAX_CHARS`.
+
+    Attributes:
+        judge: judge name (``relevancy``, ``faithfulness``, ``keyword``, …).
+        version: stable hash of everything that can change a verdict (prompt, mode, threshold, backend, model).
+        backend: ``llm`` or ``heuristic``.
+        model: the judge model's name (``None`` for heuristic judges).
+        score: 0–1 score, or ``None`` unless ``status == ok``.
+        passed: ``score >= threshold``, or ``None`` unless ``status == ok``.
+        threshold: the threshold the judge applied.
+        status: see :class:`JudgementStatus`.
+        reason: short explanation for people; for ``skipped``/``error`` it starts with a machine reason code
+            (e.g. ``no_reference``, ``judge_unavailable: HTTP 429 after 3 attempts``).
+        flags: see :class:`JudgementFlags`.
+        raw_output: the judge model's raw reply (bounded), for audits.
+        latency_s: wall time of the judgement, seconds.
+        prompt_tokens / completion_tokens: from the model API's ``usage`` (0 for heuristic judges).
+        declared_version: a version declared by the judge's author (checklists), stored beside ``version``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    judge: str
+    version: str
+    backend: Backend
+    model: str | None = None
+    score: float | None = None
+    passed: bool | None = None
+    threshold: float | None = None
+    status: JudgementStatus
+    reason: str = ""
+    flags: JudgementFlags = Field(default_factory=JudgementFlags)
+    raw_output: str | None = None
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    declared_version: str | None = None
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _cut_reason(cls, v: Any) -> Any:
+        if v is None:
+            return ""
+        if isinstance(v, str) and len(v) > REASON_MAX_CHARS:
+            return v[: REASON_MAX_CHARS - 1] + "…"
+        return v
+
+    @field_validator("raw_output", mode="before")
+    @classmethod
+    def _cut_raw(cls, v: Any) -> Any:
+        if isinstance(v, str) and len(v) > RAW_OUTPUT_MAX_CHARS:
+            return v[: RAW_OUTPUT_MAX_CHARS - 1] + "…"
+        return v
+
+    @model_validator(mode="after")
+    def _status_invariants(self) -> Self:
+        if self.status is JudgementStatus.OK:
+            if self.score is None or not math.isfinite(self.score) or not 0.0 <= self.score <= 1.0:
+                raise ValueError(f"status ok needs a finite score in [0, 1], got {self.score!r}")
+            if self.passed is None:
+                raise ValueError("status ok needs passed")
+        else:
+            if self.score is not None or self.passed is not None:
+                raise ValueError(f"status {self.status} must have score=None and passed=None")
+            if not self.reason:
+                raise ValueError(f"status {self.status} needs a reason")
+        return self
+
+    @property
+    def reason_code(self) -> str:
+        """The machine-readable head of ``reason`` (text before the first ``:``), e.g. ``no_reference``."""
+        return self.reason.split(":", 1)[0].strip()
+
+    @property
+    def outcome(self) -> str:
+        """``pass``, ``fail``, ``error`` or ``skipped`` (the label used by metrics and reports)."""
+        if self.status is JudgementStatus.OK:
+            return "pass" if self.passed else "fail"
+        return self.status.value
+
+
+class TraceResult(BaseModel):
+    """A trace with its trace-level outcome and the judgements made on it (what the store writes).
+
+    Attributes:
+        trace: the trace.
+        outcome: see :class:`TraceOutcome`.
+        outcome_reason: why the trace was not evaluated (e.g. ``no_question``), else ``None``.
+        judgements: the judgements made (empty unless evaluated/incomplete).
+        received_at: when ragpulse received the trace (UTC).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    trace: Trace
+    outcome: TraceOutcome
+    outcome_reason: str | None = None
+    judgements: tuple[Judgement, ...] = ()
+    received_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -1,0 +1,87 @@
+"""The seams between layers, as :pep:`544` protocols.
+
+``ingest`` feeds the engine; the engine calls a :class:`Judge` per trace, writes :class:`TraceResult` batches
+through a :class:`ResultStore`, and hands what the store really inserted or changed to :class:`Exporter` s.
+``judges``, ``store`` and ``export`` import only :mod:`ragpulse.model` and this module, never each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ragpulse.model import Backend, Judgement, Trace, TraceResult
+
+__all__ = ["AckCallback", "Exporter", "Judge", "ResultStore", "WriteReport"]
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """A feedback function: one trace in, one :class:`~ragpulse.model.Judgement` out.
+
+    Contract: ``judge`` never raises for bad input or an unusable model reply; it returns a judgement with
+    status ``skipped`` or ``error`` and a reason. It may raise ``asyncio.CancelledError`` only.
+
+    Attributes:
+        name: registered judge name (``relevancy``, ``faithfulness``, …), used in the store and metrics.
+        version: stable hash of prompt template, mode, threshold, backend and model.
+        backend: ``llm`` or ``heuristic``.
+        threshold: 0–1; ``passed = score >= threshold``.
+    """
+
+    name: str
+    version: str
+    backend: Backend
+    threshold: float
+
+    async def judge(self, trace: Trace) -> Judgement: ...
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """What a store write did, per trace.
+
+    Attributes:
+        changed: ``(trace_id, judge, version)`` keys of judgements that were inserted or whose stored values
+            changed; unchanged redeliveries are absent (exporters count only these).
+        trace_inserted: trace ids whose trace row was new.
+    """
+
+    changed: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)
+    trace_inserted: frozenset[str] = field(default_factory=frozenset)
+
+
+class ResultStore(Protocol):
+    """Persists trace results. Writes are idempotent upserts keyed by (trace id, judge, judge version).
+
+    ``write_results`` raises :class:`~ragpulse.errors.StoreError` (``retriable`` set) on failure and writes
+    nothing of the batch in that case (one transaction).
+    """
+
+    async def write_results(self, results: Sequence[TraceResult]) -> WriteReport: ...
+
+
+class Exporter(Protocol):
+    """Receives judgements that the store inserted or changed. Must not block or raise."""
+
+    def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None: ...
+
+
+#: Called by the engine once a trace's result is stored (``ok=True``) or failed for good (``ok=False``).
+AckCallback = Callable[[TraceResult, bool], Awaitable[None]]
+
+
+class TraceSink(Protocol):
+    """Where sources put traces: the engine.
+
+    ``submit`` waits while the engine's bounded queue is full (back-pressure) and returns once the trace is
+    queued. ``ack`` is awaited after the trace's result is stored (``ok=True``) or failed for good
+    (``ok=False``); Kafka commits offsets from it.
+    """
+
+    async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None: ...
+
+    def has_room(self) -> bool:
+        """True while the queue has free slots (sources pause/resume partitions on it)."""
+        ...

@@ -1,0 +1,42 @@
+from pathlib import Path
+
+import pytest
+
+from ragpulse.config import load_settings
+from ragpulse.errors import ConfigError
+
+
+def test_yaml_sections_flatten_and_env_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "judge:\n  model: qwen-plus\n  base_url: http://x/v1\nsampling_rate: 0.5\n"
+        "judges:\n  faithfulness: {mode: binary}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "deepseek-chat")
+    monkeypatch.setenv("RAGPULSE_KAFKA_TOPICS", "a, b")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    s = load_settings(cfg)
+    assert s.judge_model == "deepseek-chat"
+    assert s.judge_base_url == "http://x/v1"
+    assert s.sampling_rate == 0.5
+    assert s.judges == {"faithfulness": {"mode": "binary"}}
+    assert s.kafka_topics == ["a", "b"]
+    assert s.judge_api_key is not None and s.judge_api_key.get_secret_value() == "sk-test"
+
+
+def test_secret_in_file_rejected(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("judge:\n  api_key: sk-leak\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="environment"):
+        load_settings(cfg)
+
+
+def test_unknown_setting_and_bad_value_are_clear(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("sampling_rat: 0.5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown setting"):
+        load_settings(cfg)
+    cfg.write_text("sampling_rate: 2\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="sampling_rate"):
+        load_settings(cfg)

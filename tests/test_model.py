@@ -1,0 +1,63 @@
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from ragpulse.model import Backend, Judgement, JudgementStatus, Trace, normalize_trace_id
+
+
+def test_trace_id_normalised_hex_lowercased_other_kept() -> None:
+    assert normalize_trace_id("94FCBDE9A2D1349A3A807C1AB886D48A") == "94fcbde9a2d1349a3a807c1ab886d48a"
+    assert (
+        normalize_trace_id(" 0E6B1A2C-1234-4ABC-9DEF-0123456789AB ") == "0e6b1a2c-1234-4abc-9def-0123456789ab"
+    )
+    assert normalize_trace_id("Order-42/Abc") == "Order-42/Abc"
+    with pytest.raises(ValueError):
+        normalize_trace_id("  ")
+
+
+def test_trace_contexts_from_documents_then_context_string() -> None:
+    t = Trace(trace_id="t1", documents=[{"id": "a", "content": "A"}, "B", {"id": "c", "content": ""}])
+    assert t.contexts == ["A", "B"]
+    assert [d.rank for d in t.documents] == [0, 1, 2]
+    assert t.doc_ids == ["a", None, "c"]
+    assert Trace(trace_id="t2", context="ctx").contexts == ["ctx"]
+    assert Trace(trace_id="t3", documents=None, context="  ").contexts == []
+
+
+def test_keywords_from_string_split_on_commas() -> None:
+    t = Trace(trace_id="t", keywords="报销, 审批，发票")
+    assert t.keywords == ("报销", "审批", "发票")
+    assert Trace(trace_id="t", keywords=[]).keywords is None
+
+
+def test_judgement_invariants() -> None:
+    j = Judgement(
+        judge="k", version="v", backend=Backend.HEURISTIC, score=0.5, passed=True, status=JudgementStatus.OK
+    )
+    assert j.outcome == "pass"
+    with pytest.raises(ValidationError):
+        Judgement(
+            judge="k",
+            version="v",
+            backend=Backend.LLM,
+            score=math.nan,
+            passed=False,
+            status=JudgementStatus.OK,
+        )
+    with pytest.raises(ValidationError):
+        Judgement(
+            judge="k", version="v", backend=Backend.LLM, score=1.2, passed=True, status=JudgementStatus.OK
+        )
+    with pytest.raises(ValidationError):
+        Judgement(
+            judge="k", version="v", backend=Backend.LLM, score=0.0, status=JudgementStatus.ERROR, reason="x"
+        )
+    e = Judgement(
+        judge="k",
+        version="v",
+        backend=Backend.LLM,
+        status=JudgementStatus.ERROR,
+        reason="unparseable: " + "x" * 1000,
+    )
+    assert len(e.reason) == 512 and e.reason_code == "unparseable" and e.outcome == "error"
