@@ -30,7 +30,11 @@ __all__ = [
     "Judgement",
     "JudgementFlags",
     "JudgementStatus",
+    "RunRecord",
+    "RunStatus",
     "Source",
+    "TestCase",
+    "TestSet",
     "Trace",
     "TraceOutcome",
     "TraceResult",
@@ -388,3 +392,79 @@ class TraceResult(BaseModel):
     outcome_reason: str | None = None
     judgements: tuple[Judgement, ...] = ()
     received_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+
+class TestCase(BaseModel):
+    """One case of a test set.
+
+    Attributes:
+        id: case id, unique in its test set (generated from the line number when the file has none).
+        question: the question to ask.
+        expected_answer: the reference (ground-truth) answer, if any.
+        keywords: keywords the answer should contain, if any.
+        reference_contexts: ground-truth contexts (for context recall), if any.
+        answer: a recorded answer to judge as is; ``None`` → ask the RAG endpoint.
+        contexts / doc_ids: retrieved contexts (and their ids) that came with the recorded answer.
+        context_labels: 0/1 relevance label per retrieved context, when labelled (e.g. RGB).
+        metadata: every other field of the input row.
+    """
+
+    __test__ = False  # not a pytest class
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    question: str | None = None
+    expected_answer: str | None = None
+    keywords: tuple[str, ...] | None = None
+    reference_contexts: tuple[str, ...] = ()
+    answer: str | None = None
+    contexts: tuple[str, ...] = ()
+    doc_ids: tuple[str | None, ...] = ()
+    context_labels: tuple[int, ...] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class TestSet(BaseModel):
+    """A named set of test cases (``name`` defaults to the file name when loaded from a JSONL file)."""
+
+    __test__ = False
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    knowledge_base: str | None = None
+    description: str | None = None
+    cases: tuple[TestCase, ...] = ()
+
+
+class RunStatus(StrEnum):
+    """Life cycle of a replay run."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    COMPLETED_WITH_ERRORS = "completed_with_errors"
+    FAILED = "failed"
+
+
+class RunRecord(BaseModel):
+    """A replay run as stored.
+
+    Attributes:
+        run_id: the run's id (given with ``--run-id`` or generated).
+        test_set: name of the replayed test set.
+        started_at / finished_at: UTC times.
+        status: see :class:`RunStatus`.
+        judges: ``{judge name: version}`` that the run used.
+        settings: non-secret settings worth comparing between runs (model, modes, thresholds, top-k, …).
+        report: the run report as JSON once finished (see ``ragpulse.replay.report``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    test_set: str
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+    status: RunStatus = RunStatus.RUNNING
+    judges: dict[str, str] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    report: dict[str, Any] | None = None
