@@ -40,3 +40,14 @@ def test_unknown_setting_and_bad_value_are_clear(tmp_path: Path) -> None:
     cfg.write_text("sampling_rate: 2\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="sampling_rate"):
         load_settings(cfg)
+
+
+async def test_pg_fixture_gives_an_empty_database(pg_url: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(pg_url)
+    try:
+        n = await conn.fetchval("select count(*) from pg_tables where schemaname = 'public'")
+    finally:
+        await conn.close()
+    assert n == 0
