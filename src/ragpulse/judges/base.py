@@ -12,9 +12,10 @@ import hashlib
 import json
 from typing import Any
 
-from ragpulse.model import Backend, Judgement, JudgementFlags, JudgementStatus
+from ragpulse.judges.text import is_abstention
+from ragpulse.model import Backend, Judgement, JudgementFlags, JudgementStatus, Trace
 
-__all__ = ["compute_version", "error", "ok", "skipped"]
+__all__ = ["compute_version", "error", "ok", "precheck", "skipped"]
 
 
 def compute_version(name: str, backend: Backend, settings: dict[str, Any]) -> str:
@@ -108,3 +109,43 @@ def error(
         reason=reason,
         **extra,
     )
+
+
+def precheck(
+    trace: Trace,
+    *,
+    judge: str,
+    version: str,
+    backend: Backend,
+    threshold: float,
+    model: str | None = None,
+    needs_context: bool = False,
+    needs_reference: bool = False,
+) -> Judgement | None:
+    """Apply the rules every judge shares before doing any work; ``None`` means "go on and judge".
+
+    In order:
+
+    1. no answer (missing/blank) → ``skipped`` ``no_answer``;
+    2. ``needs_reference`` and neither an expected answer nor keywords → ``skipped`` ``no_reference``;
+    3. the answer abstains (:func:`ragpulse.judges.text.is_abstention`) → ``skipped`` ``abstained``;
+    4. ``needs_context`` and no retrieved context → ``ok``, score 0, not passed, reason ``no_context``
+       (``decided_by="no_context"``), without a model call. This is ragpulse's rule; Ragas, DeepEval and
+       TruLens each treat empty context differently.
+    """
+    common: dict[str, Any] = {"judge": judge, "version": version, "backend": backend, "model": model}
+    if not trace.answer or not trace.answer.strip():
+        return skipped(reason="no_answer", threshold=threshold, **common)
+    if needs_reference and not ((trace.expected_answer or "").strip() or trace.keywords):
+        return skipped(reason="no_reference", threshold=threshold, **common)
+    if is_abstention(trace.answer):
+        return skipped(reason="abstained", threshold=threshold, **common)
+    if needs_context and not trace.contexts:
+        return ok(
+            score=0.0,
+            threshold=threshold,
+            reason="no_context: no retrieved context to check the answer against",
+            flags=JudgementFlags(decided_by="no_context"),
+            **common,
+        )
+    return None
