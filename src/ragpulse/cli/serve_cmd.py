@@ -29,7 +29,11 @@ from ragpulse.logging import get_logger
 
 __all__ = ["run_serve", "serve"]
 
-log = get_logger("ragpulse.serve")
+
+def _log() -> Any:
+    # Resolved at call time: the CLI configures logging after this module is imported.
+    return get_logger("ragpulse.serve")
+
 
 #: Seconds between two retention passes.
 RETENTION_INTERVAL_S = 3600.0
@@ -39,9 +43,9 @@ async def _retention_loop(store: Any, days: float) -> None:
     while True:
         try:
             n = await store.prune(timedelta(days=days))
-            log.info("retention_pruned", traces=n, older_than_days=days)
+            _log().info("retention_pruned", traces=n, older_than_days=days)
         except Exception as e:
-            log.warning("retention_failed", error=str(e))
+            _log().warning("retention_failed", error=str(e))
         await asyncio.sleep(RETENTION_INTERVAL_S)
 
 
@@ -112,7 +116,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             retention: asyncio.Task[None] | None = None
             if settings.retention_days:
                 retention = asyncio.create_task(_retention_loop(store, settings.retention_days))
-            log.info(
+            _log().info(
                 "ready",
                 http_port=http.port,
                 otlp_grpc=settings.otlp_grpc_address or None,
@@ -122,14 +126,14 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             )
             await stop.wait()
             stopping = True
-            log.info("stopping", deadline_s=settings.shutdown_deadline_s)
+            _log().info("stopping", deadline_s=settings.shutdown_deadline_s)
             if retention is not None:
                 retention.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await retention
     finally:
         shutdown_exporters(exporters)
-    log.info("stopped")
+    _log().info("stopped")
 
 
 @app.command()
@@ -139,7 +143,7 @@ def serve() -> None:
     try:
         asyncio.run(run_serve(settings))
     except RagpulseError as e:
-        log.error("serve_failed", error=str(e))
+        _log().error("serve_failed", error=str(e))
         raise _common.fail(str(e)) from e
     except KeyboardInterrupt:
         raise typer.Exit(0) from None

@@ -25,7 +25,6 @@ from ragpulse.logging import get_logger
 
 __all__ = ["HealthServer", "build_health_app", "parse_address"]
 
-log = get_logger("ragpulse.serve.http")
 
 #: A readiness check: returns True when the component is ready (must not raise).
 Check = Callable[[], Awaitable[bool]]
@@ -120,7 +119,7 @@ class HealthServer:
                 self._task.result()
                 raise ConfigError(f"HTTP server on {self._address} stopped during start-up")
             await asyncio.sleep(0.01)
-        log.info("http_listening", address=f"{host}:{self.port}")
+        get_logger("ragpulse.serve.http").info("http_listening", address=f"{host}:{self.port}")
         return self
 
     async def __aexit__(
