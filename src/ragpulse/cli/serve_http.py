@@ -53,6 +53,16 @@ async def _run_check(check: Check) -> bool:
         return False
 
 
+class _AsgiEndpoint:
+    """Wraps a function-style ASGI app so Starlette routes to it as an ASGI app (not a request handler)."""
+
+    def __init__(self, asgi: Any) -> None:
+        self._asgi = asgi
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._asgi(scope, receive, send)
+
+
 def build_health_app(checks: Mapping[str, Check], metrics_app: Any | None = None) -> FastAPI:
     """Return the FastAPI app with ``/healthz``, ``/readyz`` and (when given) ``/metrics``."""
     app = FastAPI(title="ragpulse", docs_url=None, redoc_url=None, openapi_url=None)
@@ -72,7 +82,8 @@ def build_health_app(checks: Mapping[str, Check], metrics_app: Any | None = None
         )
 
     if metrics_app is not None:
-        app.mount("/metrics", metrics_app)
+        # A route (not a mount) so that ``/metrics`` answers directly instead of redirecting to ``/metrics/``.
+        app.router.add_route("/metrics", _AsgiEndpoint(metrics_app), include_in_schema=False)
     return app
 
 
