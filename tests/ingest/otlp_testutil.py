@@ -49,7 +49,7 @@ class MemorySink:
     def by_id(self) -> dict[str, Trace]:
         return {t.trace_id: t for t in self.traces}
 
-    async def wait_for(self, n: int, timeout: float = 10.0) -> list[Trace]:
+    async def wait_for(self, n: int, timeout: float = 10.0) -> list[Trace]:  # noqa: ASYNC109
         """Wait until at least ``n`` traces arrived; fail after ``timeout`` seconds."""
         async with asyncio.timeout(timeout):
             while len(self.traces) < n:
