@@ -11,7 +11,9 @@ import yaml
 
 PROM_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package prometheus)")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool not installed (Debian package prometheus)"
+)
 
 ALERTS = {
     "RagpulseFaithfulnessPassRateLow",
