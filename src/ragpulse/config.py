@@ -209,8 +209,10 @@ class Settings(BaseSettings):
     kafka_bootstrap_servers: str | None = None
     kafka_topics: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["rag-traces"])
     kafka_group_id: str = "ragpulse"
-    #: Dead-letter topic; default ``<first topic>.dlq``.
+    #: Dead-letter topic for every consumed topic; default ``<topic>.dlq`` per consumed topic.
     kafka_dlq_topic: str | None = None
+    #: Where a new consumer group starts reading: ``earliest`` (no trace missed) or ``latest``.
+    kafka_auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None
