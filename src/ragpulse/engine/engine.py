@@ -431,10 +431,7 @@ class Engine:
         inserted = tid in report.trace_inserted
         if not changed and not inserted:
             return  # a redelivery that changed nothing: never count twice
-        if inserted and result.trace.end_time is not None:
-            lag = (datetime.now(UTC) - result.trace.end_time).total_seconds()
-            if lag >= 0:
-                telemetry.EVALUATION_LAG.record(lag)
+        # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
             try:
                 exporter.on_stored(result, changed)
