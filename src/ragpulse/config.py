@@ -178,6 +178,12 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(default=None, gt=0)
     #: Store question/answer/context as SHA-256 hashes and lengths only.
     redact_text: bool = False
+    #: Keep the embedded PostgreSQL running after the last ragpulse process exits (faster next start).
+    database_embedded_keep_running: bool = False
+    #: Longest time one database statement (and a wait for a pooled connection) may take, seconds.
+    database_command_timeout_s: float = Field(default=60.0, gt=0)
+    #: How often ``serve`` prunes old traces when ``retention_days`` is set, seconds.
+    retention_interval_s: float = Field(default=3600.0, gt=0)
 
     # -- replay ----------------------------------------------------------------------------------------------
     #: RAG endpoint that answers test cases without a recorded answer (HTTP POST, JSON).
