@@ -77,7 +77,9 @@ def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer 
 
     The recorded answer and contexts are used unless ``rag`` (the RAG endpoint's reply) is given. The case's
     ``metadata`` ``app``/``scenario`` route the trace; ``reference_contexts``, ``context_labels`` and the rest
-    of the metadata go to ``attributes`` (``reference_contexts``, ``context_labels``, ``case_metadata``).
+    of the metadata go to ``attributes`` (``reference_contexts``, ``context_labels``, ``case_metadata``); with
+    an endpoint reply the labels' own chunks go along as ``labelled_contexts``/``labelled_doc_ids``
+    (see :mod:`ragpulse.judges.labels`).
     """
     md = dict(case.metadata)
     app = md.pop("app", None)
@@ -85,8 +87,12 @@ def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer 
     attributes: dict[str, Any] = {"test_set": test_set}
     if case.reference_contexts:
         attributes["reference_contexts"] = list(case.reference_contexts)
-    if case.context_labels is not None and rag is None:
+    if case.context_labels is not None:
         attributes["context_labels"] = list(case.context_labels)
+        if rag is not None:  # the endpoint's chunks may differ: say which chunks the labels belong to
+            attributes["labelled_contexts"] = list(case.contexts)
+            if case.doc_ids:
+                attributes["labelled_doc_ids"] = list(case.doc_ids)
     if md:
         attributes["case_metadata"] = md
     answer: str | None
