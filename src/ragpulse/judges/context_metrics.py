@@ -85,6 +85,8 @@ class _ContextJudge(FrameJudge):
 
     judge_name = ""
     prompt_name = ""
+    #: Retrieval judges do not look at the answer: a trace without one can still be judged.
+    needs_answer = False
     prompt_placeholders: tuple[str, ...] = ()
     default_coverage = 0.6
 
