@@ -138,3 +138,33 @@ async def test_traces_for_rejudge_filters_and_pages(
     ]
     first = [t async for t in store.traces_for_rejudge("b", since, None)]
     assert first[0].question == f.QUESTION and len(first[0].documents) == 2
+
+
+async def test_documented_queries_run(store: PostgresStore, store_url: str) -> None:
+    """Every query in docs/storage.md is valid SQL against the schema, with the expected shape."""
+    import re
+    from pathlib import Path
+
+    import asyncpg
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "storage.md").read_text(encoding="utf-8")  # noqa: ASYNC240
+    block = re.search(r"```sql\n(.*?)```", doc, re.S)
+    assert block is not None
+    statements = [s.strip() for s in block.group(1).split(";") if s.strip()]
+    assert len(statements) == 7
+    await store.write_results(
+        [
+            f.result(f.trace("4bf92f3577b34da6a3ce929d0e0e4736"), f.ok("faithfulness", 0.5)),
+            f.result(f.trace("t2"), f.ok("faithfulness", 0.9)),
+        ]
+    )
+    conn = await asyncpg.connect(store_url)
+    try:
+        first = await conn.fetch(statements[0])
+        for sql in statements[1:]:
+            await conn.fetch(sql)
+    finally:
+        await conn.close()
+    assert [(r["app"], r["pass_rate"], r["mean_score"], r["scored"]) for r in first] == [
+        ("helpdesk", pytest.approx(0.5), pytest.approx(0.7), 2)
+    ]
