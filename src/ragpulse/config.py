@@ -151,6 +151,12 @@ class Settings(BaseSettings):
     embeddings_model: str | None = None
     embeddings_api_key: SecretStr | None = None
 
+    # -- reference metrics and checklists (issue: refmetrics) -----------------------------------------------
+    #: Business checklists, each a judge named after its key: ``{name: {version, mode, threshold, apps,
+    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}`` (relative paths: working directory first,
+    #: then the config file's directory). See ``docs/reference-metrics.md`` and ``config/checklists/``.
+    checklists: dict[str, Any] = Field(default_factory=dict)
+
     # -- engine ----------------------------------------------------------------------------------------------
     #: Traces waiting for judges; a full queue blocks the source (back-pressure).
     engine_queue_size: int = Field(default=1000, gt=0)

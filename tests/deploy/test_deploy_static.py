@@ -106,6 +106,14 @@ def test_compose_services_env_and_ports() -> None:
     prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert prom["scrape_configs"][0]["static_configs"][0]["targets"] == ["ragpulse:9464"]
     assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
+    assert "alerts.yml" in prom["rule_files"]
+    vols = services["prometheus"]["volumes"]
+    assert any(v.startswith("./prometheus:/etc/prometheus") for v in vols)
+    for v in services["grafana"]["volumes"]:
+        assert (DEPLOY / v.split(":")[0]).exists(), v
+    dash = yaml.safe_load((DEPLOY / "grafana" / "provisioning" / "dashboards" / "ragpulse.yml").read_text())
+    assert dash["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
+    assert (ROOT / "dashboards" / "ragpulse.json").exists()
     ds = yaml.safe_load((DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yml").read_text())
     assert ds["datasources"][0]["url"] == "http://prometheus:9090"
 

@@ -83,7 +83,7 @@ def build_health_app(checks: Mapping[str, Check], metrics_app: Any | None = None
 
     if metrics_app is not None:
         # A route (not a mount) so that ``/metrics`` answers directly instead of redirecting to ``/metrics/``.
-        app.router.add_route("/metrics", _AsgiEndpoint(metrics_app), include_in_schema=False)
+        app.router.add_route("/metrics", _AsgiEndpoint(metrics_app), include_in_schema=False)  # type: ignore[arg-type]
     return app
 
 
