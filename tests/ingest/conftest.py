@@ -70,3 +70,11 @@ def kafka_bootstrap() -> Iterator[str]:
 def topic() -> str:
     """A fresh topic name (created by the test with :func:`kafka_util.create_topic`)."""
     return f"traces-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(autouse=True)
+def _log_to_current_stderr() -> None:
+    """Point structlog at this test's stderr (another test's CLI run may have left it on a closed stream)."""
+    from ragpulse.logging import configure_logging
+
+    configure_logging("INFO", json=True)
