@@ -54,6 +54,9 @@ class HeuristicFaithfulnessJudge:
          capitalised names 1.5, others 1 (:func:`lexical.token_weight`). Chinese words also match as
          substrings of the chunk, so jieba segmenting a word differently in the context does not count
          against the answer.
+       - a sentence with Chinese text also gets a character-bigram support (share of its bigrams, minus
+         the question's, found in the best chunk); its support is the mean of the two, because word
+         boundaries are uncertain and numbers stick to their units ("2014年2月" → "20", "01", "14", "4年", …).
 
     4. score = mean sentence support (0–1); ``passed`` = score ≥ threshold (default
        :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence.
@@ -100,6 +103,7 @@ class HeuristicFaithfulnessJudge:
         answer = trace.answer or ""
         chunks = [lexical.chunk_index(c) for c in trace.contexts]
         q_tokens = set(content_tokens(trace.question))
+        q_grams = set(lexical.char_bigrams(trace.question or ""))
         a_tokens = content_tokens(answer)
 
         def done(score: float, reason: str, decided_by: str) -> Judgement:
@@ -122,6 +126,9 @@ class HeuristicFaithfulnessJudge:
                 continue
             new = [t for t in content_tokens(sentence) if t not in q_tokens]
             value, chunk_i = lexical.best_chunk_support(new, chunks, names)
+            if lexical.has_cjk(sentence):
+                grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
+                value = (value + lexical.best_chunk_bigram_support(grams, chunks)) / 2
             supports.append((value, sentence, chunk_i))
         if not supports:
             return done(1.0, "no content words to check", "sentence_support")

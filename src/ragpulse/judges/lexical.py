@@ -11,6 +11,8 @@ for Chinese runs, case-folded words otherwise, stop words removed by ``content_t
 - :func:`restates_question` spots an answer that only repeats the question.
 - :class:`ChunkIndex` holds one context chunk's content-token set and case-folded text; :func:`chunk_index`
   caches them by chunk text (LRU), so a chunk shared by many traces is tokenised once.
+- :func:`char_bigrams` / :func:`best_chunk_bigram_support`: character bigrams for Chinese, where word
+  boundaries are uncertain and numbers stick to their units ("2014年2月").
 - :func:`token_weight` weighs a token by how much it carries a checkable fact: tokens with digits weigh
   :data:`NUMBER_WEIGHT`, capitalised names in English text :data:`NAME_WEIGHT`, others 1.
 """
@@ -28,8 +30,10 @@ __all__ = [
     "NAME_WEIGHT",
     "NUMBER_WEIGHT",
     "ChunkIndex",
+    "best_chunk_bigram_support",
     "best_chunk_support",
     "capitalised_names",
+    "char_bigrams",
     "chunk_index",
     "has_cjk",
     "is_meta_statement",
@@ -49,6 +53,7 @@ ECHO_MIN_COVERAGE = 0.8
 _SENT_SPLIT_RE = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _DIGIT_RE = re.compile(r"\d")
+_RUN_RE = re.compile(r"[^\W_]+")
 _NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w-]*")
 
 _META_EN = re.compile(
@@ -165,3 +170,26 @@ def best_chunk_support(
             if got >= total:
                 break
     return best / total, best_i
+
+
+def char_bigrams(text: str) -> list[str]:
+    """Distinct character bigrams of the case-folded letter/digit runs of ``text`` (punctuation breaks runs)."""
+    out: dict[str, None] = {}
+    for run in _RUN_RE.findall(text.casefold()):
+        for i in range(len(run) - 1):
+            out[run[i : i + 2]] = None
+    return list(out)
+
+
+def best_chunk_bigram_support(grams: Sequence[str], chunks: Sequence[ChunkIndex]) -> float:
+    """Share (0–1) of ``grams`` found in the single best chunk's text; 1.0 for no grams, 0.0 for no chunks."""
+    if not grams:
+        return 1.0
+    best = 0
+    for ch in chunks:
+        got = sum(1 for g in grams if g in ch.folded)
+        if got > best:
+            best = got
+            if got == len(grams):
+                break
+    return best / len(grams)
