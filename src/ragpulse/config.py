@@ -151,6 +151,12 @@ class Settings(BaseSettings):
     embeddings_model: str | None = None
     embeddings_api_key: SecretStr | None = None
 
+    # -- reference metrics and checklists (issue: refmetrics) -----------------------------------------------
+    #: Business checklists, each a judge named after its key: ``{name: {version, mode, threshold, apps,
+    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}`` (relative paths: working directory first,
+    #: then the config file's directory). See ``docs/reference-metrics.md`` and ``config/checklists/``.
+    checklists: dict[str, Any] = Field(default_factory=dict)
+
     # -- engine ----------------------------------------------------------------------------------------------
     #: Traces waiting for judges; a full queue blocks the source (back-pressure).
     engine_queue_size: int = Field(default=1000, gt=0)
@@ -178,6 +184,12 @@ class Settings(BaseSettings):
     retention_days: float | None = Field(default=None, gt=0)
     #: Store question/answer/context as SHA-256 hashes and lengths only.
     redact_text: bool = False
+    #: Keep the embedded PostgreSQL running after the last ragpulse process exits (faster next start).
+    database_embedded_keep_running: bool = False
+    #: Longest time one database statement (and a wait for a pooled connection) may take, seconds.
+    database_command_timeout_s: float = Field(default=60.0, gt=0)
+    #: How often ``serve`` prunes old traces when ``retention_days`` is set, seconds.
+    retention_interval_s: float = Field(default=3600.0, gt=0)
 
     # -- replay ----------------------------------------------------------------------------------------------
     #: RAG endpoint that answers test cases without a recorded answer (HTTP POST, JSON).
@@ -197,8 +209,10 @@ class Settings(BaseSettings):
     kafka_bootstrap_servers: str | None = None
     kafka_topics: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["rag-traces"])
     kafka_group_id: str = "ragpulse"
-    #: Dead-letter topic; default ``<first topic>.dlq``.
+    #: Dead-letter topic for every consumed topic; default ``<topic>.dlq`` per consumed topic.
     kafka_dlq_topic: str | None = None
+    #: Where a new consumer group starts reading: ``earliest`` (no trace missed) or ``latest``.
+    kafka_auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     kafka_security_protocol: str = "PLAINTEXT"
     kafka_sasl_mechanism: str | None = None
     kafka_sasl_username: str | None = None

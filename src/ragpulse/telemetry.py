@@ -9,18 +9,24 @@ Names follow Prometheus conventions after the OTel → Prometheus translation: a
 ``x_total``, so instruments here are named without the ``_total`` suffix.
 
 Label cardinality: ``app`` values pass through :func:`app_label`, which keeps at most
-``limit`` distinct values and folds the rest into ``other`` (counted by ``ragpulse_app_labels_folded``).
+``limit`` distinct values and folds the rest into ``other`` (counted by ``ragpulse_app_labels_folded``);
+judge-error reason codes pass through :func:`reason_label` the same way.
 Trace ids, request-supplied model names and free text never become attributes.
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Callable
 
 from opentelemetry import metrics
 
 __all__ = [
     "APP_LABELS_FOLDED",
+    "ENGINE_QUEUE_DEPTH",
+    "EVALUATION_EVENTS",
+    "EVALUATION_EVENTS_DROPPED",
     "EVALUATION_LAG",
     "JUDGEMENTS",
     "JUDGE_ERRORS",
@@ -30,9 +36,11 @@ __all__ = [
     "TRACES_NOT_SAMPLED",
     "TRACES_RECEIVED",
     "TRACES_REJECTED",
+    "LabelFolder",
     "app_label",
     "configure_app_label_limit",
     "meter",
+    "reason_label",
 ]
 
 meter = metrics.get_meter("ragpulse")
@@ -67,32 +75,97 @@ EVALUATION_LAG = meter.create_histogram(
 APP_LABELS_FOLDED = meter.create_counter(
     "ragpulse_app_labels_folded", description="Observations whose app label was folded into 'other'"
 )
+#: Traces waiting in the engine's queue (set by the engine on submit/take). No attributes.
+ENGINE_QUEUE_DEPTH = meter.create_gauge(
+    "ragpulse_engine_queue_depth", description="Traces waiting in the engine queue"
+)
+#: ``gen_ai.evaluation.result`` events emitted to the OTLP logs pipeline.
+EVALUATION_EVENTS = meter.create_counter(
+    "ragpulse_evaluation_events", description="Evaluation events handed to the OTLP logs pipeline"
+)
+#: Evaluation events dropped because the export queue was full (or the pipeline failed).
+EVALUATION_EVENTS_DROPPED = meter.create_counter(
+    "ragpulse_evaluation_events_dropped", description="Evaluation events dropped (queue full or failure)"
+)
 
-_lock = threading.Lock()
-_limit = 50
-_seen: set[str] = set()
+_REASON_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,47}$")
+
+
+class LabelFolder:
+    """Keeps at most ``limit`` distinct values of one label; later new values become ``other``.
+
+    Thread-safe. ``folded`` counts the observations that were folded (since construction or the last
+    :meth:`reset`), and ``on_fold`` is called for each.
+    """
+
+    def __init__(self, limit: int, on_fold: Callable[[], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._on_fold = on_fold
+        self.folded = 0
+
+    def reset(self, limit: int | None = None) -> None:
+        """Forget the values seen (and change the limit when given)."""
+        with self._lock:
+            if limit is not None:
+                self._limit = limit
+            self._seen.clear()
+            self.folded = 0
+
+    @property
+    def distinct(self) -> int:
+        """Number of distinct values currently kept."""
+        with self._lock:
+            return len(self._seen)
+
+    def __call__(self, value: str) -> str:
+        """``value`` itself while it is known or the limit is not reached, else ``other``."""
+        with self._lock:
+            if value in self._seen:
+                return value
+            if len(self._seen) < self._limit:
+                self._seen.add(value)
+                return value
+            self.folded += 1
+        if self._on_fold is not None:
+            self._on_fold()
+        return "other"
+
+
+_apps = LabelFolder(50, on_fold=lambda: APP_LABELS_FOLDED.add(1))
+#: Distinct judge-error reason codes kept as ``reason`` label values.
+REASON_LABEL_LIMIT = 32
+_reasons = LabelFolder(REASON_LABEL_LIMIT)
 
 
 def configure_app_label_limit(limit: int) -> None:
-    """Set the number of distinct ``app`` label values kept (``Settings.metrics_app_label_limit``)."""
-    global _limit
-    with _lock:
-        _limit = limit
-        _seen.clear()
+    """Set the number of distinct ``app`` label values kept (``Settings.metrics_app_label_limit``).
+
+    Also forgets the values seen so far (tests and a fresh ``serve`` start from zero).
+    """
+    _apps.reset(limit)
 
 
 def app_label(app: str | None) -> str:
     """Return the ``app`` label for ``app``: itself while fewer than the limit were seen, else ``other``.
 
-    ``None``/empty → ``unknown``.
+    ``None``/empty → ``unknown``. Each fold adds 1 to ``ragpulse_app_labels_folded``.
     """
     if not app:
         return "unknown"
-    with _lock:
-        if app in _seen:
-            return app
-        if len(_seen) < _limit:
-            _seen.add(app)
-            return app
-    APP_LABELS_FOLDED.add(1)
-    return "other"
+    return _apps(app)
+
+
+def reason_label(reason_code: str | None) -> str:
+    """Return a bounded ``reason`` label for a judge error's reason code (e.g. ``judge_unavailable``).
+
+    Codes that do not look like machine codes (lower-case ``[a-z0-9_.-]``, at most 48 chars — free text,
+    say) become ``other``, as do new codes once :data:`REASON_LABEL_LIMIT` distinct ones were seen; an empty
+    code is ``unknown``.
+    """
+    if not reason_code:
+        return "unknown"
+    if not _REASON_RE.match(reason_code):
+        return "other"
+    return _reasons(reason_code)

@@ -1,0 +1,460 @@
+"""The evaluation engine: bounded queue → judges → batched store writes → exporters → ack.
+
+Pipeline (all inside one event loop, created when the engine is entered, never at import):
+
+1. :meth:`Engine.submit` puts a trace on a bounded :class:`asyncio.Queue` (``engine_queue_size``); it waits
+   while the queue is full, which is the back-pressure sources feel.
+2. ``engine_workers`` worker tasks take traces off the queue, decide the trace outcome (sampling,
+   evaluability) and run the routed judges concurrently.
+3. Finished results go on a second bounded queue to one writer task, which writes them in batches of up to
+   ``engine_batch_size`` (or what arrived within ``engine_flush_interval_s``). A retriable
+   :class:`~ragpulse.errors.StoreError` is retried with exponential backoff up to ``engine_store_retries``
+   attempts; meanwhile the workers block on the full result queue, so memory stays bounded.
+4. After a successful write, exporters get ``on_stored(result, changed)`` (only the judgements the store
+   inserted or changed) and then the source's ``ack(result, True)``. A batch that fails for good is acked with
+   ``ok=False``; a non-retriable failure of a multi-trace batch is retried trace by trace so one bad trace
+   cannot fail its neighbours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from types import TracebackType
+from typing import Self
+
+import structlog
+
+from ragpulse import telemetry
+from ragpulse.config import Settings
+from ragpulse.engine.routing import Router
+from ragpulse.engine.sampling import is_sampled
+from ragpulse.errors import RagpulseError, StoreError
+from ragpulse.logging import get_logger
+from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport
+
+__all__ = ["Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
+
+log = get_logger("ragpulse.engine")
+
+#: Longest pause between two store write attempts, seconds.
+MAX_BACKOFF_S = 30.0
+
+
+class EngineClosedError(RagpulseError):
+    """Raised by :meth:`Engine.submit` when the engine is not running (not entered, closing or closed)."""
+
+
+@dataclass
+class EngineStats:
+    """Counters since the engine started (plain ints; read them, do not write them).
+
+    Attributes:
+        received: traces accepted by ``submit``.
+        evaluated / incomplete / not_sampled / not_evaluable: traces by outcome.
+        judge_exceptions: judges that raised (turned into ``error`` judgements).
+        stored: traces whose result was written (acked ``ok=True``).
+        failed: traces whose write failed for good (acked ``ok=False``).
+        store_retries: store write attempts that failed and were retried.
+        batches: successful store writes.
+    """
+
+    received: int = 0
+    evaluated: int = 0
+    incomplete: int = 0
+    not_sampled: int = 0
+    not_evaluable: int = 0
+    judge_exceptions: int = 0
+    stored: int = 0
+    failed: int = 0
+    store_retries: int = 0
+    batches: int = 0
+
+
+class _State(Enum):
+    NEW = "new"
+    RUNNING = "running"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+@dataclass(slots=True)
+class _Item:
+    trace: Trace
+    ack: AckCallback | None
+    received_at: datetime
+
+
+def not_evaluable_reason(trace: Trace) -> str | None:
+    """``no_question`` / ``no_answer`` when the trace lacks one (missing or blank), else ``None``."""
+    if not trace.question or not trace.question.strip():
+        return "no_question"
+    if not trace.answer or not trace.answer.strip():
+        return "no_answer"
+    return None
+
+
+class Engine:
+    """Judges traces asynchronously and stores every judgement; implements :class:`~ragpulse.protocols.TraceSink`.
+
+    Use as ``async with Engine(judges, store, settings, exporters) as engine: await engine.submit(trace, ack)``.
+    Leaving the block closes the engine gracefully (:meth:`aclose`).
+
+    Args:
+        judges: judge name → judge; which of them run per trace follows ``settings.judge_routes``
+            (first match by app/scenario), else all of them.
+        store: where results are written (``write_results``).
+        settings: engine settings (``engine_*``, ``sampling_rate``, ``shutdown_deadline_s``, ``judge_routes``).
+        exporters: receive ``on_stored(result, changed)`` after each successful write.
+    """
+
+    def __init__(
+        self,
+        judges: Mapping[str, Judge],
+        store: ResultStore,
+        settings: Settings,
+        exporters: Sequence[Exporter] = (),
+    ) -> None:
+        self._judges = dict(judges)
+        self._router = Router(self._judges, settings.judge_routes)
+        self._store = store
+        self._settings = settings
+        self._exporters = tuple(exporters)
+        self.stats = EngineStats()
+        self._state = _State.NEW
+        self._pending = 0
+        # asyncio objects are created in start(), inside the running loop.
+        self._queue: asyncio.Queue[_Item] | None = None
+        self._results: asyncio.Queue[tuple[TraceResult, AckCallback | None]] | None = None
+        self._idle: asyncio.Event | None = None
+        self._closing: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- life cycle -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the queues and start the worker and writer tasks.
+
+        Raises:
+            RuntimeError: the engine was already started.
+        """
+        if self._state is not _State.NEW:
+            raise RuntimeError(f"engine already {self._state.value}")
+        s = self._settings
+        self._queue = asyncio.Queue(maxsize=s.engine_queue_size)
+        self._results = asyncio.Queue(maxsize=max(s.engine_batch_size, s.engine_workers))
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closing = asyncio.Event()
+        self._tasks = [
+            asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}")
+            for i in range(s.engine_workers)
+        ]
+        self._tasks.append(asyncio.create_task(self._writer(), name="ragpulse-engine-writer"))
+        self._state = _State.RUNNING
+        log.debug("engine_started", workers=s.engine_workers, queue_size=s.engine_queue_size)
+
+    async def aclose(self, deadline_s: float | None = None) -> bool:
+        """Stop accepting traces, drain in-flight work within ``deadline_s`` (default ``shutdown_deadline_s``
+        seconds), then cancel what is left. Idempotent.
+
+        Traces still in flight at the deadline are neither acked nor failed (their source redelivers them).
+
+        Returns:
+            True when everything submitted was stored or failed for good before the deadline.
+        """
+        if self._state in (_State.NEW, _State.CLOSED):
+            self._state = _State.CLOSED
+            return True
+        if self._state is _State.CLOSING:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            return self._pending == 0
+        self._state = _State.CLOSING
+        assert self._closing is not None
+        self._closing.set()
+        deadline = self._settings.shutdown_deadline_s if deadline_s is None else deadline_s
+        drained = await self.drain(deadline)
+        if not drained:
+            log.warning("engine_shutdown_deadline_passed", pending=self._pending, deadline_s=deadline)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._state = _State.CLOSED
+        log.debug("engine_closed", drained=drained, **self._stats_dict())
+        return drained
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- TraceSink ------------------------------------------------------------------------------------------
+
+    async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None:
+        """Queue ``trace``; wait while the queue is full (back-pressure).
+
+        ``ack(result, ok)`` is awaited later: ``ok=True`` once the result is stored, ``ok=False`` once the
+        store write failed for good.
+
+        Raises:
+            EngineClosedError: the engine is not running, or began closing while this call waited.
+        """
+        if self._state is not _State.RUNNING:
+            raise EngineClosedError(f"engine is {self._state.value}; cannot accept traces")
+        assert self._queue is not None and self._idle is not None and self._closing is not None
+        item = _Item(trace, ack, datetime.now(UTC))
+        self._pending += 1
+        self._idle.clear()
+        try:
+            if not self._queue.full():
+                self._queue.put_nowait(item)
+            else:
+                await self._put_waiting(item)
+        except BaseException:
+            self._one_done()
+            raise
+        self.stats.received += 1
+        telemetry.TRACES_RECEIVED.add(1, {"source": trace.source.value})
+
+    async def _put_waiting(self, item: _Item) -> None:
+        assert self._queue is not None and self._closing is not None
+        put = asyncio.ensure_future(self._queue.put(item))
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({put, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not put.done():
+                put.cancel()
+        if put.cancelled() or not put.done():
+            raise EngineClosedError("engine began closing while the trace waited for room")
+        put.result()
+
+    def has_room(self) -> bool:
+        """True while the input queue has a free slot (sources pause/resume partitions on it)."""
+        return self._state is _State.RUNNING and self._queue is not None and not self._queue.full()
+
+    async def drain(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 (documented contract)
+        """Wait until every submitted trace has been acked (stored or failed for good).
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits without limit.
+
+        Returns:
+            True when nothing is in flight any more, False on timeout.
+        """
+        if self._idle is None or self._pending == 0:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    @property
+    def in_flight(self) -> int:
+        """Traces submitted but not yet acked."""
+        return self._pending
+
+    # -- workers --------------------------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        assert self._queue is not None and self._results is not None
+        queue, results = self._queue, self._results
+        while True:
+            item = await queue.get()
+            try:
+                result = await self._evaluate(item)
+            except Exception as e:  # a bug, not an input problem: keep the trace, say why
+                log.exception("engine_evaluate_failed", trace_id=item.trace.trace_id)
+                result = TraceResult(
+                    trace=item.trace,
+                    outcome=TraceOutcome.NOT_EVALUABLE,
+                    outcome_reason=f"engine_error: {type(e).__name__}",
+                    received_at=item.received_at,
+                )
+            finally:
+                queue.task_done()
+            await results.put((result, item.ack))
+
+    async def _evaluate(self, item: _Item) -> TraceResult:
+        trace = item.trace
+        if not is_sampled(trace.trace_id, self._settings.sampling_rate):
+            self.stats.not_sampled += 1
+            telemetry.TRACES_NOT_SAMPLED.add(1)
+            return TraceResult(trace=trace, outcome=TraceOutcome.NOT_SAMPLED, received_at=item.received_at)
+        reason = not_evaluable_reason(trace)
+        if reason is not None:
+            self.stats.not_evaluable += 1
+            return TraceResult(
+                trace=trace,
+                outcome=TraceOutcome.NOT_EVALUABLE,
+                outcome_reason=reason,
+                received_at=item.received_at,
+            )
+        judges = self._router.select(trace)
+        with structlog.contextvars.bound_contextvars(trace_id=trace.trace_id):
+            if len(judges) == 1:
+                judgements: Sequence[Judgement] = [await self._run_judge(judges[0], trace)]
+            else:
+                judgements = await asyncio.gather(*(self._run_judge(j, trace) for j in judges))
+        if trace.incomplete:
+            self.stats.incomplete += 1
+            outcome = TraceOutcome.INCOMPLETE
+        else:
+            self.stats.evaluated += 1
+            outcome = TraceOutcome.EVALUATED
+        return TraceResult(
+            trace=trace, outcome=outcome, judgements=tuple(judgements), received_at=item.received_at
+        )
+
+    async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
+        """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""
+        started = time.perf_counter()
+        try:
+            out = await judge.judge(trace)
+            if isinstance(out, Judgement):
+                return out
+            problem = f"judge_exception: returned {type(out).__name__}, not a Judgement"
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            problem = f"judge_exception: {type(e).__name__}: {e}"
+        self.stats.judge_exceptions += 1
+        log.error("judge_raised", judge=judge.name, problem=problem[:300])
+        return Judgement(
+            judge=judge.name,
+            version=judge.version,
+            backend=judge.backend,
+            threshold=judge.threshold,
+            status=JudgementStatus.ERROR,
+            reason=problem,
+            latency_s=time.perf_counter() - started,
+        )
+
+    # -- writer ---------------------------------------------------------------------------------------------
+
+    async def _writer(self) -> None:
+        assert self._results is not None
+        results = self._results
+        size = self._settings.engine_batch_size
+        interval = self._settings.engine_flush_interval_s
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await results.get()]
+            deadline = loop.time() + interval
+            while len(batch) < size:
+                try:
+                    batch.append(results.get_nowait())
+                    continue
+                except asyncio.QueueEmpty:
+                    pass
+                # Nothing else is in flight: write now instead of waiting for the timer.
+                remaining = deadline - loop.time()
+                if len(batch) >= self._pending or remaining <= 0:
+                    break
+                try:
+                    async with asyncio.timeout(remaining):
+                        batch.append(await results.get())
+                except TimeoutError:
+                    break
+            await self._write_batch(batch)
+
+    async def _write_batch(self, batch: list[tuple[TraceResult, AckCallback | None]]) -> None:
+        try:
+            report = await self._write_with_retry([r for r, _ in batch])
+        except StoreError as e:
+            if not e.retriable and len(batch) > 1:
+                log.warning("store_batch_rejected_splitting", traces=len(batch), error=str(e)[:300])
+                for one in batch:
+                    await self._write_batch([one])
+                return
+            log.error(
+                "store_write_failed",
+                traces=len(batch),
+                trace_ids=[r.trace.trace_id for r, _ in batch[:20]],
+                retriable=e.retriable,
+                error=str(e)[:300],
+            )
+            for result, ack in batch:
+                self.stats.failed += 1
+                await self._ack(ack, result, False)
+            return
+        self.stats.batches += 1
+        for result, ack in batch:
+            self._export(result, report)
+            self.stats.stored += 1
+            await self._ack(ack, result, True)
+
+    async def _write_with_retry(self, results: list[TraceResult]) -> WriteReport:
+        attempts = self._settings.engine_store_retries
+        backoff = self._settings.engine_store_backoff_s
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._store.write_results(results)
+            except StoreError as e:
+                if not e.retriable or attempt >= attempts:
+                    raise
+                err = e
+            except Exception as e:  # a store outside the contract: not retriable
+                raise StoreError(f"store raised {type(e).__name__}: {e}", retriable=False) from e
+            self.stats.store_retries += 1
+            delay = min(backoff * 2 ** (attempt - 1), MAX_BACKOFF_S) * random.uniform(0.8, 1.0)
+            log.warning(
+                "store_write_retry",
+                attempt=attempt,
+                attempts=attempts,
+                delay_s=round(delay, 3),
+                traces=len(results),
+                error=str(err)[:300],
+            )
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _export(self, result: TraceResult, report: WriteReport) -> None:
+        tid = result.trace.trace_id
+        changed = [j for j in result.judgements if (tid, j.judge, j.version) in report.changed]
+        inserted = tid in report.trace_inserted
+        if not changed and not inserted:
+            return  # a redelivery that changed nothing: never count twice
+        if inserted and result.trace.end_time is not None:
+            lag = (datetime.now(UTC) - result.trace.end_time).total_seconds()
+            if lag >= 0:
+                telemetry.EVALUATION_LAG.record(lag)
+        for exporter in self._exporters:
+            try:
+                exporter.on_stored(result, changed)
+            except Exception:
+                log.exception("exporter_failed", exporter=type(exporter).__name__, trace_id=tid)
+
+    async def _ack(self, ack: AckCallback | None, result: TraceResult, ok: bool) -> None:
+        try:
+            if ack is not None:
+                await ack(result, ok)
+        except Exception:
+            log.exception("ack_failed", trace_id=result.trace.trace_id, ok=ok)
+        finally:
+            self._one_done()
+
+    def _one_done(self) -> None:
+        self._pending -= 1
+        if self._pending <= 0 and self._idle is not None:
+            self._pending = 0
+            self._idle.set()
+
+    def _stats_dict(self) -> dict[str, int]:
+        return dict(vars(self.stats))

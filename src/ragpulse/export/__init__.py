@@ -1,0 +1,84 @@
+"""Export: Prometheus / OTLP metrics and OpenTelemetry evaluation events.
+
+- :mod:`ragpulse.export.otel_setup` installs the OTel SDK meter provider once per process (Prometheus reader
+  for ``/metrics``, OTLP reader when ``OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT`` is set) and pushes replay runs to
+  a Pushgateway.
+- :class:`MetricsExporter` records judgements on :mod:`ragpulse.telemetry`'s instruments.
+- :class:`EvaluationEventExporter` emits ``gen_ai.evaluation.result`` OTLP log records.
+
+The CLI calls :func:`build_exporters` once, hands the list to the engine, and calls :func:`shutdown_exporters`
+on exit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragpulse.config import Settings
+from ragpulse.export.events import EvaluationEventExporter, build_event_exporter
+from ragpulse.export.metrics_exporter import MetricsExporter
+from ragpulse.export.otel_setup import (
+    flush_metrics,
+    install_metrics,
+    metrics_asgi_app,
+    push_to_gateway,
+    render_metrics,
+    shutdown_metrics,
+)
+from ragpulse.logging import get_logger
+from ragpulse.protocols import Exporter
+
+__all__ = [
+    "EvaluationEventExporter",
+    "MetricsExporter",
+    "build_exporters",
+    "flush_exporters",
+    "flush_metrics",
+    "install_metrics",
+    "metrics_asgi_app",
+    "push_to_gateway",
+    "render_metrics",
+    "shutdown_exporters",
+    "shutdown_metrics",
+]
+
+_log = get_logger(__name__)
+
+
+def build_exporters(settings: Settings) -> list[Exporter]:
+    """Install the metrics SDK (idempotent) and return the exporters for the engine.
+
+    Always a :class:`MetricsExporter`; plus an :class:`EvaluationEventExporter` when an OTLP logs endpoint is
+    configured (``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``).
+
+    Raises:
+        ExportError: the OTLP configuration is unusable (e.g. an unsupported protocol).
+    """
+    install_metrics(settings)
+    exporters: list[Exporter] = [MetricsExporter(settings)]
+    events = build_event_exporter(settings)
+    if events is not None:
+        exporters.append(events)
+    return exporters
+
+
+def flush_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) -> None:
+    """Export what the exporters buffered (evaluation events); never raises."""
+    for e in exporters:
+        if isinstance(e, EvaluationEventExporter):
+            try:
+                e.force_flush(timeout_s)
+            except Exception as err:
+                _log.warning("exporter_flush_failed", error=str(err))
+
+
+def shutdown_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) -> None:
+    """Flush and shut down the exporters, and flush the metrics pipeline (OTLP push); never raises.
+
+    The process-wide meter provider stays installed (several replays may run in one process);
+    :func:`shutdown_metrics` stops it at process exit.
+    """
+    for e in exporters:
+        if isinstance(e, EvaluationEventExporter):
+            e.shutdown(timeout_s)
+    flush_metrics(timeout_s)

@@ -1,0 +1,82 @@
+"""``MetricsExporter``: records stored judgements on ragpulse's metric instruments.
+
+It implements :class:`ragpulse.protocols.Exporter`: the engine calls :meth:`MetricsExporter.on_stored` after a
+store write with only the judgements the store inserted or changed, so a Kafka redelivery (nothing changed)
+records nothing and no value is counted twice. Values go to the OTel API instruments of
+:mod:`ragpulse.telemetry`; :mod:`ragpulse.export.otel_setup` exports them to Prometheus and OTLP.
+
+Per changed judgement:
+
+- ``ragpulse_judgements_total{judge,app,outcome}`` +1 (outcome ``pass``/``fail``/``error``/``skipped``);
+- ``ragpulse_judge_score{judge,app,backend}`` ← score (0–1), ``ok`` judgements only;
+- ``ragpulse_judge_errors_total{judge,reason}`` +1 for ``error`` judgements (reason = bounded reason code);
+- ``ragpulse_judge_latency_seconds{judge}`` ← ``latency_s`` for ``ok`` and ``error`` judgements (a skip made
+  no judge call, so its ~0 s would hide real latency);
+- ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens.
+
+Per trace with at least one changed judgement and an ``end_time``: ``ragpulse_evaluation_lag_seconds{source}``
+← now − trace end, seconds (negative values from clock skew are recorded as 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from ragpulse import telemetry
+from ragpulse.config import Settings
+from ragpulse.logging import get_logger
+from ragpulse.model import Judgement, JudgementStatus, TraceResult
+
+__all__ = ["MetricsExporter"]
+
+_log = get_logger(__name__)
+
+
+class MetricsExporter:
+    """Records metrics for judgements the store inserted or changed. Never blocks, never raises.
+
+    Args:
+        settings: applies ``metrics_app_label_limit`` to the ``app`` label folding when given.
+        clock: returns the current UTC time (for the evaluation lag); defaults to ``datetime.now(UTC)``.
+    """
+
+    def __init__(
+        self, settings: Settings | None = None, *, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        if settings is not None:
+            telemetry.configure_app_label_limit(settings.metrics_app_label_limit)
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self.failures = 0
+
+    def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None:
+        """Record ``changed`` (judgements of ``result`` that the store inserted or changed).
+
+        An empty ``changed`` records nothing. Errors inside the metrics SDK are logged and counted in
+        ``failures``, never raised.
+        """
+        if not changed:
+            return
+        try:
+            app = telemetry.app_label(result.trace.app)
+            for j in changed:
+                self._record(j, app)
+            end = result.trace.end_time
+            if end is not None:
+                lag = max(0.0, (self._clock() - end).total_seconds())
+                telemetry.EVALUATION_LAG.record(lag, {"source": result.trace.source.value})
+        except Exception as e:  # never raise into the engine
+            self.failures += 1
+            _log.warning("metrics_record_failed", error=str(e), error_type=type(e).__name__)
+
+    @staticmethod
+    def _record(j: Judgement, app: str) -> None:
+        telemetry.JUDGEMENTS.add(1, {"judge": j.judge, "app": app, "outcome": j.outcome})
+        if j.status is JudgementStatus.OK and j.score is not None:
+            telemetry.JUDGE_SCORE.record(j.score, {"judge": j.judge, "app": app, "backend": j.backend.value})
+        if j.status is JudgementStatus.ERROR:
+            telemetry.JUDGE_ERRORS.add(1, {"judge": j.judge, "reason": telemetry.reason_label(j.reason_code)})
+        if j.status is not JudgementStatus.SKIPPED:
+            telemetry.JUDGE_LATENCY.record(max(0.0, j.latency_s), {"judge": j.judge})
+        telemetry.JUDGE_TOKENS.add(j.prompt_tokens, {"judge": j.judge, "kind": "prompt"})
+        telemetry.JUDGE_TOKENS.add(j.completion_tokens, {"judge": j.judge, "kind": "completion"})

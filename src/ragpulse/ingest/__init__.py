@@ -1,0 +1,1 @@
+"""Sources that feed the engine: Kafka (:mod:`ragpulse.ingest.kafka`) and OTLP (:mod:`ragpulse.ingest.otlp`)."""

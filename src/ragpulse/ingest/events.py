@@ -1,0 +1,231 @@
+"""Kafka trace events: JSON Schema validation and mapping to :class:`~ragpulse.model.Trace`.
+
+The event schema is the packaged file ``ragpulse/ingest/trace_event.schema.json`` (JSON Schema 2020-12);
+:func:`parse_event` validates every message against that same file, so the published schema and the code
+cannot drift apart. See ``docs/ingestion.md`` for the field list.
+
+A message that cannot become a trace raises :class:`EventRejected` with a machine-readable ``reason``:
+
+- ``too_large: <n> bytes > <limit>`` – the raw message is bigger than ``kafka_max_message_bytes``;
+- ``not_json: <detail>`` – empty, not UTF-8, not JSON, or a JSON value with a bad number (NaN, Infinity);
+- ``schema: <path>: <message>`` – JSON that breaks the schema (``<path>`` is a JSON pointer, ``/`` for the
+  whole event), e.g. ``schema: /: missing required field traceId``.
+
+A valid event without a question or an answer is *not* rejected: it becomes a trace that the engine records
+as ``not_evaluable``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError, best_match
+from pydantic import ValidationError as PydanticValidationError
+
+from ragpulse.errors import IngestError
+from ragpulse.model import Document, Source, Trace
+
+__all__ = ["SCHEMA_RESOURCE", "EventRejected", "event_schema", "parse_event", "trace_from_event"]
+
+#: Package resource holding the event schema.
+SCHEMA_RESOURCE = "trace_event.schema.json"
+
+_MAX_MESSAGE_CHARS = 200
+
+#: camelCase name → snake_case alias accepted in events.
+_ALIASES = {
+    "traceId": "trace_id",
+    "spanId": "span_id",
+    "retrievedDocIds": "retrieved_doc_ids",
+    "latencyMs": "latency_ms",
+    "expectedAnswer": "expected_answer",
+    "runId": "run_id",
+    "testCaseId": "test_case_id",
+}
+
+
+class EventRejected(IngestError):
+    """A Kafka message that cannot become a trace; it goes to the dead-letter topic.
+
+    Attributes:
+        reason: ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
+        code: the head of ``reason`` (``too_large``, ``not_json`` or ``schema``), used as a metric label.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, retriable=False)
+        self.reason = reason
+        self.code = reason.split(":", 1)[0]
+
+
+@cache
+def event_schema() -> dict[str, Any]:
+    """Return the packaged event JSON Schema (a dict, parsed once)."""
+    text = resources.files("ragpulse.ingest").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+@cache
+def _validator() -> Any:
+    schema = event_schema()
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _pointer(path: Any) -> str:
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
+    return "/" + "/".join(parts)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE_CHARS else text[: _MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def _schema_reason(err: ValidationError) -> str:
+    if not err.absolute_path and err.validator == "anyOf":
+        return "schema: /: missing required field traceId (or trace_id)"
+    if len(err.absolute_path) == 1 and err.absolute_path[0] in ("traceId", "trace_id"):
+        return f"schema: {_pointer(err.absolute_path)}: must be a non-blank string or a non-negative integer"
+    return f"schema: {_pointer(err.absolute_path)}: {_short(err.message)}"
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+def _decode(value: bytes | None, max_bytes: int) -> Any:
+    if value is None or not value.strip():
+        raise EventRejected("not_json: empty message")
+    if len(value) > max_bytes:
+        raise EventRejected(f"too_large: {len(value)} bytes > {max_bytes}")
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EventRejected(f"not_json: not UTF-8 ({e.reason} at byte {e.start})") from e
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError) as e:
+        raise EventRejected(f"not_json: {_short(str(e))}") from e
+
+
+def _pick(event: dict[str, Any], camel: str) -> Any:
+    v = event.get(camel)
+    if v is None and camel in _ALIASES:
+        v = event.get(_ALIASES[camel])
+    return v
+
+
+def _timestamp(v: Any) -> datetime | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise EventRejected("schema: /timestamp: must be an RFC 3339 date-time or epoch milliseconds")
+    if isinstance(v, int | float):
+        if not math.isfinite(v):
+            raise EventRejected("schema: /timestamp: must be finite")
+        try:
+            return datetime.fromtimestamp(v / 1000.0, tz=UTC)
+        except (OverflowError, OSError, ValueError) as e:
+            raise EventRejected("schema: /timestamp: epoch milliseconds out of range") from e
+    try:
+        ts = datetime.fromisoformat(str(v).strip())
+    except ValueError as e:
+        raise EventRejected(f"schema: /timestamp: {_short(repr(v))} is not an RFC 3339 date-time") from e
+    return ts.astimezone(UTC) if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
+    docs = event.get("documents")
+    if docs:
+        out = []
+        for i, d in enumerate(docs):
+            did = d.get("id")
+            content = d.get("content")
+            if content is None:
+                content = d.get("text")
+            out.append(
+                Document(
+                    id=None if did is None else str(did),
+                    content=content or "",
+                    score=d.get("score"),
+                    rank=i,
+                    metadata=d.get("metadata") or {},
+                )
+            )
+        return tuple(out)
+    ids = _pick(event, "retrievedDocIds") or []
+    contexts = event.get("contexts") or []
+    n = max(len(ids), len(contexts))
+    return tuple(
+        Document(
+            id=None if i >= len(ids) or ids[i] is None else str(ids[i]),
+            content=(contexts[i] or "") if i < len(contexts) else "",
+            rank=i,
+        )
+        for i in range(n)
+    )
+
+
+def trace_from_event(event: dict[str, Any]) -> Trace:
+    """Map a schema-valid event (a dict) to a :class:`Trace` with ``source=kafka``.
+
+    ``timestamp`` is the end of the RAG request (``end_time``); ``start_time`` is ``end_time - latency``
+    when both are known; ``latencyMs`` becomes ``latency_s`` (seconds).
+
+    Raises:
+        EventRejected: the timestamp is not a date-time (the one rule JSON Schema cannot check here).
+    """
+    latency_ms = _pick(event, "latencyMs")
+    latency_s = None if latency_ms is None else float(latency_ms) / 1000.0
+    end = _timestamp(event.get("timestamp"))
+    start = end - timedelta(seconds=latency_s) if end is not None and latency_s is not None else None
+    return Trace(
+        trace_id=_pick(event, "traceId"),
+        span_id=_pick(event, "spanId"),
+        app=event.get("app"),
+        scenario=event.get("scenario"),
+        question=event.get("question"),
+        documents=_documents(event),
+        context=event.get("context"),
+        answer=event.get("answer"),
+        model=event.get("model"),
+        latency_s=latency_s,
+        start_time=start,
+        end_time=end,
+        attributes=event.get("attributes") or {},
+        source=Source.KAFKA,
+        run_id=_pick(event, "runId"),
+        test_case_id=_pick(event, "testCaseId"),
+        expected_answer=_pick(event, "expectedAnswer"),
+        keywords=event.get("keywords"),
+    )
+
+
+def parse_event(value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024) -> Trace:
+    """Decode one Kafka message value (UTF-8 JSON) into a :class:`Trace`.
+
+    Args:
+        value: the raw message value (``None`` for a tombstone).
+        max_bytes: largest accepted message, bytes (``Settings.kafka_max_message_bytes``).
+
+    Raises:
+        EventRejected: with ``reason`` ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
+    """
+    event = _decode(value, max_bytes)
+    err = best_match(_validator().iter_errors(event))
+    if err is not None:
+        raise EventRejected(_schema_reason(err))
+    try:
+        return trace_from_event(event)
+    except PydanticValidationError as e:
+        first = e.errors()[0]
+        loc = _pointer(first["loc"])
+        raise EventRejected(f"schema: {loc}: {_short(first['msg'])}") from e

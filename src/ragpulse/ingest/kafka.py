@@ -1,0 +1,397 @@
+"""Kafka source: consume trace events, feed the engine, commit offsets only after results are stored.
+
+Delivery is at least once: a message's offset is committed only after the engine acknowledged its stored
+result (or after it went to the dead-letter topic); the store's upsert makes redeliveries harmless, so the
+visible result is exactly once. Flow per message:
+
+1. :func:`~ragpulse.ingest.events.parse_event` → a trace, or a rejection reason;
+2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka_dlq_topic``) with
+   headers ``ragpulse.dlq.reason``, ``ragpulse.dlq.topic``, ``ragpulse.dlq.partition``, ``ragpulse.dlq.offset``
+   (plus the original key, value and headers) and counted on ``ragpulse_traces_rejected{source="kafka"}``;
+3. a trace is submitted to the sink; its offset is done when the sink calls the ack. A trace that the engine
+   failed for good (``ok=False``) is dead-lettered with reason ``not_stored`` so the partition moves on.
+
+Back-pressure: while ``sink.has_room()`` is false every assigned partition is paused (the consumer keeps
+polling, so it stays in the group) and resumed once there is room; memory is bounded by one fetch batch
+plus the engine's queue. On partition revocation the source waits briefly for in-flight traces of the revoked
+partitions and commits what is done. Consumer lag (high-water mark − next offset to commit) is exported as the
+observable gauge ``ragpulse_kafka_consumer_lag`` (attributes ``topic``, ``partition``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from aiokafka.structs import TopicPartition
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from ragpulse import telemetry
+from ragpulse.config import Settings
+from ragpulse.errors import IngestError
+from ragpulse.ingest.events import EventRejected, parse_event
+from ragpulse.ingest.kafka_client import client_options, dlq_topic_for
+from ragpulse.ingest.offsets import OffsetTracker
+from ragpulse.logging import get_logger
+from ragpulse.model import TraceResult
+from ragpulse.protocols import TraceSink
+
+__all__ = ["DLQ_HEADERS", "KafkaSource"]
+
+log = get_logger("ragpulse.ingest.kafka")
+
+#: Header names set on dead-lettered messages.
+DLQ_HEADERS = (
+    "ragpulse.dlq.reason",
+    "ragpulse.dlq.topic",
+    "ragpulse.dlq.partition",
+    "ragpulse.dlq.offset",
+)
+
+_SOURCES: weakref.WeakSet[KafkaSource] = weakref.WeakSet()
+
+
+def _observe_lag(_: CallbackOptions) -> Iterable[Observation]:
+    for src in list(_SOURCES):
+        for (topic, partition), lag in list(src.lag.items()):
+            yield Observation(lag, {"topic": topic, "partition": partition})
+
+
+CONSUMER_LAG = telemetry.meter.create_observable_gauge(
+    "ragpulse_kafka_consumer_lag",
+    callbacks=[_observe_lag],
+    unit="{message}",
+    description="Kafka messages not yet judged and stored: high-water mark minus next offset to commit",
+)
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, source: KafkaSource) -> None:
+        self._source = source
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._source._on_revoked(frozenset(revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self._source._on_assigned(frozenset(assigned))
+
+
+class KafkaSource:
+    """Consumes trace events from ``settings.kafka_topics`` in consumer group ``settings.kafka_group_id``.
+
+    Use as an async context manager (``async with KafkaSource(settings, engine) as src``); the consume loop
+    runs in a background task until :meth:`stop`. Reads settings ``kafka_*`` (see
+    :mod:`ragpulse.ingest.kafka_client`) and ``shutdown_deadline_s``.
+
+    Args:
+        settings: ragpulse settings; ``kafka_bootstrap_servers`` must be set.
+        sink: the engine (a :class:`~ragpulse.protocols.TraceSink`).
+        client_id: Kafka client id.
+        commit_interval_s: how often finished offsets are committed, seconds.
+        max_batch: most records taken from one poll (bounds memory).
+        revoke_wait_s: how long a revocation waits for in-flight traces of the revoked partitions, seconds.
+
+    Raises:
+        ConfigError: on construction, for missing/invalid Kafka settings.
+        IngestError: from :meth:`start` when the brokers cannot be reached.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        sink: TraceSink,
+        *,
+        client_id: str = "ragpulse",
+        commit_interval_s: float = 1.0,
+        max_batch: int = 500,
+        revoke_wait_s: float = 10.0,
+    ) -> None:
+        self._settings = settings
+        self._sink = sink
+        self._opts = client_options(settings)
+        self._client_id = client_id
+        self._commit_interval_s = commit_interval_s
+        self._max_batch = max_batch
+        self._revoke_wait_s = revoke_wait_s
+        self._tracker = OffsetTracker()
+        self._pending: deque[ConsumerRecord[bytes, bytes]] = deque()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._paused = False
+        self._connected = False
+        self._last_commit = 0.0
+        self._progress = asyncio.Event()
+        #: ``{(topic, partition): lag}`` as last computed (messages).
+        self.lag: dict[tuple[str, int], int] = {}
+        #: Counters: ``received`` (valid traces), ``dead_lettered``, ``committed`` (commit calls), ``paused``.
+        self.stats: dict[str, int] = {"received": 0, "dead_lettered": 0, "committed": 0, "paused": 0}
+
+    # -- life cycle ------------------------------------------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        """True while the consumer is started and its loop is running (for ``/readyz``)."""
+        return self._connected and self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        """Connect the consumer and the dead-letter producer and start the consume loop.
+
+        Raises:
+            IngestError: the brokers cannot be reached (``retriable=True``).
+        """
+        if self._consumer is not None:
+            raise RuntimeError("KafkaSource already started")
+        s = self._settings
+        fetch = max(1024 * 1024, s.kafka_max_message_bytes + 64 * 1024)
+        self._consumer = AIOKafkaConsumer(
+            client_id=self._client_id,
+            group_id=s.kafka_group_id,
+            enable_auto_commit=False,
+            auto_offset_reset=s.kafka_auto_offset_reset,
+            max_partition_fetch_bytes=fetch,
+            **self._opts,
+        )
+        self._producer = AIOKafkaProducer(
+            client_id=f"{self._client_id}-dlq",
+            acks="all",
+            max_request_size=max(fetch, 16 * 1024 * 1024),
+            **self._opts,
+        )
+        try:
+            await self._producer.start()
+            await self._consumer.start()
+        except KafkaError as e:
+            await self._close_clients()
+            raise IngestError(
+                f"cannot connect to Kafka at {s.kafka_bootstrap_servers}: {e}", retriable=True
+            ) from e
+        self._consumer.subscribe(list(s.kafka_topics), listener=_Rebalance(self))
+        self._connected = True
+        _SOURCES.add(self)
+        self._task = asyncio.create_task(self._run(), name="ragpulse-kafka")
+        log.info("kafka_started", topics=list(s.kafka_topics), group=s.kafka_group_id)
+
+    async def stop(self, deadline_s: float | None = None) -> None:
+        """Stop consuming, wait for in-flight traces (up to ``deadline_s``, default ``shutdown_deadline_s``),
+        commit what is done and leave the group. Idempotent. Records read but not handed to the engine are
+        not committed and will be redelivered."""
+        if self._stopping:
+            return
+        self._stopping = True
+        deadline = time.monotonic() + (
+            deadline_s if deadline_s is not None else self._settings.shutdown_deadline_s
+        )
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), timeout=2.0)
+            except (TimeoutError, asyncio.CancelledError):
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._task
+            except Exception:
+                log.exception("kafka_loop_failed")
+        self._pending.clear()
+        await self._wait_in_flight(None, deadline - time.monotonic())
+        if self._tracker.in_flight():
+            log.warning("kafka_stop_in_flight", in_flight=self._tracker.in_flight())
+        await self._commit(force=True)
+        self._connected = False
+        _SOURCES.discard(self)
+        await self._close_clients()
+        log.info("kafka_stopped", committed=self.stats["committed"])
+
+    async def _close_clients(self) -> None:
+        for client in (self._consumer, self._producer):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.stop()
+
+    async def __aenter__(self) -> KafkaSource:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- consume loop ----------------------------------------------------------------------------------------
+    async def _run(self) -> None:
+        assert self._consumer is not None
+        c = self._consumer
+        while not self._stopping:
+            try:
+                if self._pending and self._sink.has_room():
+                    self._resume()
+                    await self._feed()
+                elif self._pending:
+                    self._pause()
+                    self._extend(await c.getmany(timeout_ms=100))
+                else:
+                    self._resume()
+                    self._extend(await c.getmany(timeout_ms=500, max_records=self._max_batch))
+                await self._commit()
+            except asyncio.CancelledError:
+                raise
+            except KafkaError as e:
+                log.warning("kafka_error", error=str(e))
+                await asyncio.sleep(1.0)
+
+    def _extend(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        for records in batch.values():
+            self._pending.extend(records)
+
+    def _pause(self) -> None:
+        assert self._consumer is not None
+        parts = self._consumer.assignment()
+        if parts:
+            self._consumer.pause(*parts)
+        if not self._paused:
+            self._paused = True
+            self.stats["paused"] += 1
+            log.debug("kafka_paused", partitions=len(parts))
+
+    def _resume(self) -> None:
+        if self._paused:
+            assert self._consumer is not None
+            self._consumer.resume(*self._consumer.assignment())
+            self._paused = False
+            log.debug("kafka_resumed")
+
+    async def _feed(self) -> None:
+        assert self._consumer is not None
+        assigned = self._consumer.assignment()
+        while self._pending and not self._stopping and self._sink.has_room():
+            rec = self._pending.popleft()
+            tp = TopicPartition(rec.topic, rec.partition)
+            if tp not in assigned:
+                continue  # revoked meanwhile: the new owner reads it
+            self._tracker.add(tp, rec.offset)
+            try:
+                trace = parse_event(rec.value, max_bytes=self._settings.kafka_max_message_bytes)
+            except EventRejected as e:
+                await self._dead_letter(rec, e.reason, e.code)
+                self._tracker.done(tp, rec.offset)
+                continue
+            self.stats["received"] += 1
+            telemetry.TRACES_RECEIVED.add(1, {"source": "kafka"})
+            await self._sink.submit(trace, ack=self._ack_for(rec))
+
+    def _ack_for(self, rec: ConsumerRecord[bytes, bytes]) -> Any:
+        tp = TopicPartition(rec.topic, rec.partition)
+
+        async def ack(result: TraceResult, ok: bool) -> None:
+            if not ok:
+                await self._dead_letter(
+                    rec, "not_stored: the engine could not store the result", "not_stored"
+                )
+            self._tracker.done(tp, rec.offset)
+            self._progress.set()
+
+        return ack
+
+    async def _wait_in_flight(self, tps: frozenset[TopicPartition] | None, wait_s: float) -> None:
+        """Wait until no trace of ``tps`` (default: all) is in flight, at most ``wait_s`` seconds."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, wait_s)):
+                while self._tracker.in_flight(tps):
+                    self._progress.clear()
+                    await self._progress.wait()
+
+    async def _dead_letter(self, rec: ConsumerRecord[bytes, bytes], reason: str, code: str) -> None:
+        """Produce ``rec`` to the dead-letter topic, retrying until it is accepted or the source stops."""
+        assert self._producer is not None
+        topic = dlq_topic_for(self._settings, rec.topic)
+        headers = [*list(rec.headers or ()), *self._dlq_headers(rec, reason)]
+        value = rec.value
+        delay = 0.2
+        while True:
+            try:
+                await self._producer.send_and_wait(topic, value=value, key=rec.key, headers=headers)
+                break
+            except MessageSizeTooLargeError:
+                limit = self._settings.kafka_max_message_bytes
+                value = (value or b"")[:limit]
+                headers = [*headers, ("ragpulse.dlq.truncated", b"true")]
+            except KafkaError as e:
+                if self._stopping:
+                    raise IngestError(f"dead-letter produce to {topic} failed: {e}", retriable=True) from e
+                log.warning("kafka_dlq_retry", topic=topic, error=str(e))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self.stats["dead_lettered"] += 1
+        telemetry.TRACES_REJECTED.add(1, {"source": "kafka", "reason": code})
+        log.warning(
+            "kafka_dead_lettered",
+            reason=reason,
+            topic=rec.topic,
+            partition=rec.partition,
+            offset=rec.offset,
+            dlq=topic,
+        )
+
+    @staticmethod
+    def _dlq_headers(rec: ConsumerRecord[bytes, bytes], reason: str) -> list[tuple[str, bytes]]:
+        vals = (reason, rec.topic, str(rec.partition), str(rec.offset))
+        return [(k, v.encode("utf-8")) for k, v in zip(DLQ_HEADERS, vals, strict=True)]
+
+    # -- commits, rebalances, lag ----------------------------------------------------------------------------
+    async def _commit(self, *, force: bool = False, tps: frozenset[TopicPartition] | None = None) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_commit < self._commit_interval_s:
+            return
+        self._last_commit = now
+        assert self._consumer is not None
+        offsets = self._tracker.to_commit(tps)
+        if offsets:
+            try:
+                await self._consumer.commit(offsets)
+            except KafkaError as e:
+                log.warning("kafka_commit_failed", error=str(e), partitions=len(offsets))
+            else:
+                self._tracker.mark_committed(offsets)
+                self.stats["committed"] += 1
+        await self._update_lag()
+
+    async def _update_lag(self) -> None:
+        """Recompute :attr:`lag`: high-water mark (from fetch responses) minus the oldest unfinished offset."""
+        assert self._consumer is not None
+        lag: dict[tuple[str, int], int] = {}
+        for tp in self._consumer.assignment():
+            hw = self._consumer.highwater(tp)
+            if hw is None:
+                continue
+            p = self._tracker.get(tp)
+            base: int | None = None
+            if p is not None:
+                base = p.first_pending if p.first_pending is not None else p.committable
+            if base is None:
+                try:
+                    base = await self._consumer.position(tp)
+                except KafkaError:
+                    continue
+            lag[(tp.topic, tp.partition)] = max(0, hw - base)
+        self.lag = lag
+
+    async def _on_revoked(self, revoked: frozenset[TopicPartition]) -> None:
+        if not revoked:
+            return
+        self._pending = deque(r for r in self._pending if TopicPartition(r.topic, r.partition) not in revoked)
+        await self._wait_in_flight(revoked, self._revoke_wait_s)
+        await self._commit(force=True, tps=revoked)
+        self._tracker.forget(revoked)
+        for tp in revoked:
+            self.lag.pop((tp.topic, tp.partition), None)
+        log.info("kafka_partitions_revoked", partitions=sorted(f"{t.topic}-{t.partition}" for t in revoked))
+
+    def _on_assigned(self, assigned: frozenset[TopicPartition]) -> None:
+        if self._paused and assigned and self._consumer is not None:
+            self._consumer.pause(*assigned)
+        log.info("kafka_partitions_assigned", partitions=sorted(f"{t.topic}-{t.partition}" for t in assigned))

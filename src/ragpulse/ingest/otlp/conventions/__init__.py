@@ -1,0 +1,167 @@
+"""Convention mappers and the builder that turns the spans of one trace into a :class:`~ragpulse.model.Trace`.
+
+Mappers (:class:`~ragpulse.ingest.otlp.conventions.base.ConventionMapper`) are tried in order — the
+``otlp_attributes`` mapper (when configured), OpenInference, OpenLLMetry/Traceloop, OTel GenAI — and every
+mapper that matches contributes: for each field the first mapper that found a value wins. Pass your own list
+to :class:`TraceBuilder` to add a convention.
+
+The builder adds what does not depend on the convention: ``span_id`` (the root span), latency and
+start/end times (the root span's; without a root, no latency), ``app`` (mapped, else the root's
+``service.name``), and the replay identity from ``ragpulse.run.id``, ``ragpulse.test_case.id``,
+``ragpulse.expected_answer`` and ``ragpulse.keywords`` (a string array, a JSON array or a comma-separated
+string).
+
+``Trace.context`` is the context the model was given (the system message / instructions), except when a
+retrieval ran and returned nothing: then it stays ``None`` so judges see "no retrieved context" rather than
+the bare prompt (a configured ``otlp_attributes.context`` is always used). ``ragpulse.trace.id``, set by :mod:`ragpulse.ingest.otlp.encode` for replay traces whose id is not
+32-hex, restores the original trace id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ragpulse.config import Settings
+from ragpulse.ingest.otlp.conventions.base import (
+    ConventionMapper,
+    MappedFields,
+    as_text,
+    maybe_json,
+    spans_in_start_order,
+    top_span,
+)
+from ragpulse.ingest.otlp.conventions.custom import AttributeMapper
+from ragpulse.ingest.otlp.conventions.genai import GenAiMapper
+from ragpulse.ingest.otlp.conventions.openinference import OpenInferenceMapper
+from ragpulse.ingest.otlp.conventions.openllmetry import OpenLlmetryMapper
+from ragpulse.ingest.otlp.spans import SpanData
+from ragpulse.model import Source, Trace
+
+__all__ = [
+    "AttributeMapper",
+    "ConventionMapper",
+    "GenAiMapper",
+    "MappedFields",
+    "OpenInferenceMapper",
+    "OpenLlmetryMapper",
+    "TraceBuilder",
+    "default_mappers",
+]
+
+_SCALARS = ("question", "answer", "context", "model_context", "model", "app", "scenario")
+
+
+def default_mappers(settings: Settings) -> list[ConventionMapper]:
+    """The built-in mappers, preceded by the ``otlp_attributes`` mapper when that setting is non-empty.
+
+    Raises:
+        ConfigError: ``settings.otlp_attributes`` is invalid.
+    """
+    mappers: list[ConventionMapper] = []
+    custom = AttributeMapper(settings.otlp_attributes)
+    if custom.configured:
+        mappers.append(custom)
+    mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), GenAiMapper()]
+    return mappers
+
+
+def _ns_to_dt(ns: int) -> datetime | None:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns > 0 else None
+
+
+def _replay_value(spans: list[SpanData], key: str) -> Any:
+    for s in spans:
+        if key in s.attributes and s.attributes[key] not in (None, ""):
+            return s.attributes[key]
+    return None
+
+
+class TraceBuilder:
+    """Builds a :class:`~ragpulse.model.Trace` (``source=otlp``) from the spans of one trace.
+
+    Args:
+        settings: for the default mappers (``otlp_attributes``).
+        mappers: replaces the default mapper list.
+    """
+
+    def __init__(self, settings: Settings, mappers: Sequence[ConventionMapper] | None = None) -> None:
+        self.mappers: list[ConventionMapper] = (
+            list(mappers) if mappers is not None else default_mappers(settings)
+        )
+
+    def merge(self, spans: Sequence[SpanData]) -> MappedFields:
+        """The merged fields of every matching mapper (first mapper wins per field)."""
+        merged: MappedFields = {}
+        attrs: dict[str, Any] = {}
+        conventions: list[str] = []
+        for m in self.mappers:
+            if not m.match(spans):
+                continue
+            fields = m.map(spans)
+            conventions.append(m.name)
+            for key in _SCALARS:
+                if merged.get(key) is None and fields.get(key) is not None:
+                    merged[key] = fields[key]
+            if not merged.get("documents") and fields.get("documents"):
+                merged["documents"] = fields["documents"]
+            merged["retrieval_seen"] = bool(merged.get("retrieval_seen") or fields.get("retrieval_seen"))
+            for k, v in (fields.get("attributes") or {}).items():
+                if k != "convention":
+                    attrs.setdefault(k, v)
+        if conventions:
+            attrs["conventions"] = conventions
+        merged["attributes"] = attrs
+        return merged
+
+    def build(self, trace_id: str, spans: Sequence[SpanData], *, incomplete: bool = False) -> Trace:
+        """Map ``spans`` (all of one trace, any order) to a trace.
+
+        Args:
+            trace_id: 32 hex characters.
+            spans: the trace's spans; may be empty only for a trace whose spans were all invalid.
+            incomplete: set after an idle timeout without a finished root span.
+        """
+        fields = self.merge(spans)
+        context = fields.get("context")
+        if context is None and (fields.get("documents") or not fields.get("retrieval_seen")):
+            context = fields.get("model_context")
+        root = top_span(spans)
+        ordered = ([root] if root else []) + [s for s in spans_in_start_order(spans) if s is not root]
+        first = ordered[0] if ordered else None
+        attrs: dict[str, Any] = fields["attributes"]
+        if first is not None and first.service_name:
+            attrs.setdefault("service.name", first.service_name)
+        app = fields.get("app") or (first.service_name if first else None)
+        if root is not None:
+            start, end, latency = root.start_unix_nano, root.end_unix_nano, root.duration_s
+        else:
+            start = min((s.start_unix_nano for s in spans if s.start_unix_nano > 0), default=0)
+            end = max((s.end_unix_nano for s in spans), default=0)
+            latency = None
+        keywords = maybe_json(_replay_value(ordered, "ragpulse.keywords"))
+        if keywords is not None and not isinstance(keywords, list | str):
+            keywords = None
+        original_id = as_text(_replay_value(ordered, "ragpulse.trace.id"))
+        return Trace(
+            trace_id=original_id or trace_id,
+            span_id=root.span_id if root else (first.span_id if first else None),
+            app=app,
+            scenario=fields.get("scenario"),
+            question=fields.get("question"),
+            documents=tuple(fields.get("documents") or ()),
+            context=context,
+            answer=fields.get("answer"),
+            model=fields.get("model"),
+            latency_s=latency,
+            start_time=_ns_to_dt(start),
+            end_time=_ns_to_dt(end),
+            attributes=attrs,
+            source=Source.OTLP,
+            incomplete=incomplete,
+            run_id=as_text(_replay_value(ordered, "ragpulse.run.id")),
+            test_case_id=as_text(_replay_value(ordered, "ragpulse.test_case.id")),
+            expected_answer=as_text(_replay_value(ordered, "ragpulse.expected_answer")),
+            keywords=keywords,
+        )

@@ -1,0 +1,144 @@
+"""OpenTelemetry GenAI semantic conventions (``gen_ai.*``, Development status, v1.40+).
+
+Reads ``gen_ai.operation.name`` (``invoke_workflow``, ``invoke_agent``, ``retrieval``, ``chat``,
+``generate_content``, ``text_completion``), ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
+``gen_ai.system_instructions`` in structured form (``arrayValue`` of ``kvlistValue``) or as JSON strings,
+``gen_ai.retrieval.query.text``, ``gen_ai.retrieval.documents`` (``[{id, score}]``; ``content``/``text`` and
+``metadata`` are read when present as extra properties), ``gen_ai.request.model`` /
+``gen_ai.response.model``, ``gen_ai.workflow.name`` (→ scenario) and ``gen_ai.conversation.id``.
+
+Question: the root's last user message, else the first retrieval query, else the last model call's last
+user message. Answer: the root's last assistant message, else the last model call's. Model: the last model
+call's response model, else its request model. Context: the last model call's system instructions, else its
+system messages. App: not defined by the convention (the builder falls back to ``service.name``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragpulse.ingest.otlp.conventions.base import (
+    MappedFields,
+    as_float,
+    as_text,
+    doc_id_from_metadata,
+    maybe_json,
+    parse_messages,
+    spans_in_start_order,
+    top_span,
+)
+from ragpulse.ingest.otlp.spans import SpanData
+from ragpulse.model import Document
+
+__all__ = ["GenAiMapper", "is_model_call"]
+
+OP = "gen_ai.operation.name"
+_MODEL_OPS = {"chat", "generate_content", "text_completion"}
+_MARKERS = (OP, "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.documents")
+
+
+def is_model_call(span: SpanData) -> bool:
+    """A span that calls a generative model (chat/generate_content/text_completion, or carries a model name
+    without another operation)."""
+    op = span.attributes.get(OP)
+    if op is not None:
+        return str(op) in _MODEL_OPS
+    return "gen_ai.request.model" in span.attributes or "gen_ai.response.model" in span.attributes
+
+
+def _last(messages: list[tuple[str, str]], roles: tuple[str, ...]) -> str | None:
+    picked = [t for role, t in messages if role in roles]
+    return picked[-1] if picked else None
+
+
+def _documents(value: Any) -> list[Document]:
+    v = maybe_json(value)
+    if not isinstance(v, list):
+        return []
+    docs = []
+    for item in v:
+        item = maybe_json(item)
+        if isinstance(item, str):
+            docs.append(Document(content=item))
+            continue
+        if not isinstance(item, Mapping):
+            continue
+        md = maybe_json(item.get("metadata"))
+        docs.append(
+            Document(
+                id=as_text(item.get("id")) or doc_id_from_metadata(md),
+                content=as_text(item.get("content"))
+                or as_text(item.get("text"))
+                or as_text(item.get("page_content"))
+                or "",
+                score=as_float(item.get("score")),
+                metadata=dict(md) if isinstance(md, Mapping) else {},
+            )
+        )
+    return docs
+
+
+class GenAiMapper:
+    """Maps OTel GenAI spans (see the module docstring)."""
+
+    name = "otel-genai"
+
+    def match(self, spans: Sequence[SpanData]) -> bool:
+        """True when any span carries ``gen_ai.operation.name``, GenAI messages or retrieval documents."""
+        return any(k in s.attributes for s in spans for k in _MARKERS)
+
+    def map(self, spans: Sequence[SpanData]) -> MappedFields:
+        """Question, answer, documents, context, model, scenario, conversation id."""
+        ordered = spans_in_start_order(spans)
+        root = top_span(spans)
+        calls = [s for s in ordered if is_model_call(s)]
+        last_call = max(calls, key=lambda s: s.end_unix_nano) if calls else None
+        retrievals = [s for s in ordered if str(s.attributes.get(OP, "")) == "retrieval"]
+        out: MappedFields = {}
+        attrs: dict[str, Any] = {"convention": self.name}
+
+        question = None
+        if root is not None and root is not last_call:
+            question = _last(parse_messages(root.attributes.get("gen_ai.input.messages")), ("user",))
+        if question is None:
+            for r in retrievals:
+                question = as_text(r.attributes.get("gen_ai.retrieval.query.text"))
+                if question:
+                    break
+        if question is None and last_call is not None:
+            question = _last(parse_messages(last_call.attributes.get("gen_ai.input.messages")), ("user",))
+        out["question"] = question
+
+        answer = None
+        if root is not None:
+            answer = _last(parse_messages(root.attributes.get("gen_ai.output.messages")), ("assistant", ""))
+        if answer is None and last_call is not None:
+            answer = _last(
+                parse_messages(last_call.attributes.get("gen_ai.output.messages")), ("assistant", "")
+            )
+        out["answer"] = answer
+
+        docs: list[Document] = []
+        for r in retrievals or ordered:
+            docs.extend(_documents(r.attributes.get("gen_ai.retrieval.documents")))
+        out["documents"] = [d.model_copy(update={"rank": i}) for i, d in enumerate(docs)]
+        out["retrieval_seen"] = bool(retrievals) or bool(docs)
+
+        if last_call is not None:
+            a = last_call.attributes
+            out["model"] = as_text(a.get("gen_ai.response.model")) or as_text(a.get("gen_ai.request.model"))
+            system = [t for _, t in parse_messages(a.get("gen_ai.system_instructions"))]
+            if not system:
+                system = [t for role, t in parse_messages(a.get("gen_ai.input.messages")) if role == "system"]
+            out["model_context"] = "\n\n".join(system) if system else None
+
+        for s in ([root] if root else []) + ordered:
+            wf = as_text(s.attributes.get("gen_ai.workflow.name"))
+            if wf and "scenario" not in out:
+                out["scenario"] = wf
+            conv = as_text(s.attributes.get("gen_ai.conversation.id"))
+            if conv and "session_id" not in attrs:
+                attrs["session_id"] = conv
+        out["attributes"] = attrs
+        return {k: v for k, v in out.items() if v is not None}

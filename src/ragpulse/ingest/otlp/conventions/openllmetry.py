@@ -1,0 +1,210 @@
+"""OpenLLMetry / Traceloop convention (traceloop-sdk and its ``opentelemetry-instrumentation-*`` packages).
+
+Reads ``traceloop.span.kind`` (workflow/task/agent/tool), ``traceloop.entity.input`` (``{"args": […],
+"kwargs": {…}}``) and ``traceloop.entity.output`` (the JSON-encoded return value),
+``traceloop.association.properties.{app,scenario,session_id,user_id}``, ``traceloop.workflow.name``; model
+calls with ``gen_ai.prompt.<i>.{role,content}`` / ``gen_ai.completion.<i>.{role,content}`` (up to 0.54) or
+JSON-string ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (0.55+), ``gen_ai.response.model`` /
+``gen_ai.request.model``; retrieval as vector-DB span events ``db.query.result`` (``.id``, ``.distance``,
+``.document``, ``.metadata``; one event per hit, in rank order) or a LangChain retriever task whose
+``gen_ai.task.output`` / ``traceloop.entity.output`` holds ``{"documents": [{page_content, metadata}]}``.
+
+Scores from ``db.query.result.distance`` are distances (lower is closer); the trace attribute
+``retrieval.score_kind`` is then ``distance``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ragpulse.ingest.otlp.conventions.base import (
+    MappedFields,
+    as_float,
+    as_text,
+    doc_id_from_metadata,
+    indexed,
+    maybe_json,
+    parse_messages,
+    spans_in_start_order,
+    top_span,
+)
+from ragpulse.ingest.otlp.spans import SpanData
+from ragpulse.model import Document
+
+__all__ = ["OpenLlmetryMapper"]
+
+_PROPS = "traceloop.association.properties."
+_QUESTION_KEYS = ("question", "query", "input", "user_input", "prompt", "text")
+_ANSWER_KEYS = ("answer", "result", "output", "response", "text", "content")
+
+
+def _is_model_call(span: SpanData) -> bool:
+    a = span.attributes
+    return (
+        "llm.request.type" in a
+        or "gen_ai.prompt.0.content" in a
+        or "gen_ai.completion.0.content" in a
+        or ("gen_ai.request.model" in a and "traceloop.span.kind" not in a)
+    )
+
+
+def _entity_question(span: SpanData) -> str | None:
+    for key in ("traceloop.entity.input", "gen_ai.task.input"):
+        v = maybe_json(span.attributes.get(key))
+        if isinstance(v, str):
+            return as_text(v)
+        if isinstance(v, Mapping):
+            for a in v.get("args") or []:
+                if as_text(a):
+                    return str(a)
+            for src in (v.get("kwargs"), v):
+                if isinstance(src, Mapping):
+                    for f in _QUESTION_KEYS:
+                        t = as_text(src.get(f))
+                        if t:
+                            return t
+    return None
+
+
+def _entity_answer(span: SpanData) -> str | None:
+    v = maybe_json(span.attributes.get("traceloop.entity.output"))
+    if isinstance(v, str):
+        return as_text(v)
+    if isinstance(v, Mapping):
+        for f in _ANSWER_KEYS:
+            t = as_text(v.get(f))
+            if t:
+                return t
+    return None
+
+
+def _call_messages(span: SpanData, kind: str) -> list[tuple[str, str]]:
+    """``kind`` is ``prompt`` or ``completion``."""
+    legacy = [
+        (str(m.get("role", "")), m["content"])
+        for m in indexed(span.attributes, f"gen_ai.{kind}")
+        if as_text(m.get("content"))
+    ]
+    if legacy:
+        return legacy
+    key = "gen_ai.input.messages" if kind == "prompt" else "gen_ai.output.messages"
+    return parse_messages(span.attributes.get(key))
+
+
+def _event_documents(spans: Sequence[SpanData]) -> list[Document]:
+    docs = []
+    for s in spans:
+        for e in s.events:
+            if e.name != "db.query.result":
+                continue
+            a = e.attributes
+            md = maybe_json(a.get("db.query.result.metadata"))
+            docs.append(
+                Document(
+                    id=as_text(a.get("db.query.result.id")) or doc_id_from_metadata(md),
+                    content=as_text(a.get("db.query.result.document")) or "",
+                    score=as_float(a.get("db.query.result.distance", a.get("db.query.result.score"))),
+                    metadata=dict(md) if isinstance(md, Mapping) else {},
+                )
+            )
+    return docs
+
+
+def _task_documents(spans: Sequence[SpanData]) -> list[Document]:
+    docs = []
+    for s in spans:
+        for key in ("gen_ai.task.output", "traceloop.entity.output"):
+            v = maybe_json(s.attributes.get(key))
+            if isinstance(v, Mapping) and isinstance(v.get("documents"), list):
+                for d in v["documents"]:
+                    if isinstance(d, Mapping):
+                        md = d.get("metadata")
+                        docs.append(
+                            Document(
+                                id=as_text(d.get("id")) or doc_id_from_metadata(md),
+                                content=as_text(d.get("page_content")) or as_text(d.get("content")) or "",
+                                metadata=dict(md) if isinstance(md, Mapping) else {},
+                            )
+                        )
+                break
+    return docs
+
+
+class OpenLlmetryMapper:
+    """Maps OpenLLMetry/Traceloop spans (see the module docstring)."""
+
+    name = "openllmetry"
+
+    def match(self, spans: Sequence[SpanData]) -> bool:
+        """True when a span carries ``traceloop.*`` attributes or legacy ``gen_ai.prompt.<i>`` messages."""
+        for s in spans:
+            for k in s.attributes:
+                if k.startswith("traceloop.") or k.startswith("gen_ai.prompt.") or k == "llm.request.type":
+                    return True
+        return False
+
+    def map(self, spans: Sequence[SpanData]) -> MappedFields:
+        """Question, answer, documents, context, model, app/scenario, session/user ids."""
+        ordered = spans_in_start_order(spans)
+        root = top_span(spans)
+        workflows = [s for s in ordered if s.attributes.get("traceloop.span.kind") == "workflow"]
+        top = root if root is not None and "traceloop.entity.input" in root.attributes else None
+        top = top or (workflows[0] if workflows else None)
+        calls = [s for s in ordered if _is_model_call(s)]
+        last_call = max(calls, key=lambda s: s.end_unix_nano) if calls else None
+        tasks = [s for s in ordered if s.attributes.get("traceloop.span.kind") == "task"]
+        out: MappedFields = {}
+        attrs: dict[str, Any] = {"convention": self.name}
+
+        question = _entity_question(top) if top else None
+        if question is None:
+            for t in tasks:
+                question = _entity_question(t)
+                if question:
+                    break
+        if question is None and last_call is not None:
+            users = [t for role, t in _call_messages(last_call, "prompt") if role == "user"]
+            question = users[-1] if users else None
+        out["question"] = question
+
+        answer = _entity_answer(top) if top else None
+        if answer is None and last_call is not None:
+            outs = [t for role, t in _call_messages(last_call, "completion") if role in ("assistant", "")]
+            answer = outs[-1] if outs else None
+        out["answer"] = answer
+
+        docs = _event_documents(ordered)
+        if docs:
+            attrs["retrieval.score_kind"] = "distance"
+        else:
+            docs = _task_documents(tasks)
+        out["documents"] = [d.model_copy(update={"rank": i}) for i, d in enumerate(docs)]
+        out["retrieval_seen"] = bool(docs) or any(
+            "db.system" in s.attributes
+            or str(s.attributes.get("gen_ai.operation.name", "")).startswith("vector_db")
+            for s in ordered
+        )
+
+        if last_call is not None:
+            a = last_call.attributes
+            out["model"] = as_text(a.get("gen_ai.response.model")) or as_text(a.get("gen_ai.request.model"))
+            system = [t for role, t in _call_messages(last_call, "prompt") if role == "system"]
+            out["model_context"] = "\n\n".join(system) if system else None
+
+        for s in ([top] if top else []) + ordered:
+            a = s.attributes
+            for field, key in (("app", "app"), ("scenario", "scenario")):
+                if field not in out and as_text(a.get(_PROPS + key)):
+                    out[field] = a[_PROPS + key]
+            for key in ("session_id", "user_id"):
+                if key not in attrs and as_text(a.get(_PROPS + key)):
+                    attrs[key] = a[_PROPS + key]
+        if "scenario" not in out:
+            for s in ([top] if top else []) + ordered:
+                wf = as_text(s.attributes.get("traceloop.workflow.name"))
+                if wf:
+                    out["scenario"] = wf
+                    break
+        out["attributes"] = attrs
+        return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,261 @@
+"""Decode OTLP trace payloads (protobuf or OTLP/JSON, optionally gzip) into ``ExportTraceServiceRequest``.
+
+OTLP/JSON follows opentelemetry-proto ``docs/specification.md`` ("JSON Protobuf Encoding"): the proto3 JSON
+mapping, except that ``traceId`` / ``spanId`` / ``parentSpanId`` (also in links) are case-insensitive hex
+strings (32 / 16 characters). ``google.protobuf.json_format`` would read those hex strings as base64 and
+silently produce 24- and 12-byte ids, so ids are converted to bytes here before parsing. Senders in the wild
+also send base64 ids: an id that is not hex of the right length is accepted as base64 when it decodes to
+exactly 16 / 8 bytes, and rejected otherwise.
+
+Other rules: 64-bit integers may be decimal strings or JSON numbers; enums are integers, names are tolerated;
+unknown fields are ignored. A span that cannot be decoded (bad id, wrong types) is dropped and counted in
+:attr:`DecodeResult.rejected_spans`; the rest of the request is kept (OTLP partial success).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from ragpulse.errors import IngestError
+
+__all__ = [
+    "SPAN_ID_BYTES",
+    "TRACE_ID_BYTES",
+    "DecodeResult",
+    "PayloadTooLarge",
+    "decode_json",
+    "decode_protobuf",
+    "decompress",
+    "id_to_bytes",
+]
+
+TRACE_ID_BYTES = 16
+SPAN_ID_BYTES = 8
+
+
+class PayloadTooLarge(IngestError):
+    """The (decompressed) payload is larger than the configured limit (HTTP 413 / RESOURCE_EXHAUSTED)."""
+
+
+@dataclass
+class DecodeResult:
+    """A decoded request plus what was dropped from it.
+
+    Attributes:
+        request: the spans that decoded cleanly.
+        rejected_spans: spans dropped because they could not be decoded (bad ids, wrong types).
+        errors: short descriptions of the first few problems (for ``partial_success.error_message``).
+    """
+
+    request: ExportTraceServiceRequest
+    rejected_spans: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def reject(self, message: str, count: int = 1) -> None:
+        """Count ``count`` rejected spans and remember ``message`` (the first 5 messages are kept)."""
+        self.rejected_spans += count
+        if len(self.errors) < 5:
+            self.errors.append(message)
+
+
+def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """Undo ``Content-Encoding`` (``gzip``, ``deflate`` or identity) with a size limit.
+
+    Args:
+        body: the raw request body.
+        encoding: the ``Content-Encoding`` header value (case-insensitive), ``None`` for identity.
+        limit: largest allowed decompressed size, bytes.
+
+    Raises:
+        PayloadTooLarge: the decompressed body exceeds ``limit`` (decompression stops there).
+        IngestError: unknown encoding or a corrupt compressed stream.
+    """
+    enc = (encoding or "identity").strip().lower()
+    if enc in ("", "identity"):
+        if len(body) > limit:
+            raise PayloadTooLarge(f"payload of {len(body)} bytes exceeds the limit of {limit} bytes")
+        return body
+    if enc == "gzip":
+        wbits = 16 + zlib.MAX_WBITS
+    elif enc == "deflate":
+        wbits = zlib.MAX_WBITS
+    else:
+        raise IngestError(f"unsupported Content-Encoding {encoding!r}")
+    d = zlib.decompressobj(wbits)
+    try:
+        out = d.decompress(body, limit + 1)
+    except zlib.error as e:
+        raise IngestError(f"corrupt {enc} body: {e}") from e
+    if len(out) > limit:
+        raise PayloadTooLarge(f"decompressed payload exceeds the limit of {limit} bytes")
+    if not d.eof:
+        raise IngestError(f"truncated {enc} body")
+    return out
+
+
+def decode_protobuf(data: bytes) -> DecodeResult:
+    """Parse a binary ``ExportTraceServiceRequest`` and drop spans with ids of the wrong length.
+
+    Raises:
+        IngestError: the bytes are not a valid protobuf message.
+    """
+    req = ExportTraceServiceRequest()
+    try:
+        req.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise IngestError(f"malformed protobuf payload: {e}") from e
+    result = DecodeResult(request=req)
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            keep = []
+            for sp in ss.spans:
+                problem = _binary_id_problem(sp)
+                if problem:
+                    result.reject(problem)
+                else:
+                    keep.append(sp)
+            if len(keep) != len(ss.spans):
+                del ss.spans[:]
+                ss.spans.extend(keep)
+    return result
+
+
+def _binary_id_problem(sp: Span) -> str | None:
+    if len(sp.trace_id) != TRACE_ID_BYTES or not any(sp.trace_id):
+        return f"span {sp.name!r}: trace id must be {TRACE_ID_BYTES} non-zero bytes"
+    if len(sp.span_id) != SPAN_ID_BYTES or not any(sp.span_id):
+        return f"span {sp.name!r}: span id must be {SPAN_ID_BYTES} non-zero bytes"
+    if sp.parent_span_id and len(sp.parent_span_id) != SPAN_ID_BYTES:
+        return f"span {sp.name!r}: parent span id must be {SPAN_ID_BYTES} bytes"
+    return None
+
+
+def id_to_bytes(value: Any, size: int) -> bytes:
+    """Decode an OTLP/JSON id: hex of ``2*size`` characters, else base64 decoding to ``size`` bytes.
+
+    ``""`` and ``None`` give ``b""`` (an absent id, e.g. no parent).
+
+    Raises:
+        ValueError: neither form fits.
+    """
+    if value is None or value == "":
+        return b""
+    if not isinstance(value, str):
+        raise ValueError(f"id must be a string, got {type(value).__name__}")
+    v = value.strip()
+    if len(v) == 2 * size:
+        try:
+            return bytes.fromhex(v)
+        except ValueError:
+            pass
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        try:
+            raw = base64.urlsafe_b64decode(v + "=" * (-len(v) % 4))
+        except (binascii.Error, ValueError) as e:
+            raise ValueError(f"id {v[:40]!r} is neither {2 * size} hex characters nor base64") from e
+    if len(raw) != size:
+        raise ValueError(f"id {v[:40]!r} is neither {2 * size} hex characters nor base64 of {size} bytes")
+    return raw
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _span_from_json(obj: Any) -> Span:
+    """Parse one OTLP/JSON span object (ids converted first). Raises ValueError/ParseError."""
+    if not isinstance(obj, dict):
+        raise ValueError("span is not an object")
+    d = dict(obj)
+    trace_id = id_to_bytes(d.get("traceId"), TRACE_ID_BYTES)
+    span_id = id_to_bytes(d.get("spanId"), SPAN_ID_BYTES)
+    if not trace_id or not any(trace_id):
+        raise ValueError("missing or all-zero traceId")
+    if not span_id or not any(span_id):
+        raise ValueError("missing or all-zero spanId")
+    d["traceId"] = _b64(trace_id)
+    d["spanId"] = _b64(span_id)
+    d["parentSpanId"] = _b64(id_to_bytes(d.get("parentSpanId"), SPAN_ID_BYTES))
+    links = d.get("links")
+    if isinstance(links, list):
+        fixed = []
+        for link in links:
+            if isinstance(link, dict):
+                ln = dict(link)
+                ln["traceId"] = _b64(id_to_bytes(ln.get("traceId"), TRACE_ID_BYTES))
+                ln["spanId"] = _b64(id_to_bytes(ln.get("spanId"), SPAN_ID_BYTES))
+                fixed.append(ln)
+            else:
+                fixed.append(link)
+        d["links"] = fixed
+    span = Span()
+    json_format.ParseDict(d, span, ignore_unknown_fields=True)
+    return span
+
+
+def _as_list(obj: Any, what: str) -> list[Any]:
+    if obj is None:
+        return []
+    if not isinstance(obj, list):
+        raise IngestError(f"{what} must be a list")
+    return obj
+
+
+def decode_json(data: bytes | str) -> DecodeResult:
+    """Parse an OTLP/JSON ``ExportTraceServiceRequest`` (see the module docstring for the rules).
+
+    Keys may be lowerCamelCase (spec) or the proto field names (``resource_spans``), which
+    ``json_format`` also accepts. Spans that fail to decode are dropped and counted.
+
+    Raises:
+        IngestError: the payload is not JSON, or its top level / resource / scope structure is malformed.
+    """
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise IngestError(f"malformed JSON payload: {e}") from e
+    if not isinstance(doc, dict):
+        raise IngestError("OTLP/JSON payload must be an object")
+    req = ExportTraceServiceRequest()
+    result = DecodeResult(request=req)
+    for rs_obj in _as_list(doc.get("resourceSpans", doc.get("resource_spans")), "resourceSpans"):
+        if not isinstance(rs_obj, dict):
+            raise IngestError("resourceSpans entries must be objects")
+        rs = ResourceSpans()
+        try:
+            if rs_obj.get("resource") is not None:
+                json_format.ParseDict(rs_obj["resource"], rs.resource, ignore_unknown_fields=True)
+            rs.schema_url = str(rs_obj.get("schemaUrl", rs_obj.get("schema_url", "")) or "")
+        except (json_format.ParseError, TypeError, ValueError) as e:
+            raise IngestError(f"malformed resource: {e}") from e
+        for ss_obj in _as_list(rs_obj.get("scopeSpans", rs_obj.get("scope_spans")), "scopeSpans"):
+            if not isinstance(ss_obj, dict):
+                raise IngestError("scopeSpans entries must be objects")
+            ss = ScopeSpans()
+            try:
+                if ss_obj.get("scope") is not None:
+                    json_format.ParseDict(ss_obj["scope"], ss.scope, ignore_unknown_fields=True)
+                ss.schema_url = str(ss_obj.get("schemaUrl", ss_obj.get("schema_url", "")) or "")
+            except (json_format.ParseError, TypeError, ValueError) as e:
+                raise IngestError(f"malformed scope: {e}") from e
+            for i, sp_obj in enumerate(_as_list(ss_obj.get("spans"), "spans")):
+                try:
+                    ss.spans.append(_span_from_json(sp_obj))
+                except (json_format.ParseError, TypeError, ValueError) as e:
+                    name = sp_obj.get("name") if isinstance(sp_obj, dict) else None
+                    result.reject(f"span {name or i!r}: {e}")
+            rs.scope_spans.append(ss)
+        req.resource_spans.append(rs)
+    return result

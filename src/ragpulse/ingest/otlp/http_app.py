@@ -1,0 +1,83 @@
+"""OTLP/HTTP trace receiver: ``POST /v1/traces`` as a FastAPI app.
+
+Bodies: ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), optionally ``Content-Encoding: gzip``
+(or ``deflate``). Answers follow the OTLP/HTTP spec, encoded like the request:
+
+- 200 with ``ExportTraceServiceResponse`` (``partialSuccess.rejectedSpans`` when some spans were dropped);
+- 400 with a ``google.rpc.Status`` for a payload that cannot be decoded;
+- 413 when the body (compressed or decompressed) exceeds ``max_request_bytes`` — checked on
+  ``Content-Length`` first and while reading, so an oversized body is never held in memory;
+- 415 for another content type.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+
+from ragpulse.errors import IngestError
+from ragpulse.ingest.otlp.decode import PayloadTooLarge, decode_json, decode_protobuf, decompress
+from ragpulse.ingest.otlp.intake import OtlpIntake, count_rejected
+
+__all__ = ["JSON", "PROTOBUF", "build_http_app"]
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+def _encode(msg: Message, as_json: bool, status_code: int = 200) -> Response:
+    if as_json:
+        body = json_format.MessageToJson(msg, indent=None).encode("utf-8")
+        return Response(body, status_code=status_code, media_type=JSON)
+    return Response(msg.SerializeToString(), status_code=status_code, media_type=PROTOBUF)
+
+
+def _status(code: int, message: str, as_json: bool, http_status: int) -> Response:
+    return _encode(status_pb2.Status(code=code, message=message), as_json, http_status)
+
+
+def build_http_app(intake: OtlpIntake, max_request_bytes: int) -> FastAPI:
+    """Build the receiver app.
+
+    Args:
+        intake: where decoded requests go.
+        max_request_bytes: limit for the body as sent and after decompression, bytes.
+    """
+    app = FastAPI(title="ragpulse OTLP/HTTP receiver", openapi_url=None, docs_url=None, redoc_url=None)
+
+    @app.post("/v1/traces")
+    async def export_traces(request: Request) -> Response:
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        as_json = ctype == JSON
+        if ctype not in (PROTOBUF, JSON):
+            count_rejected("unsupported_media_type")
+            return _status(
+                code_pb2.INVALID_ARGUMENT, f"unsupported content type {ctype or '(none)'!r}", False, 415
+            )
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > max_request_bytes:
+            count_rejected("too_large")
+            return _status(code_pb2.RESOURCE_EXHAUSTED, "request body too large", as_json, 413)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_request_bytes:
+                count_rejected("too_large")
+                return _status(code_pb2.RESOURCE_EXHAUSTED, "request body too large", as_json, 413)
+            chunks.append(chunk)
+        try:
+            body = decompress(b"".join(chunks), request.headers.get("content-encoding"), max_request_bytes)
+            result = decode_json(body) if as_json else decode_protobuf(body)
+        except PayloadTooLarge as e:
+            count_rejected("too_large")
+            return _status(code_pb2.RESOURCE_EXHAUSTED, str(e), as_json, 413)
+        except IngestError as e:
+            count_rejected("malformed")
+            return _status(code_pb2.INVALID_ARGUMENT, str(e), as_json, 400)
+        return _encode(intake.accept(result, "http"), as_json)
+
+    return app

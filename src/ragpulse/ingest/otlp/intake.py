@@ -1,0 +1,74 @@
+"""What both receivers do with a decoded request: drop own telemetry, hand spans to the assembler, answer.
+
+Kept apart from the transports so gRPC and HTTP behave identically (same counting, same partial success).
+"""
+
+from __future__ import annotations
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from ragpulse import telemetry
+from ragpulse.ingest.otlp.assembly import TraceAssembler
+from ragpulse.ingest.otlp.decode import DecodeResult
+from ragpulse.ingest.otlp.spans import request_to_spans
+from ragpulse.logging import get_logger
+
+__all__ = ["OWN_SPANS_IGNORED", "OtlpIntake", "count_rejected"]
+
+log = get_logger(__name__)
+
+OWN_SPANS_IGNORED = telemetry.meter.create_counter(
+    "ragpulse_otlp_own_spans_ignored", description="OTLP spans ignored because ragpulse itself produced them"
+)
+
+
+def count_rejected(reason: str, n: int = 1) -> None:
+    """Count ``n`` rejected OTLP inputs on ``ragpulse_traces_rejected{source=otlp, reason}``.
+
+    Reasons: ``bad_span`` (one undecodable span), ``malformed`` (whole request), ``too_large``,
+    ``unsupported_media_type``.
+    """
+    if n:
+        telemetry.TRACES_REJECTED.add(n, {"source": "otlp", "reason": reason})
+
+
+class OtlpIntake:
+    """Accepts decoded requests into a :class:`~ragpulse.ingest.otlp.assembly.TraceAssembler`.
+
+    Args:
+        assembler: where spans go.
+        own_service: ``settings.service_name``; spans of that service or scope are ignored.
+    """
+
+    def __init__(self, assembler: TraceAssembler, own_service: str) -> None:
+        self._assembler = assembler
+        self._own = own_service
+        self.spans_accepted = 0
+        self.spans_rejected = 0
+        self.spans_ignored = 0
+
+    def accept(self, result: DecodeResult, transport: str) -> ExportTraceServiceResponse:
+        """Queue the good spans of ``result``; the response reports rejected spans (OTLP partial success).
+
+        Fast and non-blocking: traces are submitted to the engine later, from the assembler's task.
+        """
+        split = request_to_spans(result.request, self._own)
+        kept = self._assembler.add(split.spans)
+        self.spans_accepted += kept
+        self.spans_ignored += split.ignored_own
+        if split.ignored_own:
+            OWN_SPANS_IGNORED.add(split.ignored_own)
+        resp = ExportTraceServiceResponse()
+        if result.rejected_spans:
+            self.spans_rejected += result.rejected_spans
+            count_rejected("bad_span", result.rejected_spans)
+            resp.partial_success.rejected_spans = result.rejected_spans
+            resp.partial_success.error_message = "; ".join(result.errors)[:1000]
+            log.warning(
+                "otlp_spans_rejected",
+                transport=transport,
+                rejected=result.rejected_spans,
+                accepted=kept,
+                errors=result.errors,
+            )
+        return resp

@@ -1,0 +1,231 @@
+"""Checklist definitions (business judges from configuration) and their loading.
+
+A checklist is declared under ``checklists`` in the config file, either inline or as a path to a YAML file
+holding the same mapping (relative paths are resolved against the working directory, then the config file's
+directory)::
+
+    checklists:
+      reimbursement_answer: config/checklists/reimbursement.yaml
+      order_delay_answer:
+        version: "2026-11-1"
+        mode: share            # share: score = items passed / items judged;  all: every item must pass
+        threshold: 0.8         # ignored (1.0) in mode "all"
+        apps: [kestrel-kb]     # apps/scenarios it applies to (empty = all); others → skipped/not_applicable
+        scenarios: [order_delay]
+        items:
+          - {id: status, kind: contains, any: ["已发货", "shipped"]}
+          - {id: eta, kind: regex, pattern: "\\d+\\s*(天|days?)"}
+          - {id: link, kind: link, domains: [help.kestrel.example]}
+          - {id: short, kind: length, max_chars: 600}
+          - {id: reassure, kind: rubric, rubric: "The answer reassures the customer.",
+             offline: {kind: contains, any: ["抱歉", "sorry"]}}
+
+Item kinds: ``contains`` (``any``: at least one phrase, ``all``: every phrase, ``none``: no phrase;
+case-insensitive), ``regex`` (``pattern`` must match, or must not with ``match: false``; ``ignore_case``
+default true), ``link`` (the answer links to one of ``domains`` or their subdomains; with ``only_allowed``
+every link must), ``length`` (``min_chars``/``max_chars``, characters after trimming) and ``rubric`` (judged
+by the judge model with a one-sentence reason; ``offline`` is an optional rule used when no model is
+configured, otherwise the item is not judged and left out of the score).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ragpulse.errors import ConfigError
+
+__all__ = [
+    "Checklist",
+    "ChecklistItem",
+    "ContainsRule",
+    "LengthRule",
+    "LinkRule",
+    "RegexRule",
+    "RubricItem",
+    "Rule",
+    "load_checklists",
+]
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    description: str = ""
+
+
+class ContainsRule(_Item):
+    """Phrases the answer must (``any``/``all``) or must not (``none``) contain (case-insensitive)."""
+
+    kind: Literal["contains"] = "contains"
+    any: tuple[str, ...] = ()
+    all: tuple[str, ...] = ()
+    none: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _some(self) -> ContainsRule:
+        if not (self.any or self.all or self.none):
+            raise ValueError(f"contains item {self.id!r} needs any, all or none")
+        return self
+
+
+class RegexRule(_Item):
+    """A regular expression that must match the answer (``match: false``: must not)."""
+
+    kind: Literal["regex"] = "regex"
+    pattern: str
+    match: bool = True
+    ignore_case: bool = True
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"invalid regex {v!r}: {e}") from e
+        return v
+
+
+class LinkRule(_Item):
+    """The answer links to an allowed domain (or a subdomain); ``only_allowed``: no other domains either."""
+
+    kind: Literal["link"] = "link"
+    domains: tuple[str, ...]
+    only_allowed: bool = False
+
+    @field_validator("domains")
+    @classmethod
+    def _norm(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        out = tuple(d.strip().lower().lstrip(".") for d in v if d.strip())
+        if not out:
+            raise ValueError("link item needs at least one domain")
+        return out
+
+
+class LengthRule(_Item):
+    """Answer length bounds in characters (after trimming whitespace)."""
+
+    kind: Literal["length"] = "length"
+    min_chars: int | None = Field(default=None, ge=0)
+    max_chars: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> LengthRule:
+        if self.min_chars is None and self.max_chars is None:
+            raise ValueError(f"length item {self.id!r} needs min_chars or max_chars")
+        if self.min_chars is not None and self.max_chars is not None and self.min_chars > self.max_chars:
+            raise ValueError(f"length item {self.id!r}: min_chars > max_chars")
+        return self
+
+
+Rule = Annotated[ContainsRule | RegexRule | LinkRule | LengthRule, Field(discriminator="kind")]
+
+
+class RubricItem(_Item):
+    """A requirement judged by the judge model (``rubric`` text), with an optional offline rule."""
+
+    kind: Literal["rubric"] = "rubric"
+    rubric: str
+    offline: Rule | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _offline_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("offline"), dict):
+            data = dict(data)
+            data["offline"] = {"id": data.get("id", ""), **data["offline"]}
+        return data
+
+
+ChecklistItem = Annotated[
+    ContainsRule | RegexRule | LinkRule | LengthRule | RubricItem, Field(discriminator="kind")
+]
+
+
+class Checklist(BaseModel):
+    """One checklist: a business judge named ``name`` (see the module docstring for the fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str
+    description: str = ""
+    mode: Literal["share", "all"] = "share"
+    threshold: float = Field(default=1.0, ge=0.0, le=1.0)
+    apps: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    items: tuple[ChecklistItem, ...]
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(f"checklist name {v!r} must match [a-z][a-z0-9_]*")
+        return v
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int | float) else v
+
+    @model_validator(mode="after")
+    def _items(self) -> Checklist:
+        if not self.items:
+            raise ValueError(f"checklist {self.name!r} has no items")
+        ids = [i.id for i in self.items]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"checklist {self.name!r}: duplicate item id(s) {', '.join(dup)}")
+        return self
+
+    @property
+    def effective_threshold(self) -> float:
+        """The pass threshold: 1.0 in mode ``all``, else ``threshold``."""
+        return 1.0 if self.mode == "all" else self.threshold
+
+    def applies_to(self, app: str | None, scenario: str | None) -> bool:
+        """True when the trace's app and scenario are in the lists (an empty list matches anything)."""
+        return (not self.apps or app in self.apps) and (not self.scenarios or scenario in self.scenarios)
+
+
+def _parse(name: str, raw: Any, base_dir: Path | None) -> Checklist:
+    if isinstance(raw, str | Path):
+        p = Path(raw)
+        if not p.is_absolute() and not p.is_file() and base_dir is not None and (base_dir / p).is_file():
+            p = base_dir / p
+        try:
+            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except FileNotFoundError as e:
+            raise ConfigError(f"checklist {name!r}: file not found: {p}") from e
+        except yaml.YAMLError as e:
+            raise ConfigError(f"checklist {name!r}: {p} is not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"checklist {name!r} must be a mapping or a path to a YAML file")
+    try:
+        return Checklist(name=name, **{k: v for k, v in raw.items() if k != "name"})
+    except ValidationError as e:
+        lines = [f"  {'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()]
+        raise ConfigError(f"checklist {name!r} is invalid:\n" + "\n".join(lines)) from e
+
+
+def load_checklists(raw: dict[str, Any], base_dir: Path | None = None) -> dict[str, Checklist]:
+    """Parse ``settings.checklists`` (``{name: mapping or YAML path}``) into :class:`Checklist` objects.
+
+    A relative path is looked up in the working directory, then in ``base_dir`` (default: the directory of
+    the ``RAGPULSE_CONFIG`` file, when set).
+
+    Raises:
+        ConfigError: a file is missing or not YAML, or a checklist is invalid (bad regex, no items, …).
+    """
+    if base_dir is None and os.environ.get("RAGPULSE_CONFIG"):
+        base_dir = Path(os.environ["RAGPULSE_CONFIG"]).resolve().parent
+    return {name: _parse(name, value, base_dir) for name, value in raw.items()}

@@ -1,0 +1,505 @@
+"""``PostgresStore``: the ragpulse result store on PostgreSQL through an asyncpg connection pool.
+
+Implements the Store contract of ``docs/dev/architecture.md`` (and :class:`ragpulse.protocols.ResultStore`).
+Every method translates asyncpg/OS errors into :class:`~ragpulse.errors.StoreError` (``retriable=True`` for
+connection loss, timeouts, server shutdown, serialization failures; ``False`` for bad data), see
+:mod:`ragpulse.store.errors`. Schema: ``ragpulse/store/migrations/*.sql`` (see ``docs/storage.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import asyncpg
+
+from ragpulse.config import Settings
+from ragpulse.errors import StoreError
+from ragpulse.logging import get_logger
+from ragpulse.model import (
+    RunRecord,
+    RunStatus,
+    TestCase,
+    TestSet,
+    Trace,
+    TraceResult,
+)
+from ragpulse.protocols import WriteReport
+from ragpulse.store.errors import to_store_error
+from ragpulse.store.migrate import Conn, migrate
+from ragpulse.store.rows import (
+    JUDGEMENT_COLUMNS,
+    TRACE_COLUMNS,
+    clean,
+    dumps,
+    judgement_row,
+    result_from_rows,
+    run_from_row,
+    trace_from_row,
+    trace_row,
+)
+from ragpulse.store.sql import JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
+
+__all__ = ["PostgresStore"]
+
+_log = get_logger(__name__)
+_T = TypeVar("_T")
+
+#: Rows fetched per round trip by :meth:`PostgresStore.traces_for_rejudge` and deleted per statement by
+#: :meth:`PostgresStore.prune`.
+PAGE_SIZE = 500
+PRUNE_CHUNK = 5000
+
+
+async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
+    """Decode/encode ``json``/``jsonb`` as Python objects on every pooled connection."""
+    for typ in ("json", "jsonb"):
+        await conn.set_type_codec(typ, encoder=dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Transpose rows into one list per column (the arrays of an ``unnest`` bulk statement)."""
+    cols: list[list[Any]] = [[] for _ in range(width)]
+    for r in rows:
+        for i, v in enumerate(r):
+            cols[i].append(v)
+    return cols
+
+
+class PostgresStore:
+    """Result store on PostgreSQL (asyncpg pool). Build it with :meth:`connect` or ``ragpulse.store.open_store``.
+
+    Args:
+        pool: an asyncpg pool whose connections were set up by :meth:`connect` (json codecs).
+        redact_text: store question/answer/context/expected answer/document texts as ``sha256:<hex>`` plus
+            lengths, drop judge raw output and keep only reason codes (see :mod:`ragpulse.store.redaction`).
+        acquire_timeout_s: longest wait for a pooled connection, seconds.
+    """
+
+    def __init__(
+        self, pool: asyncpg.Pool, *, redact_text: bool = False, acquire_timeout_s: float = 30.0
+    ) -> None:
+        self._pool = pool
+        self._redact = redact_text
+        self._acquire_timeout = acquire_timeout_s
+
+    # -- life cycle ---------------------------------------------------------------------------------------------
+    @classmethod
+    async def connect(
+        cls, url: str, settings: Settings | None = None, *, run_migrations: bool = True
+    ) -> PostgresStore:
+        """Open a pool on ``url`` (any asyncpg DSN, unix-socket URIs included) and apply pending migrations.
+
+        Pool size, command timeout and redaction come from ``settings`` (defaults when ``None``).
+
+        Raises:
+            StoreError: cannot connect (``retriable=True``) or a migration failed.
+        """
+        s = settings or Settings()
+        try:
+            pool = await asyncpg.create_pool(
+                url,
+                min_size=min(s.database_pool_min, s.database_pool_max),
+                max_size=s.database_pool_max,
+                command_timeout=s.database_command_timeout_s,
+                init=_init_connection,
+            )
+        except Exception as e:
+            raise to_store_error(e, "connect") from e
+        store = cls(pool, redact_text=s.redact_text, acquire_timeout_s=s.database_command_timeout_s)
+        if run_migrations:
+            try:
+                await store.migrate()
+            except BaseException:
+                await store.close()
+                raise
+        return store
+
+    async def migrate(self) -> list[int]:
+        """Apply pending schema migrations (under the migration advisory lock); return the versions applied.
+
+        Raises:
+            StoreError: a migration failed (that migration was rolled back).
+        """
+        return await self._run("migrate", migrate)
+
+    async def close(self) -> None:
+        """Close the pool (waits up to 10 s for connections in use, then terminates them)."""
+        try:
+            await asyncio.wait_for(self._pool.close(), timeout=10.0)
+        except TimeoutError:
+            self._pool.terminate()
+
+    async def ping(self) -> bool:
+        """True when the database answers ``SELECT 1`` (never raises)."""
+        try:
+            async with self._pool.acquire(timeout=5.0) as conn:
+                return bool(await conn.fetchval("SELECT 1", timeout=5.0) == 1)
+        except Exception:
+            return False
+
+    async def _run(self, action: str, fn: Callable[[Conn], Awaitable[_T]]) -> _T:
+        """Run ``fn(conn)`` on a pooled connection, mapping failures to :class:`StoreError`."""
+        try:
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+                return await fn(conn)
+        except StoreError:
+            raise
+        except Exception as e:
+            err = to_store_error(e, action)
+            _log.warning("store_error", action=action, retriable=err.retriable, error=str(err))
+            raise err from e
+
+    # -- results ------------------------------------------------------------------------------------------------
+    async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
+        """Upsert traces and their judgements in one transaction.
+
+        Traces are keyed by ``trace_id`` (a later result in the batch wins), judgements by
+        ``(trace_id, judge, version)``. A judgement counts as changed when it was inserted or its verdict
+        (status, score, passed, threshold, backend, model, declared version) differs from the stored one; only
+        then are its other columns rewritten. Traces with a ``run_id`` are linked in ``run_cases``.
+
+        Returns:
+            :class:`WriteReport` with ``changed`` = keys of inserted/changed judgements and ``trace_inserted``.
+
+        Raises:
+            StoreError: nothing of the batch was written; ``retriable=True`` on connection loss/timeouts.
+        """
+        if not results:
+            return WriteReport()
+        by_trace: dict[str, TraceResult] = {}
+        for r in results:
+            by_trace[r.trace.trace_id] = r
+        judgements: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        run_links: dict[tuple[str, str], str | None] = {}
+        trace_rows = []
+        for r in by_trace.values():
+            trace_rows.append(trace_row(r, redact_text=self._redact))
+            for j in r.judgements:
+                judgements[(r.trace.trace_id, j.judge, j.version)] = judgement_row(
+                    r.trace, j, redact_text=self._redact
+                )
+            if r.trace.run_id:
+                run_links[(clean(r.trace.run_id) or "", r.trace.trace_id)] = clean(r.trace.test_case_id)
+        t_cols = _columns(trace_rows, len(TRACE_COLUMNS))
+        j_cols = _columns(list(judgements.values()), len(JUDGEMENT_COLUMNS))
+
+        async def tx(conn: Conn) -> WriteReport:
+            async with conn.transaction():
+                trows = await conn.fetch(TRACE_UPSERT, *t_cols)
+                jrows = await conn.fetch(JUDGEMENT_UPSERT, *j_cols) if judgements else []
+                if run_links:
+                    keys = list(run_links)
+                    await conn.execute(
+                        RUN_CASES_UPSERT,
+                        [k[0] for k in keys],
+                        [k[1] for k in keys],
+                        [run_links[k] for k in keys],
+                    )
+            return WriteReport(
+                changed=frozenset((r["trace_id"], r["judge"], r["version"]) for r in jrows),
+                trace_inserted=frozenset(r["trace_id"] for r in trows if r["inserted"]),
+            )
+
+        return await self._run("write_results", tx)
+
+    async def get_trace(self, trace_id: str) -> TraceResult | None:
+        """The trace ``trace_id`` (normalised like :func:`ragpulse.model.normalize_trace_id`) with all its
+        judgements, every version, ordered by judge name then creation time; ``None`` if unknown."""
+        from ragpulse.model import normalize_trace_id
+
+        tid = normalize_trace_id(trace_id)
+
+        async def q(conn: Conn) -> TraceResult | None:
+            row = await conn.fetchrow("SELECT * FROM traces WHERE trace_id = $1", tid)
+            if row is None:
+                return None
+            js = await conn.fetch(
+                "SELECT * FROM judgements WHERE trace_id = $1 ORDER BY judge, created_at, version", tid
+            )
+            return result_from_rows(row, js)
+
+        return await self._run("get_trace", q)
+
+    async def get_run_results(self, run_id: str) -> list[TraceResult]:
+        """Traces linked to run ``run_id`` (replay or replayed through Kafka/OTLP with that run id), each
+        with only its latest judgement per judge name (latest = most recently inserted/changed).
+
+        Ordered by the test case's position in its test set when known, then by arrival.
+        """
+
+        async def q(conn: Conn) -> list[TraceResult]:
+            trows = await conn.fetch(
+                """SELECT t.* FROM run_cases rc
+                   JOIN traces t ON t.trace_id = rc.trace_id
+                   LEFT JOIN runs r ON r.run_id = rc.run_id
+                   LEFT JOIN test_cases tc ON tc.test_set = r.test_set AND tc.case_id = rc.test_case_id
+                   WHERE rc.run_id = $1
+                   ORDER BY tc.position NULLS LAST, t.received_at, t.trace_id""",
+                run_id,
+            )
+            jrows = await conn.fetch(
+                """SELECT DISTINCT ON (j.trace_id, j.judge) j.* FROM run_cases rc
+                   JOIN judgements j ON j.trace_id = rc.trace_id
+                   WHERE rc.run_id = $1
+                   ORDER BY j.trace_id, j.judge, j.updated_at DESC, j.created_at DESC, j.version""",
+                run_id,
+            )
+            by_trace: dict[str, list[Any]] = {}
+            for j in jrows:
+                by_trace.setdefault(j["trace_id"], []).append(j)
+            return [result_from_rows(t, by_trace.get(t["trace_id"], [])) for t in trows]
+
+        return await self._run("get_run_results", q)
+
+    async def traces_for_rejudge(
+        self, app: str | None, since: datetime, limit: int | None = None
+    ) -> AsyncIterator[Trace]:
+        """Stored traces to re-evaluate: received at or after ``since`` (UTC), of ``app`` (any when ``None``),
+        outcome ``evaluated`` or ``incomplete``, not redacted (no text to judge); oldest first, at most
+        ``limit``. Pages through the table (:data:`PAGE_SIZE` rows per query), so memory stays bounded.
+
+        Raises:
+            StoreError: a page could not be read.
+        """
+        remaining = limit
+        after: tuple[datetime, str] | None = None
+        while remaining is None or remaining > 0:
+            page = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
+            cursor = after
+
+            async def q(conn: Conn, page: int = page, cursor: Any = cursor) -> list[Any]:
+                return list(
+                    await conn.fetch(
+                        """SELECT * FROM traces
+                           WHERE received_at >= $1 AND ($2::text IS NULL OR app = $2)
+                             AND outcome IN ('evaluated', 'incomplete') AND NOT redacted
+                             AND ($3::timestamptz IS NULL OR (received_at, trace_id) > ($3, $4))
+                           ORDER BY received_at, trace_id LIMIT $5""",
+                        since,
+                        app,
+                        cursor[0] if cursor else None,
+                        cursor[1] if cursor else None,
+                        page,
+                    )
+                )
+
+            rows = await self._run("traces_for_rejudge", q)
+            for row in rows:
+                yield trace_from_row(row)
+            if len(rows) < page:
+                return
+            after = (rows[-1]["received_at"], rows[-1]["trace_id"])
+            if remaining is not None:
+                remaining -= len(rows)
+
+    # -- test sets and runs ---------------------------------------------------------------------------------------
+    async def upsert_test_set(self, ts: TestSet) -> None:
+        """Insert or replace test set ``ts.name`` and its cases (cases no longer in ``ts`` are deleted)."""
+
+        def case_args(pos: int, c: TestCase) -> tuple[Any, ...]:
+            return (
+                ts.name,
+                c.id,
+                pos,
+                clean(c.question),
+                clean(c.expected_answer),
+                list(c.keywords) if c.keywords is not None else None,
+                list(c.reference_contexts),
+                clean(c.answer),
+                list(c.contexts),
+                list(c.doc_ids),
+                list(c.context_labels) if c.context_labels is not None else None,
+                c.metadata,
+            )
+
+        async def tx(conn: Conn) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    """INSERT INTO test_sets (name, knowledge_base, description, case_count)
+                       VALUES ($1, $2, $3, $4)
+                       ON CONFLICT (name) DO UPDATE SET knowledge_base = excluded.knowledge_base,
+                         description = excluded.description, case_count = excluded.case_count,
+                         updated_at = now()""",
+                    ts.name,
+                    ts.knowledge_base,
+                    ts.description,
+                    len(ts.cases),
+                )
+                await conn.execute(
+                    "DELETE FROM test_cases WHERE test_set = $1 AND NOT (case_id = ANY($2::text[]))",
+                    ts.name,
+                    [c.id for c in ts.cases],
+                )
+                if ts.cases:
+                    await conn.executemany(
+                        """INSERT INTO test_cases (test_set, case_id, position, question, expected_answer,
+                             keywords, reference_contexts, answer, contexts, doc_ids, context_labels, metadata)
+                           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                           ON CONFLICT (test_set, case_id) DO UPDATE SET position = excluded.position,
+                             question = excluded.question, expected_answer = excluded.expected_answer,
+                             keywords = excluded.keywords, reference_contexts = excluded.reference_contexts,
+                             answer = excluded.answer, contexts = excluded.contexts, doc_ids = excluded.doc_ids,
+                             context_labels = excluded.context_labels, metadata = excluded.metadata,
+                             updated_at = now()""",
+                        [case_args(i, c) for i, c in enumerate(ts.cases)],
+                    )
+
+        await self._run("upsert_test_set", tx)
+
+    async def get_test_set(self, name: str) -> TestSet | None:
+        """The stored test set ``name`` with its cases in their original order, or ``None``."""
+
+        async def q(conn: Conn) -> TestSet | None:
+            row = await conn.fetchrow("SELECT * FROM test_sets WHERE name = $1", name)
+            if row is None:
+                return None
+            cases = await conn.fetch("SELECT * FROM test_cases WHERE test_set = $1 ORDER BY position", name)
+            return TestSet(
+                name=row["name"],
+                knowledge_base=row["knowledge_base"],
+                description=row["description"],
+                cases=tuple(
+                    TestCase(
+                        id=c["case_id"],
+                        question=c["question"],
+                        expected_answer=c["expected_answer"],
+                        keywords=c["keywords"],
+                        reference_contexts=tuple(c["reference_contexts"] or ()),
+                        answer=c["answer"],
+                        contexts=tuple(c["contexts"] or ()),
+                        doc_ids=tuple(c["doc_ids"] or ()),
+                        context_labels=tuple(c["context_labels"])
+                        if c["context_labels"] is not None
+                        else None,
+                        metadata=c["metadata"] or {},
+                    )
+                    for c in cases
+                ),
+            )
+
+        return await self._run("get_test_set", q)
+
+    async def create_run(self, run: RunRecord) -> None:
+        """Insert run ``run.run_id``; re-using an id resets it (status, times, report) to ``run``'s values
+        (``running`` by default)."""
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                """INSERT INTO runs (run_id, test_set, started_at, finished_at, status, judges, settings, report)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                   ON CONFLICT (run_id) DO UPDATE SET test_set = excluded.test_set,
+                     started_at = excluded.started_at, finished_at = excluded.finished_at,
+                     status = excluded.status, judges = excluded.judges, settings = excluded.settings,
+                     report = excluded.report, updated_at = now()""",
+                run.run_id,
+                run.test_set,
+                run.started_at,
+                run.finished_at,
+                run.status.value,
+                run.judges,
+                run.settings,
+                run.report,
+            )
+
+        await self._run("create_run", q)
+
+    async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
+        """Mark run ``run_id`` finished now with ``status`` and its ``report`` (JSON-able mapping).
+
+        Raises:
+            StoreError: unknown run id (``retriable=False``) or the database failed.
+        """
+
+        async def q(conn: Conn) -> str:
+            return str(
+                await conn.execute(
+                    """UPDATE runs SET status = $2, report = $3, finished_at = now(), updated_at = now()
+                       WHERE run_id = $1""",
+                    run_id,
+                    status.value,
+                    report,
+                )
+            )
+
+        if await self._run("finish_run", q) == "UPDATE 0":
+            raise StoreError(f"finish_run failed: unknown run {run_id!r}", retriable=False)
+
+    async def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        """The ``limit`` most recently started runs, newest first."""
+
+        async def q(conn: Conn) -> list[RunRecord]:
+            rows = await conn.fetch("SELECT * FROM runs ORDER BY started_at DESC, run_id LIMIT $1", limit)
+            return [run_from_row(r) for r in rows]
+
+        return await self._run("list_runs", q)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """Run ``run_id`` or ``None``."""
+
+        async def q(conn: Conn) -> RunRecord | None:
+            row = await conn.fetchrow("SELECT * FROM runs WHERE run_id = $1", run_id)
+            return run_from_row(row) if row is not None else None
+
+        return await self._run("get_run", q)
+
+    # -- retention and dead letters -------------------------------------------------------------------------------
+    async def prune(self, older_than: timedelta) -> int:
+        """Delete traces received more than ``older_than`` ago (their judgements and run links cascade) and
+        dead letters older than that; return the number of traces deleted.
+
+        Deletes in chunks of :data:`PRUNE_CHUNK` traces per transaction so it never holds long locks.
+        Runs and test sets are kept.
+        """
+
+        async def q(conn: Conn) -> int:
+            cutoff = await conn.fetchval("SELECT now() - $1::interval", older_than)
+            total = 0
+            while True:
+                status = await conn.execute(
+                    """DELETE FROM traces WHERE trace_id IN (
+                         SELECT trace_id FROM traces WHERE received_at < $1 LIMIT $2)""",
+                    cutoff,
+                    PRUNE_CHUNK,
+                )
+                n = int(status.split()[-1])
+                total += n
+                if n < PRUNE_CHUNK:
+                    break
+            await conn.execute("DELETE FROM dead_letters WHERE created_at < $1", cutoff)
+            return total
+
+        deleted = await self._run("prune", q)
+        _log.info("store_pruned", traces_deleted=deleted, older_than_s=older_than.total_seconds())
+        return deleted
+
+    async def write_dead_letter(
+        self, source: str, reason: str, payload: bytes | str, meta: dict[str, Any] | None = None
+    ) -> None:
+        """Keep an input that could not be processed: ``source`` (``kafka``/``otlp``/…), a ``reason``, the
+        raw ``payload`` (``str`` is stored UTF-8 encoded) and JSON-able ``meta`` (topic, partition, offset…)."""
+        data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO dead_letters (source, reason, payload, meta) VALUES ($1, $2, $3, $4)",
+                source,
+                clean(reason) or "",
+                data,
+                meta or {},
+            )
+
+        await self._run("write_dead_letter", q)
+
+    async def list_dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Newest dead letters first: dicts with ``id``, ``source``, ``reason``, ``payload`` (bytes), ``meta``,
+        ``created_at``."""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch("SELECT * FROM dead_letters ORDER BY id DESC LIMIT $1", limit)
+            return [dict(r) for r in rows]
+
+        return await self._run("list_dead_letters", q)

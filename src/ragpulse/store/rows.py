@@ -1,0 +1,279 @@
+"""Conversions between the shared model types and the store's rows (column arrays for bulk upserts).
+
+Pure functions, no I/O. Text is sanitised on the way in: NUL characters (which PostgreSQL rejects in ``text``
+and ``jsonb``) are removed and non-finite floats inside JSON become ``null``, so one odd trace never fails a
+whole batch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from ragpulse.model import (
+    Backend,
+    Document,
+    Judgement,
+    JudgementFlags,
+    JudgementStatus,
+    RunRecord,
+    RunStatus,
+    Source,
+    Trace,
+    TraceOutcome,
+    TraceResult,
+)
+from ragpulse.store.redaction import redact, redact_attributes, redact_reason
+
+__all__ = [
+    "JUDGEMENT_COLUMNS",
+    "TRACE_COLUMNS",
+    "Row",
+    "clean",
+    "dumps",
+    "judgement_from_row",
+    "judgement_row",
+    "result_from_rows",
+    "run_from_row",
+    "trace_from_row",
+    "trace_row",
+]
+
+#: A fetched row (asyncpg record) or any mapping with the same keys.
+Row = asyncpg.Record | Mapping[str, Any]
+
+#: Trace columns written by ``write_results``: (name, PostgreSQL type of the unnest array, json?).
+TRACE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("trace_id", "text", False),
+    ("span_id", "text", False),
+    ("app", "text", False),
+    ("scenario", "text", False),
+    ("question", "text", False),
+    ("answer", "text", False),
+    ("context", "text", False),
+    ("documents", "text", True),
+    ("question_chars", "int4", False),
+    ("answer_chars", "int4", False),
+    ("context_chars", "int4", False),
+    ("redacted", "bool", False),
+    ("model", "text", False),
+    ("latency_s", "float8", False),
+    ("start_time", "timestamptz", False),
+    ("end_time", "timestamptz", False),
+    ("attributes", "text", True),
+    ("source", "text", False),
+    ("outcome", "text", False),
+    ("outcome_reason", "text", False),
+    ("incomplete", "bool", False),
+    ("run_id", "text", False),
+    ("test_case_id", "text", False),
+    ("expected_answer", "text", False),
+    ("keywords", "text", True),
+    ("received_at", "timestamptz", False),
+)
+
+#: Judgement columns written by ``write_results`` (same shape as :data:`TRACE_COLUMNS`).
+JUDGEMENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("trace_id", "text", False),
+    ("judge", "text", False),
+    ("version", "text", False),
+    ("app", "text", False),
+    ("declared_version", "text", False),
+    ("backend", "text", False),
+    ("model", "text", False),
+    ("score", "float8", False),
+    ("passed", "bool", False),
+    ("threshold", "float8", False),
+    ("status", "text", False),
+    ("reason", "text", False),
+    ("flags", "text", True),
+    ("raw_output", "text", False),
+    ("latency_s", "float8", False),
+    ("prompt_tokens", "int4", False),
+    ("completion_tokens", "int4", False),
+)
+
+
+def clean(text: str | None) -> str | None:
+    """``text`` without NUL characters (PostgreSQL cannot store them)."""
+    if text is None or "\x00" not in text:
+        return text
+    return text.replace("\x00", "")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, str):
+        return clean(v)
+    if isinstance(v, Mapping):
+        return {str(clean(str(k))): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_jsonable(x) for x in v]
+    if v is None or isinstance(v, (bool, int)):
+        return v
+    return clean(str(v))
+
+
+def dumps(value: Any) -> str:
+    """JSON text for a ``jsonb`` column: NUL-free strings, non-finite floats as ``null``, other objects as str."""
+    return json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _chars(text: str | None) -> int | None:
+    return None if text is None else len(text)
+
+
+def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
+    """One row of :data:`TRACE_COLUMNS` for ``result`` (texts redacted when ``redact_text``)."""
+    t = result.trace
+    question, answer, context = clean(t.question), clean(t.answer), clean(t.context)
+    expected = clean(t.expected_answer)
+    docs: list[dict[str, Any]] = []
+    for d in t.documents:
+        dd = d.model_dump(mode="json")
+        if redact_text:
+            dd["content_chars"] = len(d.content)
+            dd["content"] = redact(d.content) if d.content else ""
+        docs.append(dd)
+    attributes: dict[str, Any] = dict(t.attributes)
+    if redact_text:
+        attributes = redact_attributes(attributes)
+    q_chars, a_chars, c_chars = _chars(question), _chars(answer), _chars(context)
+    if redact_text:
+        question, answer, context, expected = (
+            redact(question),
+            redact(answer),
+            redact(context),
+            redact(expected),
+        )
+    return (
+        t.trace_id,
+        t.span_id,
+        clean(t.app),
+        clean(t.scenario),
+        question,
+        answer,
+        context,
+        dumps(docs),
+        q_chars,
+        a_chars,
+        c_chars,
+        redact_text,
+        clean(t.model),
+        t.latency_s,
+        t.start_time,
+        t.end_time,
+        dumps(attributes),
+        t.source.value,
+        result.outcome.value,
+        clean(result.outcome_reason),
+        t.incomplete,
+        clean(t.run_id),
+        clean(t.test_case_id),
+        expected,
+        dumps(list(t.keywords)) if t.keywords is not None else None,
+        result.received_at,
+    )
+
+
+def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any, ...]:
+    """One row of :data:`JUDGEMENT_COLUMNS` (reason reduced to its code and raw output dropped when
+    ``redact_text``: both may quote the answer)."""
+    ok = j.status is JudgementStatus.OK
+    reason = redact_reason(j.reason, ok) if redact_text else clean(j.reason)
+    return (
+        trace.trace_id,
+        j.judge,
+        j.version,
+        clean(trace.app),
+        j.declared_version,
+        j.backend.value,
+        j.model,
+        j.score if ok else None,
+        j.passed if ok else None,
+        j.threshold,
+        j.status.value,
+        reason,
+        dumps(j.flags.model_dump(mode="json")),
+        None if redact_text else clean(j.raw_output),
+        j.latency_s,
+        j.prompt_tokens,
+        j.completion_tokens,
+    )
+
+
+def trace_from_row(row: Row) -> Trace:
+    """Rebuild a :class:`Trace` from a ``traces`` row (redacted texts come back as ``sha256:<hex>``)."""
+    docs = [Document.model_validate(d) for d in (row["documents"] or [])]
+    return Trace(
+        trace_id=row["trace_id"],
+        span_id=row["span_id"],
+        app=row["app"],
+        scenario=row["scenario"],
+        question=row["question"],
+        documents=tuple(docs),
+        context=row["context"],
+        answer=row["answer"],
+        model=row["model"],
+        latency_s=row["latency_s"],
+        start_time=row["start_time"],
+        end_time=row["end_time"],
+        attributes=row["attributes"] or {},
+        source=Source(row["source"]),
+        incomplete=row["incomplete"],
+        run_id=row["run_id"],
+        test_case_id=row["test_case_id"],
+        expected_answer=row["expected_answer"],
+        keywords=row["keywords"],
+    )
+
+
+def judgement_from_row(row: Row) -> Judgement:
+    """Rebuild a :class:`Judgement` from a ``judgements`` row."""
+    return Judgement(
+        judge=row["judge"],
+        version=row["version"],
+        backend=Backend(row["backend"]),
+        model=row["model"],
+        score=row["score"],
+        passed=row["passed"],
+        threshold=row["threshold"],
+        status=JudgementStatus(row["status"]),
+        reason=row["reason"],
+        flags=JudgementFlags.model_validate(row["flags"] or {}),
+        raw_output=row["raw_output"],
+        latency_s=row["latency_s"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        declared_version=row["declared_version"],
+    )
+
+
+def result_from_rows(row: Row, judgements: Sequence[Row]) -> TraceResult:
+    """Rebuild a :class:`TraceResult` from a ``traces`` row and its ``judgements`` rows."""
+    return TraceResult(
+        trace=trace_from_row(row),
+        outcome=TraceOutcome(row["outcome"]),
+        outcome_reason=row["outcome_reason"],
+        judgements=tuple(judgement_from_row(j) for j in judgements),
+        received_at=row["received_at"],
+    )
+
+
+def run_from_row(row: Row) -> RunRecord:
+    """Rebuild a :class:`RunRecord` from a ``runs`` row."""
+    return RunRecord(
+        run_id=row["run_id"],
+        test_set=row["test_set"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        status=RunStatus(row["status"]),
+        judges=row["judges"] or {},
+        settings=row["settings"] or {},
+        report=row["report"],
+    )

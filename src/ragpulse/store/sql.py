@@ -1,0 +1,74 @@
+"""SQL text of the store's statements (built once at import from the column lists in :mod:`.rows`)."""
+
+from __future__ import annotations
+
+from ragpulse.store.rows import JUDGEMENT_COLUMNS, TRACE_COLUMNS
+
+__all__ = [
+    "JUDGEMENT_UPSERT",
+    "RUN_CASES_UPSERT",
+    "TRACE_UPSERT",
+]
+
+
+def _bulk_upsert(
+    table: str,
+    alias: str,
+    columns: tuple[tuple[str, str, bool], ...],
+    key: tuple[str, ...],
+    compare: tuple[str, ...],
+    keep: tuple[str, ...],
+    returning: str,
+) -> str:
+    """``INSERT … SELECT FROM unnest($1::t1[], …) ON CONFLICT (key) DO UPDATE … WHERE (compare) IS DISTINCT
+    FROM (excluded.compare) RETURNING …``; columns in ``keep`` keep their first stored value."""
+    names = [c[0] for c in columns]
+    arrays = ", ".join(f"${i}::{typ}[]" for i, (_, typ, _) in enumerate(columns, start=1))
+    select = ", ".join(f"u.{n}::jsonb" if js else f"u.{n}" for n, _, js in columns)
+    updates = [f"{n} = excluded.{n}" for n in names if n not in key and n not in keep]
+    updates.append("updated_at = now()")
+    cmp_old = ", ".join(f"{alias}.{c}" for c in compare)
+    cmp_new = ", ".join(f"excluded.{c}" for c in compare)
+    return (
+        f"INSERT INTO {table} AS {alias} ({', '.join(names)})\n"
+        f"SELECT {select}\nFROM unnest({arrays}) AS u({', '.join(names)})\n"
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(updates)}\n"
+        f"WHERE ({cmp_old}) IS DISTINCT FROM ({cmp_new})\n"
+        f"RETURNING {returning}"
+    )
+
+
+#: Upsert of trace rows; an unchanged trace is not touched. ``received_at`` keeps its first value.
+TRACE_UPSERT = _bulk_upsert(
+    "traces",
+    "t",
+    TRACE_COLUMNS,
+    key=("trace_id",),
+    compare=tuple(c[0] for c in TRACE_COLUMNS if c[0] not in ("trace_id", "received_at")),
+    keep=("received_at",),
+    returning="t.trace_id, (t.xmax = 0) AS inserted",
+)
+
+#: The columns that make a judgement's verdict; only a change in one of them counts as "changed".
+#: Latency, tokens, flags, raw output and reason wording vary between re-runs of the same judge version on
+#: the same trace (a redelivery), so they neither count as a change nor overwrite the first stored values.
+VERDICT_COLUMNS = ("status", "score", "passed", "threshold", "backend", "model", "declared_version")
+
+#: Upsert of judgements keyed (trace_id, judge, version); returns only rows inserted or whose verdict changed.
+JUDGEMENT_UPSERT = _bulk_upsert(
+    "judgements",
+    "j",
+    JUDGEMENT_COLUMNS,
+    key=("trace_id", "judge", "version"),
+    compare=VERDICT_COLUMNS,
+    keep=(),
+    returning="j.trace_id, j.judge, j.version, (j.xmax = 0) AS inserted",
+)
+
+#: Links replayed traces to their run (``run_id``, ``trace_id``, ``test_case_id`` arrays).
+RUN_CASES_UPSERT = """
+INSERT INTO run_cases AS rc (run_id, trace_id, test_case_id)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+ON CONFLICT (run_id, trace_id) DO UPDATE SET test_case_id = excluded.test_case_id
+WHERE rc.test_case_id IS DISTINCT FROM excluded.test_case_id
+"""

@@ -1,0 +1,228 @@
+"""In-memory stand-ins for fast unit tests: a result store and a scripted judge.
+
+``MemoryStore`` keeps the store contract that the engine and replay rely on (idempotent upserts keyed by
+(trace id, judge, version), ``WriteReport.changed`` holding only inserted/changed judgements, runs) and can
+inject failures. ``ScriptedJudge`` returns scores from a function or mapping and can raise or sleep.
+Integration tests use the real PostgreSQL store instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ragpulse.errors import StoreError
+from ragpulse.judges.base import compute_version, error, ok, skipped
+from ragpulse.model import (
+    Backend,
+    Judgement,
+    RunRecord,
+    RunStatus,
+    TestSet,
+    Trace,
+    TraceResult,
+)
+from ragpulse.protocols import WriteReport
+
+__all__ = ["MemoryExporter", "MemoryStore", "ScriptedJudge"]
+
+_VOLATILE = ("latency_s",)
+
+
+def _comparable(j: Judgement) -> dict[str, Any]:
+    return j.model_dump(exclude=set(_VOLATILE))
+
+
+class MemoryStore:
+    """A :class:`~ragpulse.protocols.ResultStore` (plus the run methods replay uses) held in dicts.
+
+    Failure injection: ``fail_next(n, retriable=True)`` makes the next ``n`` ``write_results`` calls raise
+    :class:`StoreError`; ``write_delay_s`` sleeps inside every write. ``writes`` records the batch sizes.
+    """
+
+    def __init__(self) -> None:
+        self.traces: dict[str, TraceResult] = {}
+        self.judgements: dict[tuple[str, str, str], Judgement] = {}
+        self.test_sets: dict[str, TestSet] = {}
+        self.runs: dict[str, RunRecord] = {}
+        self.writes: list[int] = []
+        self.write_delay_s = 0.0
+        self._fail: list[bool] = []
+        self.closed = False
+
+    def fail_next(self, n: int, *, retriable: bool = True) -> None:
+        """Make the next ``n`` writes raise ``StoreError(retriable=retriable)``."""
+        self._fail.extend([retriable] * n)
+
+    async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
+        """Upsert ``results``; see :class:`~ragpulse.protocols.ResultStore`."""
+        if self.write_delay_s:
+            await asyncio.sleep(self.write_delay_s)
+        if self._fail:
+            retriable = self._fail.pop(0)
+            raise StoreError("injected store failure", retriable=retriable)
+        self.writes.append(len(results))
+        changed: set[tuple[str, str, str]] = set()
+        inserted: set[str] = set()
+        for r in results:
+            tid = r.trace.trace_id
+            if tid not in self.traces:
+                inserted.add(tid)
+            self.traces[tid] = r
+            for j in r.judgements:
+                key = (tid, j.judge, j.version)
+                old = self.judgements.get(key)
+                if old is None or _comparable(old) != _comparable(j):
+                    changed.add(key)
+                self.judgements[key] = j
+        return WriteReport(changed=frozenset(changed), trace_inserted=frozenset(inserted))
+
+    async def upsert_test_set(self, ts: TestSet) -> None:
+        """Keep ``ts`` by name."""
+        self.test_sets[ts.name] = ts
+
+    async def create_run(self, run: RunRecord) -> None:
+        """Insert or reset a run (status back to running)."""
+        self.runs[run.run_id] = run.model_copy(
+            update={"status": RunStatus.RUNNING, "finished_at": None, "report": None}
+        )
+
+    async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
+        """Set a run's final status and report."""
+        self.runs[run_id] = self.runs[run_id].model_copy(
+            update={"status": status, "report": report, "finished_at": datetime.now(UTC)}
+        )
+
+    async def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        """Runs, newest first."""
+        return sorted(self.runs.values(), key=lambda r: r.started_at, reverse=True)[:limit]
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        return self.runs.get(run_id)
+
+    def _latest(self, tid: str) -> tuple[Judgement, ...]:
+        by_name: dict[str, Judgement] = {}
+        for (t, name, _), j in self.judgements.items():
+            if t == tid:
+                by_name[name] = j
+        return tuple(by_name.values())
+
+    async def get_run_results(self, run_id: str) -> list[TraceResult]:
+        """Traces of the run, each with its latest judgement per judge name."""
+        return [
+            r.model_copy(update={"judgements": self._latest(tid)})
+            for tid, r in self.traces.items()
+            if r.trace.run_id == run_id
+        ]
+
+    async def get_trace(self, trace_id: str) -> TraceResult | None:
+        """The trace with all its judgements (all versions)."""
+        r = self.traces.get(trace_id)
+        if r is None:
+            return None
+        js = tuple(j for (t, _, _), j in self.judgements.items() if t == trace_id)
+        return r.model_copy(update={"judgements": js})
+
+    async def traces_for_rejudge(
+        self, app: str | None, since: datetime, limit: int | None
+    ) -> AsyncIterator[Trace]:
+        """Stored traces of ``app`` (any when ``None``) received since ``since``."""
+        n = 0
+        for r in list(self.traces.values()):
+            if (app is None or r.trace.app == app) and r.received_at >= since:
+                if limit is not None and n >= limit:
+                    return
+                n += 1
+                yield r.trace
+
+    async def ping(self) -> bool:
+        """Always reachable."""
+        return True
+
+    async def close(self) -> None:
+        """Mark closed."""
+        self.closed = True
+
+
+class ScriptedJudge:
+    """A :class:`~ragpulse.protocols.Judge` whose verdicts come from a script.
+
+    Args:
+        name: judge name.
+        score: a fixed score, or ``trace → score`` (``None`` → ``skipped`` ``no_answer``-like reason
+            ``scripted_skip``); a callable may raise to test the engine's defence.
+        threshold: ``passed = score >= threshold``.
+        delay_s: sleep before answering (to build back-pressure).
+        errors: trace ids (or ``question`` strings) for which an ``error`` judgement is returned.
+        raises: trace ids (or questions) for which ``judge`` raises ``RuntimeError`` (contract breach).
+        tokens: ``(prompt, completion)`` tokens reported on ``ok`` judgements.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        score: float | Callable[[Trace], float | None] = 1.0,
+        *,
+        threshold: float = 0.5,
+        delay_s: float = 0.0,
+        errors: Sequence[str] = (),
+        raises: Sequence[str] = (),
+        tokens: tuple[int, int] = (0, 0),
+        backend: Backend = Backend.HEURISTIC,
+    ) -> None:
+        self.name = name
+        self.threshold = threshold
+        self.backend = backend
+        self.version = compute_version(name, backend, {"scripted": True, "threshold": threshold})
+        self._score = score
+        self._delay = delay_s
+        self._errors = frozenset(errors)
+        self._raises = frozenset(raises)
+        self._tokens = tokens
+        self.calls = 0
+        self.active = 0
+        self.max_active = 0
+
+    def _hit(self, keys: frozenset[str], trace: Trace) -> bool:
+        return trace.trace_id in keys or (trace.question or "") in keys
+
+    async def judge(self, trace: Trace) -> Judgement:
+        """Return the scripted verdict for ``trace``."""
+        self.calls += 1
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            if self._delay:
+                await asyncio.sleep(self._delay)
+            common: dict[str, Any] = {"judge": self.name, "version": self.version, "backend": self.backend}
+            if self._hit(self._raises, trace):
+                raise RuntimeError("scripted judge blew up")
+            if self._hit(self._errors, trace):
+                return error(reason="judge_unavailable: scripted", threshold=self.threshold, **common)
+            s = self._score(trace) if callable(self._score) else self._score
+            if s is None:
+                return skipped(reason="scripted_skip", threshold=self.threshold, **common)
+            return ok(
+                score=s,
+                threshold=self.threshold,
+                reason=f"scripted {s:.2f}",
+                prompt_tokens=self._tokens[0],
+                completion_tokens=self._tokens[1],
+                **common,
+            )
+        finally:
+            self.active -= 1
+
+
+class MemoryExporter:
+    """An :class:`~ragpulse.protocols.Exporter` that records every ``on_stored`` call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[TraceResult, list[Judgement]]] = []
+
+    def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None:
+        """Record the call."""
+        self.calls.append((result, list(changed)))

@@ -1,0 +1,191 @@
+"""Kafka event schema and mapping: the shared fixture oracle plus edge cases."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from ragpulse.ingest.events import EventRejected, event_schema, parse_event
+from ragpulse.model import Source
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("RAGPULSE_SHARED_DIR")
+    return Path(env) if env else REPO / ".." / "shared"
+
+
+def _fixture_lines() -> tuple[list[bytes], list[dict[str, Any]]]:
+    fx = shared_dir() / "fixtures"
+    if not (fx / "kafka-events.jsonl").exists():
+        pytest.skip("shared fixtures not found")
+    lines = (fx / "kafka-events.jsonl").read_bytes().splitlines()
+    oracle = json.loads((fx / "expected-records.json").read_text(encoding="utf-8"))["kafka-events.jsonl"]
+    return lines, oracle
+
+
+def test_schema_file_is_valid_2020_12_and_packaged() -> None:
+    schema = event_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"].endswith("2020-12/schema")
+    for camel in ("traceId", "retrievedDocIds", "latencyMs", "expectedAnswer", "runId", "testCaseId"):
+        assert camel in schema["properties"]
+    for snake in ("trace_id", "retrieved_doc_ids", "latency_ms", "expected_answer", "run_id", "test_case_id"):
+        assert snake in schema["properties"]
+
+
+def test_fixture_events_match_oracle() -> None:
+    lines, oracle = _fixture_lines()
+    assert len(lines) == len(oracle) == 9
+    for line, exp in zip(lines, oracle, strict=True):
+        if exp["disposition"] == "reject" and exp["traceId"] is None:
+            with pytest.raises(EventRejected) as ei:
+                parse_event(line)
+            assert ei.value.code == "not_json", line[:80]
+            continue
+        t = parse_event(line)
+        assert t.trace_id == exp["traceId"]
+        assert t.source is Source.KAFKA
+        if exp["disposition"] == "reject":
+            # A valid event without a question is not dead-lettered: the engine stores it as not_evaluable.
+            assert exp["reason"] == "missing required field: question"
+            assert t.question is None and t.answer == "Up to four days per week after probation."
+            continue
+        if exp["disposition"] == "duplicate":
+            assert line == lines[0]  # byte-identical redelivery; the store's upsert keeps one result
+            assert t == parse_event(lines[0])
+            continue
+        assert t.question == exp["question"]
+        assert t.doc_ids == exp["docIds"]
+        assert len(t.contexts) == exp["contextsCount"]
+        assert t.model == exp["model"] and t.app == exp["app"]
+        if "answerStartsWith" in exp:
+            assert t.answer is not None and t.answer.startswith(exp["answerStartsWith"])
+        if "answerContains" in exp:
+            assert exp["answerContains"] in (t.answer or "")
+        if "contextChars" in exp:
+            assert len(t.contexts[0]) == exp["contextChars"]
+            assert hashlib.sha256(t.contexts[0].encode()).hexdigest() == exp["contextSha256"]
+        if "timestampUtc" in exp:
+            want = datetime.fromisoformat(exp["timestampUtc"].replace("Z", "+00:00"))
+            assert t.end_time == want and t.end_time.utcoffset() is not None
+            assert t.end_time.tzinfo == UTC
+
+
+def test_emoji_and_surrogate_pairs_decoded() -> None:
+    lines, _ = _fixture_lines()
+    t = parse_event(lines[8])
+    assert t.question == "Can I expense the cake for my team's 🎉 launch party? 🍰"
+    assert "👩\u200d💻" in (t.answer or "") and "👍🏽" in (t.answer or "")
+
+
+def test_snake_case_documents_latency_and_replay_identity() -> None:
+    ev = {
+        "trace_id": "ABCDEF0123456789ABCDEF0123456789",
+        "question": "q?",
+        "documents": [
+            {"id": "d1", "content": "first", "score": 0.9, "metadata": {"src": "kb"}},
+            {"id": 7, "text": "second"},
+        ],
+        "answer": "a",
+        "latency_ms": 1500,
+        "timestamp": "2026-03-14T12:00:00Z",
+        "run_id": "run-1",
+        "test_case_id": "case-3",
+        "expected_answer": "ref",
+        "keywords": "alpha, beta；gamma",
+        "attributes": {"user": "u1"},
+        "scenario": "s",
+        "unknownField": 1,
+    }
+    t = parse_event(json.dumps(ev).encode())
+    assert t.trace_id == "abcdef0123456789abcdef0123456789"
+    assert t.doc_ids == ["d1", "7"] and t.contexts == ["first", "second"]
+    assert t.documents[0].score == 0.9 and t.documents[0].metadata == {"src": "kb"}
+    assert t.documents[1].rank == 1
+    assert t.latency_s == 1.5
+    assert t.end_time == datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
+    assert t.start_time == datetime(2026, 3, 14, 11, 59, 58, 500000, tzinfo=UTC)
+    assert (t.run_id, t.test_case_id, t.expected_answer) == ("run-1", "case-3", "ref")
+    assert t.keywords == ("alpha", "beta", "gamma")
+    assert t.attributes == {"user": "u1"} and t.scenario == "s"
+
+
+def test_camel_case_wins_and_context_string_and_epoch_ms() -> None:
+    ev = {
+        "traceId": "t-1",
+        "trace_id": "t-2",
+        "question": "q",
+        "context": "the whole context",
+        "answer": "a",
+        "latencyMs": 20,
+        "timestamp": 1773489600000,
+        "keywords": ["k1", " ", "k2"],
+        "expectedAnswer": "e",
+        "runId": "r",
+        "testCaseId": "c",
+    }
+    t = parse_event(json.dumps(ev).encode())
+    assert t.trace_id == "t-1"
+    assert t.documents == () and t.contexts == ["the whole context"]
+    assert t.end_time == datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
+    assert t.latency_s == 0.02 and t.keywords == ("k1", "k2")
+    assert (t.run_id, t.test_case_id, t.expected_answer) == ("r", "c", "e")
+
+
+def test_ids_without_contexts_and_uneven_lists() -> None:
+    t = parse_event(b'{"traceId": 42, "retrievedDocIds": ["a", "b"], "contexts": ["x"]}')
+    assert t.trace_id == "42"
+    assert t.doc_ids == ["a", "b"] and t.contexts == ["x"]
+    assert t.question is None and t.answer is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"", "not_json: empty message"),
+        (b"   ", "not_json: empty message"),
+        (None, "not_json: empty message"),
+        (b"\xff\xfe{}", "not_json: not UTF-8 (invalid start byte at byte 0)"),
+        (b'{"traceId": "a", "question": NaN}', "not_json: NaN is not a valid JSON number"),
+        (b"[1, 2]", "schema: /: [1, 2] is not of type 'object'"),
+        (b'{"question": "q", "answer": "a"}', "schema: /: missing required field traceId (or trace_id)"),
+        (b'{"traceId": "   "}', "schema: /traceId: must be a non-blank string or a non-negative integer"),
+        (b'{"traceId": ["x"]}', "schema: /traceId: must be a non-blank string or a non-negative integer"),
+        (
+            b'{"traceId": "a", "contexts": ["ok", 3]}',
+            "schema: /contexts/1: 3 is not of type 'string', 'null'",
+        ),
+        (b'{"traceId": "a", "question": 5}', "schema: /question: 5 is not of type 'string', 'null'"),
+        (b'{"traceId": "a", "latencyMs": -1}', "schema: /latencyMs: -1 is less than the minimum of 0"),
+        (
+            b'{"traceId": "a", "documents": [{"score": "high"}]}',
+            "schema: /documents/0/score: 'high' is not of type 'number', 'null'",
+        ),
+        (
+            b'{"traceId": "a", "timestamp": "yesterday"}',
+            "schema: /timestamp: 'yesterday' is not an RFC 3339 date-time",
+        ),
+    ],
+)
+def test_rejections_have_clear_reasons(raw: bytes | None, reason: str) -> None:
+    with pytest.raises(EventRejected) as ei:
+        parse_event(raw)
+    assert ei.value.reason == reason
+    assert ei.value.code == reason.split(":")[0]
+
+
+def test_too_large() -> None:
+    raw = json.dumps({"traceId": "a", "context": "x" * 2000}).encode()
+    with pytest.raises(EventRejected) as ei:
+        parse_event(raw, max_bytes=1000)
+    assert ei.value.reason == f"too_large: {len(raw)} bytes > 1000"
+    assert parse_event(raw, max_bytes=len(raw)).context == "x" * 2000

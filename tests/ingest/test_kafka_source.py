@@ -1,0 +1,171 @@
+"""KafkaSource against a real tansu broker: delivery, commits, dead letters, back-pressure, redelivery."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable
+
+import pytest
+from kafka_testutil import RecordingSink, committed, create_topic, event, produce, read_topic
+
+from ragpulse.config import Settings
+from ragpulse.ingest.kafka import DLQ_HEADERS, KafkaSource, _observe_lag
+
+
+def _settings(bootstrap: str, topic: str, **kw: object) -> Settings:
+    return Settings(
+        kafka_bootstrap_servers=bootstrap,
+        kafka_topics=[topic],
+        kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
+        shutdown_deadline_s=5.0,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def _wait_for(cond: Callable[[], bool], wait_s: float = 30.0) -> None:
+    async with asyncio.timeout(wait_s):
+        while not cond():  # noqa: ASYNC110 - polling state owned by other tasks
+            await asyncio.sleep(0.05)
+
+
+async def test_every_event_delivered_once_and_committed(kafka_bootstrap: str, topic: str) -> None:
+    await create_topic(kafka_bootstrap, topic, 3)
+    n = 300
+    await produce(kafka_bootstrap, topic, (event(i) for i in range(n)))
+    s = _settings(kafka_bootstrap, topic)
+    sink = RecordingSink(50)
+    src = KafkaSource(s, sink, commit_interval_s=0.2)
+    async with src:
+        await _wait_for(lambda: len(sink.acked) >= n)
+        assert src.connected
+    await sink.close()
+    counts = sink.counts()
+    assert len(counts) == n and set(counts.values()) == {1}
+    assert sink.acked[0].source.value == "kafka"
+    offs = await committed(kafka_bootstrap, s.kafka_group_id, topic)
+    assert sum(o or 0 for o in offs.values()) == n  # every partition committed to its end
+    assert src.stats["received"] == n and src.stats["dead_lettered"] == 0
+
+
+async def test_poison_messages_dead_lettered_with_headers_rest_flow(kafka_bootstrap: str, topic: str) -> None:
+    await create_topic(kafka_bootstrap, topic, 1)
+    big = json.dumps({"traceId": "big", "question": "q", "answer": "a", "context": "x" * 5000}).encode()
+    values = [
+        event(1),
+        b'{"traceId": "broken", "question": ',
+        b'{"question": "no id", "answer": "a"}',
+        big,
+        event(2),
+        b'{"traceId": "no-question", "answer": "a"}',
+    ]
+    await produce(kafka_bootstrap, topic, values, keys=[b"k1", b"k2", b"k3", b"k4", b"k5", b"k6"])
+    s = _settings(kafka_bootstrap, topic, kafka_max_message_bytes=2000)
+    sink = RecordingSink()
+    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+        await _wait_for(lambda: len(sink.acked) >= 3 and src.stats["dead_lettered"] >= 3)
+    await sink.close()
+    assert [t.trace_id for t in sink.acked] == ["trace-000001", "trace-000002", "no-question"]
+    assert sink.acked[2].question is None  # not dead-lettered: the engine records it as not_evaluable
+    dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 3)
+    assert len(dlq) == 3
+    got = []
+    for rec in sorted(dlq, key=lambda r: int(dict(r.headers)["ragpulse.dlq.offset"])):
+        h = {k: v.decode() for k, v in rec.headers}
+        assert set(DLQ_HEADERS) <= set(h)
+        assert h["ragpulse.dlq.topic"] == topic and h["ragpulse.dlq.partition"] == "0"
+        got.append(
+            (int(h["ragpulse.dlq.offset"]), h["ragpulse.dlq.reason"].split(":")[0], rec.key, rec.value)
+        )
+    assert got == [
+        (1, "not_json", b"k2", values[1]),
+        (2, "schema", b"k3", values[2]),
+        (3, "too_large", b"k4", big),
+    ]
+    reason = {
+        int(dict(r.headers)["ragpulse.dlq.offset"]): dict(r.headers)["ragpulse.dlq.reason"] for r in dlq
+    }
+    assert reason[2] == b"schema: /: missing required field traceId (or trace_id)"
+    assert reason[3] == f"too_large: {len(big)} bytes > 2000".encode()
+    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 6}
+
+
+async def test_backpressure_pauses_and_bounds_memory(kafka_bootstrap: str, topic: str) -> None:
+    await create_topic(kafka_bootstrap, topic, 2)
+    n = 400
+    await produce(kafka_bootstrap, topic, (event(i) for i in range(n)))
+    s = _settings(kafka_bootstrap, topic)
+    sink = RecordingSink(10)
+    sink.hold.clear()  # the "engine" is stuck: its queue fills up
+    async with KafkaSource(s, sink, max_batch=50, commit_interval_s=0.2) as src:
+        await _wait_for(lambda: src.stats["paused"] >= 1)
+        await asyncio.sleep(1.0)
+        assert sink.queue.full() and len(sink.acked) == 0
+        assert len(src._pending) <= 50  # one poll batch at most is held besides the engine's queue
+        await src._update_lag()
+        assert sum(src.lag.values()) >= n - 60
+        obs = list(_observe_lag(None))  # type: ignore[arg-type]
+        assert {o.attributes["topic"] for o in obs} == {topic} and sum(o.value for o in obs) == sum(
+            src.lag.values()
+        )
+        sink.hold.set()
+        await _wait_for(lambda: len(sink.acked) >= n)
+        await asyncio.sleep(0.5)
+        await src._update_lag()
+        assert sum(src.lag.values()) == 0
+    await sink.close()
+    assert set(sink.counts().values()) == {1} and len(sink.counts()) == n
+    assert sink.max_qsize <= 10
+
+
+async def test_unacked_traces_are_redelivered_after_restart(kafka_bootstrap: str, topic: str) -> None:
+    await create_topic(kafka_bootstrap, topic, 1)
+    await produce(kafka_bootstrap, topic, (event(i) for i in range(20)))
+    s = _settings(kafka_bootstrap, topic)
+    sink = RecordingSink(5)
+    src = KafkaSource(s, sink, commit_interval_s=0.1)
+    await src.start()
+    await _wait_for(lambda: len(sink.acked) >= 8)
+    sink.hold.clear()  # stop acknowledging: what is in flight now is not stored
+    await asyncio.sleep(0.3)
+    done_first = len(sink.acked)
+    await src.stop(deadline_s=0.5)
+    await sink.close()
+    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: done_first}
+    sink2 = RecordingSink(50)
+    async with KafkaSource(s, sink2, commit_interval_s=0.1):
+        await _wait_for(lambda: len(sink2.acked) >= 20 - done_first)
+    await sink2.close()
+    assert [t.trace_id for t in sink2.acked] == [f"trace-{i:06d}" for i in range(done_first, 20)]
+    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 20}
+
+
+async def test_failed_store_goes_to_dlq_as_not_stored(kafka_bootstrap: str, topic: str) -> None:
+    await create_topic(kafka_bootstrap, topic, 1)
+    await produce(kafka_bootstrap, topic, [event(1), event(2), event(3)])
+    s = _settings(kafka_bootstrap, topic, kafka_dlq_topic=f"{topic}-dead")
+    sink = RecordingSink(fail_ids={"trace-000002"})
+    async with KafkaSource(s, sink, commit_interval_s=0.1) as src:
+        await _wait_for(lambda: len(sink.acked) >= 2 and src.stats["dead_lettered"] >= 1)
+    await sink.close()
+    dlq = await read_topic(kafka_bootstrap, f"{topic}-dead", 1)
+    h = dict(dlq[0].headers)
+    assert h["ragpulse.dlq.reason"].startswith(b"not_stored") and h["ragpulse.dlq.offset"] == b"1"
+    assert json.loads(dlq[0].value)["traceId"] == "trace-000002"
+    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}
+
+
+@pytest.mark.slow
+async def test_two_consumers_share_partitions(kafka_bootstrap: str, topic: str) -> None:
+    await create_topic(kafka_bootstrap, topic, 4)
+    n = 400
+    await produce(kafka_bootstrap, topic, (event(i) for i in range(n)))
+    s = _settings(kafka_bootstrap, topic)
+    a, b = RecordingSink(20), RecordingSink(20)
+    async with KafkaSource(s, a, commit_interval_s=0.1), KafkaSource(s, b, commit_interval_s=0.1):
+        await _wait_for(lambda: len(set(a.counts()) | set(b.counts())) >= n, wait_s=60)
+    await a.close()
+    await b.close()
+    assert set(a.counts()) | set(b.counts()) == {f"trace-{i:06d}" for i in range(n)}
+    assert sum((await committed(kafka_bootstrap, s.kafka_group_id, topic, 4)).values()) == n  # type: ignore[arg-type]

@@ -1,0 +1,175 @@
+"""Trace assembly: grouping across requests, grace period, idle timeout, bounded memory, late spans."""
+
+from __future__ import annotations
+
+import asyncio
+
+from otlp_testutil import FakeClock, MemorySink
+
+from ragpulse.config import Settings
+from ragpulse.ingest.otlp.assembly import TraceAssembler
+from ragpulse.ingest.otlp.conventions import TraceBuilder
+from ragpulse.ingest.otlp.spans import SpanData
+
+T1 = "0af7651916cd43dd8448eb211c80319c"
+
+
+def _root(tid: str = T1, answer: str = "Two days.") -> SpanData:
+    return SpanData(
+        trace_id=tid,
+        span_id="b7ad6b7169203331",
+        parent_span_id=None,
+        name="RetrievalQA",
+        start_unix_nano=1_700_000_000_000_000_000,
+        end_unix_nano=1_700_000_001_500_000_000,
+        attributes={
+            "openinference.span.kind": "CHAIN",
+            "input.value": "How many remote days?",
+            "output.value": answer,
+        },
+        resource={"service.name": "hr-assistant"},
+    )
+
+
+def _retriever(tid: str = T1, span_id: str = "00f067aa0ba902b7") -> SpanData:
+    return SpanData(
+        trace_id=tid,
+        span_id=span_id,
+        parent_span_id="b7ad6b7169203331",
+        name="VectorStoreRetriever",
+        start_unix_nano=1_700_000_000_100_000_000,
+        end_unix_nano=1_700_000_000_300_000_000,
+        attributes={
+            "openinference.span.kind": "RETRIEVER",
+            "retrieval.documents.0.document.id": "policy#1",
+            "retrieval.documents.0.document.content": "Up to two days per week.",
+            "retrieval.documents.1.document.id": "policy#2",
+            "retrieval.documents.1.document.content": "Four days after probation.",
+        },
+        resource={"service.name": "hr-assistant"},
+    )
+
+
+def _assembler(clock: FakeClock, **over: float) -> TraceAssembler:
+    settings = Settings(**{"otlp_root_grace_s": 2.0, "otlp_idle_timeout_s": 30.0, **over})
+    return TraceAssembler(settings, TraceBuilder(settings), clock=clock)
+
+
+def test_child_before_parent_across_two_requests_is_one_trace() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_retriever()])  # request 1: the child
+    clock.advance(1.0)
+    assert asm.poll() == []
+    asm.add([_root()])  # request 2: the root
+    clock.advance(1.99)
+    assert asm.poll() == []
+    clock.advance(0.01)
+    (trace,) = asm.poll()
+    assert trace.trace_id == T1 and trace.span_id == "b7ad6b7169203331"
+    assert trace.incomplete is False
+    assert trace.question == "How many remote days?" and trace.answer == "Two days."
+    assert trace.doc_ids == ["policy#1", "policy#2"]
+    assert trace.contexts == ["Up to two days per week.", "Four days after probation."]
+    assert trace.latency_s == 1.5
+    assert asm.pending_traces == 0 and asm.stats.completed == 1
+
+
+def test_children_exported_after_the_root_within_grace_are_included() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_root()])
+    clock.advance(1.5)
+    asm.add([_retriever()])
+    clock.advance(0.5)
+    (trace,) = asm.poll()
+    assert trace.doc_ids == ["policy#1", "policy#2"]
+
+
+def test_late_span_after_release_is_dropped_not_a_second_trace() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_root()])
+    clock.advance(2.0)
+    assert len(asm.poll()) == 1
+    assert asm.add([_retriever()]) == 0
+    assert asm.stats.late_spans == 1
+    clock.advance(60)
+    assert asm.poll() == [] and asm.pending_traces == 0
+
+
+def test_duplicate_spans_are_deduplicated() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_retriever(), _retriever()])
+    asm.add([_retriever(), _root()])
+    clock.advance(2.0)
+    (trace,) = asm.poll()
+    assert trace.doc_ids == ["policy#1", "policy#2"]
+
+
+def test_idle_timeout_releases_incomplete_trace_and_activity_extends_it() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_retriever()])
+    clock.advance(20)
+    asm.add([_retriever(span_id="00f067aa0ba902b8")])
+    clock.advance(20)  # 40 s after the first span, 20 s after the last
+    assert asm.poll() == []
+    assert asm.next_deadline() == clock.t + 10
+    clock.advance(10)
+    (trace,) = asm.poll()
+    assert trace.incomplete is True
+    assert trace.answer is None and trace.latency_s is None
+    assert trace.app == "hr-assistant"
+    assert asm.stats.incomplete == 1
+
+
+def test_pending_traces_are_bounded_oldest_evicted() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock, otlp_max_pending_traces=3)
+    ids = [f"{i:032x}" for i in range(1, 6)]
+    for tid in ids:
+        asm.add([_retriever(tid)])
+        clock.advance(0.1)
+    assert asm.pending_traces == 3
+    assert asm.stats.evicted == 2
+    # an evicted trace's late spans do not resurrect it
+    assert asm.add([_retriever(ids[0], span_id="1111111111111111")]) == 0
+    clock.advance(60)
+    assert [t.trace_id for t in asm.poll()] == ids[2:]
+
+
+def test_flush_releases_everything() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_root()])
+    asm.add([_retriever("ffffffffffffffffffffffffffffffff")])
+    out = {t.trace_id: t.incomplete for t in asm.flush()}
+    assert out == {T1: False, "ffffffffffffffffffffffffffffffff": True}
+    assert asm.pending_traces == 0
+
+
+async def test_run_submits_to_the_sink_and_flushes_on_stop() -> None:
+    settings = Settings(otlp_root_grace_s=0.0, otlp_idle_timeout_s=30.0)
+    asm = TraceAssembler(settings, TraceBuilder(settings))
+    sink = MemorySink()
+    task = asyncio.create_task(asm.run(sink))
+    asm.add([_retriever(), _root()])
+    (trace,) = await sink.wait_for(1, timeout=5)
+    assert trace.trace_id == T1 and not trace.incomplete
+    asm.add([_retriever("ffffffffffffffffffffffffffffffff")])
+    asm.stop()
+    await asyncio.wait_for(task, 5)
+    assert [t.incomplete for t in sink.traces] == [False, True]
+    assert asm.stats.submitted == 2
+
+
+def test_trace_without_question_or_answer_is_still_built() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    root = _root(answer="")
+    asm.add([root])
+    clock.advance(2)
+    (trace,) = asm.poll()
+    assert trace.question == "How many remote days?" and trace.answer is None

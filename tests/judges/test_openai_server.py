@@ -1,0 +1,60 @@
+"""The scripted server speaks enough of the OpenAI API for the real openai client (both transports)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+
+from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
+
+MSG = [{"role": "user", "content": "Is the sky blue?"}]
+
+
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+async def test_scripted_reply_usage_and_retry_after(
+    openai_server: ScriptedOpenAIServer, transport: str
+) -> None:
+    openai_server.script(Reply(status=429, retry_after=0.01), Reply(content="YES", completion_tokens=1))
+    http_client = (
+        openai.DefaultAioHttpClient() if transport == "aiohttp" else openai.DefaultAsyncHttpxClient()
+    )
+    async with openai.AsyncOpenAI(
+        base_url=openai_server.base_url, api_key="k", max_retries=2, http_client=http_client
+    ) as client:
+        raw = await client.chat.completions.with_raw_response.create(model="m1", messages=MSG)  # type: ignore[arg-type]
+        out = raw.parse()
+    assert out.choices[0].message.content == "YES"
+    assert out.choices[0].finish_reason == "stop"
+    assert out.usage is not None and out.usage.completion_tokens == 1
+    assert out.usage.prompt_tokens == 4  # ceil(len("Is the sky blue?") / 4)
+    assert raw.retries_taken == 1
+    reqs = openai_server.requests
+    assert [r.retry_count for r in reqs] == [0, 1]
+    assert reqs[0].model == "m1" and reqs[0].prompt_text == "Is the sky blue?"
+
+
+async def test_responder_error_status_and_in_flight(openai_server: ScriptedOpenAIServer) -> None:
+    def responder(req: RecordedRequest) -> Reply | str:
+        return Reply(content="NO", delay_s=0.2) if "blue" in req.prompt_text else "?"
+
+    openai_server.reset(responder)
+    async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
+        outs = await asyncio.gather(
+            *(client.chat.completions.create(model="m", messages=MSG) for _ in range(3))  # type: ignore[arg-type]
+        )
+        assert [o.choices[0].message.content for o in outs] == ["NO"] * 3
+        assert openai_server.max_in_flight == 3
+        openai_server.script(Reply(status=503, error_message="down"))
+        with pytest.raises(openai.InternalServerError, match="down"):
+            await client.chat.completions.create(model="m", messages=MSG)  # type: ignore[arg-type]
+
+
+async def test_unscripted_request_is_a_400() -> None:
+    with ScriptedOpenAIServer() as server:
+        async with openai.AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=3) as client:
+            with pytest.raises(openai.BadRequestError, match="unscripted"):
+                await client.chat.completions.create(model="m", messages=MSG)  # type: ignore[arg-type]
+        assert len(server.requests) == 1
+    server.stop()  # idempotent

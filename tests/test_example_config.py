@@ -1,0 +1,28 @@
+from pathlib import Path
+
+from ragpulse.config import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_example_config_is_valid() -> None:
+    s = load_settings(ROOT / "config" / "ragpulse.example.yaml")
+    assert s.enabled_judges == ["relevancy", "faithfulness", "keyword"]
+    assert s.judges["faithfulness"]["mode"] == "claims"
+    assert s.engine_queue_size == 1000
+    assert s.metrics_app_label_limit == 50
+    assert s.judge_routes[0].scenario == "order_delay"
+    assert s.judge_model is None  # offline default
+
+
+def test_example_test_set_rows_have_required_fields() -> None:
+    import json
+
+    rows = [
+        json.loads(line) for line in (ROOT / "examples" / "kestrel_kb.jsonl").read_text("utf-8").splitlines()
+    ]
+    assert len(rows) == 17
+    for r in rows:
+        assert r["question"] and r["expected_answer"] and r["answer"] and r["keywords"]
+        assert len(r["contexts"]) == len(r["doc_ids"]) == len(r["context_labels"])
+    assert {r["language"] for r in rows} == {"en", "zh"}
