@@ -228,6 +228,7 @@ class Engine:
             raise
         self.stats.received += 1
         telemetry.TRACES_RECEIVED.add(1, {"source": trace.source.value})
+        telemetry.ENGINE_QUEUE_DEPTH.set(self._queue.qsize())
 
     async def _put_waiting(self, item: _Item) -> None:
         assert self._queue is not None and self._closing is not None
@@ -277,6 +278,7 @@ class Engine:
         queue, results = self._queue, self._results
         while True:
             item = await queue.get()
+            telemetry.ENGINE_QUEUE_DEPTH.set(queue.qsize())
             try:
                 result = await self._evaluate(item)
             except Exception as e:  # a bug, not an input problem: keep the trace, say why
@@ -431,10 +433,7 @@ class Engine:
         inserted = tid in report.trace_inserted
         if not changed and not inserted:
             return  # a redelivery that changed nothing: never count twice
-        if inserted and result.trace.end_time is not None:
-            lag = (datetime.now(UTC) - result.trace.end_time).total_seconds()
-            if lag >= 0:
-                telemetry.EVALUATION_LAG.record(lag)
+        # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
             try:
                 exporter.on_stored(result, changed)

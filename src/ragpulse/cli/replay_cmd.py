@@ -1,0 +1,155 @@
+"""``ragpulse replay TESTSET``: replay a test set through the judges and print the run report.
+
+Exit codes: 0 done (and every ``--fail-under`` threshold met), 1 a threshold was breached, 2 bad input or
+configuration, or the store could not be opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ragpulse.cli import _common, _render
+from ragpulse.cli import app as _app
+from ragpulse.config import Settings
+from ragpulse.errors import ConfigError, StoreError
+from ragpulse.model import TestSet
+from ragpulse.protocols import Exporter
+from ragpulse.replay import evaluate_thresholds, load_test_set, parse_thresholds, run_replay
+from ragpulse.replay.rag_client import RagClient
+from ragpulse.replay.runner import ProgressCallback
+
+__all__ = ["replay", "replay_async", "split_names"]
+
+
+def split_names(value: str | None) -> list[str] | None:
+    """``"a, b"`` → ``["a", "b"]``; ``None``/empty → ``None`` (use the configured judges)."""
+    if not value:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    return names or None
+
+
+@contextmanager
+def progress_bar(total: int, label: str, *, enabled: bool = True) -> Iterator[ProgressCallback]:
+    """A rich progress bar on stderr; yields the ``progress(done, total)`` callback (a no-op when disabled
+    or stderr is not a terminal)."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda done, total: None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
+
+
+async def replay_async(
+    settings: Settings,
+    test_set: TestSet,
+    *,
+    judge_names: Sequence[str] | None = None,
+    run_id: str | None = None,
+    exporters: Sequence[Exporter] = (),
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Build the judges, open the store (embedded PostgreSQL when no URL), replay, and return the report.
+
+    Everything asyncio-bound is created inside the running loop, so several calls (each in its own
+    ``asyncio.run``) work in one process.
+
+    Raises:
+        ConfigError: unknown judge name or bad judge configuration.
+        StoreError: the store could not be opened or written.
+    """
+    from ragpulse.judges.registry import build_judges
+    from ragpulse.store import open_store
+
+    judges = build_judges(settings, judge_names)
+    async with AsyncExitStack() as stack:
+        store = await stack.enter_async_context(open_store(settings))
+        rag = None
+        if settings.rag_endpoint_url:
+            rag = await stack.enter_async_context(RagClient(settings))
+        with progress_bar(len(test_set.cases), f"replay {test_set.name}", enabled=progress) as cb:
+            report: dict[str, Any] = await run_replay(
+                test_set,
+                judges=judges,
+                store=store,
+                settings=settings,
+                run_id=run_id,
+                exporters=exporters,
+                rag_client=rag,
+                progress=cb,
+            )
+        return report
+
+
+@_app.command("replay")
+def replay(
+    testset: Annotated[
+        Path, typer.Argument(help="Test set file: .jsonl (one case per line), .json or .csv.")
+    ],
+    judges: str | None = typer.Option(
+        None,
+        "--judges",
+        help="Comma-separated judges, e.g. relevancy,faithfulness,keyword (default: enabled_judges).",
+    ),
+    run_id: str | None = typer.Option(
+        None, "--run-id", help="Run id; re-using one re-judges the same traces idempotently."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    fail_under: list[str] = typer.Option(  # noqa: B008
+        [],
+        "--fail-under",
+        help="Threshold METRIC=MIN (pass_rate, coverage, JUDGE, JUDGE.pass_rate); repeatable. "
+        "Adds coverage>=coverage_threshold unless given.",
+    ),
+    name: str | None = typer.Option(None, "--name", help="Test set name (default: the file name)."),
+    cases: bool = typer.Option(False, "--cases", help="List every case, not only the failing ones."),
+) -> None:
+    """Replay a test set as synthetic traces through the judges and print the run report."""
+    s = _common.settings()
+    try:
+        thresholds = parse_thresholds(fail_under)
+        ts = load_test_set(testset, name)
+    except ConfigError as e:
+        raise _common.fail(str(e)) from e
+    from ragpulse.export import build_exporters, push_to_gateway, shutdown_exporters
+
+    exporters = build_exporters(s)
+    try:
+        report = asyncio.run(
+            replay_async(s, ts, judge_names=split_names(judges), run_id=run_id, exporters=exporters)
+        )
+    except ConfigError as e:
+        raise _common.fail(str(e)) from e
+    except StoreError as e:
+        raise _common.fail(f"store: {e}") from e
+    finally:
+        shutdown_exporters(exporters)
+    if s.pushgateway_url:
+        push_to_gateway(s, report["run_id"])
+    if json_out:
+        typer.echo(json.dumps(report, ensure_ascii=False))
+    else:
+        _render.print_report(report, cases=cases)
+    breaches = evaluate_thresholds(report, thresholds, default_coverage=s.coverage_threshold)
+    if breaches:
+        for b in breaches:
+            typer.secho(f"threshold breached: {b.message}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1)

@@ -1,0 +1,189 @@
+"""The run report of a replay: pass rate, coverage, per-judge averages, counts, tokens, per-case rows.
+
+Definitions (issue 3):
+
+- A judgement is **scored** when its status is ``ok`` (it has a 0–1 score and ``passed``).
+- A **case passes** when it has at least one scored judgement and every scored judgement passed.
+- ``pass_rate`` = passed cases / all cases; ``coverage`` = cases with ≥ 1 scored judgement / all cases.
+  Both are 0.0 for an empty run. An unscored case is never a pass and is never dropped from the totals.
+- ``averages[judge]`` = mean score of the judge over the cases it scored (``None`` when it scored none).
+- ``counts`` = ``pass`` / ``fail`` / ``error`` / ``skipped`` over judgements. A case that was not evaluable
+  (no question, no answer) ran no judge; it counts as ``skipped`` once for every judge that would have run.
+- ``tokens`` = judge-model tokens (``prompt``, ``completion``) summed over all judgements.
+- ``judges[judge]`` = per-judge detail: ``mean``, ``pass_rate`` (passed / scored), ``coverage`` (scored / all
+  cases), ``scored`` and the four counts.
+- ``cases`` = one row per case: ``case_id``, ``trace_id``, ``outcome``, ``passed``, ``scored``, ``reason``
+  (why it failed or was not scored) and ``judgements`` (judge → ``score``, ``passed``, ``status``, ``reason``).
+
+Scores and rates are rounded to 6 decimals, ``wall_seconds`` to 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome, TraceResult
+
+__all__ = ["COUNT_KEYS", "REPORT_KEYS", "CaseResult", "build_report", "run_status"]
+
+#: Keys every report has (the ``--json`` interface of ``ragpulse replay``).
+REPORT_KEYS = (
+    "run_id",
+    "test_set",
+    "cases_total",
+    "pass_rate",
+    "coverage",
+    "averages",
+    "counts",
+    "tokens",
+    "wall_seconds",
+)
+COUNT_KEYS = ("pass", "fail", "error", "skipped")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """What happened to one test case in a run.
+
+    Attributes:
+        case_id: the test case id.
+        result: the trace result the engine produced.
+        stored: False when the store write failed for good (the run then has errors).
+        judges: judges that applied to the case (counted as ``skipped`` when it was not evaluable).
+        note: a problem before judging, e.g. ``rag_endpoint_error: HTTP 500`` (the case's reason).
+    """
+
+    case_id: str
+    result: TraceResult
+    stored: bool = True
+    judges: tuple[str, ...] = ()
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _r(x: float) -> float:
+    return round(x, 6)
+
+
+def _case_row(c: CaseResult) -> tuple[dict[str, Any], bool, bool]:
+    js = c.result.judgements
+    scored = [j for j in js if j.status is JudgementStatus.OK]
+    passed = bool(scored) and all(j.passed for j in scored)
+    reason: str | None
+    if c.result.outcome in (TraceOutcome.NOT_EVALUABLE, TraceOutcome.NOT_SAMPLED):
+        reason = c.note or c.result.outcome_reason or c.result.outcome.value
+    elif not passed:
+        bad = [j for j in js if j.status is not JudgementStatus.OK or not j.passed]
+        reason = "; ".join(f"{j.judge}: {j.reason or j.outcome}" for j in bad) or "no_judgements"
+    else:
+        reason = None
+    if not c.stored:
+        reason = f"store_failed; {reason}" if reason else "store_failed"
+    row = {
+        "case_id": c.case_id,
+        "trace_id": c.result.trace.trace_id,
+        "outcome": c.result.outcome.value,
+        "passed": passed,
+        "scored": len(scored),
+        "reason": reason,
+        "judgements": {
+            j.judge: {
+                "score": None if j.score is None else _r(j.score),
+                "passed": j.passed,
+                "status": j.status.value,
+                "reason": j.reason,
+            }
+            for j in js
+        },
+    }
+    row.update(c.extra)
+    return row, passed, bool(scored)
+
+
+def build_report(
+    *,
+    run_id: str,
+    test_set: str,
+    cases: Sequence[CaseResult],
+    judges: Sequence[str],
+    wall_seconds: float,
+    status: RunStatus | None = None,
+) -> dict[str, Any]:
+    """Compute the run report (a JSON-able dict; see the module docstring for every key).
+
+    Args:
+        run_id / test_set: identity of the run.
+        cases: one entry per test case, in test-set order.
+        judges: judge names of the run, in display order (judges met only in results are appended).
+        wall_seconds: wall time of the run, seconds.
+        status: the run status; ``None`` → :func:`run_status` of ``cases``.
+    """
+    names = list(dict.fromkeys(judges))
+    for c in cases:
+        for j in c.result.judgements:
+            if j.judge not in names:
+                names.append(j.judge)
+    per: dict[str, dict[str, Any]] = {n: {"sum": 0.0, **dict.fromkeys(COUNT_KEYS, 0)} for n in names}
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    tokens = {"prompt": 0, "completion": 0}
+    rows: list[dict[str, Any]] = []
+    n_passed = n_covered = 0
+    for c in cases:
+        row, passed, covered = _case_row(c)
+        rows.append(row)
+        n_passed += passed
+        n_covered += covered
+        if c.result.outcome is TraceOutcome.NOT_EVALUABLE and not c.result.judgements:
+            for name in c.judges:
+                per.setdefault(name, {"sum": 0.0, **dict.fromkeys(COUNT_KEYS, 0)})["skipped"] += 1
+                counts["skipped"] += 1
+            continue
+        for j in c.result.judgements:
+            p = per[j.judge]
+            p[j.outcome] += 1
+            counts[j.outcome] += 1
+            if j.status is JudgementStatus.OK and j.score is not None:
+                p["sum"] += j.score
+            tokens["prompt"] += j.prompt_tokens
+            tokens["completion"] += j.completion_tokens
+    total = len(cases)
+    detail: dict[str, dict[str, Any]] = {}
+    averages: dict[str, float | None] = {}
+    for name, p in per.items():
+        scored = p["pass"] + p["fail"]
+        mean = _r(p["sum"] / scored) if scored else None
+        averages[name] = mean
+        detail[name] = {
+            "mean": mean,
+            "pass_rate": _r(p["pass"] / scored) if scored else None,
+            "coverage": _r(scored / total) if total else 0.0,
+            "scored": scored,
+            **{k: p[k] for k in COUNT_KEYS},
+        }
+    return {
+        "run_id": run_id,
+        "test_set": test_set,
+        "status": (status or run_status(cases)).value,
+        "cases_total": total,
+        "pass_rate": _r(n_passed / total) if total else 0.0,
+        "coverage": _r(n_covered / total) if total else 0.0,
+        "averages": averages,
+        "counts": counts,
+        "tokens": tokens,
+        "wall_seconds": round(wall_seconds, 3),
+        "judges": detail,
+        "cases": rows,
+    }
+
+
+def run_status(cases: Sequence[CaseResult]) -> RunStatus:
+    """``completed_with_errors`` when any case failed to store, had a pre-judging problem (``note``) or an
+    ``error`` judgement; else ``completed``."""
+    for c in cases:
+        if not c.stored or c.note:
+            return RunStatus.COMPLETED_WITH_ERRORS
+        if any(j.status is JudgementStatus.ERROR for j in c.result.judgements):
+            return RunStatus.COMPLETED_WITH_ERRORS
+    return RunStatus.COMPLETED

@@ -1,0 +1,109 @@
+"""``ragpulse runs list|show|compare`` and ``ragpulse trace`` against real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ragpulse.cli import app
+from ragpulse.cli.runs_cmd import parse_since
+from ragpulse.config import Settings
+from ragpulse.errors import ConfigError
+from ragpulse.model import TestCase, TestSet
+from ragpulse.replay import case_trace_id, run_replay
+from ragpulse.store import PostgresStore
+from ragpulse.testing.fakes import ScriptedJudge
+
+
+def _ts() -> TestSet:
+    return TestSet(
+        name="cli-mini",
+        cases=tuple(TestCase(id=f"c{i}", question=f"q{i}", answer=f"a{i}") for i in range(4)),
+    )
+
+
+async def _seed(url: str) -> None:
+    s = Settings(database_url=url)
+    store = await PostgresStore.connect(url, s)
+    try:
+        good = {"relevancy": ScriptedJudge("relevancy", 0.9)}
+        await run_replay(_ts(), judges=good, store=store, settings=s, run_id="base")
+        worse = {
+            "relevancy": ScriptedJudge("relevancy", lambda t: 0.1 if t.question in ("q1", "q2") else 0.9)
+        }
+        await run_replay(_ts(), judges=worse, store=store, settings=s, run_id="cand")
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def seeded(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    asyncio.run(_seed(pg_url))
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    return pg_url
+
+
+def _json(args: list[str]) -> Any:
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_runs_list_show_compare(seeded: str) -> None:
+    runs = _json(["runs", "list", "--json"])
+    assert {r["run_id"]: r["pass_rate"] for r in runs} == {"base": 1.0, "cand": 0.5}
+    assert {r["status"] for r in runs} == {"completed"}
+
+    shown = _json(["runs", "show", "cand", "--json"])
+    assert shown["averages"]["relevancy"] == pytest.approx((0.9 * 2 + 0.1 * 2) / 4)
+    rows = {c["case_id"]: c for c in shown["cases"]}
+    assert rows["c1"]["passed"] is False and rows["c1"]["reason"] == "relevancy: scripted 0.10"
+
+    cmp = _json(["runs", "compare", "base", "cand", "--json"])
+    assert cmp["metrics"]["pass_rate"] == {"a": 1.0, "b": 0.5, "delta": -0.5}
+    assert cmp["metrics"]["relevancy"]["delta"] == pytest.approx(-0.4)
+    assert [f["case_id"] for f in cmp["pass_to_fail"]] == ["c1", "c2"] and cmp["fail_to_pass"] == []
+
+    text = CliRunner().invoke(app, ["runs", "show", "cand"])
+    assert text.exit_code == 0 and "c1" in text.stdout and "scripted 0.10" in text.stdout
+    text = CliRunner().invoke(app, ["runs", "compare", "base", "cand"])
+    assert text.exit_code == 0 and "pass → fail: 2 case(s)" in text.stdout
+
+    missing = CliRunner().invoke(app, ["runs", "show", "nope"])
+    assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+
+
+def test_trace_json_lists_every_version(seeded: str) -> None:
+    tid = case_trace_id("cand", "c1")
+    doc = _json(["trace", tid.upper(), "--json"])
+    assert doc["trace_id"] == tid and doc["run_id"] == "cand" and doc["test_case_id"] == "c1"
+    assert doc["outcome"] == "evaluated"
+    (j,) = doc["judgements"]
+    assert {k: j[k] for k in ("name", "score", "passed", "status", "reason", "backend")} == {
+        "name": "relevancy",
+        "score": 0.1,
+        "passed": False,
+        "status": "ok",
+        "reason": "scripted 0.10",
+        "backend": "heuristic",
+    }
+    assert j["version"] == ScriptedJudge("relevancy").version
+    text = CliRunner().invoke(app, ["trace", tid])
+    assert text.exit_code == 0 and "scripted 0.10" in text.stdout
+    assert CliRunner().invoke(app, ["trace", "0" * 32]).exit_code == 2
+
+
+def test_parse_since() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+    assert parse_since("24h", now=now) == now - timedelta(hours=24)
+    assert parse_since("30m", now=now) == now - timedelta(minutes=30)
+    assert parse_since("1.5d", now=now) == now - timedelta(hours=36)
+    assert parse_since("2026-01-01T00:00:00") == datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(ConfigError):
+        parse_since("yesterday")

@@ -1,0 +1,82 @@
+"""Replay against the real PostgreSQL store (private database per test)."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from ragpulse.config import Settings
+from ragpulse.model import RunStatus, TestCase, TestSet
+from ragpulse.replay import case_trace_id, run_replay
+from ragpulse.store import PostgresStore
+from ragpulse.testing.fakes import ScriptedJudge
+
+
+def _ts() -> TestSet:
+    return TestSet(
+        name="pg-mini",
+        cases=tuple(
+            TestCase(id=f"c{i}", question=f"question {i}", answer=f"answer {i}", keywords=("answer",))
+            for i in range(6)
+        ),
+    )
+
+
+async def _count(url: str, sql: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval(sql))
+    finally:
+        await conn.close()
+
+
+async def test_same_run_id_twice_leaves_no_duplicate_judgements(pg_url: str) -> None:
+    settings = Settings(database_url=pg_url)
+    judges = {
+        "relevancy": ScriptedJudge("relevancy", lambda t: 0.2 if t.question == "question 3" else 0.8),
+        "keyword": ScriptedJudge("keyword", 1.0),
+    }
+    store = await PostgresStore.connect(pg_url, settings)
+    try:
+        first = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
+        second = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
+        assert await _count(pg_url, "SELECT count(*) FROM judgements") == 12
+        assert await _count(pg_url, "SELECT count(*) FROM traces") == 6
+        for r in (first, second):
+            assert r["pass_rate"] == pytest.approx(5 / 6)
+            assert r["averages"]["relevancy"] == pytest.approx((0.8 * 5 + 0.2) / 6)
+        run = await store.get_run("same")
+        assert run is not None and run.status is RunStatus.COMPLETED
+        assert run.report is not None and run.report["pass_rate"] == pytest.approx(5 / 6)
+        stored = await store.get_run_results("same")
+        assert sorted(r.trace.trace_id for r in stored) == sorted(
+            case_trace_id("same", f"c{i}") for i in range(6)
+        )
+        assert all(len(r.judgements) == 2 for r in stored)
+        t = await store.get_trace(case_trace_id("same", "c3"))
+        assert t is not None and {j.judge: j.passed for j in t.judgements} == {
+            "relevancy": False,
+            "keyword": True,
+        }
+    finally:
+        await store.close()
+
+
+async def test_judge_error_on_one_case_leaves_others_judged(pg_url: str) -> None:
+    settings = Settings(database_url=pg_url)
+    judges = {
+        "faithfulness": ScriptedJudge("faithfulness", 0.9, errors=["question 2"]),
+        "relevancy": ScriptedJudge("relevancy", 0.9, raises=["question 4"]),
+    }
+    store = await PostgresStore.connect(pg_url, settings)
+    try:
+        report = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="errs")
+        run = await store.get_run("errs")
+        assert run is not None and run.status is RunStatus.COMPLETED_WITH_ERRORS
+        assert report["counts"] == {"pass": 10, "fail": 0, "error": 2, "skipped": 0}
+        # the cases with an error judgement still have their other judge's score; they pass on it
+        assert report["pass_rate"] == pytest.approx(1.0) and report["coverage"] == pytest.approx(1.0)
+        assert await _count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'error'") == 2
+        assert await _count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'ok'") == 10
+    finally:
+        await store.close()

@@ -1,0 +1,86 @@
+"""Report numbers hand-computed on a small set of results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ragpulse.judges.base import error, ok, skipped
+from ragpulse.model import Backend, Judgement, RunStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.replay import CaseResult, build_report
+from ragpulse.replay.report import REPORT_KEYS
+
+
+def _j(judge: str, score: float | None, *, status: str = "ok", tokens: int = 0) -> Judgement:
+    common: dict[str, Any] = {"judge": judge, "version": "v1", "backend": Backend.LLM}
+    if status == "error":
+        return error(reason="judge_unavailable: HTTP 503", **common)
+    if status == "skipped":
+        return skipped(reason="no_reference", **common)
+    assert score is not None
+    return ok(
+        score=score, threshold=0.5, reason="r", prompt_tokens=tokens, completion_tokens=tokens // 5, **common
+    )
+
+
+def _case(
+    cid: str, *js: Judgement, outcome: TraceOutcome = TraceOutcome.EVALUATED, why: str | None = None
+) -> CaseResult:
+    tr = TraceResult(trace=Trace(trace_id=f"t{cid}"), outcome=outcome, outcome_reason=why, judgements=js)
+    return CaseResult(case_id=cid, result=tr, judges=("relevancy", "faithfulness"))
+
+
+def test_report_numbers() -> None:
+    cases = [
+        _case("A", _j("relevancy", 0.8, tokens=10), _j("faithfulness", 0.6, tokens=10)),  # passes
+        _case("B", _j("relevancy", 0.9), _j("faithfulness", 0.2)),  # fails on faithfulness
+        _case("C", _j("relevancy", None, status="error"), _j("faithfulness", None, status="skipped")),
+        _case("D", outcome=TraceOutcome.NOT_EVALUABLE, why="no_answer"),
+        _case("E", _j("relevancy", 0.4, tokens=20), _j("faithfulness", 1.0, tokens=20)),
+    ]
+    r = build_report(
+        run_id="run1", test_set="ts", cases=cases, judges=["relevancy", "faithfulness"], wall_seconds=1.23456
+    )
+    assert set(REPORT_KEYS) <= set(r)
+    assert r["run_id"] == "run1" and r["test_set"] == "ts" and r["cases_total"] == 5
+    assert r["pass_rate"] == pytest.approx(1 / 5)  # only A
+    assert r["coverage"] == pytest.approx(3 / 5)  # A, B, E scored
+    assert r["averages"] == {
+        "relevancy": pytest.approx((0.8 + 0.9 + 0.4) / 3),
+        "faithfulness": pytest.approx((0.6 + 0.2 + 1.0) / 3),
+    }
+    # pass: A.r A.f B.r E.f; fail: B.f E.r; error: C.r; skipped: C.f + D×2 (not evaluable, two judges)
+    assert r["counts"] == {"pass": 4, "fail": 2, "error": 1, "skipped": 3}
+    assert r["tokens"] == {"prompt": 60, "completion": 12}
+    assert r["wall_seconds"] == 1.235
+    assert r["status"] == RunStatus.COMPLETED_WITH_ERRORS.value
+    rel = r["judges"]["relevancy"]
+    assert (rel["scored"], rel["pass"], rel["fail"], rel["error"], rel["skipped"]) == (3, 2, 1, 1, 1)
+    assert rel["pass_rate"] == pytest.approx(2 / 3) and rel["coverage"] == pytest.approx(3 / 5)
+    rows = {row["case_id"]: row for row in r["cases"]}
+    assert rows["A"]["passed"] is True and rows["A"]["reason"] is None
+    assert rows["B"]["passed"] is False and rows["B"]["reason"] == "faithfulness: r"
+    assert rows["C"]["scored"] == 0
+    assert rows["C"]["reason"] == "relevancy: judge_unavailable: HTTP 503; faithfulness: no_reference"
+    assert rows["D"]["reason"] == "no_answer" and rows["D"]["outcome"] == "not_evaluable"
+    assert rows["E"]["judgements"]["relevancy"] == {
+        "score": 0.4,
+        "passed": False,
+        "status": "ok",
+        "reason": "r",
+    }
+
+
+def test_empty_and_clean_runs() -> None:
+    r = build_report(run_id="x", test_set="t", cases=[], judges=["keyword"], wall_seconds=0)
+    assert (r["pass_rate"], r["coverage"], r["averages"], r["status"]) == (
+        0.0,
+        0.0,
+        {"keyword": None},
+        "completed",
+    )
+    r2 = build_report(
+        run_id="x", test_set="t", cases=[_case("A", _j("keyword", 1.0))], judges=["keyword"], wall_seconds=0
+    )
+    assert (r2["pass_rate"], r2["coverage"], r2["status"]) == (1.0, 1.0, "completed")

@@ -1,0 +1,129 @@
+"""Loading test sets: formats, aliases, metadata, generated ids, errors with line numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ragpulse.replay import TestSetError, load_test_set
+
+
+def _jsonl(tmp_path: Path, rows: list[object], name: str = "kb.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    return p
+
+
+def test_jsonl_aliases_metadata_and_name(tmp_path: Path) -> None:
+    p = _jsonl(
+        tmp_path,
+        [
+            {
+                "id": "c1",
+                "question": "How do I claim?",
+                "ground_truth": "Use Ledgerly.",
+                "keywords": ["Ledgerly", "30 days"],
+                "answer": "Use Ledgerly within 30 days.",
+                "retrieved_contexts": ["Claims go through Ledgerly.", "Deadline is 30 days."],
+                "retrievedDocIds": ["fin#1", "fin#2"],
+                "context_labels": [1, 0],
+                "app": "kestrel-hr",
+                "note": "faithful",
+            },
+            {"question": "年假有几天？", "expectedAnswer": "15天", "keywords": "年假，15天"},
+            {"question": "q3", "reference_answer": "r3", "contexts": [{"content": "ctx", "id": "d9"}]},
+        ],
+    )
+    ts = load_test_set(p)
+    assert ts.name == "kb" and len(ts.cases) == 3
+    c1, c2, c3 = ts.cases
+    assert c1.id == "c1" and c1.expected_answer == "Use Ledgerly."
+    assert c1.keywords == ("Ledgerly", "30 days")
+    assert c1.contexts == ("Claims go through Ledgerly.", "Deadline is 30 days.")
+    assert c1.doc_ids == ("fin#1", "fin#2") and c1.context_labels == (1, 0)
+    assert c1.metadata == {"app": "kestrel-hr", "note": "faithful"}
+    assert c2.id == "line-2" and c2.expected_answer == "15天" and c2.keywords == ("年假", "15天")
+    assert c2.answer is None and c2.contexts == ()
+    assert c3.expected_answer == "r3" and c3.contexts == ("ctx",) and c3.doc_ids == ("d9",)
+
+
+def test_blank_lines_are_skipped_and_ids_follow_line_numbers(tmp_path: Path) -> None:
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"question": "a"}\n\n{"question": "b"}\n', encoding="utf-8")
+    assert [c.id for c in load_test_set(p).cases] == ["line-1", "line-3"]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ('{"question": "a"}\n{"question": \n', "t.jsonl:2: line 2 is not valid JSON"),
+        ('{"question": "a"}\n["not", "an", "object"]\n', "t.jsonl:2: line 2: a case must be a JSON object"),
+        ('{"id": "x", "question": "a"}\n{"id": "x"}\n', "t.jsonl:2: duplicate case id 'x' (first at line 1)"),
+        ('{"question": "a", "contexts": [1, 2]}\n', "t.jsonl:1: line 1: contexts[0] must be a string"),
+        ('{"question": "a", "context_labels": [0, 2]}\n', "context_labels[1] must be 0 or 1"),
+        ('{"question": ["a"]}\n', "t.jsonl:1: line 1: question must be a string"),
+        ("\n\n", "no test cases"),
+    ],
+)
+def test_bad_rows_name_file_and_line(tmp_path: Path, content: str, needle: str) -> None:
+    p = tmp_path / "t.jsonl"
+    p.write_text(content, encoding="utf-8")
+    with pytest.raises(TestSetError) as ei:
+        load_test_set(p)
+    assert needle in str(ei.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TestSetError, match="not found"):
+        load_test_set(tmp_path / "nope.jsonl")
+
+
+def test_json_object_and_list(tmp_path: Path) -> None:
+    obj = tmp_path / "o.json"
+    obj.write_text(
+        json.dumps({"name": "policies", "knowledge_base": "hr-kb", "cases": [{"id": "a", "question": "q"}]}),
+        encoding="utf-8",
+    )
+    ts = load_test_set(obj)
+    assert (ts.name, ts.knowledge_base, [c.id for c in ts.cases]) == ("policies", "hr-kb", ["a"])
+    lst = tmp_path / "l.json"
+    lst.write_text(json.dumps([{"question": "q1"}, {"question": "q2", "id": 7}]), encoding="utf-8")
+    ts2 = load_test_set(lst)
+    assert ts2.name == "l" and [c.id for c in ts2.cases] == ["line-1", "7"]
+    bad = tmp_path / "b.json"
+    bad.write_text('{"cases": [{"question": "q"}, 5]}', encoding="utf-8")
+    with pytest.raises(TestSetError, match=r"b.json:2: case 2: a case must be a JSON object"):
+        load_test_set(bad)
+
+
+def test_csv_cells(tmp_path: Path) -> None:
+    p = tmp_path / "s.csv"
+    p.write_text(
+        "id,question,expected_answer,keywords,answer,contexts,doc_ids,team\n"
+        'c1,How?,Like this,"a, b",Do it,"[""ctx one"", ""ctx two""]","d1,d2",ops\n'
+        "c2,Why?,,,,single context,,\n",
+        encoding="utf-8",
+    )
+    ts = load_test_set(p)
+    c1, c2 = ts.cases
+    assert c1.keywords == ("a", "b") and c1.contexts == ("ctx one", "ctx two") and c1.doc_ids == ("d1", "d2")
+    assert c1.metadata == {"team": "ops"}
+    assert c2.expected_answer is None and c2.answer is None and c2.contexts == ("single context",)
+    assert c2.metadata == {"team": None}
+    bad = tmp_path / "bad.csv"
+    bad.write_text('id,question,contexts\nc1,q,"[broken"\n', encoding="utf-8")
+    with pytest.raises(TestSetError, match=r"bad.csv:2: row 2: contexts looks like a JSON array"):
+        load_test_set(bad)
+
+
+def test_shipped_examples_load() -> None:
+    root = Path(__file__).resolve().parents[2]
+    kb = root / "examples" / "kestrel_kb.jsonl"
+    if not kb.exists():
+        pytest.skip("examples not in this checkout")
+    ts = load_test_set(kb)
+    assert ts.name == "kestrel_kb" and len(ts.cases) == 17
+    assert all(c.question for c in ts.cases)
+    assert ts.cases[0].metadata["app"] == "kestrel-hr"
