@@ -13,9 +13,8 @@ judge model configured this calibrates the offline heuristic backend. Metrics: s
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,9 +28,8 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.calibration import CalibrationReport, calibrate
 from ragpulse.model import Judgement, Trace
-from ragpulse.protocols import Judge
 
-__all__ = ["build_judge", "load_cases", "run_calibration"]
+__all__ = ["load_cases", "run_calibration"]
 
 _EXPECTED_FIELDS = ("expected_answer", "ground_truth", "reference_answer")
 
@@ -87,46 +85,25 @@ def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[T
     return traces, labels
 
 
-def build_judge(settings: Settings, name: str) -> Judge:
-    """The judge ``name`` as the sidecar would build it.
+async def _judge_all(settings: Settings, judge_name: str, traces: Sequence[Trace]) -> list[Judgement]:
+    """Build the judge inside the running loop (one shared LLM client when a model is set), judge every
+    trace with at most ``settings.judge_max_concurrency`` in flight, then close the client."""
+    from ragpulse.judges.llm import LLMClient
+    from ragpulse.judges.registry import build_judges
 
-    Uses ``ragpulse.judges.registry.build_judges`` when available; otherwise (registry not installed) the
-    offline judges directly: ``faithfulness``, ``relevancy``, ``keyword``.
-
-    Raises:
-        ConfigError: unknown judge name or invalid judge options.
-    """
-    registry: Any = None
+    client = LLMClient(settings) if settings.uses_llm else None
     try:
-        registry = importlib.import_module("ragpulse.judges.registry")
-    except ModuleNotFoundError as e:
-        if e.name != "ragpulse.judges.registry":
-            raise
-    if registry is not None:
-        judges: Mapping[str, Judge] = registry.build_judges(settings, [name])
-        return judges[name]
-    from ragpulse.judges.heuristic import HeuristicFaithfulnessJudge, HeuristicRelevancyJudge
-    from ragpulse.judges.keyword import KeywordJudge
+        judge = build_judges(settings, [judge_name], client=client)[judge_name]
+        sem = asyncio.Semaphore(settings.judge_max_concurrency)
 
-    classes: dict[str, Any] = {
-        "faithfulness": HeuristicFaithfulnessJudge,
-        "relevancy": HeuristicRelevancyJudge,
-        "keyword": KeywordJudge,
-    }
-    if name not in classes:
-        raise ConfigError(f"unknown judge {name!r}; known: {', '.join(sorted(classes))}")
-    judge: Judge = classes[name](settings, settings.judges.get(name, {}))
-    return judge
+        async def one(trace: Trace) -> Judgement:
+            async with sem:
+                return await judge.judge(trace)
 
-
-async def _judge_all(judge: Judge, traces: Sequence[Trace], concurrency: int) -> list[Judgement]:
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(trace: Trace) -> Judgement:
-        async with sem:
-            return await judge.judge(trace)
-
-    return list(await asyncio.gather(*(one(t) for t in traces)))
+        return list(await asyncio.gather(*(one(t) for t in traces)))
+    finally:
+        if client is not None:
+            await client.aclose()
 
 
 def run_calibration(
@@ -138,14 +115,20 @@ def run_calibration(
     threshold: float | None = None,
     limit: int | None = None,
 ) -> CalibrationReport:
-    """Judge every case of ``path`` and compare with its label (see :func:`calibrate`).
+    """Judge every case of ``path`` with the judge ``build_judges`` makes and compare with the labels.
+
+    Metrics: see :func:`ragpulse.judges.calibration.calibrate`.
 
     Raises:
-        ConfigError: the judge cannot be built. ValueError / OSError: see :func:`load_cases`.
+        ConfigError: the judge cannot be built (unknown name, bad options, needs a judge model).
+        ValueError / OSError: see :func:`load_cases`.
     """
-    judge = build_judge(settings, judge_name)
+    from ragpulse.judges.registry import available_judges
+
+    if judge_name not in available_judges():
+        raise ConfigError(f"unknown judge {judge_name!r}; available: {', '.join(available_judges())}")
     traces, labels = load_cases(path, label, limit)
-    judgements = asyncio.run(_judge_all(judge, traces, settings.judge_max_concurrency))
+    judgements = asyncio.run(_judge_all(settings, judge_name, traces))
     return calibrate(judgements, labels, threshold=threshold)
 
 
