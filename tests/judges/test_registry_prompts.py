@@ -86,7 +86,7 @@ def test_plugins_from_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
         EntryPoint(name="broken", value="no_such_module_xyz:thing", group="ragpulse.judges"),
     ]
     monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if e.group == group])
-    assert registry.available_judges() == ["faithfulness", "keyword", "relevancy", "broken", "echo"]
+    assert registry.available_judges() == [*sorted(registry.BUILTIN_JUDGES), "broken", "echo"]
     settings = Settings(judge_model="m", judges={"echo": {"x": 1}})
     judge = registry.build_judges(settings, ["echo"])["echo"]
     assert isinstance(judge, EchoJudge) and judge.options == {"x": 1}
