@@ -37,7 +37,14 @@ from ragpulse.judges.llm import LLMClient
 from ragpulse.logging import get_logger
 from ragpulse.protocols import Judge
 
-__all__ = ["BUILTIN_JUDGES", "ENTRY_POINT_GROUP", "JudgeSpec", "available_judges", "build_judges"]
+__all__ = [
+    "BUILTIN_JUDGES",
+    "ENTRY_POINT_GROUP",
+    "JudgeSpec",
+    "available_judges",
+    "build_judges",
+    "close_judges",
+]
 
 _log = get_logger("ragpulse.judges.registry")
 
@@ -167,3 +174,24 @@ def build_judges(
         judges[name] = judge
         _log.info("judge_built", judge=name, backend=str(judge.backend), version=judge.version)
     return judges
+
+
+async def close_judges(judges: Mapping[str, Judge]) -> None:
+    """Release what the judges hold (the shared LLM client's connection pool); call once when done.
+
+    Calls ``aclose()`` on every judge that has one; a shared client is closed once. Never raises for a judge
+    whose close fails (it is logged).
+    """
+    seen: set[int] = set()
+    for name, judge in judges.items():
+        closer = getattr(judge, "aclose", None)
+        if closer is None:
+            continue
+        key = id(getattr(judge, "client", judge))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            await closer()
+        except Exception:
+            _log.exception("judge_close_failed", judge=name)
