@@ -173,3 +173,14 @@ def test_trace_without_question_or_answer_is_still_built() -> None:
     clock.advance(2)
     (trace,) = asm.poll()
     assert trace.question == "How many remote days?" and trace.answer is None
+
+
+def test_spans_per_trace_are_bounded() -> None:
+    clock = FakeClock()
+    settings = Settings(otlp_root_grace_s=0.0)
+    asm = TraceAssembler(settings, TraceBuilder(settings), clock=clock, max_spans_per_trace=3)
+    kept = asm.add([_retriever(span_id=f"{i:016x}") for i in range(1, 6)])
+    assert kept == 3 and asm.stats.spans_over_limit == 2
+    assert asm.add([_retriever(span_id=f"{1:016x}")]) == 1  # a duplicate of a kept span is still fine
+    asm.add([_root()])
+    assert asm.stats.spans_over_limit == 3

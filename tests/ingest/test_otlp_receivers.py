@@ -302,6 +302,32 @@ async def test_grpc_errors_and_partial_success(receivers: tuple[OtlpReceivers, M
         assert "span id" in resp.partial_success.error_message
 
 
+async def test_grpc_limit_applies_after_gzip_decompression(
+    receivers: tuple[OtlpReceivers, MemorySink],
+) -> None:
+    r, _ = receivers
+    req = ExportTraceServiceRequest()
+    sp = (
+        req.resource_spans.add()
+        .scope_spans.add()
+        .spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="huge")
+    )
+    sp.attributes.add(key="blob").value.string_value = "0" * (512 * 1024)
+    assert len(gzip.compress(req.SerializeToString())) < 256 * 1024
+    async with grpc.aio.insecure_channel(
+        f"127.0.0.1:{r.grpc_port}", compression=grpc.Compression.Gzip
+    ) as channel:
+        export = channel.unary_unary(
+            EXPORT,
+            request_serializer=ExportTraceServiceRequest.SerializeToString,
+            response_deserializer=ExportTraceServiceResponse.FromString,
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as ei:
+            await export(req, timeout=5)
+        assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert r.intake.spans_accepted == 0
+
+
 async def test_port_in_use_is_a_config_error() -> None:
     from ragpulse.errors import ConfigError
 

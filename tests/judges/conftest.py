@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from ragpulse.config import Settings
+from ragpulse.judges.llm import LLMClient
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
 
 
@@ -34,3 +35,11 @@ def llm_settings(openai_server: ScriptedOpenAIServer) -> Settings:
         judge_max_retries=2,
         judge_timeout_s=5.0,
     )
+
+
+@pytest.fixture
+async def llm_client(llm_settings: Settings) -> AsyncIterator[LLMClient]:
+    """A fresh :class:`LLMClient` (empty cache) on :func:`llm_settings`, closed after the test."""
+    client = LLMClient(llm_settings)
+    yield client
+    await client.aclose()

@@ -43,7 +43,7 @@ async def test_llm_f1_with_embeddings_hand_computed() -> None:
         sim = similarity_from_settings(s)
         assert isinstance(sim, EmbeddingSimilarity)
         caller = OpenAIModelCaller(s)
-        j = AnswerCorrectnessJudge(s, caller, sim)
+        j = AnswerCorrectnessJudge(s, caller=caller, similarity=sim)
         r = await j.judge(_t(answer, ref))
         await caller.aclose()
         await sim.aclose()
@@ -63,7 +63,7 @@ async def test_llm_custom_weights_and_no_statements_is_error() -> None:
         ]
         s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
         caller = OpenAIModelCaller(s)
-        j = AnswerCorrectnessJudge(s, caller, weights=[1.0, 0.0])
+        j = AnswerCorrectnessJudge(s, {"weights": [1.0, 0.0]}, caller=caller)
         r = await j.judge(_t("x", "y"))
         r2 = await j.judge(_t("x", "y"))
         await caller.aclose()
@@ -72,7 +72,7 @@ async def test_llm_custom_weights_and_no_statements_is_error() -> None:
 
 
 async def test_offline_lexical_hand_computed() -> None:
-    j = AnswerCorrectnessJudge(Settings(), weights=[1.0, 0.0])
+    j = AnswerCorrectnessJudge(Settings(), {"weights": [1.0, 0.0]})
     r = await j.judge(
         _t(
             "Refunds are paid within 14 days. Shipping is free.",
@@ -105,7 +105,7 @@ async def test_edge_cases() -> None:
     r = await j.judge(_t("the.", "a."))
     assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_statements"
     # keywords as ground truth when there is no expected answer
-    k = await AnswerCorrectnessJudge(Settings(), weights=[1, 0]).judge(
+    k = await AnswerCorrectnessJudge(Settings(), {"weights": [1, 0]}).judge(
         _t("Berlin", None, keywords=["Berlin", "Paris"])
     )
     assert k.score == pytest.approx(1 / (1 + 0.5))  # TP=1 FP=0 FN=1 → 2/3
@@ -113,6 +113,6 @@ async def test_edge_cases() -> None:
 
 def test_bad_weights_rejected() -> None:
     with pytest.raises(ValueError):
-        AnswerCorrectnessJudge(Settings(), weights=[0, 0])
+        AnswerCorrectnessJudge(Settings(), {"weights": [0, 0]})
     with pytest.raises(ValueError):
-        AnswerCorrectnessJudge(Settings(), weights=[1])
+        AnswerCorrectnessJudge(Settings(), {"weights": [1]})

@@ -177,7 +177,7 @@ async def test_rubric_items_via_scripted_model() -> None:
         srv.responder = responder
         s = Settings(judge_model="judge-m", judge_base_url=srv.base_url, judge_max_retries=0)
         caller = OpenAIModelCaller(s)
-        j = ChecklistJudge(cl, s, caller)
+        j = ChecklistJudge(cl, s, caller=caller)
         r = await j.judge(_t("Thanks, your order is on its way."))
         srv.responder = lambda body: "no json here"
         bad = await j.judge(_t("Thanks, your order is on its way."))
@@ -244,7 +244,7 @@ async def test_example_order_delay_with_model_rubric() -> None:
         srv.responder = responder
         s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
         caller = OpenAIModelCaller(s)
-        r = await ChecklistJudge(cl, s, caller).judge(kestrel_traces()["delay-en-02"])
+        r = await ChecklistJudge(cl, s, caller=caller).judge(kestrel_traces()["delay-en-02"])
         await caller.aclose()
     assert len(srv.requests) == 4  # one per rubric item; expected_time is a rule
     assert r.score == pytest.approx(0.8) and r.passed is True

@@ -45,7 +45,7 @@ async def test_precision_perfect_ranking_is_exactly_one_and_none_relevant_zero()
 async def test_recall_from_labels_with_and_without_k() -> None:
     t = _trace(["a", "b", "c", "d", "e"], [0, 1, 0, 1, 1], question="q")
     assert (await ContextRecallJudge(_settings()).judge(t)).score == 1.0
-    r = await ContextRecallJudge(_settings(), k=3).judge(t)
+    r = await ContextRecallJudge(_settings(), {"k": 3}).judge(t)
     assert r.score == pytest.approx(1 / 3)
     assert "1 of 3" in r.reason
     none_rel = await ContextRecallJudge(_settings()).judge(_trace(["a"], [0]))
@@ -90,9 +90,9 @@ async def test_empty_retrieval_scores_zero_without_a_model_call() -> None:
         caller = OpenAIModelCaller(s)
         t = Trace(trace_id="e", question="q?", answer="a", expected_answer="ref")
         for judge in (
-            ContextPrecisionJudge(s, caller),
-            ContextRecallJudge(s, caller),
-            ContextRelevanceJudge(s, caller),
+            ContextPrecisionJudge(s, caller=caller),
+            ContextRecallJudge(s, caller=caller),
+            ContextRelevanceJudge(s, caller=caller),
         ):
             r = await judge.judge(t)
             assert (r.status, r.score, r.passed, r.reason_code) == (
@@ -111,7 +111,7 @@ async def test_recall_without_ground_truth_is_skipped() -> None:
 
 
 async def test_labels_method_without_labels_is_skipped() -> None:
-    r = await ContextPrecisionJudge(_settings(), method="labels").judge(_trace(["a"], question="q"))
+    r = await ContextPrecisionJudge(_settings(), {"method": "labels"}).judge(_trace(["a"], question="q"))
     assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_labels"
 
 
@@ -163,7 +163,7 @@ async def test_llm_precision_hand_computed_and_prompt_fences_texts() -> None:
         srv.replies = ["```json\n" + _verdicts("useful", [True, False, True]) + "\n```"]
         s = _settings(judge_model="judge-x", judge_base_url=srv.base_url, judge_max_retries=0)
         caller = OpenAIModelCaller(s)
-        j = ContextPrecisionJudge(s, caller)
+        j = ContextPrecisionJudge(s, caller=caller)
         t = _trace(["c one", "c two", "c three"], question="Q?", expected_answer="REF", answer="A")
         r = await j.judge(t)
         await caller.aclose()
@@ -179,7 +179,7 @@ async def test_llm_labels_take_precedence_no_call() -> None:
     async with scripted_openai() as srv:
         s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
         caller = OpenAIModelCaller(s)
-        r = await ContextPrecisionJudge(s, caller).judge(_trace(["a", "b"], [0, 1], question="q"))
+        r = await ContextPrecisionJudge(s, caller=caller).judge(_trace(["a", "b"], [0, 1], question="q"))
         await caller.aclose()
     assert r.score == 0.5 and r.flags.decided_by == "labels" and srv.requests == []
 
@@ -204,8 +204,8 @@ async def test_llm_recall_and_relevance_chinese_prompt() -> None:
         t = _trace(
             ["甲", "乙", "丙", "丁"], question="RCEP具体包括哪些国家", expected_answer="东盟；中国；新西兰"
         )
-        rec = await ContextRecallJudge(s, caller).judge(t)
-        rel = await ContextRelevanceJudge(s, caller).judge(t)
+        rec = await ContextRecallJudge(s, caller=caller).judge(t)
+        rel = await ContextRelevanceJudge(s, caller=caller).judge(t)
         await caller.aclose()
     assert rec.score == pytest.approx(2 / 3) and "新西兰" in rec.reason
     assert rel.score == 0.25 and rel.passed is False
@@ -225,9 +225,9 @@ async def test_llm_bad_replies_are_errors_never_zero() -> None:
         s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
         caller = OpenAIModelCaller(s)
         t = _trace(["a", "b"], question="q", expected_answer="r")
-        p = ContextPrecisionJudge(s, caller)
+        p = ContextPrecisionJudge(s, caller=caller)
         codes = [(await p.judge(t)).reason_code for _ in range(3)]
-        codes.append((await ContextRecallJudge(s, caller).judge(t)).reason_code)
+        codes.append((await ContextRecallJudge(s, caller=caller).judge(t)).reason_code)
         codes.append((await p.judge(t)).reason_code)
         codes.append((await p.judge(t)).reason_code)
         await caller.aclose()
@@ -248,7 +248,7 @@ async def test_budget_truncation_flags_and_counts_cut_chunks_irrelevant() -> Non
             judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_context_budget_chars=10
         )
         caller = OpenAIModelCaller(s)
-        r = await ContextRelevanceJudge(s, caller).judge(_trace(["x" * 8, "y" * 8], question="q"))
+        r = await ContextRelevanceJudge(s, caller=caller).judge(_trace(["x" * 8, "y" * 8], question="q"))
         await caller.aclose()
     assert r.score == 0.5 and r.flags.context_truncated is True
     assert "y" * 8 not in srv.user_prompts()[0]
@@ -257,5 +257,5 @@ async def test_budget_truncation_flags_and_counts_cut_chunks_irrelevant() -> Non
 def test_versions_change_with_options() -> None:
     s = _settings()
     assert ContextPrecisionJudge(s).version == ContextPrecisionJudge(s).version
-    assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, threshold=0.7).version
-    assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, k=3).version
+    assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, {"threshold": 0.7}).version
+    assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, {"k": 3}).version

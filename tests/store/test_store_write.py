@@ -17,15 +17,15 @@ async def _count(url: str, sql: str) -> int:
         await conn.close()
 
 
-async def test_first_write_reports_all_inserted(store: PostgresStore, pg_url: str) -> None:
+async def test_first_write_reports_all_inserted(store: PostgresStore, store_url: str) -> None:
     r = f.result(f.trace(), f.ok("faithfulness", 0.8), f.ok("relevancy", 0.4))
     rep = await store.write_results([r])
     assert rep.trace_inserted == frozenset({"a" * 32})
     assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1"), ("a" * 32, "relevancy", "v1")})
-    assert await _count(pg_url, "SELECT count(*) FROM judgements") == 2
+    assert await _count(store_url, "SELECT count(*) FROM judgements") == 2
 
 
-async def test_same_batch_twice_changes_nothing(store: PostgresStore, pg_url: str) -> None:
+async def test_same_batch_twice_changes_nothing(store: PostgresStore, store_url: str) -> None:
     batch = [
         f.result(f.trace("t1"), f.ok("faithfulness", 0.8), f.ok("keyword", 1.0)),
         f.result(f.trace("t2"), f.ok("faithfulness", 0.3)),
@@ -44,8 +44,8 @@ async def test_same_batch_twice_changes_nothing(store: PostgresStore, pg_url: st
     rep = await store.write_results(again)
     assert rep.changed == frozenset()
     assert rep.trace_inserted == frozenset()
-    assert await _count(pg_url, "SELECT count(*) FROM judgements") == 3
-    assert await _count(pg_url, "SELECT count(*) FROM traces") == 2
+    assert await _count(store_url, "SELECT count(*) FROM judgements") == 3
+    assert await _count(store_url, "SELECT count(*) FROM traces") == 2
     # first stored values are kept
     got = await store.get_trace("t1")
     assert got is not None
@@ -63,24 +63,24 @@ async def test_changed_score_reports_one_change(store: PostgresStore) -> None:
     assert fa.score == 0.5 and fa.passed is False
 
 
-async def test_duplicates_inside_one_batch_last_wins(store: PostgresStore, pg_url: str) -> None:
+async def test_duplicates_inside_one_batch_last_wins(store: PostgresStore, store_url: str) -> None:
     rep = await store.write_results(
         [f.result(f.trace(), f.ok("faithfulness", 0.1)), f.result(f.trace(), f.ok("faithfulness", 0.9))]
     )
     assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1")})
-    assert await _count(pg_url, "SELECT count(*) FROM judgements") == 1
+    assert await _count(store_url, "SELECT count(*) FROM judgements") == 1
     got = await store.get_trace("a" * 32)
     assert got is not None and got.judgements[0].score == 0.9
 
 
-async def test_skipped_and_error_store_null_score(store: PostgresStore, pg_url: str) -> None:
+async def test_skipped_and_error_store_null_score(store: PostgresStore, store_url: str) -> None:
     r = f.result(
         f.trace(),
         f.not_ok("keyword", JudgementStatus.SKIPPED, "no_reference: no keywords"),
         f.not_ok("faithfulness", JudgementStatus.ERROR, "judge_unavailable: HTTP 429 after 3 attempts"),
     )
     await store.write_results([r])
-    conn = await asyncpg.connect(pg_url)
+    conn = await asyncpg.connect(store_url)
     try:
         rows = await conn.fetch("SELECT judge, score, passed, status, reason FROM judgements ORDER BY judge")
     finally:

@@ -76,7 +76,7 @@ async def replay_async(
         ConfigError: unknown judge name or bad judge configuration.
         StoreError: the store could not be opened or written.
     """
-    from ragpulse.judges.registry import build_judges  # type: ignore[import-not-found]
+    from ragpulse.judges.registry import build_judges
     from ragpulse.store import open_store
 
     judges = build_judges(settings, judge_names)

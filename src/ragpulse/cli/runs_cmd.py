@@ -242,7 +242,7 @@ async def rejudge_async(
         ConfigError: unknown judge or bad judge configuration.
         StoreError: the store could not be opened or read.
     """
-    from ragpulse.judges.registry import build_judges  # type: ignore[import-not-found]
+    from ragpulse.judges.registry import build_judges
     from ragpulse.store import open_store
 
     judges = build_judges(settings, judge_names)

@@ -22,14 +22,15 @@ Default threshold 0.5.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ragpulse.config import Settings
 from ragpulse.errors import JudgeError
 from ragpulse.judges.base import ok, precheck, skipped
-from ragpulse.judges.embeddings import LexicalSimilarity, Similarity
+from ragpulse.judges.embeddings import Similarity, similarity_from_settings
 from ragpulse.judges.lexsupport import split_statements, supported
-from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply
+from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, resolve_caller
 from ragpulse.judges.refmath import answer_correctness, factual_f1
 from ragpulse.judges.refprompt import PromptPair, extract_json, load_prompts
 from ragpulse.judges.text import detect_language
@@ -44,10 +45,14 @@ class AnswerCorrectnessJudge(FrameJudge):
     def __init__(
         self,
         settings: Settings,
+        options: Mapping[str, Any] | None = None,
+        *,
+        client: object | None = None,
         caller: ModelCaller | None = None,
         similarity: Similarity | None = None,
-        **options: Any,
     ) -> None:
+        options = options or {}
+        caller = caller or resolve_caller(settings, client)
         w = options.get("weights", (0.75, 0.25))
         if not isinstance(w, list | tuple) or len(w) != 2:
             raise ValueError("answer_correctness: weights must be [w_f1, w_sim]")
@@ -55,7 +60,7 @@ class AnswerCorrectnessJudge(FrameJudge):
         if min(self.weights) < 0 or sum(self.weights) == 0:
             raise ValueError("answer_correctness: weights must be >= 0 and not both 0")
         self.caller = caller
-        self.sim = similarity or LexicalSimilarity()
+        self.sim = similarity or similarity_from_settings(settings)
         self.min_coverage = float(options.get("min_coverage", 0.6))
         self.language = settings.judge_language
         self.prompts: PromptPair | None = None
@@ -147,7 +152,7 @@ class AnswerCorrectnessJudge(FrameJudge):
         user = self.prompts.pick(lang).substitute(
             question=trace.question or "", answer=answer, reference=reference
         )
-        reply = await self.caller.ask(judge=self.name, user=user)
+        reply = await self.caller.ask(judge=self.name, version=self.version, user=user)
         obj = extract_json(reply.text)
         out: list[list[str]] = []
         for key in ("tp", "fp", "fn"):

@@ -26,7 +26,7 @@ from ragpulse.errors import JudgeError
 from ragpulse.judges.base import ok, precheck, skipped
 from ragpulse.judges.checklist_rules import check_rule
 from ragpulse.judges.checklist_spec import Checklist, RubricItem
-from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply
+from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, resolve_caller
 from ragpulse.judges.refprompt import PromptPair, as_bool, extract_json, load_prompts
 from ragpulse.judges.text import detect_language
 from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
@@ -40,10 +40,20 @@ class ChecklistJudge(FrameJudge):
     Args:
         checklist: the parsed checklist.
         settings: for the prompt override directory and language.
-        caller: the judge model, when configured (rubric items); ``None`` → offline rules only.
+        client: the shared :class:`ragpulse.judges.llm.LLMClient` (rubric items), when a model is configured.
+        caller: any :class:`~ragpulse.judges.refbase.ModelCaller` instead of ``client``; neither → offline
+            rules only.
     """
 
-    def __init__(self, checklist: Checklist, settings: Settings, caller: ModelCaller | None = None) -> None:
+    def __init__(
+        self,
+        checklist: Checklist,
+        settings: Settings,
+        *,
+        client: object | None = None,
+        caller: ModelCaller | None = None,
+    ) -> None:
+        caller = caller or resolve_caller(settings, client)
         self.checklist = checklist
         has_rubric = any(isinstance(i, RubricItem) for i in checklist.items)
         self.caller = caller if has_rubric else None
@@ -148,7 +158,7 @@ class ChecklistJudge(FrameJudge):
         user = self.prompts.pick(lang).substitute(
             requirement=item.rubric, question=trace.question or "", answer=trace.answer or ""
         )
-        return await self.caller.ask(judge=self.name, user=user)
+        return await self.caller.ask(judge=self.name, version=self.version, user=user)
 
     @staticmethod
     def _verdict(reply: ModelReply) -> tuple[bool, str]:

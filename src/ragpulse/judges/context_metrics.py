@@ -32,7 +32,7 @@ the answer; precision uses the expected answer (or keywords) as reference and fa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ from ragpulse.errors import JudgeError
 from ragpulse.judges.base import ok, skipped
 from ragpulse.judges.labels import LabelError, LabelledRelevance, count_relevant_in, labelled_relevance
 from ragpulse.judges.lexsupport import coverage, split_statements, supported
-from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply
+from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, resolve_caller
 from ragpulse.judges.refmath import average_precision, share
 from ragpulse.judges.refprompt import PromptPair, as_bool, extract_json, load_prompts, render_passages
 from ragpulse.judges.text import detect_language
@@ -85,10 +85,21 @@ class _ContextJudge(FrameJudge):
 
     judge_name = ""
     prompt_name = ""
+    #: Retrieval judges do not look at the answer: a trace without one can still be judged.
+    needs_answer = False
     prompt_placeholders: tuple[str, ...] = ()
     default_coverage = 0.6
 
-    def __init__(self, settings: Settings, caller: ModelCaller | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        options: Mapping[str, Any] | None = None,
+        *,
+        client: object | None = None,
+        caller: ModelCaller | None = None,
+    ) -> None:
+        options = options or {}
+        caller = caller or resolve_caller(settings, client)
         self.method = str(options.get("method", "auto"))
         if self.method not in METHODS:
             raise ValueError(f"{self.judge_name}: method must be one of {METHODS}, got {self.method!r}")
@@ -144,7 +155,7 @@ class _ContextJudge(FrameJudge):
         assert self.caller is not None and self.prompts is not None
         passages, kept, truncated = render_passages(chunks, self.budget)
         user = self.prompts.pick(self._lang(trace)).substitute(passages=passages, **fields)
-        reply = await self.caller.ask(judge=self.name, user=user)
+        reply = await self.caller.ask(judge=self.name, version=self.version, user=user)
         obj = extract_json(reply.text)
         verdicts = obj.get("verdicts")
         if not isinstance(verdicts, list) or len(verdicts) < kept:
@@ -276,7 +287,7 @@ class ContextRecallJudge(_ContextJudge):
         user = self.prompts.pick(self._lang(trace)).substitute(
             question=trace.question or "", reference=ref, passages=passages
         )
-        reply = await self.caller.ask(judge=self.name, user=user)
+        reply = await self.caller.ask(judge=self.name, version=self.version, user=user)
         items = extract_json(reply.text).get("statements")
         if not isinstance(items, list) or not items:
             raise JudgeError("unparseable", "no statements in the judge reply")

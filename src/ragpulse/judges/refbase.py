@@ -37,7 +37,7 @@ class ModelReply:
 class ModelCaller(Protocol):
     """Asks the judge model one question (the seam to the shared LLM layer).
 
-    ``ask`` sends ``user`` (with ``system``, default a neutral evaluator instruction) and returns the reply or
+    ``ask`` sends ``user`` on behalf of judge ``judge`` at version ``version`` (cache key and accounting) (with ``system``, default a neutral evaluator instruction) and returns the reply or
     raises :class:`~ragpulse.errors.JudgeError` with a code
     (``judge_unavailable``, ``truncated_output``, ``empty_output``, …).
     """
@@ -45,7 +45,7 @@ class ModelCaller(Protocol):
     @property
     def model(self) -> str: ...
 
-    async def ask(self, *, judge: str, user: str, system: str | None = None) -> ModelReply: ...
+    async def ask(self, *, judge: str, version: str, user: str, system: str | None = None) -> ModelReply: ...
 
 
 class FrameJudge:
@@ -122,3 +122,48 @@ class FrameJudge:
         if reply is None:
             return JudgementFlags(**kw)
         return JudgementFlags(retries=reply.retries, cached=reply.cached, **kw)
+
+
+class SharedClientCaller:
+    """:class:`ModelCaller` over the shared LLM layer (``ragpulse.judges.llm.LLMClient``).
+
+    The client's ``complete(judge=, version=, messages=)`` does retries, limits, the cache and token
+    accounting; this adapter turns its result into a :class:`ModelReply`: ``finish_reason == "length"`` →
+    ``JudgeError("truncated_output")``, empty text → ``JudgeError("empty_output")``.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    @property
+    def model(self) -> str:
+        """The judge model's name (the client's ``model``)."""
+        return str(self._client.model)
+
+    async def ask(self, *, judge: str, version: str, user: str, system: str | None = None) -> ModelReply:
+        """One chat request through the shared client (see the class docstring for errors)."""
+        from ragpulse.judges.refprompt import SYSTEM
+
+        res = await self._client.complete(
+            judge=judge,
+            version=version,
+            messages=[{"role": "system", "content": system or SYSTEM}, {"role": "user", "content": user}],
+        )
+        if res.finish_reason == "length":
+            raise JudgeError("truncated_output", "the judge reply hit max_tokens")
+        if not (res.text or "").strip():
+            raise JudgeError("empty_output", "the judge model returned nothing")
+        return ModelReply(
+            text=res.text,
+            prompt_tokens=res.prompt_tokens,
+            completion_tokens=res.completion_tokens,
+            retries=res.retries,
+            cached=res.cached,
+        )
+
+
+def resolve_caller(settings: Any, client: object | None) -> ModelCaller | None:
+    """The model caller for a judge: over ``client`` when given (the registry's shared LLM client), else
+    ``None`` (heuristic). ``settings`` is accepted for symmetry with the judge constructors."""
+    del settings
+    return SharedClientCaller(client) if client is not None else None

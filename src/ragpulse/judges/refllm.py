@@ -46,7 +46,7 @@ class OpenAIModelCaller:
         """The judge model's name."""
         return self._model
 
-    async def ask(self, *, judge: str, user: str, system: str | None = None) -> ModelReply:
+    async def ask(self, *, judge: str, version: str, user: str, system: str | None = None) -> ModelReply:
         """Send one system + user message; return the reply text and usage.
 
         Raises:

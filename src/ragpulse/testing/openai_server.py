@@ -162,6 +162,7 @@ class ScriptedOpenAIServer:
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         self._max_in_flight = 0
+        self._generation = 0  # bumped by reset(): requests from before a reset no longer count as in flight
         self._ids = itertools.count(1)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -254,12 +255,15 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._queue.clear()
             self._requests.clear()
-            self._max_in_flight = self._in_flight
+            self._in_flight = 0
+            self._max_in_flight = 0
+            self._generation += 1
             self.responder = responder
 
     # -- serving ---------------------------------------------------------------------------------------
-    def _next_reply(self, rec: RecordedRequest) -> Reply:
+    def _next_reply(self, rec: RecordedRequest) -> tuple[Reply, int]:
         with self._lock:
+            generation = self._generation
             self._requests.append(rec)
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
@@ -267,13 +271,18 @@ class ScriptedOpenAIServer:
             responder = self.responder
         if item is None:
             if responder is None:
-                return Reply(status=400, error_message="unscripted request: no reply queued and no responder")
-            item = responder(rec)
-        return Reply(content=item) if isinstance(item, str) else item
+                item = Reply(status=400, error_message="unscripted request: no reply queued and no responder")
+            else:
+                try:
+                    item = responder(rec)
+                except Exception as e:  # a broken responder is a test bug: surface it as HTTP 400
+                    item = Reply(status=400, error_message=f"responder failed: {e!r}")
+        return (Reply(content=item) if isinstance(item, str) else item), generation
 
-    def _done(self) -> None:
+    def _done(self, generation: int) -> None:
         with self._lock:
-            self._in_flight -= 1
+            if generation == self._generation:
+                self._in_flight -= 1
 
     def _build_app(self) -> FastAPI:
         app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
@@ -291,16 +300,13 @@ class ScriptedOpenAIServer:
                 headers={k.lower(): v for k, v in request.headers.items()},
                 received_at=time.monotonic(),
             )
+            reply, generation = self._next_reply(rec)
             try:
-                try:
-                    reply = self._next_reply(rec)
-                except Exception as e:  # a broken responder is a test bug: surface it as HTTP 400
-                    reply = Reply(status=400, error_message=f"responder failed: {e!r}")
                 if reply.delay_s > 0:
                     await asyncio.sleep(reply.delay_s)
                 return self._render(reply, rec)
             finally:
-                self._done()
+                self._done(generation)
 
         app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
         app.add_api_route("/chat/completions", chat_completions, methods=["POST"])

@@ -7,3 +7,17 @@ Flow: :class:`~ragpulse.ingest.otlp.receivers.OtlpReceivers` accepts ``ExportTra
 :class:`~ragpulse.model.Trace` with the convention mappers (:mod:`~ragpulse.ingest.otlp.conventions`)
 before handing it to the engine (a :class:`~ragpulse.protocols.TraceSink`).
 """
+
+from ragpulse.ingest.otlp.assembly import TraceAssembler
+from ragpulse.ingest.otlp.client import OtlpTraceClient
+from ragpulse.ingest.otlp.conventions import TraceBuilder
+from ragpulse.ingest.otlp.encode import trace_to_openinference_spans
+from ragpulse.ingest.otlp.receivers import OtlpReceivers
+
+__all__ = [
+    "OtlpReceivers",
+    "OtlpTraceClient",
+    "TraceAssembler",
+    "TraceBuilder",
+    "trace_to_openinference_spans",
+]

@@ -8,7 +8,7 @@ keeps the spans of each open trace (keyed by trace id, deduplicated by span id) 
 - ``otlp_idle_timeout_s`` seconds after its last span arrived without a root: released with
   ``incomplete=True``.
 
-At most ``otlp_max_pending_traces`` traces are held; beyond that the least recently updated trace is evicted
+At most ``otlp_max_pending_traces`` traces, of at most ``max_spans_per_trace`` spans each, are held; beyond that the least recently updated trace is evicted
 (dropped, logged and counted in :attr:`AssemblerStats.evicted` and ``ragpulse_otlp_traces_evicted``). Spans
 arriving for a trace that was already released are dropped and counted (``late_spans``), so a trace is never
 judged twice from one export stream.
@@ -46,6 +46,9 @@ TRACES_EVICTED = telemetry.meter.create_counter(
     "ragpulse_otlp_traces_evicted",
     description="Partial OTLP traces dropped because the pending limit was hit",
 )
+SPANS_OVER_LIMIT = telemetry.meter.create_counter(
+    "ragpulse_otlp_spans_over_limit", description="OTLP spans dropped because their trace had too many spans"
+)
 LATE_SPANS = telemetry.meter.create_counter(
     "ragpulse_otlp_late_spans", description="OTLP spans dropped because their trace was already released"
 )
@@ -53,12 +56,14 @@ LATE_SPANS = telemetry.meter.create_counter(
 
 @dataclass
 class AssemblerStats:
-    """Counters since start: traces released complete / incomplete, evicted, late spans dropped."""
+    """Counters since start: traces released complete / incomplete, evicted, late spans dropped, spans
+    dropped over the per-trace limit, traces submitted to the sink."""
 
     completed: int = 0
     incomplete: int = 0
     evicted: int = 0
     late_spans: int = 0
+    spans_over_limit: int = 0
     submitted: int = 0
 
 
@@ -76,9 +81,18 @@ class TraceAssembler:
         settings: ``otlp_root_grace_s``, ``otlp_idle_timeout_s``, ``otlp_max_pending_traces``.
         builder: maps a released trace's spans to a :class:`~ragpulse.model.Trace`.
         clock: monotonic seconds (default :func:`time.monotonic`).
+        max_spans_per_trace: spans kept per trace; further spans of that trace are dropped and counted
+            (bounds memory against a runaway or hostile trace).
     """
 
-    def __init__(self, settings: Settings, builder: TraceBuilder, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        builder: TraceBuilder,
+        clock: Clock = time.monotonic,
+        max_spans_per_trace: int = 10_000,
+    ) -> None:
+        self._max_spans = max_spans_per_trace
         self._grace = settings.otlp_root_grace_s
         self._idle = settings.otlp_idle_timeout_s
         self._max = settings.otlp_max_pending_traces
@@ -114,6 +128,10 @@ class TraceAssembler:
                 p = self._pending[tid] = _Pending()
             else:
                 self._pending.move_to_end(tid)
+            if len(p.spans) >= self._max_spans and span.span_id not in p.spans:
+                self.stats.spans_over_limit += 1
+                SPANS_OVER_LIMIT.add(1)
+                continue
             p.spans[span.span_id] = span
             p.last_seen = now
             kept += 1

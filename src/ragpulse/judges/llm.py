@@ -1,0 +1,355 @@
+"""The one shared access layer to the judge model (any OpenAI-compatible chat-completions API).
+
+:class:`LLMClient` wraps ``openai.AsyncOpenAI`` and adds what every LLM judge needs:
+
+- **Transport**: openai's aiohttp transport (``openai.DefaultAioHttpClient``) when
+  ``settings.judge_http_transport == "aiohttp"`` (its CPU per call stays flat as requests in flight grow),
+  else openai's httpx transport; either way the connection pool holds ``judge_max_concurrency`` connections.
+- **Requests**: ``temperature = settings.judge_temperature`` (0), ``max_tokens = settings.judge_max_tokens``,
+  ``timeout = settings.judge_timeout_s`` seconds per attempt. The API key comes from the settings, which read it
+  only from the environment (``RAGPULSE_JUDGE_API_KEY`` or ``OPENAI_API_KEY``).
+- **Retries**: the openai client's own retry machinery (``max_retries = settings.judge_max_retries``): 408, 409,
+  429 and 5xx responses, timeouts and connection errors are retried with exponential backoff (0.5 s doubling,
+  at most 8 s, up to 25 % jitter) and a server's ``Retry-After``/``retry-after-ms`` header is honoured (up to
+  two minutes). The retries taken are read back from the response (``retries_taken``) or, on failure, from the
+  ``x-stainless-retry-count`` header of the last attempt, and reported in :attr:`LLMResult.retries` and
+  :attr:`LLMStats.retries`.
+- **Limits shared by all judges**: a concurrency semaphore (``judge_max_concurrency`` calls in flight) and an
+  optional requests-per-minute limit (``judge_requests_per_minute``, a sliding 60 s window over call starts;
+  retries inside one call are paced by the backoff above, not by this window).
+- **Cache**: an in-process LRU (``judge_cache_size`` entries, 0 disables it) keyed by (judge version, model,
+  messages), so a redelivered trace costs no model call. A hit returns the stored reply with ``cached=True``
+  and zero tokens (nothing was spent).
+- **Budget**: an optional daily token budget per judge (``judge_daily_token_budget``, or the judge's
+  ``daily_token_budget`` option; prompt + completion tokens, UTC days). Once a judge has spent it, calls raise
+  ``JudgeError("over_budget")`` until the next UTC day; :attr:`LLMStats.over_budget` counts them.
+
+Nothing here blocks the event loop. The openai client, semaphore and limiter are bound to the event loop that
+first uses them; a client used from another loop (e.g. another test) builds fresh ones.
+
+Also here: :func:`fit_context`, the context truncation shared by the judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import openai
+
+from ragpulse.config import Settings
+from ragpulse.errors import ConfigError, JudgeError
+from ragpulse.logging import get_logger
+
+__all__ = ["LLMClient", "LLMResult", "LLMStats", "ModelUnavailableError", "fit_context"]
+
+_log = get_logger("ragpulse.judges.llm")
+
+#: A partial chunk is kept at the end of a truncated context only when at least this many characters fit.
+_MIN_PARTIAL_CHARS = 200
+
+
+def fit_context(chunks: Sequence[str], budget_chars: int) -> tuple[list[str], bool]:
+    """Keep retrieved chunks in rank order until ``budget_chars`` characters are used.
+
+    The first chunk that does not fit is cut to the remaining budget when at least 200 characters (or, for the
+    top-ranked chunk, any characters) remain; every lower-ranked chunk is dropped.
+
+    Args:
+        chunks: chunk texts, best-ranked first.
+        budget_chars: total characters allowed (> 0).
+
+    Returns:
+        ``(kept_chunks, truncated)``: ``truncated`` is True when anything was cut or dropped.
+    """
+    kept: list[str] = []
+    used = 0
+    for i, chunk in enumerate(chunks):
+        room = budget_chars - used
+        if len(chunk) <= room:
+            kept.append(chunk)
+            used += len(chunk)
+            continue
+        if i == 0 or room >= _MIN_PARTIAL_CHARS:
+            kept.append(chunk[: max(room, 0)])
+        return kept, True
+    return kept, False
+
+
+class ModelUnavailableError(JudgeError):
+    """The judge model could not be reached or kept failing (code ``judge_unavailable``).
+
+    Attributes:
+        retries: retries the openai client took before giving up.
+    """
+
+    def __init__(self, message: str, *, retries: int) -> None:
+        super().__init__("judge_unavailable", message, retriable=True)
+        self.retries = retries
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One judge-model reply.
+
+    Attributes:
+        text: ``choices[0].message.content`` ("" when the model sent none).
+        finish_reason: ``stop``, ``length`` (hit ``max_tokens``: the output is truncated), … or ``None``.
+        prompt_tokens / completion_tokens: from the API's ``usage`` (0 when absent or cached).
+        retries: retries the openai client took for this call (0 for a cache hit).
+        latency_s: wall time of the call including retries and waiting for the limits, seconds.
+        cached: served from the in-process cache, no request made.
+    """
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+
+
+@dataclass
+class LLMStats:
+    """Counters of an :class:`LLMClient` since it was built (all integers, monotonic).
+
+    Attributes:
+        requests: calls sent to the model (each may include retries).
+        retries: retries taken by those calls (429/5xx/timeouts/connection errors).
+        failures: calls that failed for good (``judge_unavailable``).
+        cache_hits: calls answered from the cache.
+        over_budget: calls refused by the daily token budget, per judge name.
+        prompt_tokens / completion_tokens: tokens spent, per judge name.
+    """
+
+    requests: int = 0
+    retries: int = 0
+    failures: int = 0
+    cache_hits: int = 0
+    over_budget: dict[str, int] = field(default_factory=dict)
+    prompt_tokens: dict[str, int] = field(default_factory=dict)
+    completion_tokens: dict[str, int] = field(default_factory=dict)
+
+
+class _RateLimiter:
+    """At most ``per_minute`` call starts in any sliding window of ``window_s`` seconds (waits, never rejects)."""
+
+    def __init__(self, per_minute: int, window_s: float = 60.0) -> None:
+        self._per_minute = per_minute
+        self._window = window_s
+        self._starts: deque[float] = deque()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                while self._starts and now - self._starts[0] >= self._window:
+                    self._starts.popleft()
+                if len(self._starts) < self._per_minute:
+                    self._starts.append(now)
+                    return
+                await asyncio.sleep(self._window - (now - self._starts[0]))
+
+
+@dataclass
+class _LoopState:
+    """Everything bound to one event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    client: openai.AsyncOpenAI
+    semaphore: asyncio.Semaphore
+    limiter: _RateLimiter | None
+
+
+class LLMClient:
+    """Shared judge-model client: one per process (``build_judges`` makes one and gives it to every judge).
+
+    Args:
+        settings: reads ``judge_base_url``, ``judge_model``, ``judge_api_key``, ``judge_timeout_s``,
+            ``judge_max_tokens``, ``judge_temperature``, ``judge_max_retries``, ``judge_max_concurrency``,
+            ``judge_requests_per_minute``, ``judge_cache_size``, ``judge_daily_token_budget`` and
+            ``judge_http_transport``.
+
+    Raises:
+        ConfigError: ``settings.judge_model`` is not set.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        if not settings.judge_model:
+            raise ConfigError("the LLM judge backend needs RAGPULSE_JUDGE_MODEL (judge_model)")
+        self.settings = settings
+        self.model: str = settings.judge_model
+        self.stats = LLMStats()
+        self._cache: OrderedDict[str, LLMResult] = OrderedDict()
+        self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens)
+        self._state: _LoopState | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def _build_state(self, loop: asyncio.AbstractEventLoop) -> _LoopState:
+        s = self.settings
+        n = s.judge_max_concurrency
+        # The Limits class of whichever HTTP library this openai release is built on (httpx or httpx2).
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
+        if s.judge_http_transport == "aiohttp":
+            http_client = openai.DefaultAioHttpClient(limits=limits, timeout=s.judge_timeout_s)
+        else:
+            http_client = openai.DefaultAsyncHttpxClient(limits=limits, timeout=s.judge_timeout_s)
+        client = openai.AsyncOpenAI(
+            api_key=s.judge_api_key.get_secret_value() if s.judge_api_key else "not-set",
+            base_url=s.judge_base_url,
+            timeout=s.judge_timeout_s,
+            max_retries=s.judge_max_retries,
+            http_client=http_client,
+        )
+        limiter = _RateLimiter(s.judge_requests_per_minute) if s.judge_requests_per_minute else None
+        return _LoopState(loop=loop, client=client, semaphore=asyncio.Semaphore(n), limiter=limiter)
+
+    def _loop_state(self) -> _LoopState:
+        if self._closed:
+            raise RuntimeError("LLMClient is closed")
+        loop = asyncio.get_running_loop()
+        if self._state is None or self._state.loop is not loop:
+            self._state = self._build_state(loop)
+        return self._state
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool (idempotent). The client cannot be used afterwards."""
+        self._closed = True
+        state, self._state = self._state, None
+        if state is not None and state.loop is asyncio.get_running_loop():
+            await state.client.close()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- budget ----------------------------------------------------------------------------------------
+    def tokens_spent_today(self, judge: str) -> int:
+        """Prompt + completion tokens ``judge`` spent on the current UTC day."""
+        day = datetime.now(UTC).date().isoformat()
+        d, n = self._spent.get(judge, (day, 0))
+        return n if d == day else 0
+
+    def _charge(self, judge: str, tokens: int) -> None:
+        day = datetime.now(UTC).date().isoformat()
+        self._spent[judge] = (day, self.tokens_spent_today(judge) + tokens)
+
+    # -- calls -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _cache_key(version: str, model: str, messages: Sequence[Mapping[str, str]]) -> str:
+        blob = json.dumps([version, model, list(messages)], ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    async def complete(
+        self,
+        *,
+        judge: str,
+        version: str,
+        messages: Sequence[Mapping[str, str]],
+        max_tokens: int | None = None,
+        daily_token_budget: int | None = None,
+    ) -> LLMResult:
+        """Send one chat-completions request (or answer it from the cache).
+
+        Args:
+            judge: judge name (budget and token accounting, logs).
+            version: judge version (part of the cache key).
+            messages: chat messages (``role``/``content``).
+            max_tokens: completion limit, default ``settings.judge_max_tokens``.
+            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge_daily_token_budget``.
+
+        Returns:
+            The reply; a ``finish_reason`` of ``length`` is returned as is (callers report
+            ``truncated_output``).
+
+        Raises:
+            JudgeError: code ``over_budget``: the judge's daily token budget is spent (no request made).
+            ModelUnavailableError: code ``judge_unavailable``: HTTP error after retries, timeout or connection
+                failure; ``retries`` says how many retries were taken.
+        """
+        key = self._cache_key(version, self.model, messages)
+        cache_size = self.settings.judge_cache_size
+        if cache_size:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                self.stats.cache_hits += 1
+                return LLMResult(text=hit.text, finish_reason=hit.finish_reason, cached=True)
+        budget = daily_token_budget or self.settings.judge_daily_token_budget
+        if budget is not None and self.tokens_spent_today(judge) >= budget:
+            self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
+            raise JudgeError("over_budget", f"daily token budget of {budget} spent")
+        state = self._loop_state()
+        started = time.perf_counter()
+        async with state.semaphore:
+            if state.limiter is not None:
+                await state.limiter.acquire()
+            self.stats.requests += 1
+            try:
+                raw = await state.client.chat.completions.with_raw_response.create(
+                    model=self.model,
+                    messages=list(messages),  # type: ignore[arg-type]
+                    temperature=self.settings.judge_temperature,
+                    max_tokens=max_tokens or self.settings.judge_max_tokens,
+                )
+                completion = raw.parse()
+            except openai.APIError as e:
+                retries = _retries_of(e)
+                self.stats.retries += retries
+                self.stats.failures += 1
+                detail = _describe(e, retries)
+                _log.warning("judge_model_unavailable", judge=judge, model=self.model, detail=detail)
+                raise ModelUnavailableError(detail, retries=retries) from e
+        retries = raw.retries_taken
+        self.stats.retries += retries
+        choice = completion.choices[0] if completion.choices else None
+        text = (choice.message.content or "") if choice is not None else ""
+        usage = completion.usage
+        pt = usage.prompt_tokens if usage else 0
+        ct = usage.completion_tokens if usage else 0
+        self.stats.prompt_tokens[judge] = self.stats.prompt_tokens.get(judge, 0) + pt
+        self.stats.completion_tokens[judge] = self.stats.completion_tokens.get(judge, 0) + ct
+        self._charge(judge, pt + ct)
+        result = LLMResult(
+            text=text,
+            finish_reason=choice.finish_reason if choice is not None else None,
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            retries=retries,
+            latency_s=time.perf_counter() - started,
+        )
+        if cache_size:
+            self._cache[key] = result
+            while len(self._cache) > cache_size:
+                self._cache.popitem(last=False)
+        return result
+
+
+def _retries_of(e: openai.APIError) -> int:
+    """Retries taken before ``e``: the ``x-stainless-retry-count`` header of the last attempt."""
+    try:
+        return int(e.request.headers.get("x-stainless-retry-count", "0"))
+    except (AttributeError, ValueError, RuntimeError):
+        return 0
+
+
+def _describe(e: openai.APIError, retries: int) -> str:
+    attempts = f"after {retries + 1} attempt{'s' if retries else ''}"
+    if isinstance(e, openai.APIStatusError):
+        return f"HTTP {e.status_code} {attempts}"
+    if isinstance(e, openai.APITimeoutError):
+        return f"timeout {attempts}"
+    if isinstance(e, openai.APIConnectionError):
+        return f"connection failed {attempts}"
+    return f"{type(e).__name__} {attempts}"

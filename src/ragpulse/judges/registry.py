@@ -1,0 +1,134 @@
+"""Build the configured judges: built-ins (LLM or heuristic backend) and plugins.
+
+Built-in judges are a table, :data:`BUILTIN_JUDGES`: name → :class:`JudgeSpec` naming the class for each
+backend as ``"module:Class"`` (imported lazily, so a judge's dependencies load only when it is used). When
+``settings.judge_model`` is set a judge with an ``llm`` class gets it, else its ``heuristic`` class; a judge
+with only one backend always uses that one (``keyword`` is always heuristic).
+
+Every judge class is called as ``cls(settings, options)`` where ``options = settings.judges.get(name, {})``;
+LLM classes also get ``client=`` the one :class:`~ragpulse.judges.llm.LLMClient` shared by all judges built
+in the same :func:`build_judges` call (so one connection pool, one concurrency limit, one rate limit, one
+cache per process when the process calls it once).
+
+Plugins: an entry point in the group ``ragpulse.judges`` whose name is the judge name and whose object is a
+factory called as ``factory(settings, options)`` returning a :class:`~ragpulse.protocols.Judge`. Built-in
+names cannot be taken over by a plugin.
+
+To add a built-in judge, add one row to :data:`BUILTIN_JUDGES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from ragpulse.config import Settings
+from ragpulse.errors import ConfigError
+from ragpulse.judges.llm import LLMClient
+from ragpulse.logging import get_logger
+from ragpulse.protocols import Judge
+
+__all__ = ["BUILTIN_JUDGES", "ENTRY_POINT_GROUP", "JudgeSpec", "available_judges", "build_judges"]
+
+_log = get_logger("ragpulse.judges.registry")
+
+ENTRY_POINT_GROUP = "ragpulse.judges"
+
+#: A plugin factory: ``(settings, options) -> Judge``.
+JudgeFactory = Callable[[Settings, Mapping[str, Any]], Judge]
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """The classes implementing one built-in judge, as ``"module:Class"`` (``None``: no such backend)."""
+
+    llm: str | None = None
+    heuristic: str | None = None
+
+
+#: Built-in judges. Extend by adding rows.
+BUILTIN_JUDGES: dict[str, JudgeSpec] = {
+    "relevancy": JudgeSpec(
+        llm="ragpulse.judges.relevancy:LLMRelevancyJudge",
+        heuristic="ragpulse.judges.heuristic:HeuristicRelevancyJudge",
+    ),
+    "faithfulness": JudgeSpec(
+        llm="ragpulse.judges.faithfulness:LLMFaithfulnessJudge",
+        heuristic="ragpulse.judges.heuristic:HeuristicFaithfulnessJudge",
+    ),
+    "keyword": JudgeSpec(heuristic="ragpulse.judges.keyword:KeywordJudge"),
+}
+
+
+def _plugins() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN_JUDGES}
+
+
+def available_judges() -> list[str]:
+    """Names of every judge that :func:`build_judges` can build: built-ins, then plugins, sorted."""
+    return sorted(BUILTIN_JUDGES) + sorted(_plugins())
+
+
+def _load_class(path: str, judge: str) -> Any:
+    module, _, attr = path.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"judge {judge!r}: cannot load {path} ({e})") from e
+
+
+def build_judges(
+    settings: Settings, names: Sequence[str] | None = None, *, client: LLMClient | None = None
+) -> dict[str, Judge]:
+    """Build the named judges (default ``settings.enabled_judges``), in the given order.
+
+    Args:
+        settings: process settings; ``settings.judge_model`` picks the LLM backend.
+        names: judge names; duplicates are built once.
+        client: the LLM client to share (default: one new :class:`LLMClient`, made only if an LLM judge is
+            built).
+
+    Returns:
+        ``{name: judge}``.
+
+    Raises:
+        ConfigError: an unknown judge name, a judge that needs a judge model when none is configured, a bad
+            option or prompt template, or a plugin that fails to load or returns no :class:`Judge`.
+    """
+    wanted = list(dict.fromkeys(names if names is not None else settings.enabled_judges))
+    plugins = _plugins()
+    unknown = [n for n in wanted if n not in BUILTIN_JUDGES and n not in plugins]
+    if unknown:
+        raise ConfigError(
+            f"unknown judge(s) {', '.join(unknown)}; available: {', '.join(available_judges())}"
+        )
+    judges: dict[str, Judge] = {}
+    for name in wanted:
+        options = settings.judges.get(name, {})
+        spec = BUILTIN_JUDGES.get(name)
+        judge: Any
+        if spec is None:
+            try:
+                factory = plugins[name].load()
+                judge = factory(settings, options)
+            except ConfigError:
+                raise
+            except Exception as e:
+                raise ConfigError(f"judge plugin {name!r} failed to load: {e}") from e
+        elif spec.llm is not None and (settings.uses_llm or spec.heuristic is None):
+            if not settings.uses_llm:
+                raise ConfigError(f"judge {name!r} needs a judge model (RAGPULSE_JUDGE_MODEL)")
+            if client is None:
+                client = LLMClient(settings)
+            judge = _load_class(spec.llm, name)(settings, options, client=client)
+        else:
+            assert spec.heuristic is not None
+            judge = _load_class(spec.heuristic, name)(settings, options)
+        if not isinstance(judge, Judge):
+            raise ConfigError(f"judge {name!r} does not implement the Judge protocol")
+        judges[name] = judge
+        _log.info("judge_built", judge=name, backend=str(judge.backend), version=judge.version)
+    return judges

@@ -1,0 +1,129 @@
+"""Registry (built-ins, backends, plugins) and prompt templates (package data, overrides, validation)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragpulse.config import Settings
+from ragpulse.errors import ConfigError
+from ragpulse.judges import registry
+from ragpulse.judges.faithfulness import LLMFaithfulnessJudge
+from ragpulse.judges.llm import LLMClient
+from ragpulse.judges.prompts import REQUIRED_PLACEHOLDERS, load_prompt
+from ragpulse.judges.relevancy import LLMRelevancyJudge
+from ragpulse.model import Backend, Judgement, JudgementStatus, Trace
+
+
+class EchoJudge:
+    """A plugin judge for the entry-point test."""
+
+    name = "echo"
+    version = "echo-1"
+    backend = Backend.HEURISTIC
+    threshold = 0.5
+
+    def __init__(self, settings: Settings, options: Mapping[str, Any]) -> None:
+        self.options = options
+
+    async def judge(self, trace: Trace) -> Judgement:
+        return Judgement(
+            judge="echo",
+            version="echo-1",
+            backend=Backend.HEURISTIC,
+            status=JudgementStatus.OK,
+            score=1.0,
+            passed=True,
+        )
+
+
+def test_llm_judges_share_one_client(llm_settings: Settings) -> None:
+    settings = llm_settings.model_copy(update={"judges": {"faithfulness": {"mode": "binary"}}})
+    judges = registry.build_judges(settings, ["relevancy", "faithfulness", "relevancy"])
+    assert list(judges) == ["relevancy", "faithfulness"]
+    rel, faith = judges["relevancy"], judges["faithfulness"]
+    assert isinstance(rel, LLMRelevancyJudge) and isinstance(faith, LLMFaithfulnessJudge)
+    assert rel.client is faith.client and faith.mode == "binary"
+    assert rel.backend is Backend.LLM
+
+
+def test_unknown_judge_and_missing_model() -> None:
+    with pytest.raises(ConfigError, match="unknown judge"):
+        registry.build_judges(Settings(judge_model="m"), ["nope"])
+    registry.BUILTIN_JUDGES["llm_only"] = registry.JudgeSpec(
+        llm="ragpulse.judges.relevancy:LLMRelevancyJudge"
+    )
+    try:
+        with pytest.raises(ConfigError, match="needs a judge model"):
+            registry.build_judges(Settings(judge_model=None), ["llm_only"])
+    finally:
+        del registry.BUILTIN_JUDGES["llm_only"]
+
+
+def test_heuristic_backend_without_model() -> None:
+    """Without a judge model, built-ins come from the heuristic classes (skipped until those are merged)."""
+    pytest.importorskip("ragpulse.judges.heuristic")
+    pytest.importorskip("ragpulse.judges.keyword")
+    judges = registry.build_judges(Settings(judge_model=None), ["relevancy", "faithfulness", "keyword"])
+    assert {j.backend for j in judges.values()} == {Backend.HEURISTIC}
+
+
+def test_keyword_is_always_heuristic(llm_settings: Settings) -> None:
+    assert registry.BUILTIN_JUDGES["keyword"].llm is None
+    pytest.importorskip("ragpulse.judges.keyword")
+    assert registry.build_judges(llm_settings, ["keyword"])["keyword"].backend is Backend.HEURISTIC
+
+
+def test_plugins_from_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    eps = [
+        EntryPoint(name="echo", value=f"{__name__}:EchoJudge", group="ragpulse.judges"),
+        EntryPoint(name="relevancy", value=f"{__name__}:EchoJudge", group="ragpulse.judges"),
+        EntryPoint(name="broken", value="no_such_module_xyz:thing", group="ragpulse.judges"),
+    ]
+    monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if e.group == group])
+    assert registry.available_judges() == ["faithfulness", "keyword", "relevancy", "broken", "echo"]
+    settings = Settings(judge_model="m", judges={"echo": {"x": 1}})
+    judge = registry.build_judges(settings, ["echo"])["echo"]
+    assert isinstance(judge, EchoJudge) and judge.options == {"x": 1}
+    with pytest.raises(ConfigError, match="broken"):
+        registry.build_judges(settings, ["broken"])
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED_PLACEHOLDERS))
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_packaged_templates_are_valid(name: str, lang: str) -> None:
+    tpl = load_prompt(name, lang)
+    assert tpl.source == f"package:{name}.{lang}.txt"
+    for ph in REQUIRED_PLACEHOLDERS[name]:
+        upper = {"en": ph.upper(), "zh": None}[lang]
+        if upper:
+            assert f"<<<{upper}\n${{{ph}}}\n{upper}>>>" in tpl.text  # every untrusted text is fenced
+
+
+def test_template_override_and_validation(
+    tmp_path: Path, llm_settings: Settings, llm_client: LLMClient
+) -> None:
+    (tmp_path / "relevancy.en.txt").write_text(
+        "Q ${question} A ${answer} — YES/NO, $$0 cost", encoding="utf-8"
+    )
+    tpl = load_prompt("relevancy", "en", tmp_path)
+    assert tpl.source.endswith("relevancy.en.txt")
+    assert tpl.render(question="q <<<x>>>", answer="a") == "Q q ‹‹‹x››› A a — YES/NO, $0 cost"
+    assert load_prompt("relevancy", "zh", tmp_path).source == "package:relevancy.zh.txt"  # not overridden
+    (tmp_path / "faithfulness_claims.en.txt").write_text("${answer} ${context}", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"missing placeholder\(s\) \$\{question\}"):
+        load_prompt("faithfulness_claims", "en", tmp_path)
+    settings = llm_settings.model_copy(update={"judge_prompts_dir": tmp_path})
+    with pytest.raises(ConfigError, match=r"faithfulness_claims\.en\.txt"):
+        registry.build_judges(settings, ["faithfulness"], client=llm_client)
+    (tmp_path / "faithfulness_binary.zh.txt").write_text("${claim} ${context} ${answer}", encoding="utf-8")
+    with pytest.raises(ConfigError, match="unknown placeholder"):
+        load_prompt("faithfulness_binary", "zh", tmp_path)
+    with pytest.raises(ConfigError, match="not a directory"):
+        load_prompt("relevancy", "en", tmp_path / "missing")
+    with pytest.raises(ConfigError, match="unknown prompt language"):
+        load_prompt("relevancy", "fr")

@@ -1,0 +1,71 @@
+"""Schema migrations: from empty, re-run (idempotent), concurrent runs serialised by the advisory lock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from ragpulse.store.migrate import MIGRATION_LOCK_KEY, load_migrations, migrate
+
+TABLES = {
+    "dead_letters",
+    "judgements",
+    "run_cases",
+    "runs",
+    "schema_migrations",
+    "test_cases",
+    "test_sets",
+    "traces",
+}
+
+
+async def _tables(conn: asyncpg.Connection) -> set[str]:
+    rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    return {r["tablename"] for r in rows}
+
+
+def test_packaged_migrations_are_numbered() -> None:
+    migs = load_migrations()
+    assert [m.version for m in migs] == [1]
+    assert migs[0].name == "initial" and len(migs[0].checksum) == 64
+
+
+async def test_from_empty_then_rerun(store_url: str) -> None:
+    conn = await asyncpg.connect(store_url)
+    try:
+        assert await _tables(conn) == set()
+        assert await migrate(conn) == [1]
+        assert await _tables(conn) == TABLES
+        assert await migrate(conn) == []
+        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        # the lock is released after migrating
+        assert await conn.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
+    finally:
+        await conn.close()
+
+
+async def test_concurrent_migrations_apply_once(store_url: str) -> None:
+    a, b = await asyncpg.connect(store_url), await asyncpg.connect(store_url)
+    try:
+        done = await asyncio.gather(migrate(a), migrate(b))
+        assert sorted(done) == [[], [1]]
+        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == 1
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_migrate_waits_for_advisory_lock(store_url: str) -> None:
+    holder, runner = await asyncpg.connect(store_url), await asyncpg.connect(store_url)
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+        task = asyncio.create_task(migrate(runner))
+        await asyncio.sleep(0.3)
+        assert not task.done()
+        assert await _tables(holder) == set()  # nothing ran while another replica held the lock
+        await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+        assert await asyncio.wait_for(task, 10) == [1]
+    finally:
+        await holder.close()
+        await runner.close()
