@@ -216,3 +216,23 @@ def test_own_service_and_scope_are_ignored() -> None:
     assert split.spans == [] and split.ignored_own == 1
     doc["resourceSpans"][0]["scopeSpans"][0]["scope"]["name"] = "ragpulse-replay"
     assert len(request_to_spans(decode_json(json.dumps(doc)).request, "ragpulse").spans) == 1
+
+
+def test_proto_field_names_are_accepted() -> None:
+    span = _span()
+    span["trace_id"] = span.pop("traceId").lower()
+    span["span_id"] = span.pop("spanId")
+    span["parent_span_id"] = span.pop("parentSpanId")
+    span["start_time_unix_nano"] = span.pop("startTimeUnixNano")
+    doc = {"resource_spans": [{"scope_spans": [{"spans": [span]}]}]}
+    result = decode_json(json.dumps(doc))
+    assert result.rejected_spans == 0
+    sp = result.request.resource_spans[0].scope_spans[0].spans[0]
+    assert (sp.trace_id.hex(), sp.span_id.hex()) == (TID.lower(), SID.lower())
+    assert sp.start_time_unix_nano == 1544712660000000000
+
+
+def test_rejection_messages_are_bounded() -> None:
+    span = _span(startTimeUnixNano="x" * 5000)
+    result = decode_json(json.dumps(_request(span)))
+    assert result.rejected_spans == 1 and len(result.errors[0]) <= 200

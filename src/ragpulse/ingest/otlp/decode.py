@@ -65,7 +65,7 @@ class DecodeResult:
         """Count ``count`` rejected spans and remember ``message`` (the first 5 messages are kept)."""
         self.rejected_spans += count
         if len(self.errors) < 5:
-            self.errors.append(message)
+            self.errors.append(message if len(message) <= 200 else message[:199] + "…")
 
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
@@ -170,6 +170,10 @@ def id_to_bytes(value: Any, size: int) -> bytes:
     return raw
 
 
+#: proto field names of the id fields → their JSON names (protobuf's JSON parser accepts both spellings).
+_CAMEL = {"trace_id": "traceId", "span_id": "spanId", "parent_span_id": "parentSpanId"}
+
+
 def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
@@ -178,7 +182,7 @@ def _span_from_json(obj: Any) -> Span:
     """Parse one OTLP/JSON span object (ids converted first). Raises ValueError/ParseError."""
     if not isinstance(obj, dict):
         raise ValueError("span is not an object")
-    d = dict(obj)
+    d = {_CAMEL.get(k, k): v for k, v in obj.items()}
     trace_id = id_to_bytes(d.get("traceId"), TRACE_ID_BYTES)
     span_id = id_to_bytes(d.get("spanId"), SPAN_ID_BYTES)
     if not trace_id or not any(trace_id):
@@ -193,7 +197,7 @@ def _span_from_json(obj: Any) -> Span:
         fixed = []
         for link in links:
             if isinstance(link, dict):
-                ln = dict(link)
+                ln = {_CAMEL.get(k, k): v for k, v in link.items()}
                 ln["traceId"] = _b64(id_to_bytes(ln.get("traceId"), TRACE_ID_BYTES))
                 ln["spanId"] = _b64(id_to_bytes(ln.get("spanId"), SPAN_ID_BYTES))
                 fixed.append(ln)
@@ -216,7 +220,7 @@ def _as_list(obj: Any, what: str) -> list[Any]:
 def decode_json(data: bytes | str) -> DecodeResult:
     """Parse an OTLP/JSON ``ExportTraceServiceRequest`` (see the module docstring for the rules).
 
-    Keys may be lowerCamelCase (spec) or the proto field names (``resource_spans``), which
+    Keys may be lowerCamelCase (spec) or the proto field names (``resource_spans``, ``trace_id``), which
     ``json_format`` also accepts. Spans that fail to decode are dropped and counted.
 
     Raises:
