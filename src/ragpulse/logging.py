@@ -26,8 +26,14 @@ def _mask_secrets(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Muta
     return event_dict
 
 
-def _stderr_logger(*_: Any) -> structlog.PrintLogger:
-    return structlog.PrintLogger(file=sys.stderr)
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of the write (test runners swap and close it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
@@ -57,8 +63,7 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        # sys.stderr is looked up when a logger is made, not now (test runners swap it).
-        logger_factory=_stderr_logger,
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(
@@ -67,17 +72,9 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
     logging.getLogger("jieba").setLevel(logging.WARNING)
 
 
-def get_logger(name: str | None = None) -> Any:
-    """Return a structlog logger bound to ``logger=name``.
-
-    The logger is a lazy proxy: a module-level ``log = get_logger(__name__)`` follows a later
-    :func:`configure_logging` (``.bind()`` here would freeze the configuration current at import time).
-    """
-    return structlog.get_logger() if name is None else _NamedLogger(name)
-
-
 class _NamedLogger:
-    """Binds ``logger=name`` on every use, against the structlog configuration current at that moment."""
+    """A logger named ``name`` that resolves structlog's configuration on every call (never cached), so a
+    module-level logger follows later :func:`configure_logging` calls and the current stderr."""
 
     __slots__ = ("_name",)
 
@@ -86,3 +83,8 @@ class _NamedLogger:
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(structlog.get_logger().bind(logger=self._name), attr)
+
+
+def get_logger(name: str | None = None) -> Any:
+    """Return a structlog logger bound to ``logger=name`` (resolved lazily at each call)."""
+    return structlog.get_logger() if name is None else _NamedLogger(name)

@@ -318,3 +318,62 @@ def test_no_convention_still_gives_a_trace() -> None:
     t = _build([_span("a" * 16, None, {"http.method": "GET"}, service="web")])
     assert t.trace_id == TID and t.question is None and t.answer is None and t.app == "web"
     assert "conventions" not in t.attributes
+
+
+def test_genai_older_event_forms() -> None:
+    v126 = _span(
+        "a" * 16,
+        None,
+        {"gen_ai.system": "openai", "gen_ai.request.model": "gpt-4", "gen_ai.response.model": "gpt-4-0613"},
+        events=(
+            SpanEvent(
+                "gen_ai.content.prompt",
+                0,
+                {
+                    "gen_ai.prompt": json.dumps(
+                        [
+                            {"role": "system", "content": "Be brief."},
+                            {"role": "user", "content": "Capital of PT?"},
+                        ]
+                    )
+                },
+            ),
+            SpanEvent(
+                "gen_ai.content.completion",
+                0,
+                {"gen_ai.completion": json.dumps([{"role": "assistant", "content": "Lisbon."}])},
+            ),
+        ),
+    )
+    t = _build([v126])
+    assert (t.question, t.answer, t.model, t.context) == (
+        "Capital of PT?",
+        "Lisbon.",
+        "gpt-4-0613",
+        "Be brief.",
+    )
+    v130 = _span(
+        "a" * 16,
+        None,
+        {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"},
+        events=(
+            SpanEvent("gen_ai.system.message", 0, {"content": "Use the docs."}),
+            SpanEvent("gen_ai.user.message", 0, {"content": "Where is Porto?"}),
+            SpanEvent(
+                "gen_ai.choice",
+                0,
+                {"index": 0, "message": json.dumps({"role": "assistant", "content": "North."})},
+            ),
+        ),
+    )
+    t = _build([v130])
+    assert (t.question, t.answer, t.context) == ("Where is Porto?", "North.", "Use the docs.")
+
+
+def test_root_error_status_is_kept_as_attribute() -> None:
+    t = _build(
+        [_span("a" * 16, None, {"openinference.span.kind": "CHAIN", "input.value": "q"}, status_code=2)]
+    )
+    assert t.attributes["otlp.status"] == "error"
+    t = _build([_span("a" * 16, None, {"openinference.span.kind": "CHAIN", "input.value": "q"})])
+    assert "otlp.status" not in t.attributes

@@ -58,3 +58,24 @@ async def test_unscripted_request_is_a_400() -> None:
                 await client.chat.completions.create(model="m", messages=MSG)  # type: ignore[arg-type]
         assert len(server.requests) == 1
     server.stop()  # idempotent
+
+
+async def test_judge_responder_fits_every_builtin_prompt(openai_server: ScriptedOpenAIServer) -> None:
+    from ragpulse.config import Settings
+    from ragpulse.judges.registry import build_judges
+    from ragpulse.model import JudgementStatus, Trace
+    from ragpulse.testing.openai_server import judge_responder
+
+    openai_server.reset(judge_responder)
+    settings = Settings(judge_base_url=openai_server.base_url, judge_model="m", judge_api_key="k")
+    en = Trace(
+        trace_id="a", question="What is the fee?", answer="There is no fee.", documents=["No fee applies."]
+    )
+    zh = Trace(trace_id="b", question="费用是多少？", answer="不收取任何费用。", documents=["不收费。"])
+    for options in ({}, {"relevancy": {"graded": True}, "faithfulness": {"mode": "binary"}}):
+        judges = build_judges(settings.model_copy(update={"judges": options}), ["relevancy", "faithfulness"])
+        for trace in (en, zh):
+            for j in judges.values():
+                res = await j.judge(trace)
+                assert res.status is JudgementStatus.OK and res.score == 1.0, res
+        await judges["relevancy"].client.aclose()  # type: ignore[attr-defined]

@@ -8,7 +8,8 @@ Two modes (``settings.judges.faithfulness.mode``):
     Default threshold 0.8. A reply with no claims at all is ``skipped`` with reason ``no_claims``.
 
 ``binary`` (the seed design's three-stage strategy), score 1 or 0, default threshold 0.5:
-    (a) the claim — question + answer for answers of at most ``short_answer_tokens`` tokens (default 8),
+    (a) the claim — question + answer for answers of at most ``short_answer_tokens`` words (default 8; a
+    CJK character counts as one word),
     else the answer — is checked against the whole retrieved context (``decided_by="whole_context"``);
     (b) if unsupported and there are several chunks, against each chunk in rank order, passing on the first
     supporting one (``decided_by="chunk:<0-based rank>"``);
@@ -24,6 +25,7 @@ flagged ``context_truncated``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -32,11 +34,13 @@ from ragpulse.judges.base import skipped
 from ragpulse.judges.llm_judge import CallLog, Decision, LLMJudge
 from ragpulse.judges.parsing import find_json_object, normalize_verdict_word, parse_yes_no
 from ragpulse.judges.prompts import format_chunks
-from ragpulse.judges.text import tokens
 from ragpulse.model import Judgement, Trace
 
 __all__ = ["LLMFaithfulnessJudge"]
 
+# Words for the short-answer rule: Latin/digit runs, and each CJK character on its own (no jieba: its
+# dictionary load would block the event loop on first use).
+_WORD_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]|[^\W_]+")
 _CLAIM_TEXT_KEYS = ("claim", "statement", "text")
 _CLAIM_LABELS = {"en": ("Question", "Answer"), "zh": ("问题", "回答")}
 
@@ -124,7 +128,7 @@ class LLMFaithfulnessJudge(LLMJudge):
     # -- binary ----------------------------------------------------------------------------------------
     def _claim_text(self, trace: Trace, lang: str) -> str:
         answer = (trace.answer or "").strip()
-        if len(tokens(answer)) <= self.short_answer_tokens and trace.question:
+        if len(_WORD_RE.findall(answer)) <= self.short_answer_tokens and trace.question:
             q_label, a_label = _CLAIM_LABELS.get(lang, _CLAIM_LABELS["en"])
             return f"{q_label}: {trace.question.strip()}\n{a_label}: {answer}"
         return answer

@@ -278,8 +278,8 @@ class LLMClient:
             ModelUnavailableError: code ``judge_unavailable``: HTTP error after retries, timeout or connection
                 failure; ``retries`` says how many retries were taken.
         """
-        key = self._cache_key(version, self.model, messages)
         cache_size = self.settings.judge_cache_size
+        key = self._cache_key(version, self.model, messages) if cache_size else ""
         if cache_size:
             hit = self._cache.get(key)
             if hit is not None:

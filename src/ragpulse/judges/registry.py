@@ -14,7 +14,10 @@ Plugins: an entry point in the group ``ragpulse.judges`` whose name is the judge
 factory called as ``factory(settings, options)`` returning a :class:`~ragpulse.protocols.Judge`. Built-in
 names cannot be taken over by a plugin.
 
-To add a built-in judge, add one row to :data:`BUILTIN_JUDGES`.
+To add a built-in judge, add one row to :data:`BUILTIN_JUDGES`. A row may name a class or any factory
+function: ``heuristic`` targets are called as ``f(settings, options)``, ``llm`` targets as
+``f(settings, options, client=client)``. Judges built on the ``ModelCaller`` seam wrap the client in
+:class:`~ragpulse.judges.llm_caller.SharedModelCaller` in such a factory.
 """
 
 from __future__ import annotations

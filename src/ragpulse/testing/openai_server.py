@@ -52,7 +52,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-__all__ = ["RecordedRequest", "Reply", "Responder", "ScriptedOpenAIServer"]
+__all__ = ["RecordedRequest", "Reply", "Responder", "ScriptedOpenAIServer", "judge_responder"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,28 @@ class RecordedRequest:
 
 #: Decides the reply to a request that has no scripted reply queued; a plain string is a 200 reply text.
 Responder = Callable[[RecordedRequest], Reply | str]
+
+
+def judge_responder(req: RecordedRequest) -> Reply:
+    """A plausible, always-positive judge for benches and smoke tests of ragpulse's own prompts.
+
+    Replies to a prompt asking for a ``"claims"`` JSON with two supported claims, to one asking for a
+    ``"score"`` JSON with ``{"score": 3, ...}``, and to anything else with ``YES`` (``是`` for Chinese prompts),
+    each followed by a one-sentence reason. Token usage is the default ``ceil(chars / 4)``.
+    """
+    p = req.prompt_text
+    if '"claims"' in p:
+        claims = [
+            {"claim": "first statement", "supported": True},
+            {"claim": "second statement", "supported": True},
+        ]
+        return Reply(json.dumps({"claims": claims}))
+    if '"score"' in p:
+        return Reply(json.dumps({"score": 3, "reason": "fully addresses the question"}))
+    if "第一行只写" in p:
+        return Reply("是\n回答针对问题。")
+    return Reply("YES\nThe answer addresses the question.")
+
 
 _ERROR_TYPES: Mapping[int, str] = {
     400: "invalid_request_error",

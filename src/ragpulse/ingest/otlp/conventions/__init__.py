@@ -9,7 +9,7 @@ The builder adds what does not depend on the convention: ``span_id`` (the root s
 start/end times (the root span's; without a root, no latency), ``app`` (mapped, else the root's
 ``service.name``), and the replay identity from ``ragpulse.run.id``, ``ragpulse.test_case.id``,
 ``ragpulse.expected_answer`` and ``ragpulse.keywords`` (a string array, a JSON array or a comma-separated
-string).
+string). A root span with status ERROR sets the trace attribute ``otlp.status=error``.
 
 ``Trace.context`` is the context the model was given (the system message / instructions), except when a
 retrieval ran and returned nothing: then it stays ``None`` so judges see "no retrieved context" rather than
@@ -133,6 +133,8 @@ class TraceBuilder:
         attrs: dict[str, Any] = fields["attributes"]
         if first is not None and first.service_name:
             attrs.setdefault("service.name", first.service_name)
+        if root is not None and root.status_code == 2:
+            attrs["otlp.status"] = "error"
         app = fields.get("app") or (first.service_name if first else None)
         if root is not None:
             start, end, latency = root.start_unix_nano, root.end_unix_nano, root.duration_s

@@ -5,7 +5,8 @@ Reads ``gen_ai.operation.name`` (``invoke_workflow``, ``invoke_agent``, ``retrie
 ``gen_ai.system_instructions`` in structured form (``arrayValue`` of ``kvlistValue``) or as JSON strings,
 ``gen_ai.retrieval.query.text``, ``gen_ai.retrieval.documents`` (``[{id, score}]``; ``content``/``text`` and
 ``metadata`` are read when present as extra properties), ``gen_ai.request.model`` /
-``gen_ai.response.model``, ``gen_ai.workflow.name`` (→ scenario) and ``gen_ai.conversation.id``.
+``gen_ai.response.model``, ``gen_ai.workflow.name`` (→ scenario) and ``gen_ai.conversation.id``. Older
+message forms carried as span events are read too (see :func:`call_messages`).
 
 Question: the root's last user message, else the first retrieval query, else the last model call's last
 user message. Answer: the root's last assistant message, else the last model call's. Model: the last model
@@ -31,11 +32,14 @@ from ragpulse.ingest.otlp.conventions.base import (
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.model import Document
 
-__all__ = ["GenAiMapper", "is_model_call"]
+__all__ = ["GenAiMapper", "call_messages", "is_model_call"]
 
 OP = "gen_ai.operation.name"
 _MODEL_OPS = {"chat", "generate_content", "text_completion"}
 _MARKERS = (OP, "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.retrieval.documents")
+_EVENT_MARKERS = frozenset(
+    {"gen_ai.content.prompt", "gen_ai.content.completion", "gen_ai.choice", "gen_ai.user.message"}
+)
 
 
 def is_model_call(span: SpanData) -> bool:
@@ -45,6 +49,56 @@ def is_model_call(span: SpanData) -> bool:
     if op is not None:
         return str(op) in _MODEL_OPS
     return "gen_ai.request.model" in span.attributes or "gen_ai.response.model" in span.attributes
+
+
+_ROLE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def _event_text(attrs: Mapping[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        v = maybe_json(attrs.get(key))
+        if isinstance(v, Mapping):
+            v = v.get("content")
+        t = as_text(v) if not isinstance(v, list) else None
+        if t:
+            return t
+    return None
+
+
+def call_messages(span: SpanData, direction: str) -> list[tuple[str, str]]:
+    """``(role, text)`` messages of a model call, ``direction`` ``input`` or ``output``.
+
+    Current form: ``gen_ai.input.messages`` / ``gen_ai.output.messages``. Older forms, as span events:
+    ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` with a JSON ``gen_ai.prompt`` /
+    ``gen_ai.completion`` message list (v1.26-1.27), and ``gen_ai.{system,user,assistant,tool}.message`` /
+    ``gen_ai.choice`` with ``content`` or ``message`` (v1.28-1.36).
+    """
+    msgs = parse_messages(span.attributes.get(f"gen_ai.{direction}.messages"))
+    if msgs:
+        return msgs
+    old_event, old_attr = (
+        ("gen_ai.content.prompt", "gen_ai.prompt")
+        if direction == "input"
+        else ("gen_ai.content.completion", "gen_ai.completion")
+    )
+    out: list[tuple[str, str]] = []
+    for e in span.events:
+        if e.name == old_event:
+            out.extend(parse_messages(e.attributes.get(old_attr)))
+        elif direction == "input" and e.name in _ROLE_EVENTS:
+            t = _event_text(e.attributes, "content", "gen_ai.event.content")
+            if t:
+                out.append((_ROLE_EVENTS[e.name], t))
+        elif direction == "output" and e.name == "gen_ai.choice":
+            t = _event_text(e.attributes, "message", "content", "gen_ai.event.content")
+            if t:
+                out.append(("assistant", t))
+    return out
 
 
 def _last(messages: list[tuple[str, str]], roles: tuple[str, ...]) -> str | None:
@@ -86,7 +140,9 @@ class GenAiMapper:
 
     def match(self, spans: Sequence[SpanData]) -> bool:
         """True when any span carries ``gen_ai.operation.name``, GenAI messages or retrieval documents."""
-        return any(k in s.attributes for s in spans for k in _MARKERS)
+        return any(k in s.attributes for s in spans for k in _MARKERS) or any(
+            e.name in _EVENT_MARKERS for s in spans for e in s.events
+        )
 
     def map(self, spans: Sequence[SpanData]) -> MappedFields:
         """Question, answer, documents, context, model, scenario, conversation id."""
@@ -107,16 +163,14 @@ class GenAiMapper:
                 if question:
                     break
         if question is None and last_call is not None:
-            question = _last(parse_messages(last_call.attributes.get("gen_ai.input.messages")), ("user",))
+            question = _last(call_messages(last_call, "input"), ("user",))
         out["question"] = question
 
         answer = None
         if root is not None:
             answer = _last(parse_messages(root.attributes.get("gen_ai.output.messages")), ("assistant", ""))
         if answer is None and last_call is not None:
-            answer = _last(
-                parse_messages(last_call.attributes.get("gen_ai.output.messages")), ("assistant", "")
-            )
+            answer = _last(call_messages(last_call, "output"), ("assistant", ""))
         out["answer"] = answer
 
         docs: list[Document] = []
@@ -130,7 +184,7 @@ class GenAiMapper:
             out["model"] = as_text(a.get("gen_ai.response.model")) or as_text(a.get("gen_ai.request.model"))
             system = [t for _, t in parse_messages(a.get("gen_ai.system_instructions"))]
             if not system:
-                system = [t for role, t in parse_messages(a.get("gen_ai.input.messages")) if role == "system"]
+                system = [t for role, t in call_messages(last_call, "input") if role == "system"]
             out["model_context"] = "\n\n".join(system) if system else None
 
         for s in ([root] if root else []) + ordered:
