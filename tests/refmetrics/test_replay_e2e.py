@@ -61,6 +61,16 @@ def test_kestrel_replay_checklists_context_metrics_and_gate(pg_url: str, tmp_pat
     assert (ck["scored"], ck["pass"], ck["fail"]) == (6, 2, 4)
     assert ck["mean"] == pytest.approx((1 + 0.4 + 0 + 1 + 0.4 + 0) / 6, abs=1e-6)
 
+    # diagnosis in the report: which side is weak
+    diag = {d["case_id"]: d for d in report["diagnosis"]["cases"]}
+    assert diag["reimb-en-03"]["weak_side"] == "generation"  # good retrieval, invented answer
+    assert diag["reimb-zh-03"]["weak_side"] == "retrieval"  # the right chunk was not retrieved
+    assert diag["delay-en-01"]["weak_side"] == "retrieval"  # recall@1 = 1/3
+    assert diag["leave-en-01"]["weak_side"] == "none"
+    assert report["diagnosis"]["overall"]["weak_side"] in ("retrieval", "generation", "both")
+    shown = runner.invoke(app, ["runs", "show", "kestrel-1"], env=env)
+    assert shown.exit_code == 0 and "diagnosis:" in shown.output
+
     xml_path = tmp_path / "junit.xml"
     gate = runner.invoke(
         app,
