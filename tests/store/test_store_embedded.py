@@ -11,6 +11,8 @@ from ragpulse.config import Settings
 from ragpulse.store import open_store
 from ragpulse.store.embedded import start_embedded
 
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
 
 async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> None:
     url = start_embedded(embedded_settings)  # reuses the running instance
@@ -52,14 +54,13 @@ async def test_second_process_reuses_running_server(embedded_settings: Settings)
         "from ragpulse.config import Settings; from ragpulse.store.embedded import start_embedded; "
         f"print(start_embedded(Settings(database_embedded_dir={str(embedded_settings.database_embedded_dir)!r})))"
     )
-    src = str(Path(__file__).resolve().parents[2] / "src")
     proc = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == url
