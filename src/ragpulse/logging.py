@@ -26,6 +26,16 @@ def _mask_secrets(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Muta
     return event_dict
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of the write (test runners swap and close it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
     """Configure structlog and the stdlib root logger.
 
@@ -53,7 +63,7 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(
@@ -62,6 +72,19 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
     logging.getLogger("jieba").setLevel(logging.WARNING)
 
 
+class _NamedLogger:
+    """A logger named ``name`` that resolves structlog's configuration on every call (never cached), so a
+    module-level logger follows later :func:`configure_logging` calls and the current stderr."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(structlog.get_logger().bind(logger=self._name), attr)
+
+
 def get_logger(name: str | None = None) -> Any:
-    """Return a structlog logger bound to ``logger=name``."""
-    return structlog.get_logger(name) if name is None else structlog.get_logger().bind(logger=name)
+    """Return a structlog logger bound to ``logger=name`` (resolved lazily at each call)."""
+    return structlog.get_logger() if name is None else _NamedLogger(name)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ragpulse.ingest.otlp.spans import SpanData
-from ragpulse.model import Trace
+from ragpulse.model import Source, Trace
 from ragpulse.protocols import AckCallback
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,3 +76,55 @@ class FakeClock:
 
     def advance(self, dt: float) -> None:
         self.t += dt
+
+
+def fixture_doc_contents(name: str, trace_id: str) -> list[str]:
+    """Document contents straight from the fixture JSON, in rank order, for each convention's encoding."""
+    doc = json.loads((fixtures_dir() / name).read_text("utf-8"))
+    out: list[str] = []
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                if sp["traceId"].lower() != trace_id:
+                    continue
+                attrs = {a["key"]: a["value"] for a in sp.get("attributes", [])}
+                i = 0
+                while f"retrieval.documents.{i}.document.content" in attrs:
+                    out.append(attrs[f"retrieval.documents.{i}.document.content"]["stringValue"])
+                    i += 1
+                docs = attrs.get("gen_ai.retrieval.documents")
+                for v in (docs or {}).get("arrayValue", {}).get("values", []):
+                    kv = {x["key"]: x["value"] for x in v["kvlistValue"]["values"]}
+                    out.append(kv["content"]["stringValue"])
+                for ev in sp.get("events", []):
+                    if ev["name"] == "db.query.result":
+                        ea = {a["key"]: a["value"] for a in ev["attributes"]}
+                        out.append(ea["db.query.result.document"]["stringValue"])
+    return out
+
+
+def check_record(trace: Trace, rec: dict[str, Any], name: str, *, assembled: bool = True) -> None:
+    """Assert ``trace`` matches the oracle record ``rec`` of fixture ``name`` (question, doc ids, scores and
+    contents in rank order, answer, model, app/scenario, session, latency, convention) and, when the trace
+    went through the assembler (``assembled``), its completeness."""
+    assert trace.trace_id == rec["traceId"]
+    assert trace.source is Source.OTLP
+    assert trace.question == rec["question"]
+    assert trace.doc_ids == rec["docIds"]
+    assert [d.score for d in trace.documents] == rec["docScores"]
+    assert [d.rank for d in trace.documents] == list(range(len(rec["docIds"])))
+    assert trace.answer == rec["answer"]
+    assert trace.model == rec["model"]
+    assert trace.app == rec["app"]
+    assert trace.scenario == rec["scenario"]
+    assert trace.attributes.get("session_id") == rec["sessionId"]
+    if rec["latencyMs"] is None:
+        assert trace.latency_s is None
+    else:
+        assert trace.latency_s == pytest.approx(rec["latencyMs"] / 1000, abs=1e-9)
+    expected_contexts = fixture_doc_contents(name, rec["traceId"])
+    assert len(expected_contexts) == len(rec["docIds"])
+    assert trace.contexts == expected_contexts
+    assert rec["convention"] in trace.attributes["conventions"]
+    if assembled:
+        assert trace.incomplete is not rec["complete"]

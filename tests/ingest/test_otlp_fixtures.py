@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from otlp_testutil import FakeClock, expected_records, fixtures_dir, group
+from otlp_testutil import FakeClock, check_record, expected_records, fixtures_dir, group
 
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.assembly import TraceAssembler
 from ragpulse.ingest.otlp.conventions import TraceBuilder
 from ragpulse.ingest.otlp.decode import DecodeResult, decode_json, decode_protobuf
 from ragpulse.ingest.otlp.spans import SpanData, request_to_spans
-from ragpulse.model import Source, Trace
+from ragpulse.model import Trace
 
 FILES = [
     "otlp-openinference-langchain-rag.json",
@@ -30,50 +29,8 @@ def _decode(name: str, form: str) -> DecodeResult:
     return decode_protobuf((d / name.replace(".json", ".binpb")).read_bytes())
 
 
-def _fixture_doc_contents(name: str, trace_id: str) -> list[str]:
-    """Document contents straight from the fixture JSON, in rank order, for each convention's encoding."""
-    doc = json.loads((fixtures_dir() / name).read_text("utf-8"))
-    out: list[str] = []
-    for rs in doc["resourceSpans"]:
-        for ss in rs["scopeSpans"]:
-            for sp in ss["spans"]:
-                if sp["traceId"].lower() != trace_id:
-                    continue
-                attrs = {a["key"]: a["value"] for a in sp.get("attributes", [])}
-                i = 0
-                while f"retrieval.documents.{i}.document.content" in attrs:
-                    out.append(attrs[f"retrieval.documents.{i}.document.content"]["stringValue"])
-                    i += 1
-                docs = attrs.get("gen_ai.retrieval.documents")
-                for v in (docs or {}).get("arrayValue", {}).get("values", []):
-                    kv = {x["key"]: x["value"] for x in v["kvlistValue"]["values"]}
-                    out.append(kv["content"]["stringValue"])
-                for ev in sp.get("events", []):
-                    if ev["name"] == "db.query.result":
-                        ea = {a["key"]: a["value"] for a in ev["attributes"]}
-                        out.append(ea["db.query.result.document"]["stringValue"])
-    return out
-
-
 def _check(trace: Trace, rec: dict[str, Any], name: str, spans: list[SpanData]) -> None:
-    assert trace.trace_id == rec["traceId"]
-    assert trace.source is Source.OTLP
-    assert trace.question == rec["question"]
-    assert trace.doc_ids == rec["docIds"]
-    assert [d.score for d in trace.documents] == rec["docScores"]
-    assert [d.rank for d in trace.documents] == list(range(len(rec["docIds"])))
-    assert trace.answer == rec["answer"]
-    assert trace.model == rec["model"]
-    assert trace.app == rec["app"]
-    assert trace.scenario == rec["scenario"]
-    assert trace.attributes.get("session_id") == rec["sessionId"]
-    if rec["latencyMs"] is None:
-        assert trace.latency_s is None
-    else:
-        assert trace.latency_s == pytest.approx(rec["latencyMs"] / 1000, abs=1e-9)
-    expected_contexts = _fixture_doc_contents(name, rec["traceId"])
-    assert len(expected_contexts) == len(rec["docIds"])
-    assert trace.contexts == expected_contexts
+    check_record(trace, rec, name, assembled=False)
     model_context = TraceBuilder(Settings()).merge(spans).get("model_context")
     if rec["modelContextStartsWith"]:
         assert model_context is not None and model_context.startswith(rec["modelContextStartsWith"])
@@ -85,7 +42,6 @@ def _check(trace: Trace, rec: dict[str, Any], name: str, spans: list[SpanData]) 
     else:
         # An empty retrieval: no context, so judges record no_context rather than judge against a prompt.
         assert trace.context is None
-    assert rec["convention"] in trace.attributes["conventions"]
 
 
 @pytest.mark.parametrize("form", ["json", "binpb"])

@@ -14,7 +14,11 @@ from functools import lru_cache
 __all__ = ["content_tokens", "detect_language", "is_abstention", "tokens"]
 
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_SEGMENT_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[^\W_]+(?:[.'’-][^\W_]+)*", re.UNICODE)
+# A non-CJK word character: words of other scripts stop at a CJK ideograph, so "12人" gives "12" + "人".
+_WORD_CH = r"(?:(?![\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])[^\W_])"
+_SEGMENT_RE = re.compile(
+    rf"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|{_WORD_CH}+(?:[.'’-]{_WORD_CH}+)*", re.UNICODE
+)
 
 EN_STOPWORDS = frozenset(
     [

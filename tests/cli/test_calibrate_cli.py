@@ -1,0 +1,104 @@
+"""``ragpulse calibrate`` end to end through the typer app (real files, real judges, no model)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragpulse.cli import app
+
+PARIS = "The Eiffel Tower is in Paris. It was completed in 1889."
+Q = "Where is the Eiffel Tower?"
+# faithfulness scores (hand-computed): 1.0, 0.0, 1/3 (1925 weighs 2, "completed" 1), 1.0
+ROWS = [
+    {"question": Q, "contexts": [PARIS], "answer": "The Eiffel Tower is in Paris.", "faithful": 1},
+    {"question": Q, "contexts": [PARIS], "answer": "The Eiffel Tower is in Rome.", "faithful": "0"},
+    {"question": Q, "contexts": PARIS, "answer": "It was completed in 1925.", "faithful": "1"},
+    {"question": Q, "contexts": [PARIS], "answer": "It was completed in 1889.", "faithful": 0},
+    {"question": Q, "contexts": [PARIS], "answer": "I don't know.", "faithful": 1},
+]
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
+    monkeypatch.delenv("RAGPULSE_CONFIG", raising=False)
+    path = tmp_path / "cases.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in ROWS) + "\n\n", encoding="utf-8")
+    return path
+
+
+def run_json(*args: str) -> dict[str, object]:
+    res = runner.invoke(app, ["calibrate", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    out: dict[str, object] = json.loads(res.stdout)
+    return out
+
+
+def test_calibrate_json(cases: Path) -> None:
+    out = run_json(str(cases), "--judge", "faithfulness", "--label", "faithful")
+    # threshold 0.65: tp (1.0, 1), tn (0.0, 0), fn (1/3, 1), fp (1.0, 0); the abstention is unscored
+    assert out["confusion"] == {"tp": 1, "fp": 1, "tn": 1, "fn": 1}
+    assert (out["n"], out["n_unscored"], out["accuracy"], out["balanced_accuracy"], out["f1"]) == (
+        4,
+        1,
+        0.5,
+        0.5,
+        0.5,
+    )
+    assert out["backend"] == "heuristic" and out["threshold"] == 0.65
+    # ranks of scores [3.5, 1, 2, 3.5] vs labels [3.5, 1.5, 3.5, 1.5] → 1 / sqrt(4.5 · 4)
+    assert out["spearman"] == pytest.approx(1 / math.sqrt(18))
+    ci = out["balanced_accuracy_ci"]
+    assert isinstance(ci, list) and len(ci) == 2 and ci[0] <= 0.5 <= ci[1]
+
+
+def test_calibrate_threshold_and_limit(cases: Path) -> None:
+    out = run_json(str(cases), "--judge", "faithfulness", "--label", "faithful", "--threshold", "0.3")
+    # 1/3 now passes → tp 2, fn 0: BA = (2/2 + 1/2) / 2
+    assert out["confusion"] == {"tp": 2, "fp": 1, "tn": 1, "fn": 0} and out["balanced_accuracy"] == 0.75
+    out = run_json(str(cases), "--judge", "faithfulness", "--label", "faithful", "--limit", "2")
+    assert out["n"] == 2 and out["confusion"] == {"tp": 1, "fp": 0, "tn": 1, "fn": 0}
+
+
+def test_calibrate_table(cases: Path) -> None:
+    res = runner.invoke(app, ["calibrate", str(cases), "--judge", "faithfulness", "--label", "faithful"])
+    assert res.exit_code == 0, res.output
+    assert "balanced accuracy (95% CI)" in res.stdout and "1 / 1 / 1 / 1" in res.stdout
+    assert "abstained" in res.stdout
+
+
+def test_calibrate_usage_errors(cases: Path, tmp_path: Path) -> None:
+    res = runner.invoke(app, ["calibrate", str(cases), "--judge", "nope", "--label", "faithful"])
+    assert res.exit_code == 2 and "nope" in res.output
+    res = runner.invoke(app, ["calibrate", str(cases), "--judge", "faithfulness", "--label", "missing"])
+    assert res.exit_code == 2 and "no label field 'missing'" in res.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"question": "q", "answer": "a", "contexts": [], "y": 3}) + "\n", encoding="utf-8"
+    )
+    res = runner.invoke(app, ["calibrate", str(bad), "--judge", "faithfulness", "--label", "y"])
+    assert res.exit_code == 2 and "must be 0 or 1" in res.output
+    res = runner.invoke(
+        app, ["calibrate", str(tmp_path / "absent.jsonl"), "--judge", "faithfulness", "--label", "y"]
+    )
+    assert res.exit_code == 2
+
+
+def test_calibrate_ares_human(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
+    env = os.environ.get("RAGPULSE_SHARED_DIR")
+    shared = Path(env) if env else Path(__file__).resolve().parents[2] / ".." / "shared"
+    path = shared / "datasets" / "ares_human" / "ares_human.sample.jsonl"
+    if not path.exists():
+        pytest.skip(f"shared data not found: {path}")
+    out = run_json(str(path), "--judge", "faithfulness", "--label", "answer_faithfulness")
+    assert out["n"] == 200 and out["confusion"] == {"tp": 138, "fp": 4, "tn": 24, "fn": 34}
+    assert out["balanced_accuracy"] == pytest.approx(0.8297, abs=1e-4)
