@@ -15,6 +15,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from prometheus_client.parser import text_string_to_metric_families
@@ -69,6 +73,59 @@ def series(text: str, name: str, **match: str) -> list[dict[str, str]]:
 def attr_value(v: AnyValue) -> Any:
     kind = v.WhichOneof("value")
     return getattr(v, kind) if kind else None
+
+
+class OtlpMetricsReceiver:
+    """A test-owned OTLP/HTTP metrics receiver (``POST /v1/metrics``, protobuf); ``requests`` holds them."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportMetricsServiceRequest] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.path != "/v1/metrics":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                req = ExportMetricsServiceRequest()
+                req.ParseFromString(body)
+                with receiver._lock:
+                    receiver.requests.append(req)
+                payload = ExportMetricsServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1/metrics"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> OtlpMetricsReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def metrics(self) -> dict[str, Any]:
+        """The last received value of each metric, by name (``Metric`` protobuf messages)."""
+        out: dict[str, Any] = {}
+        with self._lock:
+            for req in self.requests:
+                for rm in req.resource_metrics:
+                    for sm in rm.scope_metrics:
+                        for m in sm.metrics:
+                            out[m.name] = m
+        return out
 
 
 class OtlpLogsReceiver:

@@ -121,6 +121,17 @@ async def _produce(bootstrap: str, topic: str, seconds: float) -> int:
     return n
 
 
+async def _stored_counts(pg_url: str) -> dict[str, int]:
+    import asyncpg
+
+    conn = await asyncpg.connect(pg_url)
+    try:
+        rows = await conn.fetch("SELECT judge, count(*) AS n FROM judgements GROUP BY judge")
+    finally:
+        await conn.close()
+    return {r["judge"]: int(r["n"]) for r in rows}
+
+
 def _not_yet_recorded() -> set[str]:
     """Metrics whose recording code is not on this branch yet (the engine sets the queue-depth gauge)."""
     import inspect
@@ -197,6 +208,15 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
             _query(base, expr)  # parses and evaluates (empty results are fine)
         pass_rate = _query(base, dashboard_exprs()[0])["data"]["result"]  # type: ignore[index]
         assert pass_rate, "pass-rate panel returns series while judgements flow"
+
+        # Counted once per stored judgement: Prometheus agrees with the store (after the last scrape).
+        time.sleep(2.5)
+        stored = asyncio.run(_stored_counts(pg_url))
+        for judge, n in stored.items():
+            got = _query(base, f'sum(ragpulse_judgements_total{{judge="{judge}"}})')["data"]["result"]  # type: ignore[index]
+            assert float(got[0]["value"][1]) == n, judge
+        received = _query(base, 'sum(ragpulse_traces_received_total{source="kafka"})')["data"]["result"]  # type: ignore[index]
+        assert float(received[0]["value"][1]) >= sent  # engine and Kafka source both count (see report)
 
         # The alert rules are loaded and evaluate without errors.
         deadline = time.monotonic() + 10

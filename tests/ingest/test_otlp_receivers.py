@@ -135,6 +135,39 @@ async def test_sdk_http_exporter(receivers: tuple[OtlpReceivers, MemorySink]) ->
     _check_sdk_trace(sink, trace_id)
 
 
+async def test_entry_span_with_remote_parent_counts_as_root(
+    receivers: tuple[OtlpReceivers, MemorySink],
+) -> None:
+    """A RAG service called by an upstream gateway: its entry span has a remote parent that is never
+    exported here. The trace completes after the grace period (not the 30 s idle timeout)."""
+    from opentelemetry import trace as trace_api
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    r, sink = receivers
+    upstream = SpanContext(0x5B8EFFF798038103D269B633813FC60C, 0xEEE19B7EC3C1B173, True, TraceFlags(1))
+
+    def emit() -> None:
+        provider = TracerProvider(resource=Resource.create({"service.name": "hr-assistant"}))
+        provider.add_span_processor(
+            SimpleSpanProcessor(GrpcExporter(endpoint=f"127.0.0.1:{r.grpc_port}", insecure=True, timeout=5))
+        )
+        tracer = provider.get_tracer("openinference.instrumentation.langchain")
+        ctx = trace_api.set_span_in_context(NonRecordingSpan(upstream))
+        with tracer.start_as_current_span("RetrievalQA", context=ctx) as root:
+            root.set_attributes(
+                {"openinference.span.kind": "CHAIN", "input.value": "q?", "output.value": "a."}
+            )
+            with tracer.start_as_current_span("VectorStoreRetriever") as ret:
+                ret.set_attribute("openinference.span.kind", "RETRIEVER")
+        provider.shutdown()
+
+    await asyncio.to_thread(emit)
+    (t,) = await sink.wait_for(1, timeout=5)
+    assert t.trace_id == "5b8efff798038103d269b633813fc60c"
+    assert (t.question, t.answer, t.incomplete) == ("q?", "a.", False)
+    assert t.span_id != "eee19b7ec3c1b173" and t.latency_s is not None
+
+
 async def test_own_service_spans_are_ignored(receivers: tuple[OtlpReceivers, MemorySink]) -> None:
     r, sink = receivers
     exporter = GrpcExporter(endpoint=f"127.0.0.1:{r.grpc_port}", insecure=True, timeout=5)
@@ -338,3 +371,31 @@ async def test_port_in_use_is_a_config_error() -> None:
                 _settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{first.http_port}"), sink
             ):
                 pass
+
+
+async def test_large_request_is_decoded_off_the_event_loop(
+    receivers: tuple[OtlpReceivers, MemorySink],
+) -> None:
+    from ragpulse.ingest.otlp.encode import request_to_otlp_json, trace_to_openinference_spans
+    from ragpulse.ingest.otlp.intake import OFFLOAD_BYTES
+    from ragpulse.model import Document, Trace
+
+    r, sink = receivers
+    big = "Records must be kept for seven years. " * 3000  # ~114 KB
+    t = Trace(
+        trace_id="7d4a0f51c26e41b2d3f4051627b8c9ea",
+        question="q?",
+        answer="a.",
+        documents=[Document(id="d", content=big)],
+    )
+    for body, ctype in (
+        (request_to_otlp_json(trace_to_openinference_spans(t)).encode(), "application/json"),
+        (trace_to_openinference_spans(t).SerializeToString(), "application/x-protobuf"),
+    ):
+        assert len(body) > OFFLOAD_BYTES
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
+            resp = await client.post("/v1/traces", content=body, headers={"Content-Type": ctype})
+        assert resp.status_code == 200
+        (got,) = await sink.wait_for(1)  # the protobuf copy arrives after release: late, dropped
+    assert got.contexts == [big] and got.question == "q?"
+    assert r.intake.spans_accepted == 3 and r.assembler.stats.late_spans == 3

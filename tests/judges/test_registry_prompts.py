@@ -17,6 +17,7 @@ from ragpulse.judges.llm import LLMClient
 from ragpulse.judges.prompts import REQUIRED_PLACEHOLDERS, load_prompt
 from ragpulse.judges.relevancy import LLMRelevancyJudge
 from ragpulse.model import Backend, Judgement, JudgementStatus, Trace
+from ragpulse.testing.openai_server import ScriptedOpenAIServer, judge_responder
 
 
 class EchoJudge:
@@ -85,7 +86,7 @@ def test_plugins_from_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
         EntryPoint(name="broken", value="no_such_module_xyz:thing", group="ragpulse.judges"),
     ]
     monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if e.group == group])
-    assert registry.available_judges() == ["faithfulness", "keyword", "relevancy", "broken", "echo"]
+    assert registry.available_judges() == [*sorted(registry.BUILTIN_JUDGES), "broken", "echo"]
     settings = Settings(judge_model="m", judges={"echo": {"x": 1}})
     judge = registry.build_judges(settings, ["echo"])["echo"]
     assert isinstance(judge, EchoJudge) and judge.options == {"x": 1}
@@ -127,3 +128,32 @@ def test_template_override_and_validation(
         load_prompt("relevancy", "en", tmp_path / "missing")
     with pytest.raises(ConfigError, match="unknown prompt language"):
         load_prompt("relevancy", "fr")
+
+
+async def test_close_judges_closes_the_shared_client_once(
+    openai_server: ScriptedOpenAIServer, llm_settings: Settings
+) -> None:
+    openai_server.reset(judge_responder)
+    judges = registry.build_judges(llm_settings, ["relevancy", "faithfulness"])
+    trace = Trace(trace_id="c", question="Fee?", answer="No fee at all.", documents=["No fee."])
+    assert (await judges["relevancy"].judge(trace)).score == 1.0
+    await registry.close_judges(judges)
+    await registry.close_judges(judges)  # idempotent
+    j = await judges["faithfulness"].judge(trace)  # a closed client is a bug → error judgement, not a raise
+    assert j.status is JudgementStatus.ERROR and j.reason_code == "internal_error"
+
+
+async def test_relevancy_without_question_is_skipped(llm_settings: Settings, llm_client: LLMClient) -> None:
+    j = await LLMRelevancyJudge(llm_settings, {}, client=llm_client).judge(Trace(trace_id="q", answer="Yes."))
+    assert (j.status, j.reason_code) == (JudgementStatus.SKIPPED, "no_question")
+
+
+async def test_close_judges_closes_a_client_held_through_a_caller(
+    openai_server: ScriptedOpenAIServer, llm_settings: Settings
+) -> None:
+    judges = registry.build_judges(llm_settings, ["context_relevance"])
+    (client,) = {getattr(getattr(j, "caller", None), "_client", None) for j in judges.values()}
+    assert isinstance(client, LLMClient)
+    await registry.close_judges(judges)
+    with pytest.raises(RuntimeError, match="closed"):
+        await client.complete(judge="x", version="v", messages=[{"role": "user", "content": "q"}])

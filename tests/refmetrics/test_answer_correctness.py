@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ragpulse.config import Settings
+from ragpulse.errors import ConfigError
 from ragpulse.judges.answer_correctness import AnswerCorrectnessJudge
 from ragpulse.judges.embeddings import EmbeddingSimilarity, LexicalSimilarity, similarity_from_settings
 from ragpulse.judges.refllm import OpenAIModelCaller
@@ -112,7 +113,7 @@ async def test_edge_cases() -> None:
 
 
 def test_bad_weights_rejected() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         AnswerCorrectnessJudge(Settings(), {"weights": [0, 0]})
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         AnswerCorrectnessJudge(Settings(), {"weights": [1]})

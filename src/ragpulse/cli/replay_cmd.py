@@ -21,13 +21,30 @@ from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, StoreError
+from ragpulse.judges.llm import LLMClient
+from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestSet
-from ragpulse.protocols import Exporter
+from ragpulse.protocols import Exporter, Judge
 from ragpulse.replay import evaluate_thresholds, load_test_set, parse_thresholds, run_replay
 from ragpulse.replay.rag_client import RagClient
 from ragpulse.replay.runner import ProgressCallback
+from ragpulse.store import open_store
 
-__all__ = ["replay", "replay_async", "split_names"]
+__all__ = ["open_judges", "replay", "replay_async", "split_names"]
+
+
+async def open_judges(
+    stack: AsyncExitStack, settings: Settings, names: Sequence[str] | None
+) -> dict[str, Judge]:
+    """Build the judges with one shared LLM client (when a judge model is configured) that ``stack`` closes.
+
+    Raises:
+        ConfigError: unknown judge name or bad judge configuration.
+    """
+    client = None
+    if settings.uses_llm:
+        client = await stack.enter_async_context(LLMClient(settings))
+    return build_judges(settings, names, client=client)
 
 
 def split_names(value: str | None) -> list[str] | None:
@@ -76,11 +93,8 @@ async def replay_async(
         ConfigError: unknown judge name or bad judge configuration.
         StoreError: the store could not be opened or written.
     """
-    from ragpulse.judges.registry import build_judges
-    from ragpulse.store import open_store
-
-    judges = build_judges(settings, judge_names)
     async with AsyncExitStack() as stack:
+        judges = await open_judges(stack, settings, judge_names)
         store = await stack.enter_async_context(open_store(settings))
         rag = None
         if settings.rag_endpoint_url:

@@ -9,6 +9,7 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -16,7 +17,7 @@ import typer
 
 from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
-from ragpulse.cli.replay_cmd import split_names
+from ragpulse.cli.replay_cmd import open_judges, split_names
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.errors import ConfigError, StoreError
@@ -242,13 +243,10 @@ async def rejudge_async(
         ConfigError: unknown judge or bad judge configuration.
         StoreError: the store could not be opened or read.
     """
-    from ragpulse.judges.registry import build_judges
     from ragpulse.store import open_store
 
-    judges = build_judges(settings, judge_names)
     counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
     summary: dict[str, Any] = {"traces": 0, "stored": 0, "failed": 0, "counts": counts}
-    summary["judges"] = {n: j.version for n, j in judges.items()}
 
     async def ack(result: TraceResult, ok: bool) -> None:
         summary["stored" if ok else "failed"] += 1
@@ -256,7 +254,11 @@ async def rejudge_async(
             counts[j.outcome] += 1
 
     engine_settings = settings.model_copy(update={"sampling_rate": 1.0})
-    async with open_store(settings) as store, Engine(judges, store, engine_settings, exporters) as engine:
+    async with AsyncExitStack() as stack:
+        judges = await open_judges(stack, settings, judge_names)
+        summary["judges"] = {n: j.version for n, j in judges.items()}
+        store = await stack.enter_async_context(open_store(settings))
+        engine = await stack.enter_async_context(Engine(judges, store, engine_settings, exporters))
         async for t in store.traces_for_rejudge(app, since, limit):
             await engine.submit(t, ack)
             summary["traces"] += 1

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ragpulse.config import Settings
-from ragpulse.errors import JudgeError
+from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.base import ok, precheck, skipped
 from ragpulse.judges.embeddings import Similarity, similarity_from_settings
 from ragpulse.judges.lexsupport import split_statements, supported
@@ -55,10 +55,10 @@ class AnswerCorrectnessJudge(FrameJudge):
         caller = caller or resolve_caller(settings, client)
         w = options.get("weights", (0.75, 0.25))
         if not isinstance(w, list | tuple) or len(w) != 2:
-            raise ValueError("answer_correctness: weights must be [w_f1, w_sim]")
+            raise ConfigError("answer_correctness: weights must be [w_f1, w_sim]")
         self.weights = (float(w[0]), float(w[1]))
         if min(self.weights) < 0 or sum(self.weights) == 0:
-            raise ValueError("answer_correctness: weights must be >= 0 and not both 0")
+            raise ConfigError("answer_correctness: weights must be >= 0 and not both 0")
         self.caller = caller
         self.sim = similarity or similarity_from_settings(settings)
         self.min_coverage = float(options.get("min_coverage", 0.6))
@@ -136,6 +136,12 @@ class AnswerCorrectnessJudge(FrameJudge):
             **self._common(),
             **extra,
         )
+
+    async def aclose(self) -> None:
+        """Close the embeddings client, if any (idempotent)."""
+        closer = getattr(self.sim, "aclose", None)
+        if closer is not None:
+            await closer()
 
     def _classify_lexical(self, answer: str, ref_stmts: list[str]) -> tuple[list[str], list[str], list[str]]:
         ans_stmts = split_statements(answer)

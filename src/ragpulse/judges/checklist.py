@@ -22,16 +22,16 @@ import asyncio
 from typing import Any
 
 from ragpulse.config import Settings
-from ragpulse.errors import JudgeError
+from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.base import ok, precheck, skipped
 from ragpulse.judges.checklist_rules import check_rule
-from ragpulse.judges.checklist_spec import Checklist, RubricItem
+from ragpulse.judges.checklist_spec import Checklist, RubricItem, load_checklists
 from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, resolve_caller
 from ragpulse.judges.refprompt import PromptPair, as_bool, extract_json, load_prompts
 from ragpulse.judges.text import detect_language
 from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
 
-__all__ = ["ChecklistJudge"]
+__all__ = ["ChecklistJudge", "build_checklist_judge"]
 
 
 class ChecklistJudge(FrameJudge):
@@ -167,3 +167,17 @@ class ChecklistJudge(FrameJudge):
         if passed is None:
             raise JudgeError("unparseable", f"rubric reply without a boolean 'pass': {reply.text[:120]!r}")
         return passed, str(obj.get("reason", "")).strip()[:200] or ("meets" if passed else "does not meet")
+
+
+def build_checklist_judge(settings: Settings, name: str, *, client: object | None = None) -> ChecklistJudge:
+    """Build the judge of checklist ``name`` from ``settings.checklists`` (see
+    :func:`ragpulse.judges.checklist_spec.load_checklists`).
+
+    Raises:
+        ConfigError: the checklist is unknown, its file is missing, or its definition is invalid.
+    """
+    raw = settings.checklists.get(name)
+    if raw is None:
+        raise ConfigError(f"unknown checklist {name!r}")
+    checklist = load_checklists({name: raw})[name]
+    return ChecklistJudge(checklist, settings, client=client)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragpulse.config import Settings
-from ragpulse.errors import JudgeError
+from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.base import ok, skipped
 from ragpulse.judges.labels import LabelError, LabelledRelevance, count_relevant_in, labelled_relevance
 from ragpulse.judges.lexsupport import coverage, split_statements, supported
@@ -102,14 +102,14 @@ class _ContextJudge(FrameJudge):
         caller = caller or resolve_caller(settings, client)
         self.method = str(options.get("method", "auto"))
         if self.method not in METHODS:
-            raise ValueError(f"{self.judge_name}: method must be one of {METHODS}, got {self.method!r}")
+            raise ConfigError(f"{self.judge_name}: method must be one of {METHODS}, got {self.method!r}")
         if self.method == "llm" and caller is None:
-            raise ValueError(f"{self.judge_name}: method llm needs a judge model (RAGPULSE_JUDGE_MODEL)")
+            raise ConfigError(f"{self.judge_name}: method llm needs a judge model (RAGPULSE_JUDGE_MODEL)")
         self.caller = caller if self.method in ("auto", "llm") else None
         k = options.get("k")
         self.k: int | None = int(k) if k is not None else None
         if self.k is not None and self.k < 1:
-            raise ValueError(f"{self.judge_name}: k must be >= 1")
+            raise ConfigError(f"{self.judge_name}: k must be >= 1")
         self.min_coverage = float(options.get("min_coverage", self.default_coverage))
         self.budget = settings.judge_context_budget_chars
         self.language = settings.judge_language

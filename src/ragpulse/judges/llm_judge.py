@@ -228,6 +228,10 @@ class LLMJudge:
             )
         return result.text
 
+    async def aclose(self) -> None:
+        """Close the (possibly shared) LLM client's connection pool; idempotent."""
+        await self.client.aclose()
+
     # -- the judge contract ----------------------------------------------------------------------------
     async def judge(self, trace: Trace) -> Judgement:
         """Judge one trace; never raises except ``asyncio.CancelledError`` (see the module docstring)."""

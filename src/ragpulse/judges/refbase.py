@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ragpulse.errors import JudgeError
+from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.base import compute_version, error
 from ragpulse.logging import get_logger
 from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
@@ -70,7 +70,7 @@ class FrameJudge:
         model: str | None = None,
     ) -> None:
         if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"{name}: threshold must be in [0, 1], got {threshold}")
+            raise ConfigError(f"{name}: threshold must be in [0, 1], got {threshold}")
         self.name = name
         self.backend = backend
         self.threshold = threshold

@@ -10,6 +10,9 @@ LLM classes also get ``client=`` the one :class:`~ragpulse.judges.llm.LLMClient`
 in the same :func:`build_judges` call (so one connection pool, one concurrency limit, one rate limit, one
 cache per process when the process calls it once).
 
+Checklists: every key of ``settings.checklists`` is also a judge name (a
+:class:`~ragpulse.judges.checklist.ChecklistJudge`); it may not clash with a built-in name.
+
 Plugins: an entry point in the group ``ragpulse.judges`` whose name is the judge name and whose object is a
 factory called as ``factory(settings, options)`` returning a :class:`~ragpulse.protocols.Judge`. Built-in
 names cannot be taken over by a plugin.
@@ -17,7 +20,7 @@ names cannot be taken over by a plugin.
 To add a built-in judge, add one row to :data:`BUILTIN_JUDGES`. A row may name a class or any factory
 function: ``heuristic`` targets are called as ``f(settings, options)``, ``llm`` targets as
 ``f(settings, options, client=client)``. Judges built on the ``ModelCaller`` seam wrap the client in
-:class:`~ragpulse.judges.llm_caller.SharedModelCaller` in such a factory.
+:class:`~ragpulse.judges.refbase.SharedClientCaller`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,14 @@ from ragpulse.judges.llm import LLMClient
 from ragpulse.logging import get_logger
 from ragpulse.protocols import Judge
 
-__all__ = ["BUILTIN_JUDGES", "ENTRY_POINT_GROUP", "JudgeSpec", "available_judges", "build_judges"]
+__all__ = [
+    "BUILTIN_JUDGES",
+    "ENTRY_POINT_GROUP",
+    "JudgeSpec",
+    "available_judges",
+    "build_judges",
+    "close_judges",
+]
 
 _log = get_logger("ragpulse.judges.registry")
 
@@ -63,6 +73,24 @@ BUILTIN_JUDGES: dict[str, JudgeSpec] = {
         heuristic="ragpulse.judges.heuristic:HeuristicFaithfulnessJudge",
     ),
     "keyword": JudgeSpec(heuristic="ragpulse.judges.keyword:KeywordJudge"),
+    # Reference metrics (one class per judge: labels, judge model or heuristic per trace; see
+    # docs/reference-metrics.md).
+    "context_precision": JudgeSpec(
+        llm="ragpulse.judges.context_metrics:ContextPrecisionJudge",
+        heuristic="ragpulse.judges.context_metrics:ContextPrecisionJudge",
+    ),
+    "context_recall": JudgeSpec(
+        llm="ragpulse.judges.context_metrics:ContextRecallJudge",
+        heuristic="ragpulse.judges.context_metrics:ContextRecallJudge",
+    ),
+    "context_relevance": JudgeSpec(
+        llm="ragpulse.judges.context_metrics:ContextRelevanceJudge",
+        heuristic="ragpulse.judges.context_metrics:ContextRelevanceJudge",
+    ),
+    "answer_correctness": JudgeSpec(
+        llm="ragpulse.judges.answer_correctness:AnswerCorrectnessJudge",
+        heuristic="ragpulse.judges.answer_correctness:AnswerCorrectnessJudge",
+    ),
 }
 
 
@@ -103,7 +131,12 @@ def build_judges(
     """
     wanted = list(dict.fromkeys(names if names is not None else settings.enabled_judges))
     plugins = _plugins()
-    unknown = [n for n in wanted if n not in BUILTIN_JUDGES and n not in plugins]
+    clash = sorted(set(settings.checklists) & set(BUILTIN_JUDGES))
+    if clash:
+        raise ConfigError(f"checklist name(s) {', '.join(clash)} clash with built-in judges")
+    unknown = [
+        n for n in wanted if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.checklists
+    ]
     if unknown:
         raise ConfigError(
             f"unknown judge(s) {', '.join(unknown)}; available: {', '.join(available_judges())}"
@@ -113,7 +146,13 @@ def build_judges(
         options = settings.judges.get(name, {})
         spec = BUILTIN_JUDGES.get(name)
         judge: Any
-        if spec is None:
+        if spec is None and name in settings.checklists:
+            from ragpulse.judges.checklist import build_checklist_judge
+
+            if settings.uses_llm and client is None:
+                client = LLMClient(settings)
+            judge = build_checklist_judge(settings, name, client=client if settings.uses_llm else None)
+        elif spec is None:
             try:
                 factory = plugins[name].load()
                 judge = factory(settings, options)
@@ -135,3 +174,35 @@ def build_judges(
         judges[name] = judge
         _log.info("judge_built", judge=name, backend=str(judge.backend), version=judge.version)
     return judges
+
+
+async def close_judges(judges: Mapping[str, Judge]) -> None:
+    """Release what the judges hold; call once when done with them (idempotent).
+
+    Closes every :class:`LLMClient` the judges use (directly as ``judge.client`` or through a
+    ``judge.caller`` adapter), each once, and awaits ``aclose()`` of any other judge that has one (plugins).
+    Never raises: a failing close is logged.
+    """
+    clients: dict[int, LLMClient] = {}
+    others: list[tuple[str, Any]] = []
+    for name, judge in judges.items():
+        found = False
+        for holder in (judge, getattr(judge, "caller", None)):
+            for attr in ("client", "_client"):
+                c = getattr(holder, attr, None)
+                if isinstance(c, LLMClient):
+                    clients[id(c)] = c
+                    found = True
+        closer = getattr(judge, "aclose", None)
+        if not found and closer is not None:
+            others.append((name, closer))
+    for c in clients.values():
+        try:
+            await c.aclose()
+        except Exception:
+            _log.exception("judge_client_close_failed")
+    for name, closer in others:
+        try:
+            await closer()
+        except Exception:
+            _log.exception("judge_close_failed", judge=name)

@@ -8,7 +8,8 @@ with ``graded: true``, a 0–3 rating with a one-sentence reason, normalised to 
 Options (``settings.judges.relevancy``): ``mode`` (``question`` default, ``with_context``), ``graded`` (bool,
 default false), ``threshold`` (default 0.5: YES passes, NO fails; graded 2–3 pass, 0–1 fail) and the common
 LLM-judge options (see :mod:`ragpulse.judges.llm_judge`). ``with_context`` needs retrieved context: without
-any the judgement is ``ok``, score 0, reason ``no_context``.
+any the judgement is ``ok``, score 0, reason ``no_context``. A trace without a question is ``skipped`` with
+reason ``no_question`` (the engine normally filters those out first).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from ragpulse.judges.base import skipped
 from ragpulse.judges.llm_judge import CallLog, Decision, LLMJudge
 from ragpulse.judges.parsing import parse_score, parse_yes_no
 from ragpulse.judges.prompts import format_chunks
@@ -51,6 +53,15 @@ class LLMRelevancyJudge(LLMJudge):
 
     async def _decide(self, trace: Trace, lang: str, log: CallLog) -> Decision | Judgement:
         question, answer = trace.question or "", trace.answer or ""
+        if not question.strip():
+            return skipped(
+                judge=self.name,
+                version=self.version,
+                backend=self.backend,
+                model=self.model,
+                threshold=self.threshold,
+                reason="no_question: relevancy needs the question",
+            )
         values = {"question": question, "answer": answer}
         untrusted = [question, answer]
         if self.needs_context:

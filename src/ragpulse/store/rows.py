@@ -120,8 +120,17 @@ def _jsonable(v: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """JSON text for a ``jsonb`` column: NUL-free strings, non-finite floats as ``null``, other objects as str."""
-    return json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """JSON text for a ``jsonb`` column: NUL-free strings, non-finite floats as ``null``, other objects as str.
+
+    Fast path: plain ``json.dumps``; the sanitising walk runs only when that fails or the text holds a NUL.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        text = None
+    if text is None or "\\u0000" in text:
+        text = json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return text
 
 
 def _chars(text: str | None) -> int | None:
@@ -135,7 +144,13 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
     expected = clean(t.expected_answer)
     docs: list[dict[str, Any]] = []
     for d in t.documents:
-        dd = d.model_dump(mode="json")
+        dd: dict[str, Any] = {
+            "id": d.id,
+            "content": d.content,
+            "score": d.score,
+            "rank": d.rank,
+            "metadata": d.metadata,
+        }
         if redact_text:
             dd["content_chars"] = len(d.content)
             dd["content"] = redact(d.content) if d.content else ""
@@ -199,7 +214,7 @@ def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any
         j.threshold,
         j.status.value,
         reason,
-        dumps(j.flags.model_dump(mode="json")),
+        dumps(j.flags.model_dump()),
         None if redact_text else clean(j.raw_output),
         j.latency_s,
         j.prompt_tokens,

@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 
+#: ``SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK`` of trace.proto.
+_PARENT_IS_REMOTE = 0x200
+
+
 def any_value_to_python(v: AnyValue) -> Any:
     """Convert an OTLP ``AnyValue`` to a Python value.
 
@@ -81,6 +85,8 @@ class SpanData:
         resource: resource attributes (``service.name`` …).
         scope_name: instrumentation scope name.
         status_code: 0 unset, 1 ok, 2 error.
+        parent_is_remote: the parent span belongs to another process (OTLP span flag
+            ``SPAN_FLAGS_CONTEXT_IS_REMOTE``), e.g. the upstream gateway that called the RAG service.
     """
 
     trace_id: str
@@ -95,11 +101,13 @@ class SpanData:
     resource: Mapping[str, Any] = field(default_factory=dict)
     scope_name: str = ""
     status_code: int = 0
+    parent_is_remote: bool = False
 
     @property
     def is_root(self) -> bool:
-        """True when the span has no parent."""
-        return self.parent_span_id is None
+        """True when the span has no parent, or its parent is remote (the entry span of this service's part
+        of a distributed trace, whose upstream caller may export elsewhere)."""
+        return self.parent_span_id is None or self.parent_is_remote
 
     @property
     def service_name(self) -> str | None:
@@ -167,6 +175,7 @@ def request_to_spans(request: ExportTraceServiceRequest, own_service: str) -> Sp
                         resource=resource,
                         scope_name=scope,
                         status_code=int(sp.status.code),
+                        parent_is_remote=parent is not None and bool(sp.flags & _PARENT_IS_REMOTE),
                     )
                 )
     return SplitResult(spans=out, ignored_own=ignored)
