@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .expressions import ALERTS, alert_exprs, dashboard_exprs, metric_names
+from .expressions import ALERTS, alert_exprs, dashboard_exprs, grafana_alert_exprs, metric_names
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -204,7 +204,7 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         scored = _query(base, 'sum(ragpulse_judge_score_count{judge="faithfulness"})')["data"]["result"]  # type: ignore[index]
         assert scored and float(scored[0]["value"][1]) > 0
 
-        for expr in dashboard_exprs(rate_interval="1m") + alert_exprs():
+        for expr in dashboard_exprs(rate_interval="1m") + alert_exprs() + grafana_alert_exprs():
             _query(base, expr)  # parses and evaluates (empty results are fine)
         pass_rate = _query(base, dashboard_exprs()[0])["data"]["result"]  # type: ignore[index]
         assert pass_rate, "pass-rate panel returns series while judgements flow"
