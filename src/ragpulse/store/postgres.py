@@ -12,7 +12,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
@@ -27,7 +27,7 @@ from ragpulse.model import (
     TraceResult,
     normalize_trace_id,
 )
-from ragpulse.protocols import WriteReport
+from ragpulse.protocols import ResultStore, WriteReport
 from ragpulse.store import catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
@@ -403,3 +403,9 @@ class PostgresStore:
             return [dict(r) for r in rows]
 
         return await self._run("list_dead_letters", q)
+
+
+if TYPE_CHECKING:  # PostgresStore satisfies the ResultStore seam (checked by mypy)
+
+    def _is_result_store(store: PostgresStore) -> ResultStore:
+        return store
