@@ -1,7 +1,7 @@
 """Convention mappers and the builder that turns the spans of one trace into a :class:`~ragpulse.model.Trace`.
 
 Mappers (:class:`~ragpulse.ingest.otlp.conventions.base.ConventionMapper`) are tried in order — the
-``otlp_attributes`` mapper (when configured), OpenInference, OpenLLMetry/Traceloop, OTel GenAI — and every
+``otlp_attributes`` mapper (when configured), OpenInference, OpenLLMetry/Traceloop, Langfuse, OTel GenAI — and every
 mapper that matches contributes: for each field the first mapper that found a value wins. Pass your own list
 to :class:`TraceBuilder` to add a convention.
 
@@ -19,7 +19,9 @@ the bare prompt (a configured ``otlp_attributes.context`` is always used). ``rag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+import math
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +36,7 @@ from ragpulse.ingest.otlp.conventions.base import (
 )
 from ragpulse.ingest.otlp.conventions.custom import AttributeMapper
 from ragpulse.ingest.otlp.conventions.genai import GenAiMapper
+from ragpulse.ingest.otlp.conventions.langfuse import LangfuseMapper
 from ragpulse.ingest.otlp.conventions.openinference import OpenInferenceMapper
 from ragpulse.ingest.otlp.conventions.openllmetry import OpenLlmetryMapper
 from ragpulse.ingest.otlp.spans import SpanData
@@ -43,11 +46,13 @@ __all__ = [
     "AttributeMapper",
     "ConventionMapper",
     "GenAiMapper",
+    "LangfuseMapper",
     "MappedFields",
     "OpenInferenceMapper",
     "OpenLlmetryMapper",
     "TraceBuilder",
     "default_mappers",
+    "jsonable",
 ]
 
 _SCALARS = ("question", "answer", "context", "model_context", "model", "app", "scenario")
@@ -63,8 +68,24 @@ def default_mappers(settings: Settings) -> list[ConventionMapper]:
     custom = AttributeMapper(settings.otlp_attributes)
     if custom.configured:
         mappers.append(custom)
-    mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), GenAiMapper()]
+    mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), LangfuseMapper(), GenAiMapper()]
     return mappers
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made JSON-serialisable for the store: bytes → base64 text, non-finite floats → ``None``,
+    tuples → lists, mapping keys → strings, anything else unknown → ``str``."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return str(value)
 
 
 def _ns_to_dt(ns: int) -> datetime | None:
@@ -152,14 +173,17 @@ class TraceBuilder:
             app=app,
             scenario=fields.get("scenario"),
             question=fields.get("question"),
-            documents=tuple(fields.get("documents") or ()),
+            documents=tuple(
+                d.model_copy(update={"metadata": jsonable(d.metadata)}) if d.metadata else d
+                for d in fields.get("documents") or ()
+            ),
             context=context,
             answer=fields.get("answer"),
             model=fields.get("model"),
             latency_s=latency,
             start_time=_ns_to_dt(start),
             end_time=_ns_to_dt(end),
-            attributes=attrs,
+            attributes=jsonable(attrs),
             source=Source.OTLP,
             incomplete=incomplete,
             run_id=as_text(_replay_value(ordered, "ragpulse.run.id")),
