@@ -162,7 +162,11 @@ def install_metrics(settings: Settings | None = None) -> MetricsRuntime:
         ExportError: the OTLP protocol variable names an unsupported protocol.
     """
     global _runtime
-    settings = settings or Settings()
+    if settings is None:
+        try:
+            settings = Settings()
+        except Exception:  # a bad environment must not break /metrics: fall back to defaults
+            settings = Settings.model_construct()
     with _lock:
         if _runtime is not None:
             return _runtime
