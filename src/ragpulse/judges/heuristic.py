@@ -60,7 +60,8 @@ class HeuristicFaithfulnessJudge:
          boundaries are uncertain and numbers stick to their units ("2014年2月" → "20", "01", "14", "4年", …).
 
     4. score = mean sentence support (0–1); ``passed`` = score ≥ threshold (default
-       :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence.
+       :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence (quoted, or by position
+       when ``settings.redact_text`` is on, so no answer text reaches the store).
 
     The idea of checking each answer statement against the context is the one of Ragas/TruLens
     faithfulness (Es et al., 2023, "RAGAS"), done with token support instead of an LLM verdict.
@@ -138,11 +139,14 @@ class HeuristicFaithfulnessJudge:
         if not supports:
             return done(1.0, "no content words to check", "sentence_support")
         score = sum(s for s, _, _ in supports) / len(supports)
-        worst = min(supports, key=lambda s: s[0])
+        worst_i = min(range(len(supports)), key=lambda i: supports[i][0])
+        worst = supports[worst_i]
         unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
+        # With redact_text the store keeps no answer text, so the reason names the sentence by position only.
+        where = f"sentence {worst_i + 1}" if self._settings.redact_text else _snippet(worst[1])
         reason = (
             f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
-            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {_snippet(worst[1])}"
+            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"
         )
         return done(min(1.0, max(0.0, score)), reason, "sentence_support")
 
@@ -243,6 +247,6 @@ class HeuristicRelevancyJudge:
         reason = f"covers {len(q_keys & a_keys)}/{len(q_keys)} question terms"
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
-        if missing:
+        if missing and not self._settings.redact_text:
             reason += f"; missing: {', '.join(missing)}"
         return done(score, reason, "question_coverage")
