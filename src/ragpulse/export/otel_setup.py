@@ -208,21 +208,27 @@ def metrics_asgi_app() -> Any:
     return make_asgi_app(registry=_registry())
 
 
-def push_to_gateway(settings: Settings, run_id: str, *, job: str = "ragpulse_replay") -> bool:
+def push_to_gateway(
+    settings: Settings, run_id: str, *, job: str = "ragpulse_replay", strict: bool = False
+) -> bool:
     """Push the current metrics to ``settings.pushgateway_url`` grouped by ``run_id``; no-op when unset.
 
-    Uses ``prometheus_client.push_to_gateway`` (HTTP PUT ``/metrics/job/<job>/run_id/<run_id>``).
-    Returns ``True`` when pushed, ``False`` when no URL is configured.
+    Uses ``prometheus_client.push_to_gateway`` (HTTP PUT ``/metrics/job/<job>/run_id/<run_id>``, replacing
+    that group). Returns ``True`` when pushed, ``False`` when no URL is configured or the push failed (logged
+    as ``pushgateway_push_failed``; a finished replay should not fail because its metrics could not be pushed).
 
     Raises:
-        ExportError: the Pushgateway could not be reached or refused the push.
+        ExportError: only with ``strict=True``, when the Pushgateway could not be reached or refused the push.
     """
     if not settings.pushgateway_url:
         return False
     try:
         _prom_push(settings.pushgateway_url, job=job, registry=_registry(), grouping_key={"run_id": run_id})
     except Exception as e:  # urllib errors, HTTP errors
-        raise ExportError(f"pushgateway push to {settings.pushgateway_url} failed: {e}") from e
+        if strict:
+            raise ExportError(f"pushgateway push to {settings.pushgateway_url} failed: {e}") from e
+        _log.warning("pushgateway_push_failed", url=settings.pushgateway_url, run_id=run_id, error=str(e))
+        return False
     return True
 
 
