@@ -141,6 +141,18 @@ async def test_results_are_written_in_batches() -> None:
     assert eng.stats.batches == len(store.writes)
 
 
+async def test_writers_overlap_store_latency() -> None:
+    store = MemoryStore()
+    store.write_delay_s = 0.1
+    s = _settings(engine_batch_size=5, engine_writers=2, engine_workers=8, engine_flush_interval_s=0.01)
+    async with Engine({"a": ScriptedJudge("a")}, store, s) as eng:
+        for i in range(20):
+            await eng.submit(_trace(i))
+        assert await eng.drain(5)
+    assert sum(store.writes) == 20 and len(store.traces) == 20
+    assert store.max_concurrent_writes == 2
+
+
 async def test_partial_batch_is_flushed_without_waiting_for_the_timer() -> None:
     store = MemoryStore()
     s = _settings(engine_batch_size=100, engine_flush_interval_s=30.0)

@@ -6,8 +6,8 @@ Pipeline (all inside one event loop, created when the engine is entered, never a
    while the queue is full, which is the back-pressure sources feel.
 2. ``engine_workers`` worker tasks take traces off the queue, decide the trace outcome (sampling,
    evaluability) and run the routed judges concurrently.
-3. Finished results go on a second bounded queue to one writer task, which writes them in batches of up to
-   ``engine_batch_size`` (or what arrived within ``engine_flush_interval_s``). A retriable
+3. Finished results go on a second bounded queue to ``engine_writers`` writer tasks, each writing batches of
+   up to ``engine_batch_size`` (or what arrived within ``engine_flush_interval_s``) in its own transaction. A retriable
    :class:`~ragpulse.errors.StoreError` is retried with exponential backoff up to ``engine_store_retries``
    attempts; meanwhile the workers block on the full result queue, so memory stays bounded.
 4. After a successful write, exporters get ``on_stored(result, changed)`` (only the judgements the store
@@ -129,6 +129,7 @@ class Engine:
         self.stats = EngineStats()
         self._state = _State.NEW
         self._pending = 0
+        self._held = 0  # results taken by writers and not yet acked
         # asyncio objects are created in start(), inside the running loop.
         self._queue: asyncio.Queue[_Item] | None = None
         self._results: asyncio.Queue[tuple[TraceResult, AckCallback | None]] | None = None
@@ -148,7 +149,7 @@ class Engine:
             raise RuntimeError(f"engine already {self._state.value}")
         s = self._settings
         self._queue = asyncio.Queue(maxsize=s.engine_queue_size)
-        self._results = asyncio.Queue(maxsize=max(s.engine_batch_size, s.engine_workers))
+        self._results = asyncio.Queue(maxsize=max(s.engine_batch_size * s.engine_writers, s.engine_workers))
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = asyncio.Event()
@@ -156,7 +157,10 @@ class Engine:
             asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}")
             for i in range(s.engine_workers)
         ]
-        self._tasks.append(asyncio.create_task(self._writer(), name="ragpulse-engine-writer"))
+        self._tasks.extend(
+            asyncio.create_task(self._writer(), name=f"ragpulse-engine-writer-{i}")
+            for i in range(s.engine_writers)
+        )
         self._state = _State.RUNNING
         log.debug("engine_started", workers=s.engine_workers, queue_size=s.engine_queue_size)
 
@@ -358,20 +362,24 @@ class Engine:
         loop = asyncio.get_running_loop()
         while True:
             batch = [await results.get()]
+            self._held += 1
             deadline = loop.time() + interval
             while len(batch) < size:
                 try:
                     batch.append(results.get_nowait())
+                    self._held += 1
                     continue
                 except asyncio.QueueEmpty:
                     pass
-                # Nothing else is in flight: write now instead of waiting for the timer.
+                # Nothing else can arrive for this batch (the rest is held by other writers): write now
+                # instead of waiting for the timer.
                 remaining = deadline - loop.time()
-                if len(batch) >= self._pending or remaining <= 0:
+                if self._pending - (self._held - len(batch)) <= len(batch) or remaining <= 0:
                     break
                 try:
                     async with asyncio.timeout(remaining):
                         batch.append(await results.get())
+                        self._held += 1
                 except TimeoutError:
                     break
             await self._write_batch(batch)
@@ -447,6 +455,7 @@ class Engine:
         except Exception:
             log.exception("ack_failed", trace_id=result.trace.trace_id, ok=ok)
         finally:
+            self._held -= 1
             self._one_done()
 
     def _one_done(self) -> None:
