@@ -51,6 +51,13 @@ def _split_csv(v: Any) -> Any:
     return v
 
 
+def _beside(value: Any, base: Path) -> Any:
+    """A relative file path in the config file that exists next to it, made absolute (checklist files)."""
+    if isinstance(value, str) and not Path(value).is_absolute() and (base / value).is_file():
+        return str((base / value).resolve())
+    return value
+
+
 class _YamlSource(PydanticBaseSettingsSource):
     """Reads the YAML config file and flattens one level of sections into ``section_key`` settings."""
 
@@ -86,6 +93,8 @@ class _YamlSource(PydanticBaseSettingsSource):
                 f"config file {path}: {', '.join(secrets)} must come from the environment "
                 f"(RAGPULSE_{secrets[0].upper()}), never from a file"
             )
+        if isinstance(flat.get("checklists"), dict):
+            flat["checklists"] = {k: _beside(v, path.parent) for k, v in flat["checklists"].items()}
         return flat
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
@@ -153,8 +162,9 @@ class Settings(BaseSettings):
 
     # -- reference metrics and checklists (issue: refmetrics) -----------------------------------------------
     #: Business checklists, each a judge named after its key: ``{name: {version, mode, threshold, apps,
-    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}`` (relative paths: working directory first,
-    #: then the config file's directory). See ``docs/reference-metrics.md`` and ``config/checklists/``.
+    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}`` (a relative path in the config file is
+    #: resolved against the file's directory when the file is there, else the working directory). See
+    #: ``docs/reference-metrics.md`` and ``config/checklists/``.
     checklists: dict[str, Any] = Field(default_factory=dict)
 
     # -- engine ----------------------------------------------------------------------------------------------

@@ -54,3 +54,18 @@ def alert_exprs() -> list[str]:
 def metric_names(exprs: list[str]) -> set[str]:
     """``ragpulse_*`` metric names referenced (recording-rule names like ``ragpulse:x`` excluded)."""
     return {m for e in exprs for m in _METRIC.findall(e)}
+
+
+GRAFANA_ALERTS = ROOT / "deploy" / "grafana" / "provisioning" / "alerting" / "ragpulse-alerts.yml"
+
+
+def grafana_rules() -> list[dict[str, Any]]:
+    doc = yaml.safe_load(GRAFANA_ALERTS.read_text(encoding="utf-8"))
+    return [r for g in doc["groups"] for r in g["rules"]]
+
+
+def grafana_alert_exprs() -> list[str]:
+    """The Prometheus queries of the Grafana-managed alert rules."""
+    return [
+        d["model"]["expr"] for r in grafana_rules() for d in r["data"] if d["datasourceUid"] != "__expr__"
+    ]

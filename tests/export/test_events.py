@@ -131,3 +131,43 @@ def test_redelivery_emits_nothing_and_full_queue_drops_and_counts() -> None:
         assert len(records) == exp.emitted
         exp.on_stored(res, js[:1])  # after shutdown: dropped, not raised
         assert exp.emitted + exp.dropped == 41
+
+
+def test_events_over_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.logs.v1 import logs_service_pb2, logs_service_pb2_grpc
+
+    received: list[logs_service_pb2.ExportLogsServiceRequest] = []
+
+    class Servicer(logs_service_pb2_grpc.LogsServiceServicer):  # type: ignore[misc]
+        def Export(self, request, context):  # type: ignore[no-untyped-def]
+            received.append(request)
+            return logs_service_pb2.ExportLogsServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Servicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "grpc")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_INSECURE", "true")
+        from ragpulse.export.events import build_event_exporter
+
+        exp = build_event_exporter(Settings())
+        assert exp is not None
+        res, js = _result()
+        exp.on_stored(res, js[:2])
+        exp.shutdown(5)
+    finally:
+        server.stop(0)
+    records = [
+        r for req in received for rl in req.resource_logs for sl in rl.scope_logs for r in sl.log_records
+    ]
+    assert len(records) == 2
+    assert {r.trace_id.hex() for r in records} == {TRACE_ID}
+    assert {r.span_id.hex() for r in records} == {SPAN_ID}
+    names = {attr_value(a.value) for r in records for a in r.attributes if a.key == "gen_ai.evaluation.name"}
+    assert names == {"faithfulness", "relevancy"}

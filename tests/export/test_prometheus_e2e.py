@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .expressions import ALERTS, alert_exprs, dashboard_exprs, metric_names
+from .expressions import ALERTS, alert_exprs, dashboard_exprs, grafana_alert_exprs, metric_names
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -121,6 +121,17 @@ async def _produce(bootstrap: str, topic: str, seconds: float) -> int:
     return n
 
 
+async def _stored_counts(pg_url: str) -> dict[str, int]:
+    import asyncpg
+
+    conn = await asyncpg.connect(pg_url)
+    try:
+        rows = await conn.fetch("SELECT judge, count(*) AS n FROM judgements GROUP BY judge")
+    finally:
+        await conn.close()
+    return {r["judge"]: int(r["n"]) for r in rows}
+
+
 def _not_yet_recorded() -> set[str]:
     """Metrics whose recording code is not on this branch yet (the engine sets the queue-depth gauge)."""
     import inspect
@@ -193,10 +204,19 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         scored = _query(base, 'sum(ragpulse_judge_score_count{judge="faithfulness"})')["data"]["result"]  # type: ignore[index]
         assert scored and float(scored[0]["value"][1]) > 0
 
-        for expr in dashboard_exprs(rate_interval="1m") + alert_exprs():
+        for expr in dashboard_exprs(rate_interval="1m") + alert_exprs() + grafana_alert_exprs():
             _query(base, expr)  # parses and evaluates (empty results are fine)
         pass_rate = _query(base, dashboard_exprs()[0])["data"]["result"]  # type: ignore[index]
         assert pass_rate, "pass-rate panel returns series while judgements flow"
+
+        # Counted once per stored judgement: Prometheus agrees with the store (after the last scrape).
+        time.sleep(2.5)
+        stored = asyncio.run(_stored_counts(pg_url))
+        for judge, n in stored.items():
+            got = _query(base, f'sum(ragpulse_judgements_total{{judge="{judge}"}})')["data"]["result"]  # type: ignore[index]
+            assert float(got[0]["value"][1]) == n, judge
+        received = _query(base, 'sum(ragpulse_traces_received_total{source="kafka"})')["data"]["result"]  # type: ignore[index]
+        assert float(received[0]["value"][1]) >= sent  # engine and Kafka source both count (see report)
 
         # The alert rules are loaded and evaluate without errors.
         deadline = time.monotonic() + 10

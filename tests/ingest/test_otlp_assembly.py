@@ -184,3 +184,37 @@ def test_spans_per_trace_are_bounded() -> None:
     assert asm.add([_retriever(span_id=f"{1:016x}")]) == 1  # a duplicate of a kept span is still fine
     asm.add([_root()])
     assert asm.stats.spans_over_limit == 3
+
+
+async def test_a_failing_mapper_or_sink_does_not_stop_the_assembler() -> None:
+    from collections.abc import Sequence
+
+    from ragpulse.ingest.otlp.conventions import MappedFields, default_mappers
+    from ragpulse.model import Trace
+    from ragpulse.protocols import AckCallback
+
+    class Exploding:
+        name = "exploding"
+
+        def match(self, spans: Sequence[SpanData]) -> bool:
+            return any(s.trace_id.startswith("dead") for s in spans)
+
+        def map(self, spans: Sequence[SpanData]) -> MappedFields:
+            raise KeyError("bug")
+
+    class PickySink(MemorySink):
+        async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None:
+            if trace.trace_id.startswith("bad"):
+                raise RuntimeError("engine closed")
+            await super().submit(trace, ack)
+
+    settings = Settings(otlp_root_grace_s=0.0)
+    asm = TraceAssembler(settings, TraceBuilder(settings, [Exploding(), *default_mappers(settings)]))
+    sink = PickySink()
+    task = asyncio.create_task(asm.run(sink))
+    asm.add([_root("dead" + "0" * 28), _root("bad" + "0" * 29), _root()])
+    (trace,) = await sink.wait_for(1, timeout=5)
+    assert trace.trace_id == T1
+    asm.stop()
+    await asyncio.wait_for(task, 5)
+    assert (asm.stats.unmappable, asm.stats.submit_errors, asm.stats.submitted) == (1, 1, 1)

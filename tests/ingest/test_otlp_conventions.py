@@ -377,3 +377,54 @@ def test_root_error_status_is_kept_as_attribute() -> None:
     assert t.attributes["otlp.status"] == "error"
     t = _build([_span("a" * 16, None, {"openinference.span.kind": "CHAIN", "input.value": "q"})])
     assert "otlp.status" not in t.attributes
+
+
+def test_langfuse_attributes() -> None:
+    root = _span(
+        "a" * 16,
+        None,
+        {
+            "langfuse.trace.name": "policy-qa",
+            "langfuse.trace.input": json.dumps({"question": "How long is probation?"}),
+            "langfuse.trace.output": json.dumps("90 days."),
+            "langfuse.trace.metadata.app": "hr-assistant",
+            "session.id": "s-1",
+        },
+        1,
+        3,
+    )
+    retriever = _span(
+        "b" * 16,
+        "a" * 16,
+        {
+            "langfuse.observation.type": "retriever",
+            "langfuse.observation.output": json.dumps(
+                [{"id": "hr#prob", "content": "Probation lasts 90 days.", "score": 0.8}, "Loose chunk."]
+            ),
+        },
+    )
+    gen = _span(
+        "c" * 16,
+        "a" * 16,
+        {
+            "langfuse.observation.type": "generation",
+            "langfuse.observation.model.name": "gpt-4o-mini",
+            "langfuse.observation.input": json.dumps(
+                [{"role": "system", "content": "Answer from context."}, {"role": "user", "content": "..."}]
+            ),
+            "langfuse.observation.output": json.dumps({"role": "assistant", "content": "90 days."}),
+        },
+        2,
+        3,
+    )
+    t = _build([gen, retriever, root])
+    assert (t.question, t.answer, t.model, t.app, t.scenario) == (
+        "How long is probation?",
+        "90 days.",
+        "gpt-4o-mini",
+        "hr-assistant",
+        "policy-qa",
+    )
+    assert t.doc_ids == ["hr#prob", None] and t.contexts == ["Probation lasts 90 days.", "Loose chunk."]
+    assert t.context == "Answer from context." and t.attributes["session_id"] == "s-1"
+    assert t.attributes["conventions"] == ["langfuse"]

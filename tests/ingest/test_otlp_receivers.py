@@ -371,3 +371,31 @@ async def test_port_in_use_is_a_config_error() -> None:
                 _settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{first.http_port}"), sink
             ):
                 pass
+
+
+async def test_large_request_is_decoded_off_the_event_loop(
+    receivers: tuple[OtlpReceivers, MemorySink],
+) -> None:
+    from ragpulse.ingest.otlp.encode import request_to_otlp_json, trace_to_openinference_spans
+    from ragpulse.ingest.otlp.intake import OFFLOAD_BYTES
+    from ragpulse.model import Document, Trace
+
+    r, sink = receivers
+    big = "Records must be kept for seven years. " * 3000  # ~114 KB
+    t = Trace(
+        trace_id="7d4a0f51c26e41b2d3f4051627b8c9ea",
+        question="q?",
+        answer="a.",
+        documents=[Document(id="d", content=big)],
+    )
+    for body, ctype in (
+        (request_to_otlp_json(trace_to_openinference_spans(t)).encode(), "application/json"),
+        (trace_to_openinference_spans(t).SerializeToString(), "application/x-protobuf"),
+    ):
+        assert len(body) > OFFLOAD_BYTES
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
+            resp = await client.post("/v1/traces", content=body, headers={"Content-Type": ctype})
+        assert resp.status_code == 200
+        (got,) = await sink.wait_for(1)  # the protobuf copy arrives after release: late, dropped
+    assert got.contexts == [big] and got.question == "q?"
+    assert r.intake.spans_accepted == 3 and r.assembler.stats.late_spans == 3

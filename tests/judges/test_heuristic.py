@@ -66,6 +66,14 @@ def test_faithfulness_unsupported_answer_fails() -> None:
     assert j.score == 0.0 and j.passed is False
 
 
+def test_faithfulness_code_identifiers_weigh_double() -> None:
+    # new tokens use (1, found), foreachbatch (camelCase identifier, 2, absent), method (1, found) → 2/4
+    score, _, _ = faith(
+        "How do I write batches?", "Use the foreachBatch method.", ["Use the foreach method to write."]
+    )
+    assert score == pytest.approx(0.5)
+
+
 def test_faithfulness_checks_each_sentence_against_one_chunk() -> None:
     # new tokens paris (1, sentence-initial) and germany (name, 1.5): chunk 0 has paris → 1/2.5,
     # chunk 1 has germany → 1.5/2.5 = 0.6. A bag of both chunks would have given 1.0.

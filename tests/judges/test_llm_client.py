@@ -176,3 +176,32 @@ def test_fit_context_keeps_top_ranked_first() -> None:
     assert cut and kept == ["a" * 100, "b" * 250]
     kept, cut = fit_context(["x" * 500], 120)
     assert cut and kept == ["x" * 120]
+
+
+async def test_identical_request_in_flight_is_awaited_not_resent(
+    openai_server: ScriptedOpenAIServer, llm_client: LLMClient
+) -> None:
+    openai_server.script(Reply("YES", delay_s=0.2))
+    a, b = await asyncio.gather(
+        llm_client.complete(judge="j", version="v", messages=MSG),
+        llm_client.complete(judge="j", version="v", messages=MSG),
+    )
+    assert len(openai_server.requests) == 1
+    assert (a.text, b.text) == ("YES", "YES") and sorted([a.cached, b.cached]) == [False, True]
+
+
+async def test_failures_are_not_cached_and_cancelled_leader_hands_over(
+    openai_server: ScriptedOpenAIServer, llm_client: LLMClient
+) -> None:
+    openai_server.script(Reply(status=400), "NO")
+    with pytest.raises(ModelUnavailableError):
+        await llm_client.complete(judge="j", version="v", messages=MSG)
+    assert (await llm_client.complete(judge="j", version="v", messages=MSG)).text == "NO"
+    openai_server.reset(lambda req: Reply("YES", delay_s=0.3))
+    leader = asyncio.create_task(llm_client.complete(judge="j", version="w", messages=MSG))
+    await asyncio.sleep(0.05)
+    follower = asyncio.create_task(llm_client.complete(judge="j", version="w", messages=MSG))
+    await asyncio.sleep(0.05)
+    leader.cancel()
+    r = await follower
+    assert r.text == "YES" and not r.cached and len(openai_server.requests) == 2

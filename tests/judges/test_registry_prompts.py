@@ -146,3 +146,14 @@ async def test_close_judges_closes_the_shared_client_once(
 async def test_relevancy_without_question_is_skipped(llm_settings: Settings, llm_client: LLMClient) -> None:
     j = await LLMRelevancyJudge(llm_settings, {}, client=llm_client).judge(Trace(trace_id="q", answer="Yes."))
     assert (j.status, j.reason_code) == (JudgementStatus.SKIPPED, "no_question")
+
+
+async def test_close_judges_closes_a_client_held_through_a_caller(
+    openai_server: ScriptedOpenAIServer, llm_settings: Settings
+) -> None:
+    judges = registry.build_judges(llm_settings, ["context_relevance"])
+    (client,) = {getattr(getattr(j, "caller", None), "_client", None) for j in judges.values()}
+    assert isinstance(client, LLMClient)
+    await registry.close_judges(judges)
+    with pytest.raises(RuntimeError, match="closed"):
+        await client.complete(judge="x", version="v", messages=[{"role": "user", "content": "q"}])

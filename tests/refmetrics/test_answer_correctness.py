@@ -10,7 +10,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.answer_correctness import AnswerCorrectnessJudge
 from ragpulse.judges.embeddings import EmbeddingSimilarity, LexicalSimilarity, similarity_from_settings
-from ragpulse.judges.refllm import OpenAIModelCaller
+from ragpulse.judges.llm import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
 
 from .scripted_openai import scripted_openai
@@ -38,15 +38,16 @@ async def test_llm_f1_with_embeddings_hand_computed() -> None:
             judge_model="m",
             judge_base_url=srv.base_url,
             judge_max_retries=0,
+            judge_cache_size=0,
             embeddings_base_url=srv.base_url,
             embeddings_model="emb-1",
         )
         sim = similarity_from_settings(s)
         assert isinstance(sim, EmbeddingSimilarity)
-        caller = OpenAIModelCaller(s)
-        j = AnswerCorrectnessJudge(s, caller=caller, similarity=sim)
+        client = LLMClient(s)
+        j = AnswerCorrectnessJudge(s, client=client, similarity=sim)
         r = await j.judge(_t(answer, ref))
-        await caller.aclose()
+        await client.aclose()
         await sim.aclose()
     # F1 = 1 / (1 + 0.5·2) = 0.5; score = 0.75·0.5 + 0.25·0.96 = 0.615
     assert r.status is JudgementStatus.OK and r.backend is Backend.LLM
@@ -62,12 +63,12 @@ async def test_llm_custom_weights_and_no_statements_is_error() -> None:
             json.dumps({"tp": ["a", "b"], "fp": [], "fn": ["c", "d"]}),
             json.dumps({"tp": [], "fp": [], "fn": []}),
         ]
-        s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
-        j = AnswerCorrectnessJudge(s, {"weights": [1.0, 0.0]}, caller=caller)
+        s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
+        client = LLMClient(s)
+        j = AnswerCorrectnessJudge(s, {"weights": [1.0, 0.0]}, client=client)
         r = await j.judge(_t("x", "y"))
         r2 = await j.judge(_t("x", "y"))
-        await caller.aclose()
+        await client.aclose()
     assert r.score == pytest.approx(2 / 3)  # F1 = 2/(2+1), similarity off
     assert r2.status is JudgementStatus.ERROR and r2.reason_code == "unparseable"
 

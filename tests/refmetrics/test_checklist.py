@@ -12,7 +12,7 @@ from ragpulse.errors import ConfigError
 from ragpulse.judges.checklist import ChecklistJudge
 from ragpulse.judges.checklist_rules import find_links
 from ragpulse.judges.checklist_spec import Checklist, load_checklists
-from ragpulse.judges.refllm import OpenAIModelCaller
+from ragpulse.judges.llm import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
 
 from .kestrel import CHECKLISTS, kestrel_traces
@@ -175,13 +175,15 @@ async def test_rubric_items_via_scripted_model() -> None:
 
     async with scripted_openai() as srv:
         srv.responder = responder
-        s = Settings(judge_model="judge-m", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
-        j = ChecklistJudge(cl, s, caller=caller)
+        s = Settings(
+            judge_model="judge-m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0
+        )
+        client = LLMClient(s)
+        j = ChecklistJudge(cl, s, client=client)
         r = await j.judge(_t("Thanks, your order is on its way."))
         srv.responder = lambda body: "no json here"
         bad = await j.judge(_t("Thanks, your order is on its way."))
-        await caller.aclose()
+        await client.aclose()
     assert r.backend is Backend.LLM and r.model == "judge-m"
     assert r.score == pytest.approx(2 / 3) and r.passed is True
     assert "cause (No cause is given.)" in r.reason
@@ -242,10 +244,10 @@ async def test_example_order_delay_with_model_rubric() -> None:
 
     async with scripted_openai() as srv:
         srv.responder = responder
-        s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
-        r = await ChecklistJudge(cl, s, caller=caller).judge(kestrel_traces()["delay-en-02"])
-        await caller.aclose()
+        s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
+        client = LLMClient(s)
+        r = await ChecklistJudge(cl, s, client=client).judge(kestrel_traces()["delay-en-02"])
+        await client.aclose()
     assert len(srv.requests) == 4  # one per rubric item; expected_time is a rule
     assert r.score == pytest.approx(0.8) and r.passed is True
     by = {i["id"]: i["by"] for i in r.flags.items}  # type: ignore[attr-defined]
@@ -256,3 +258,18 @@ async def test_example_order_delay_with_model_rubric() -> None:
         "cause": "llm",
         "next_steps": "llm",
     }
+
+
+def test_example_config_checklists_resolve_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragpulse.config import load_settings
+    from ragpulse.judges.registry import build_judges
+
+    example = CHECKLISTS.parent / "ragpulse.example.yaml"
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(example)
+    judges = build_judges(s, ["reimbursement_answer", "order_delay_answer"])
+    assert [j.version for j in judges.values()] == [
+        ChecklistJudge(c, Settings()).version for c in _examples().values()
+    ]

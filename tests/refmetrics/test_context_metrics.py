@@ -8,7 +8,7 @@ import pytest
 
 from ragpulse.config import Settings
 from ragpulse.judges.context_metrics import ContextPrecisionJudge, ContextRecallJudge, ContextRelevanceJudge
-from ragpulse.judges.refllm import OpenAIModelCaller
+from ragpulse.judges.llm import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
 
 from .scripted_openai import scripted_openai
@@ -86,13 +86,13 @@ async def test_relevance_from_labels() -> None:
 
 async def test_empty_retrieval_scores_zero_without_a_model_call() -> None:
     async with scripted_openai() as srv:
-        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
+        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
+        client = LLMClient(s)
         t = Trace(trace_id="e", question="q?", answer="a", expected_answer="ref")
         for judge in (
-            ContextPrecisionJudge(s, caller=caller),
-            ContextRecallJudge(s, caller=caller),
-            ContextRelevanceJudge(s, caller=caller),
+            ContextPrecisionJudge(s, client=client),
+            ContextRecallJudge(s, client=client),
+            ContextRelevanceJudge(s, client=client),
         ):
             r = await judge.judge(t)
             assert (r.status, r.score, r.passed, r.reason_code) == (
@@ -102,7 +102,7 @@ async def test_empty_retrieval_scores_zero_without_a_model_call() -> None:
                 "no_context",
             )
         assert srv.requests == []
-        await caller.aclose()
+        await client.aclose()
 
 
 async def test_recall_without_ground_truth_is_skipped() -> None:
@@ -161,12 +161,14 @@ def _verdicts(key: str, flags: list[bool]) -> str:
 async def test_llm_precision_hand_computed_and_prompt_fences_texts() -> None:
     async with scripted_openai() as srv:
         srv.replies = ["```json\n" + _verdicts("useful", [True, False, True]) + "\n```"]
-        s = _settings(judge_model="judge-x", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
-        j = ContextPrecisionJudge(s, caller=caller)
+        s = _settings(
+            judge_model="judge-x", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0
+        )
+        client = LLMClient(s)
+        j = ContextPrecisionJudge(s, client=client)
         t = _trace(["c one", "c two", "c three"], question="Q?", expected_answer="REF", answer="A")
         r = await j.judge(t)
-        await caller.aclose()
+        await client.aclose()
     assert r.status is JudgementStatus.OK and r.backend is Backend.LLM and r.model == "judge-x"
     assert r.score == pytest.approx(5 / 6)
     assert (r.prompt_tokens, r.completion_tokens) == (100, 20)
@@ -177,10 +179,10 @@ async def test_llm_precision_hand_computed_and_prompt_fences_texts() -> None:
 
 async def test_llm_labels_take_precedence_no_call() -> None:
     async with scripted_openai() as srv:
-        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
-        r = await ContextPrecisionJudge(s, caller=caller).judge(_trace(["a", "b"], [0, 1], question="q"))
-        await caller.aclose()
+        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
+        client = LLMClient(s)
+        r = await ContextPrecisionJudge(s, client=client).judge(_trace(["a", "b"], [0, 1], question="q"))
+        await client.aclose()
     assert r.score == 0.5 and r.flags.decided_by == "labels" and srv.requests == []
 
 
@@ -199,14 +201,14 @@ async def test_llm_recall_and_relevance_chinese_prompt() -> None:
             ),
             _verdicts("relevant", [True, False, False, False]),
         ]
-        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
+        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
+        client = LLMClient(s)
         t = _trace(
             ["甲", "乙", "丙", "丁"], question="RCEP具体包括哪些国家", expected_answer="东盟；中国；新西兰"
         )
-        rec = await ContextRecallJudge(s, caller=caller).judge(t)
-        rel = await ContextRelevanceJudge(s, caller=caller).judge(t)
-        await caller.aclose()
+        rec = await ContextRecallJudge(s, client=client).judge(t)
+        rel = await ContextRelevanceJudge(s, client=client).judge(t)
+        await client.aclose()
     assert rec.score == pytest.approx(2 / 3) and "新西兰" in rec.reason
     assert rel.score == 0.25 and rel.passed is False
     assert "<<<问题" in srv.user_prompts()[0]
@@ -222,15 +224,15 @@ async def test_llm_bad_replies_are_errors_never_zero() -> None:
             (429, {"error": {"message": "slow down"}}),
             "",
         ]
-        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0)
-        caller = OpenAIModelCaller(s)
+        s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
+        client = LLMClient(s)
         t = _trace(["a", "b"], question="q", expected_answer="r")
-        p = ContextPrecisionJudge(s, caller=caller)
+        p = ContextPrecisionJudge(s, client=client)
         codes = [(await p.judge(t)).reason_code for _ in range(3)]
-        codes.append((await ContextRecallJudge(s, caller=caller).judge(t)).reason_code)
+        codes.append((await ContextRecallJudge(s, client=client).judge(t)).reason_code)
         codes.append((await p.judge(t)).reason_code)
         codes.append((await p.judge(t)).reason_code)
-        await caller.aclose()
+        await client.aclose()
     assert codes == [
         "unparseable",
         "unparseable",
@@ -245,11 +247,15 @@ async def test_budget_truncation_flags_and_counts_cut_chunks_irrelevant() -> Non
     async with scripted_openai() as srv:
         srv.replies = [_verdicts("relevant", [True])]
         s = _settings(
-            judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_context_budget_chars=10
+            judge_model="m",
+            judge_base_url=srv.base_url,
+            judge_max_retries=0,
+            judge_cache_size=0,
+            judge_context_budget_chars=10,
         )
-        caller = OpenAIModelCaller(s)
-        r = await ContextRelevanceJudge(s, caller=caller).judge(_trace(["x" * 8, "y" * 8], question="q"))
-        await caller.aclose()
+        client = LLMClient(s)
+        r = await ContextRelevanceJudge(s, client=client).judge(_trace(["x" * 8, "y" * 8], question="q"))
+        await client.aclose()
     assert r.score == 0.5 and r.flags.context_truncated is True
     assert "y" * 8 not in srv.user_prompts()[0]
 

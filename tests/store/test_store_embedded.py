@@ -11,6 +11,8 @@ from ragpulse.config import Settings
 from ragpulse.store import open_store
 from ragpulse.store.embedded import start_embedded
 
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
 
 async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> None:
     url = start_embedded(embedded_settings)  # reuses the running instance
@@ -39,3 +41,38 @@ async def test_reopen_keeps_data(embedded_settings: Settings) -> None:
         assert got is not None and got.judgements[0].score == 0.25
     pg_version = Path(embedded_settings.database_embedded_dir or "", "PG_VERSION")
     assert pg_version.read_text().strip() == "18"  # noqa: ASYNC240 - tiny local file
+
+
+async def test_second_process_reuses_running_server(embedded_settings: Settings) -> None:
+    """Another process on the same data dir gets the same server and leaves it running when it exits."""
+    import asyncio
+    import subprocess
+    import sys
+
+    url = start_embedded(embedded_settings)
+    code = (
+        "from ragpulse.config import Settings; from ragpulse.store.embedded import start_embedded; "
+        f"print(start_embedded(Settings(database_embedded_dir={str(embedded_settings.database_embedded_dir)!r})))"
+    )
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == url
+    conn = await asyncpg.connect(url)  # still up after the other process exited
+    try:
+        assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await conn.close()
+
+
+async def test_database_url_wins_over_embedded(pg_url: str) -> None:
+    async with open_store(
+        Settings(database_url=pg_url, database_embedded_dir=Path("/nonexistent/x"))
+    ) as store:
+        assert await store.ping()

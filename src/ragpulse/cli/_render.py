@@ -81,6 +81,22 @@ def print_report(report: Mapping[str, Any], *, cases: bool = False, console: Con
                 _cut(r.get("reason")),
             )
         c.print(ct)
+    _print_diagnosis(report, c)
+
+
+def _print_diagnosis(report: Mapping[str, Any], c: Console) -> None:
+    """The diagnosis (weak side: retrieval or generation) when the report has the metrics for it."""
+    diag = report.get("diagnosis") or {}
+    overall = diag.get("overall") or {}
+    if not overall or overall.get("weak_side") == "undetermined":
+        return
+    c.print(f"diagnosis: {overall.get('summary')}")
+    weak = [d for d in diag.get("cases", []) if d.get("weak_side") in ("retrieval", "generation")]
+    if weak:
+        t = Table("case", "weak side", "why", title="diagnosis")
+        for d in weak:
+            t.add_row(str(d.get("case_id")), str(d.get("weak_side")), _cut(d.get("reason")))
+        c.print(t)
 
 
 def print_runs(runs: Sequence[RunRecord], console: Console | None = None) -> None:

@@ -137,6 +137,12 @@ class AnswerCorrectnessJudge(FrameJudge):
             **extra,
         )
 
+    async def aclose(self) -> None:
+        """Close the embeddings client, if any (idempotent)."""
+        closer = getattr(self.sim, "aclose", None)
+        if closer is not None:
+            await closer()
+
     def _classify_lexical(self, answer: str, ref_stmts: list[str]) -> tuple[list[str], list[str], list[str]]:
         ans_stmts = split_statements(answer)
         tp = [s for s in ans_stmts if supported(s, ref_stmts, self.min_coverage)]

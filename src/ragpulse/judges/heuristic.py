@@ -51,7 +51,8 @@ class HeuristicFaithfulnessJudge:
          user supplied are not evidence either way). No new token → support 1 (nothing to verify).
        - support = weighted share of the new tokens found in the **single best** context chunk (claims are
          checked chunk by chunk, not against a bag of every chunk's words). Tokens with digits weigh 2,
-         capitalised names 1.5, others 1 (:func:`lexical.token_weight`). Chinese words also match as
+         code identifiers (``foreachBatch``, ``df.write.csv``) 2, capitalised names 1.5, others 1
+         (:func:`lexical.token_weight`). Chinese words also match as
          substrings of the chunk, so jieba segmenting a word differently in the context does not count
          against the answer.
        - a sentence with Chinese text also gets a character-bigram support (share of its bigrams, minus
@@ -103,7 +104,9 @@ class HeuristicFaithfulnessJudge:
         answer = trace.answer or ""
         chunks = [lexical.chunk_index(c) for c in trace.contexts]
         q_tokens = set(content_tokens(trace.question))
-        q_grams = set(lexical.char_bigrams(trace.question or ""))
+        q_grams: set[str] | None = (
+            None  # the question's character bigrams, made for the first Chinese sentence
+        )
         a_tokens = content_tokens(answer)
 
         def done(score: float, reason: str, decided_by: str) -> Judgement:
@@ -118,15 +121,17 @@ class HeuristicFaithfulnessJudge:
 
         if lexical.restates_question(q_tokens, a_tokens):
             return done(0.0, "restates_question: the answer only repeats the question", "echo")
-        names = lexical.capitalised_names(answer)
+        salient = lexical.salient_terms(answer)
         supports: list[tuple[float, str, int]] = []
         for sentence in lexical.sentences(answer):
             if lexical.is_meta_statement(sentence):
                 supports.append((0.0, sentence, -1))
                 continue
             new = [t for t in content_tokens(sentence) if t not in q_tokens]
-            value, chunk_i = lexical.best_chunk_support(new, chunks, names)
+            value, chunk_i = lexical.best_chunk_support(new, chunks, salient)
             if lexical.has_cjk(sentence):
+                if q_grams is None:
+                    q_grams = set(lexical.char_bigrams(trace.question or ""))
                 grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
                 value = (value + lexical.best_chunk_bigram_support(grams, chunks)) / 2
             supports.append((value, sentence, chunk_i))

@@ -13,14 +13,15 @@ for Chinese runs, case-folded words otherwise, stop words removed by ``content_t
   caches them by chunk text (LRU), so a chunk shared by many traces is tokenised once.
 - :func:`char_bigrams` / :func:`best_chunk_bigram_support`: character bigrams for Chinese, where word
   boundaries are uncertain and numbers stick to their units ("2014年2月").
-- :func:`token_weight` weighs a token by how much it carries a checkable fact: tokens with digits weigh
-  :data:`NUMBER_WEIGHT`, capitalised names in English text :data:`NAME_WEIGHT`, others 1.
+- :func:`token_weight` weighs a token by how much it carries a checkable fact: tokens with digits and code
+  identifiers (``foreachBatch``, ``df.write.csv``) weigh :data:`NUMBER_WEIGHT`, capitalised names in
+  English text :data:`NAME_WEIGHT`, others 1 (:func:`salient_terms` finds the names and identifiers).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -32,18 +33,19 @@ __all__ = [
     "ChunkIndex",
     "best_chunk_bigram_support",
     "best_chunk_support",
-    "capitalised_names",
     "char_bigrams",
     "chunk_index",
     "has_cjk",
     "is_meta_statement",
     "restates_question",
+    "salient_terms",
     "sentences",
     "token_supported",
     "token_weight",
 ]
 
-#: Weight of a token holding a digit (amounts, dates, versions): wrong numbers are the commonest hallucination.
+#: Weight of a token holding a digit (amounts, dates, versions) or of a code identifier: wrong numbers and
+#: made-up API names are the commonest hallucinations.
 NUMBER_WEIGHT = 2.0
 #: Weight of a capitalised name (``Delhi``, ``MLflow``) that is not the first word of its sentence.
 NAME_WEIGHT = 1.5
@@ -54,7 +56,8 @@ _SENT_SPLIT_RE = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _DIGIT_RE = re.compile(r"\d")
 _RUN_RE = re.compile(r"[^\W_]+")
-_NAME_RE = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][\w-]*")
+_WORDISH_RE = re.compile(r"[^\W_]+(?:[.-][^\W_]+)*")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
 
 _META_EN = re.compile(
     r"\b(?:"
@@ -106,18 +109,35 @@ def restates_question(question_tokens: Iterable[str], answer_tokens: Iterable[st
     return bool(a) and bool(q) and a <= q and len(a) >= ECHO_MIN_COVERAGE * len(q)
 
 
-def capitalised_names(text: str) -> frozenset[str]:
-    """Case-folded words written with a capital initial that are not the first word of a sentence."""
-    return frozenset(m.group(0).casefold() for m in _NAME_RE.finditer(text))
+def salient_terms(text: str) -> dict[str, float]:
+    """Case-folded names and code identifiers of ``text`` with their weights.
+
+    Names: words with a capital initial that are not the first word of a sentence (:data:`NAME_WEIGHT`).
+    Identifiers: camelCase words and dotted names such as ``df.write.csv`` (:data:`NUMBER_WEIGHT`).
+    One pass over the words of ``text``.
+    """
+    out: dict[str, float] = {}
+    for m in _WORDISH_RE.finditer(text):
+        word, i = m.group(0), m.start()
+        if "." in word or _CAMEL_RE.search(word):
+            out[word.casefold()] = NUMBER_WEIGHT
+            continue
+        if not word[0].isupper() or i == 0:
+            continue
+        if i >= 2 and text[i - 1].isspace() and text[i - 2] in ".!?":
+            continue
+        folded = word.casefold()
+        if out.get(folded, 0.0) < NAME_WEIGHT:
+            out[folded] = NAME_WEIGHT
+    return out
 
 
-def token_weight(token: str, names: frozenset[str]) -> float:
-    """Weight of ``token`` in support scores: digits → :data:`NUMBER_WEIGHT`, names → :data:`NAME_WEIGHT`, else 1."""
+def token_weight(token: str, salient: Mapping[str, float]) -> float:
+    """Weight of ``token`` in support scores: digits → :data:`NUMBER_WEIGHT`, else its weight in
+    ``salient`` (:func:`salient_terms`), else 1."""
     if _DIGIT_RE.search(token):
         return NUMBER_WEIGHT
-    if token in names:
-        return NAME_WEIGHT
-    return 1.0
+    return salient.get(token, 1.0)
 
 
 @dataclass(frozen=True)
@@ -152,7 +172,7 @@ def token_supported(token: str, chunk: ChunkIndex) -> bool:
 
 
 def best_chunk_support(
-    tokens: Sequence[str], chunks: Sequence[ChunkIndex], names: frozenset[str]
+    tokens: Sequence[str], chunks: Sequence[ChunkIndex], salient: Mapping[str, float]
 ) -> tuple[float, int]:
     """Weighted share (0–1) of ``tokens`` found in the single best chunk, and that chunk's index.
 
@@ -161,10 +181,11 @@ def best_chunk_support(
     distinct = list(dict.fromkeys(tokens))
     if not distinct:
         return 1.0, -1
-    total = sum(token_weight(t, names) for t in distinct)
+    weights = [token_weight(t, salient) for t in distinct]
+    total = sum(weights)
     best, best_i = 0.0, -1
     for i, ch in enumerate(chunks):
-        got = sum(token_weight(t, names) for t in distinct if token_supported(t, ch))
+        got = sum(w for t, w in zip(distinct, weights, strict=True) if token_supported(t, ch))
         if got > best:
             best, best_i = got, i
             if got >= total:

@@ -19,7 +19,8 @@
   retries inside one call are paced by the backoff above, not by this window).
 - **Cache**: an in-process LRU (``judge_cache_size`` entries, 0 disables it) keyed by (judge version, model,
   messages), so a redelivered trace costs no model call. A hit returns the stored reply with ``cached=True``
-  and zero tokens (nothing was spent).
+  and zero tokens (nothing was spent). An identical request already in flight is awaited instead of sent
+  again (also a hit). Failures are not cached.
 - **Budget**: an optional daily token budget per judge (``judge_daily_token_budget``, or the judge's
   ``daily_token_budget`` option; prompt + completion tokens, UTC days). Once a judge has spent it, calls raise
   ``JudgeError("over_budget")`` until the next UTC day; :attr:`LLMStats.over_budget` counts them.
@@ -167,6 +168,8 @@ class _LoopState:
     client: openai.AsyncOpenAI
     semaphore: asyncio.Semaphore
     limiter: _RateLimiter | None
+    #: cache key → the reply of the identical request in flight
+    inflight: dict[str, asyncio.Future[LLMResult]] = field(default_factory=dict)
 
 
 class LLMClient:
@@ -291,6 +294,48 @@ class LLMClient:
             self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
             raise JudgeError("over_budget", f"daily token budget of {budget} spent")
         state = self._loop_state()
+        if not key:
+            return await self._send(state, judge, messages, max_tokens)
+        # The same request already in flight (a trace redelivered while it is being judged): wait for it.
+        pending = state.inflight.get(key)
+        if pending is not None:
+            try:
+                first = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this caller was cancelled
+                # the first caller was cancelled: make the call ourselves (below)
+            else:
+                self.stats.cache_hits += 1
+                return LLMResult(text=first.text, finish_reason=first.finish_reason, cached=True)
+        fut: asyncio.Future[LLMResult] = state.loop.create_future()
+        state.inflight[key] = fut
+        try:
+            result = await self._send(state, judge, messages, max_tokens)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved here, so an unwatched failure is not reported as "never retrieved"
+            raise
+        finally:
+            if state.inflight.get(key) is fut:
+                del state.inflight[key]
+        fut.set_result(result)
+        self._cache[key] = result
+        while len(self._cache) > cache_size:
+            self._cache.popitem(last=False)
+        return result
+
+    async def _send(
+        self,
+        state: _LoopState,
+        judge: str,
+        messages: Sequence[Mapping[str, str]],
+        max_tokens: int | None,
+    ) -> LLMResult:
+        """One request under the concurrency and rate limits; accounts tokens and retries."""
         started = time.perf_counter()
         async with state.semaphore:
             if state.limiter is not None:
@@ -321,7 +366,7 @@ class LLMClient:
         self.stats.prompt_tokens[judge] = self.stats.prompt_tokens.get(judge, 0) + pt
         self.stats.completion_tokens[judge] = self.stats.completion_tokens.get(judge, 0) + ct
         self._charge(judge, pt + ct)
-        result = LLMResult(
+        return LLMResult(
             text=text,
             finish_reason=choice.finish_reason if choice is not None else None,
             prompt_tokens=pt,
@@ -329,11 +374,6 @@ class LLMClient:
             retries=retries,
             latency_s=time.perf_counter() - started,
         )
-        if cache_size:
-            self._cache[key] = result
-            while len(self._cache) > cache_size:
-                self._cache.popitem(last=False)
-        return result
 
 
 def _retries_of(e: openai.APIError) -> int:

@@ -20,7 +20,7 @@ names cannot be taken over by a plugin.
 To add a built-in judge, add one row to :data:`BUILTIN_JUDGES`. A row may name a class or any factory
 function: ``heuristic`` targets are called as ``f(settings, options)``, ``llm`` targets as
 ``f(settings, options, client=client)``. Judges built on the ``ModelCaller`` seam wrap the client in
-:class:`~ragpulse.judges.llm_caller.SharedModelCaller` in such a factory.
+:class:`~ragpulse.judges.refbase.SharedClientCaller`.
 """
 
 from __future__ import annotations
@@ -177,20 +177,31 @@ def build_judges(
 
 
 async def close_judges(judges: Mapping[str, Judge]) -> None:
-    """Release what the judges hold (the shared LLM client's connection pool); call once when done.
+    """Release what the judges hold; call once when done with them (idempotent).
 
-    Calls ``aclose()`` on every judge that has one; a shared client is closed once. Never raises for a judge
-    whose close fails (it is logged).
+    Closes every :class:`LLMClient` the judges use (directly as ``judge.client`` or through a
+    ``judge.caller`` adapter), each once, and awaits ``aclose()`` of any other judge that has one (plugins).
+    Never raises: a failing close is logged.
     """
-    seen: set[int] = set()
+    clients: dict[int, LLMClient] = {}
+    others: list[tuple[str, Any]] = []
     for name, judge in judges.items():
+        found = False
+        for holder in (judge, getattr(judge, "caller", None)):
+            for attr in ("client", "_client"):
+                c = getattr(holder, attr, None)
+                if isinstance(c, LLMClient):
+                    clients[id(c)] = c
+                    found = True
         closer = getattr(judge, "aclose", None)
-        if closer is None:
-            continue
-        key = id(getattr(judge, "client", judge))
-        if key in seen:
-            continue
-        seen.add(key)
+        if not found and closer is not None:
+            others.append((name, closer))
+    for c in clients.values():
+        try:
+            await c.aclose()
+        except Exception:
+            _log.exception("judge_client_close_failed")
+    for name, closer in others:
         try:
             await closer()
         except Exception:

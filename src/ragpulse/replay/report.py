@@ -14,6 +14,8 @@ Definitions (issue 3):
   cases), ``scored`` and the four counts.
 - ``cases`` = one row per case: ``case_id``, ``trace_id``, ``outcome``, ``passed``, ``scored``, ``reason``
   (why it failed or was not scored) and ``judgements`` (judge → ``score``, ``passed``, ``status``, ``reason``).
+- ``diagnosis`` = which side is weak, retrieval or generation, per case and overall
+  (:func:`ragpulse.replay.diagnosis.diagnose` of the case rows).
 
 Scores and rates are rounded to 6 decimals, ``wall_seconds`` to 3.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome, TraceResult
+from ragpulse.replay.diagnosis import diagnose
 
 __all__ = ["COUNT_KEYS", "REPORT_KEYS", "CaseResult", "build_report", "run_status"]
 
@@ -175,6 +178,7 @@ def build_report(
         "wall_seconds": round(wall_seconds, 3),
         "judges": detail,
         "cases": rows,
+        "diagnosis": diagnose(rows),
     }
 
 

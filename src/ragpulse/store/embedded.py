@@ -72,7 +72,7 @@ def start_embedded(settings: Settings) -> str:
                 f"embedded PostgreSQL failed to start in {pgdata} (see {pgdata / 'log'}): {type(e).__name__}: {e}",
                 retriable=False,
             ) from e
-    _log.info("embedded_postgres_ready", pgdata=str(pgdata))
+    _log.debug("embedded_postgres_ready", pgdata=str(pgdata))
     return url
 
 

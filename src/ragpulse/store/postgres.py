@@ -22,12 +22,13 @@ from ragpulse.logging import get_logger
 from ragpulse.model import (
     RunRecord,
     RunStatus,
-    TestCase,
     TestSet,
     Trace,
     TraceResult,
+    normalize_trace_id,
 )
 from ragpulse.protocols import WriteReport
+from ragpulse.store import catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
 from ragpulse.store.rows import (
@@ -37,7 +38,6 @@ from ragpulse.store.rows import (
     dumps,
     judgement_row,
     result_from_rows,
-    run_from_row,
     trace_from_row,
     trace_row,
 )
@@ -209,8 +209,6 @@ class PostgresStore:
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         """The trace ``trace_id`` (normalised like :func:`ragpulse.model.normalize_trace_id`) with all its
         judgements, every version, ordered by judge name then creation time; ``None`` if unknown."""
-        from ragpulse.model import normalize_trace_id
-
         tid = normalize_trace_id(trace_id)
 
         async def q(conn: Conn) -> TraceResult | None:
@@ -296,116 +294,19 @@ class PostgresStore:
             if remaining is not None:
                 remaining -= len(rows)
 
-    # -- test sets and runs ---------------------------------------------------------------------------------------
+    # -- test sets and runs (queries in :mod:`ragpulse.store.catalog`) ------------------------------------------
     async def upsert_test_set(self, ts: TestSet) -> None:
         """Insert or replace test set ``ts.name`` and its cases (cases no longer in ``ts`` are deleted)."""
-
-        def case_args(pos: int, c: TestCase) -> tuple[Any, ...]:
-            return (
-                ts.name,
-                c.id,
-                pos,
-                clean(c.question),
-                clean(c.expected_answer),
-                list(c.keywords) if c.keywords is not None else None,
-                list(c.reference_contexts),
-                clean(c.answer),
-                list(c.contexts),
-                list(c.doc_ids),
-                list(c.context_labels) if c.context_labels is not None else None,
-                c.metadata,
-            )
-
-        async def tx(conn: Conn) -> None:
-            async with conn.transaction():
-                await conn.execute(
-                    """INSERT INTO test_sets (name, knowledge_base, description, case_count)
-                       VALUES ($1, $2, $3, $4)
-                       ON CONFLICT (name) DO UPDATE SET knowledge_base = excluded.knowledge_base,
-                         description = excluded.description, case_count = excluded.case_count,
-                         updated_at = now()""",
-                    ts.name,
-                    ts.knowledge_base,
-                    ts.description,
-                    len(ts.cases),
-                )
-                await conn.execute(
-                    "DELETE FROM test_cases WHERE test_set = $1 AND NOT (case_id = ANY($2::text[]))",
-                    ts.name,
-                    [c.id for c in ts.cases],
-                )
-                if ts.cases:
-                    await conn.executemany(
-                        """INSERT INTO test_cases (test_set, case_id, position, question, expected_answer,
-                             keywords, reference_contexts, answer, contexts, doc_ids, context_labels, metadata)
-                           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-                           ON CONFLICT (test_set, case_id) DO UPDATE SET position = excluded.position,
-                             question = excluded.question, expected_answer = excluded.expected_answer,
-                             keywords = excluded.keywords, reference_contexts = excluded.reference_contexts,
-                             answer = excluded.answer, contexts = excluded.contexts, doc_ids = excluded.doc_ids,
-                             context_labels = excluded.context_labels, metadata = excluded.metadata,
-                             updated_at = now()""",
-                        [case_args(i, c) for i, c in enumerate(ts.cases)],
-                    )
-
-        await self._run("upsert_test_set", tx)
+        await self._run("upsert_test_set", lambda c: catalog.upsert_test_set(c, ts))
 
     async def get_test_set(self, name: str) -> TestSet | None:
         """The stored test set ``name`` with its cases in their original order, or ``None``."""
-
-        async def q(conn: Conn) -> TestSet | None:
-            row = await conn.fetchrow("SELECT * FROM test_sets WHERE name = $1", name)
-            if row is None:
-                return None
-            cases = await conn.fetch("SELECT * FROM test_cases WHERE test_set = $1 ORDER BY position", name)
-            return TestSet(
-                name=row["name"],
-                knowledge_base=row["knowledge_base"],
-                description=row["description"],
-                cases=tuple(
-                    TestCase(
-                        id=c["case_id"],
-                        question=c["question"],
-                        expected_answer=c["expected_answer"],
-                        keywords=c["keywords"],
-                        reference_contexts=tuple(c["reference_contexts"] or ()),
-                        answer=c["answer"],
-                        contexts=tuple(c["contexts"] or ()),
-                        doc_ids=tuple(c["doc_ids"] or ()),
-                        context_labels=tuple(c["context_labels"])
-                        if c["context_labels"] is not None
-                        else None,
-                        metadata=c["metadata"] or {},
-                    )
-                    for c in cases
-                ),
-            )
-
-        return await self._run("get_test_set", q)
+        return await self._run("get_test_set", lambda c: catalog.get_test_set(c, name))
 
     async def create_run(self, run: RunRecord) -> None:
-        """Insert run ``run.run_id``; re-using an id resets it (status, times, report) to ``run``'s values
-        (``running`` by default)."""
-
-        async def q(conn: Conn) -> None:
-            await conn.execute(
-                """INSERT INTO runs (run_id, test_set, started_at, finished_at, status, judges, settings, report)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                   ON CONFLICT (run_id) DO UPDATE SET test_set = excluded.test_set,
-                     started_at = excluded.started_at, finished_at = excluded.finished_at,
-                     status = excluded.status, judges = excluded.judges, settings = excluded.settings,
-                     report = excluded.report, updated_at = now()""",
-                run.run_id,
-                run.test_set,
-                run.started_at,
-                run.finished_at,
-                run.status.value,
-                run.judges,
-                run.settings,
-                run.report,
-            )
-
-        await self._run("create_run", q)
+        """Insert run ``run.run_id``; re-using an id resets it to ``run``'s values (status ``running``, no
+        finish time and no report by default)."""
+        await self._run("create_run", lambda c: catalog.create_run(c, run))
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
         """Mark run ``run_id`` finished now with ``status`` and its ``report`` (JSON-able mapping).
@@ -413,38 +314,15 @@ class PostgresStore:
         Raises:
             StoreError: unknown run id (``retriable=False``) or the database failed.
         """
-
-        async def q(conn: Conn) -> str:
-            return str(
-                await conn.execute(
-                    """UPDATE runs SET status = $2, report = $3, finished_at = now(), updated_at = now()
-                       WHERE run_id = $1""",
-                    run_id,
-                    status.value,
-                    report,
-                )
-            )
-
-        if await self._run("finish_run", q) == "UPDATE 0":
-            raise StoreError(f"finish_run failed: unknown run {run_id!r}", retriable=False)
+        await self._run("finish_run", lambda c: catalog.finish_run(c, run_id, status, report))
 
     async def list_runs(self, limit: int = 50) -> list[RunRecord]:
         """The ``limit`` most recently started runs, newest first."""
-
-        async def q(conn: Conn) -> list[RunRecord]:
-            rows = await conn.fetch("SELECT * FROM runs ORDER BY started_at DESC, run_id LIMIT $1", limit)
-            return [run_from_row(r) for r in rows]
-
-        return await self._run("list_runs", q)
+        return await self._run("list_runs", lambda c: catalog.list_runs(c, limit))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Run ``run_id`` or ``None``."""
-
-        async def q(conn: Conn) -> RunRecord | None:
-            row = await conn.fetchrow("SELECT * FROM runs WHERE run_id = $1", run_id)
-            return run_from_row(row) if row is not None else None
-
-        return await self._run("get_run", q)
+        return await self._run("get_run", lambda c: catalog.get_run(c, run_id))
 
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:

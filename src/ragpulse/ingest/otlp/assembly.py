@@ -57,13 +57,16 @@ LATE_SPANS = telemetry.meter.create_counter(
 @dataclass
 class AssemblerStats:
     """Counters since start: traces released complete / incomplete, evicted, late spans dropped, spans
-    dropped over the per-trace limit, traces submitted to the sink."""
+    dropped over the per-trace limit, traces that could not be mapped, traces submitted to the sink and
+    submissions the sink refused (raised)."""
 
     completed: int = 0
     incomplete: int = 0
     evicted: int = 0
     late_spans: int = 0
     spans_over_limit: int = 0
+    unmappable: int = 0
+    submit_errors: int = 0
     submitted: int = 0
 
 
@@ -126,12 +129,12 @@ class TraceAssembler:
             p = self._pending.get(tid)
             if p is None:
                 p = self._pending[tid] = _Pending()
-            else:
-                self._pending.move_to_end(tid)
-            if len(p.spans) >= self._max_spans and span.span_id not in p.spans:
+            elif len(p.spans) >= self._max_spans and span.span_id not in p.spans:
                 self.stats.spans_over_limit += 1
                 SPANS_OVER_LIMIT.add(1)
                 continue
+            else:
+                self._pending.move_to_end(tid)
             p.spans[span.span_id] = span
             p.last_seen = now
             kept += 1
@@ -152,19 +155,27 @@ class TraceAssembler:
         while len(self._released) > self._released_max:
             self._released.popitem(last=False)
 
-    def _release(self, tid: str, *, incomplete: bool) -> Trace:
+    def _release(self, tid: str, *, incomplete: bool) -> Trace | None:
+        """Pop and map one trace; ``None`` (logged, counted as rejected ``unmappable``) if mapping fails."""
         p = self._pending.pop(tid)
         self._mark_released(tid)
+        try:
+            trace = self._builder.build(tid, list(p.spans.values()), incomplete=incomplete)
+        except Exception as e:  # a mapper bug or an unusable value must not stop the assembler
+            self.stats.unmappable += 1
+            telemetry.TRACES_REJECTED.add(1, {"source": "otlp", "reason": "unmappable"})
+            log.error("otlp_trace_unmappable", trace_id=tid, spans=len(p.spans), error=f"{type(e).__name__}")
+            return None
         if incomplete:
             self.stats.incomplete += 1
         else:
             self.stats.completed += 1
-        return self._builder.build(tid, list(p.spans.values()), incomplete=incomplete)
+        return trace
 
     def poll(self, now: float | None = None) -> list[Trace]:
         """Release the traces that are due at ``now`` (default: the clock), oldest first."""
         t = self._clock() if now is None else now
-        out: list[Trace] = []
+        out: list[Trace | None] = []
         while self._due and self._due[0][0] <= t:
             _, tid = self._due.popleft()
             if tid in self._pending:
@@ -174,7 +185,7 @@ class TraceAssembler:
             if p.last_seen + self._idle > t:
                 break
             out.append(self._release(tid, incomplete=p.root_seen_at is None))
-        return out
+        return [x for x in out if x is not None]
 
     def flush(self) -> list[Trace]:
         """Release every held trace now (shutdown): with a root → complete, else incomplete."""
@@ -182,7 +193,7 @@ class TraceAssembler:
             self._release(tid, incomplete=p.root_seen_at is None) for tid, p in list(self._pending.items())
         ]
         self._due.clear()
-        return out
+        return [x for x in out if x is not None]
 
     def next_deadline(self) -> float | None:
         """Clock time at which the next trace becomes due, ``None`` when nothing is held."""
@@ -195,7 +206,12 @@ class TraceAssembler:
 
     async def _submit(self, sink: TraceSink, traces: list[Trace]) -> None:
         for trace in traces:
-            await sink.submit(trace)
+            try:
+                await sink.submit(trace)
+            except Exception as e:  # the engine refused it (e.g. closing); keep serving the others
+                self.stats.submit_errors += 1
+                log.error("otlp_submit_failed", trace_id=trace.trace_id, error=f"{type(e).__name__}: {e}")
+                continue
             self.stats.submitted += 1
             telemetry.TRACES_RECEIVED.add(1, {"source": "otlp"})
 

@@ -14,7 +14,6 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse.errors import IngestError
-from ragpulse.ingest.otlp.decode import decode_protobuf
 from ragpulse.ingest.otlp.intake import OtlpIntake, count_rejected
 
 __all__ = ["SERVICE_NAME", "TraceServiceReceiver", "add_receiver"]
@@ -33,12 +32,13 @@ class TraceServiceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
     async def Export(self, request: bytes, context: grpc.aio.ServicerContext) -> ExportTraceServiceResponse:
         """Decode and accept one request; ``INVALID_ARGUMENT`` when it cannot be decoded."""
         try:
-            result = decode_protobuf(request)
+            return await self._intake.handle(
+                request, json=False, encoding=None, limit=len(request), transport="grpc"
+            )
         except IngestError as e:
             count_rejected("malformed")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             raise  # abort raises; this line is never reached
-        return self._intake.accept(result, "grpc")
 
 
 def add_receiver(server: grpc.aio.Server, receiver: TraceServiceReceiver) -> None:

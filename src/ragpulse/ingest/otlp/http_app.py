@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 
 from ragpulse.errors import IngestError
-from ragpulse.ingest.otlp.decode import PayloadTooLarge, decode_json, decode_protobuf, decompress
+from ragpulse.ingest.otlp.decode import PayloadTooLarge
 from ragpulse.ingest.otlp.intake import OtlpIntake, count_rejected
 
 __all__ = ["JSON", "PROTOBUF", "build_http_app"]
@@ -70,14 +70,19 @@ def build_http_app(intake: OtlpIntake, max_request_bytes: int) -> FastAPI:
                 return _status(code_pb2.RESOURCE_EXHAUSTED, "request body too large", as_json, 413)
             chunks.append(chunk)
         try:
-            body = decompress(b"".join(chunks), request.headers.get("content-encoding"), max_request_bytes)
-            result = decode_json(body) if as_json else decode_protobuf(body)
+            resp = await intake.handle(
+                b"".join(chunks),
+                json=as_json,
+                encoding=request.headers.get("content-encoding"),
+                limit=max_request_bytes,
+                transport="http",
+            )
         except PayloadTooLarge as e:
             count_rejected("too_large")
             return _status(code_pb2.RESOURCE_EXHAUSTED, str(e), as_json, 413)
         except IngestError as e:
             count_rejected("malformed")
             return _status(code_pb2.INVALID_ARGUMENT, str(e), as_json, 400)
-        return _encode(intake.accept(result, "http"), as_json)
+        return _encode(resp, as_json)
 
     return app

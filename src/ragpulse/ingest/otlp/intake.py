@@ -5,15 +5,21 @@ Kept apart from the transports so gRPC and HTTP behave identically (same countin
 
 from __future__ import annotations
 
+import asyncio
+
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse import telemetry
 from ragpulse.ingest.otlp.assembly import TraceAssembler
-from ragpulse.ingest.otlp.decode import DecodeResult
-from ragpulse.ingest.otlp.spans import request_to_spans
+from ragpulse.ingest.otlp.decode import DecodeResult, decode_json, decode_protobuf, decompress
+from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
 
-__all__ = ["OWN_SPANS_IGNORED", "OtlpIntake", "count_rejected"]
+__all__ = ["OFFLOAD_BYTES", "OWN_SPANS_IGNORED", "OtlpIntake", "count_rejected"]
+
+#: Bodies larger than this (bytes) are decompressed and decoded in a worker thread, so one big request
+#: does not stall the event loop (engine, other requests).
+OFFLOAD_BYTES = 64 * 1024
 
 log = get_logger(__name__)
 
@@ -47,12 +53,41 @@ class OtlpIntake:
         self.spans_rejected = 0
         self.spans_ignored = 0
 
-    def accept(self, result: DecodeResult, transport: str) -> ExportTraceServiceResponse:
+    async def handle(
+        self, body: bytes, *, json: bool, encoding: str | None, limit: int, transport: str
+    ) -> ExportTraceServiceResponse:
+        """Decompress, decode and accept one request body.
+
+        Args:
+            body: the body as received.
+            json: OTLP/JSON (else protobuf).
+            encoding: ``Content-Encoding`` (``None`` for identity; gRPC decompresses itself).
+            limit: largest decompressed size, bytes.
+            transport: ``http`` or ``grpc`` (for logs).
+
+        Raises:
+            PayloadTooLarge: over ``limit`` after decompression.
+            IngestError: undecodable payload.
+        """
+
+        def work() -> tuple[DecodeResult, SplitResult]:
+            raw = decompress(body, encoding, limit)
+            result = decode_json(raw) if json else decode_protobuf(raw)
+            return result, request_to_spans(result.request, self._own)
+
+        result, split = await asyncio.to_thread(work) if len(body) > OFFLOAD_BYTES else work()
+        return self.accept(result, transport, split)
+
+    def accept(
+        self, result: DecodeResult, transport: str, split: SplitResult | None = None
+    ) -> ExportTraceServiceResponse:
         """Queue the good spans of ``result``; the response reports rejected spans (OTLP partial success).
 
-        Fast and non-blocking: traces are submitted to the engine later, from the assembler's task.
+        Fast and non-blocking: traces are submitted to the engine later, from the assembler's task. Must run
+        on the event loop's thread (the assembler is not thread-safe); ``split`` may be computed elsewhere.
         """
-        split = request_to_spans(result.request, self._own)
+        if split is None:
+            split = request_to_spans(result.request, self._own)
         kept = self._assembler.add(split.spans)
         self.spans_accepted += kept
         self.spans_ignored += split.ignored_own

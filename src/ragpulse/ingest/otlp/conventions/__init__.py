@@ -1,7 +1,7 @@
 """Convention mappers and the builder that turns the spans of one trace into a :class:`~ragpulse.model.Trace`.
 
 Mappers (:class:`~ragpulse.ingest.otlp.conventions.base.ConventionMapper`) are tried in order — the
-``otlp_attributes`` mapper (when configured), OpenInference, OpenLLMetry/Traceloop, OTel GenAI — and every
+``otlp_attributes`` mapper (when configured), OpenInference, OpenLLMetry/Traceloop, Langfuse, OTel GenAI — and every
 mapper that matches contributes: for each field the first mapper that found a value wins. Pass your own list
 to :class:`TraceBuilder` to add a convention.
 
@@ -34,6 +34,7 @@ from ragpulse.ingest.otlp.conventions.base import (
 )
 from ragpulse.ingest.otlp.conventions.custom import AttributeMapper
 from ragpulse.ingest.otlp.conventions.genai import GenAiMapper
+from ragpulse.ingest.otlp.conventions.langfuse import LangfuseMapper
 from ragpulse.ingest.otlp.conventions.openinference import OpenInferenceMapper
 from ragpulse.ingest.otlp.conventions.openllmetry import OpenLlmetryMapper
 from ragpulse.ingest.otlp.spans import SpanData
@@ -43,6 +44,7 @@ __all__ = [
     "AttributeMapper",
     "ConventionMapper",
     "GenAiMapper",
+    "LangfuseMapper",
     "MappedFields",
     "OpenInferenceMapper",
     "OpenLlmetryMapper",
@@ -63,7 +65,7 @@ def default_mappers(settings: Settings) -> list[ConventionMapper]:
     custom = AttributeMapper(settings.otlp_attributes)
     if custom.configured:
         mappers.append(custom)
-    mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), GenAiMapper()]
+    mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), LangfuseMapper(), GenAiMapper()]
     return mappers
 
 

@@ -1,0 +1,145 @@
+"""Test sets and runs: the store's catalogue queries, as functions on one asyncpg connection.
+
+``PostgresStore`` calls these inside its error mapping (asyncpg/OS errors become ``StoreError``); they live
+apart from the result writes so that each module keeps one responsibility.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragpulse.errors import StoreError
+from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
+from ragpulse.store.migrate import Conn
+from ragpulse.store.rows import Row, clean, run_from_row
+
+__all__ = ["create_run", "finish_run", "get_run", "get_test_set", "list_runs", "upsert_test_set"]
+
+_UPSERT_SET = """
+INSERT INTO test_sets (name, knowledge_base, description, case_count) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET knowledge_base = excluded.knowledge_base,
+  description = excluded.description, case_count = excluded.case_count, updated_at = now()
+"""
+
+_UPSERT_CASE = """
+INSERT INTO test_cases (test_set, case_id, position, question, expected_answer, keywords, reference_contexts,
+  answer, contexts, doc_ids, context_labels, metadata)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (test_set, case_id) DO UPDATE SET position = excluded.position, question = excluded.question,
+  expected_answer = excluded.expected_answer, keywords = excluded.keywords,
+  reference_contexts = excluded.reference_contexts, answer = excluded.answer, contexts = excluded.contexts,
+  doc_ids = excluded.doc_ids, context_labels = excluded.context_labels, metadata = excluded.metadata,
+  updated_at = now()
+"""
+
+_UPSERT_RUN = """
+INSERT INTO runs (run_id, test_set, started_at, finished_at, status, judges, settings, report)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (run_id) DO UPDATE SET test_set = excluded.test_set, started_at = excluded.started_at,
+  finished_at = excluded.finished_at, status = excluded.status, judges = excluded.judges,
+  settings = excluded.settings, report = excluded.report, updated_at = now()
+"""
+
+
+def _case_args(test_set: str, pos: int, c: TestCase) -> tuple[Any, ...]:
+    return (
+        test_set,
+        c.id,
+        pos,
+        clean(c.question),
+        clean(c.expected_answer),
+        list(c.keywords) if c.keywords is not None else None,
+        list(c.reference_contexts),
+        clean(c.answer),
+        list(c.contexts),
+        list(c.doc_ids),
+        list(c.context_labels) if c.context_labels is not None else None,
+        c.metadata,
+    )
+
+
+def _case_from_row(c: Row) -> TestCase:
+    return TestCase(
+        id=c["case_id"],
+        question=c["question"],
+        expected_answer=c["expected_answer"],
+        keywords=c["keywords"],
+        reference_contexts=tuple(c["reference_contexts"] or ()),
+        answer=c["answer"],
+        contexts=tuple(c["contexts"] or ()),
+        doc_ids=tuple(c["doc_ids"] or ()),
+        context_labels=tuple(c["context_labels"]) if c["context_labels"] is not None else None,
+        metadata=c["metadata"] or {},
+    )
+
+
+async def upsert_test_set(conn: Conn, ts: TestSet) -> None:
+    """Insert or replace test set ``ts.name`` and its cases in one transaction (cases no longer in ``ts`` are
+    deleted; ``position`` keeps the file order)."""
+    async with conn.transaction():
+        await conn.execute(_UPSERT_SET, ts.name, ts.knowledge_base, ts.description, len(ts.cases))
+        await conn.execute(
+            "DELETE FROM test_cases WHERE test_set = $1 AND NOT (case_id = ANY($2::text[]))",
+            ts.name,
+            [c.id for c in ts.cases],
+        )
+        if ts.cases:
+            await conn.executemany(_UPSERT_CASE, [_case_args(ts.name, i, c) for i, c in enumerate(ts.cases)])
+
+
+async def get_test_set(conn: Conn, name: str) -> TestSet | None:
+    """The stored test set ``name`` with its cases in their original order, or ``None``."""
+    row = await conn.fetchrow("SELECT * FROM test_sets WHERE name = $1", name)
+    if row is None:
+        return None
+    cases = await conn.fetch("SELECT * FROM test_cases WHERE test_set = $1 ORDER BY position", name)
+    return TestSet(
+        name=row["name"],
+        knowledge_base=row["knowledge_base"],
+        description=row["description"],
+        cases=tuple(_case_from_row(c) for c in cases),
+    )
+
+
+async def create_run(conn: Conn, run: RunRecord) -> None:
+    """Insert run ``run.run_id``; re-using an id replaces it with ``run``'s values (status ``running``,
+    no finish time, no report by default)."""
+    await conn.execute(
+        _UPSERT_RUN,
+        run.run_id,
+        run.test_set,
+        run.started_at,
+        run.finished_at,
+        run.status.value,
+        run.judges,
+        run.settings,
+        run.report,
+    )
+
+
+async def finish_run(conn: Conn, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
+    """Mark run ``run_id`` finished now with ``status`` and ``report``.
+
+    Raises:
+        StoreError: unknown run id (``retriable=False``).
+    """
+    done = await conn.execute(
+        "UPDATE runs SET status = $2, report = $3, finished_at = now(), updated_at = now() WHERE run_id = $1",
+        run_id,
+        status.value,
+        report,
+    )
+    if done == "UPDATE 0":
+        raise StoreError(f"finish_run failed: unknown run {run_id!r}", retriable=False)
+
+
+async def list_runs(conn: Conn, limit: int = 50) -> list[RunRecord]:
+    """The ``limit`` most recently started runs, newest first."""
+    rows = await conn.fetch("SELECT * FROM runs ORDER BY started_at DESC, run_id LIMIT $1", limit)
+    return [run_from_row(r) for r in rows]
+
+
+async def get_run(conn: Conn, run_id: str) -> RunRecord | None:
+    """Run ``run_id`` or ``None``."""
+    row = await conn.fetchrow("SELECT * FROM runs WHERE run_id = $1", run_id)
+    return run_from_row(row) if row is not None else None
