@@ -428,3 +428,27 @@ def test_langfuse_attributes() -> None:
     assert t.doc_ids == ["hr#prob", None] and t.contexts == ["Probation lasts 90 days.", "Loose chunk."]
     assert t.context == "Answer from context." and t.attributes["session_id"] == "s-1"
     assert t.attributes["conventions"] == ["langfuse"]
+
+
+def test_attribute_and_metadata_values_are_made_json_safe() -> None:
+    from ragpulse.ingest.otlp.conventions import jsonable
+
+    assert jsonable({"b": b"\x00\x01", "f": float("nan"), "t": (1, 2.5), 3: {"x": [b"ok"]}}) == {
+        "b": "AAE=",
+        "f": None,
+        "t": [1, 2.5],
+        "3": {"x": ["b2s="]},
+    }
+    retrieval = _span(
+        "a" * 16,
+        None,
+        {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.retrieval.documents": [
+                {"id": "d1", "score": 0.5, "metadata": {"raw": b"\xff", "page": 3}}
+            ],
+        },
+    )
+    t = _build([retrieval])
+    assert t.documents[0].metadata == {"raw": "/w==", "page": 3}
+    json.dumps(t.model_dump(mode="json"))

@@ -141,6 +141,28 @@ class PostgresStore:
         except Exception:
             return False
 
+    async def info(self) -> dict[str, Any]:
+        """Facts about the database: ``server_version`` (e.g. ``"18.1"``), ``schema_version`` (highest applied
+        migration), ``database`` (name), ``size_bytes``, row counts ``traces``, ``judgements``, ``runs``,
+        ``test_sets``, ``dead_letters`` (exact ``count(*)``), and ``oldest_trace`` (UTC time or ``None``)."""
+
+        async def q(conn: Conn) -> dict[str, Any]:
+            row = await conn.fetchrow(
+                """SELECT current_setting('server_version') AS server_version,
+                          (SELECT max(version) FROM schema_migrations) AS schema_version,
+                          current_database() AS database,
+                          pg_database_size(current_database()) AS size_bytes,
+                          (SELECT count(*) FROM traces) AS traces,
+                          (SELECT count(*) FROM judgements) AS judgements,
+                          (SELECT count(*) FROM runs) AS runs,
+                          (SELECT count(*) FROM test_sets) AS test_sets,
+                          (SELECT count(*) FROM dead_letters) AS dead_letters,
+                          (SELECT min(received_at) FROM traces) AS oldest_trace"""
+            )
+            return dict(row) if row is not None else {}
+
+        return await self._run("info", q)
+
     async def _run(self, action: str, fn: Callable[[Conn], Awaitable[_T]]) -> _T:
         """Run ``fn(conn)`` on a pooled connection, mapping failures to :class:`StoreError`."""
         try:

@@ -107,7 +107,9 @@ class OtlpReceivers:
         """True once every enabled receiver is listening (and until exit)."""
         if not self._started or self._closed:
             return False
-        http_ok = self._http is None or self._http.started
+        http_ok = self._http is None or (
+            self._http.started and self._http_task is not None and not self._http_task.done()
+        )
         return http_ok and (self._assembler_task is not None and not self._assembler_task.done())
 
     async def __aenter__(self) -> Self:

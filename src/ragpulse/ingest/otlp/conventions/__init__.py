@@ -19,7 +19,9 @@ the bare prompt (a configured ``otlp_attributes.context`` is always used). ``rag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+import math
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +52,7 @@ __all__ = [
     "OpenLlmetryMapper",
     "TraceBuilder",
     "default_mappers",
+    "jsonable",
 ]
 
 _SCALARS = ("question", "answer", "context", "model_context", "model", "app", "scenario")
@@ -67,6 +70,22 @@ def default_mappers(settings: Settings) -> list[ConventionMapper]:
         mappers.append(custom)
     mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), LangfuseMapper(), GenAiMapper()]
     return mappers
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made JSON-serialisable for the store: bytes → base64 text, non-finite floats → ``None``,
+    tuples → lists, mapping keys → strings, anything else unknown → ``str``."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return str(value)
 
 
 def _ns_to_dt(ns: int) -> datetime | None:
@@ -154,14 +173,17 @@ class TraceBuilder:
             app=app,
             scenario=fields.get("scenario"),
             question=fields.get("question"),
-            documents=tuple(fields.get("documents") or ()),
+            documents=tuple(
+                d.model_copy(update={"metadata": jsonable(d.metadata)}) if d.metadata else d
+                for d in fields.get("documents") or ()
+            ),
             context=context,
             answer=fields.get("answer"),
             model=fields.get("model"),
             latency_s=latency,
             start_time=_ns_to_dt(start),
             end_time=_ns_to_dt(end),
-            attributes=attrs,
+            attributes=jsonable(attrs),
             source=Source.OTLP,
             incomplete=incomplete,
             run_id=as_text(_replay_value(ordered, "ragpulse.run.id")),

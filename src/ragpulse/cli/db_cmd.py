@@ -1,0 +1,77 @@
+"""``ragpulse db info`` and ``ragpulse db prune``: look at and trim the result store.
+
+Both open the configured store (``RAGPULSE_DATABASE_URL`` or the embedded PostgreSQL), which applies pending
+migrations first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+import typer
+
+from ragpulse.cli import _common
+from ragpulse.cli import app as _app
+from ragpulse.errors import StoreError
+
+__all__ = ["db_app"]
+
+db_app = typer.Typer(help="Inspect and prune the result store (PostgreSQL).", no_args_is_help=True)
+_app.add_typer(db_app, name="db")
+
+
+def _run(coro: Any) -> Any:
+    try:
+        return asyncio.run(coro)
+    except StoreError as e:
+        raise _common.fail(f"store: {e}") from e
+
+
+@db_app.command("info")
+def info(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Server version, schema version, database size and row counts."""
+    settings = _common.settings()
+
+    async def main() -> dict[str, Any]:
+        from ragpulse.store import open_store
+
+        async with open_store(settings) as store:
+            facts = await store.info()
+        facts["embedded"] = not settings.database_url
+        return facts
+
+    facts = _run(main())
+    if json_out:
+        typer.echo(json.dumps(facts, default=str))
+        return
+    for key, value in facts.items():
+        typer.echo(f"{key:>15}: {value}")
+
+
+@db_app.command("prune")
+def prune(
+    older_than_days: float | None = typer.Option(
+        None, "--older-than-days", min=0.0, help="Age in days (default: the retention_days setting)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Delete traces (with their judgements) and dead letters older than the given age."""
+    settings = _common.settings()
+    days = older_than_days if older_than_days is not None else settings.retention_days
+    if days is None:
+        raise _common.fail("give --older-than-days or set retention_days")
+
+    async def main() -> int:
+        from ragpulse.store import open_store
+
+        async with open_store(settings) as store:
+            return await store.prune(timedelta(days=days))
+
+    deleted = _run(main())
+    if json_out:
+        typer.echo(json.dumps({"traces_deleted": deleted, "older_than_days": days}))
+    else:
+        typer.echo(f"deleted {deleted} traces older than {days:g} days")
