@@ -331,3 +331,29 @@ def test_judge_error_judgement_shape() -> None:
         judge="x", version="v", backend=Backend.LLM, status=JudgementStatus.ERROR, reason="judge_exception: E"
     )
     assert j.outcome == "error" and j.score is None
+
+
+async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
+    gate = asyncio.Event()
+
+    class Gated(ScriptedJudge):
+        async def judge(self, trace: Trace) -> Judgement:
+            await gate.wait()
+            return await super().judge(trace)
+
+    store = MemoryStore()
+    s = _settings(engine_queue_size=1, engine_workers=1)
+    async with Engine({"g": Gated("g")}, store, s) as eng:
+        await eng.submit(_trace(0))
+        await asyncio.sleep(0.01)
+        await eng.submit(_trace(1))
+        blocked = asyncio.create_task(eng.submit(_trace(2)))
+        await asyncio.sleep(0.05)
+        assert eng.in_flight == 3
+        blocked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await blocked
+        assert eng.in_flight == 2
+        gate.set()
+        assert await eng.drain(5)
+    assert sorted(store.traces) == ["t-0", "t-1"]

@@ -222,19 +222,16 @@ class Engine:
         item = _Item(trace, ack, datetime.now(UTC))
         self._pending += 1
         self._idle.clear()
-        try:
-            if not self._queue.full():
-                self._queue.put_nowait(item)
-            else:
-                await self._put_waiting(item)
-        except BaseException:
-            self._one_done()
-            raise
+        if not self._queue.full():
+            self._queue.put_nowait(item)
+        else:
+            await self._put_waiting(item)
         self.stats.received += 1
         telemetry.TRACES_RECEIVED.add(1, {"source": trace.source.value})
         telemetry.ENGINE_QUEUE_DEPTH.set(self._queue.qsize())
 
     async def _put_waiting(self, item: _Item) -> None:
+        """Wait for room; on closing or cancellation the item is not queued and ``pending`` is given back."""
         assert self._queue is not None and self._closing is not None
         put = asyncio.ensure_future(self._queue.put(item))
         closing = asyncio.ensure_future(self._closing.wait())
@@ -242,11 +239,13 @@ class Engine:
             await asyncio.wait({put, closing}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             closing.cancel()
+            queued = put.done() and not put.cancelled() and put.exception() is None
             if not put.done():
                 put.cancel()
-        if put.cancelled() or not put.done():
+            if not queued:
+                self._one_done()
+        if not queued:
             raise EngineClosedError("engine began closing while the trace waited for room")
-        put.result()
 
     def has_room(self) -> bool:
         """True while the input queue has a free slot (sources pause/resume partitions on it)."""
