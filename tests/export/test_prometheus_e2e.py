@@ -8,8 +8,10 @@ nothing). The alert rules are loaded into the server too and must evaluate with 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +24,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer, judge_responder
 
 from .expressions import ALERTS, alert_exprs, dashboard_exprs, grafana_alert_exprs, metric_names
 
@@ -153,20 +157,52 @@ def _query(base: str, expr: str) -> dict[str, object]:
     return body
 
 
+def _judge_model(req: RecordedRequest) -> Reply:
+    """The scripted judge model: every 10th plan gets an unusable reply; faithfulness varies by plan."""
+    m = re.search(r"plan (\d+)", req.prompt_text)
+    i = int(m.group(1)) if m else 0
+    if i % 10 == 7:
+        return Reply("I cannot decide.", prompt_tokens=200, completion_tokens=5)
+    if '"claims"' in req.prompt_text:
+        claims = [{"claim": f"claim {k}", "supported": k < i % 4 + 1} for k in range(4)]
+        return Reply(json.dumps({"claims": claims}), prompt_tokens=300, completion_tokens=40)
+    return judge_responder(req)
+
+
+def _ragpulse_command() -> list[str]:
+    """``ragpulse serve`` once it is on this branch, else the stand-in wiring the same parts."""
+    if importlib.util.find_spec("ragpulse.cli.serve_cmd") is not None:
+        return [sys.executable, "-m", "ragpulse", "serve"]
+    return [sys.executable, str(HERE / "serve_standin.py")]
+
+
 def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, tmp_path: Path) -> None:
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
     http_port, prom_port = _free_port(), _free_port()
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    for var in (
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
-    ):
-        env.pop(var, None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGPULSE_", "OPENAI_"))}
+    judge_server = ScriptedOpenAIServer(_judge_model).start()
+    env.update(
+        PYTHONPATH=f"{REPO / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        RAGPULSE_DATABASE_URL=pg_url,
+        RAGPULSE_KAFKA_BOOTSTRAP_SERVERS=kafka,
+        RAGPULSE_KAFKA_TOPICS=topic,
+        RAGPULSE_KAFKA_GROUP_ID=f"g-{topic}",
+        RAGPULSE_SAMPLING_RATE="0.8",
+        RAGPULSE_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
+        RAGPULSE_OTLP_GRPC_ADDRESS="",
+        RAGPULSE_OTLP_HTTP_ADDRESS="",
+        RAGPULSE_ENGINE_FLUSH_INTERVAL_S="0.05",
+        RAGPULSE_JUDGE_MODEL="judge-mini",
+        RAGPULSE_JUDGE_BASE_URL=judge_server.base_url,
+        RAGPULSE_JUDGE_API_KEY="test-key",
+        RAGPULSE_JUDGE_MAX_RETRIES="0",
+        RAGPULSE_ENABLED_JUDGES="relevancy,faithfulness,keyword",
+        RAGPULSE_JUDGES=json.dumps({"faithfulness": {"mode": "claims"}}),
+        RAGPULSE_LOG_LEVEL="WARNING",
+    )
     target = subprocess.Popen(
-        [sys.executable, str(HERE / "serve_standin.py"), pg_url, kafka, topic, str(http_port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        _ragpulse_command(), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path
+    )
     cfg = tmp_path / "prometheus.yml"
     shutil.copy(ALERTS, tmp_path / "alerts.yml")
     cfg.write_text(
@@ -178,7 +214,7 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
     )
     prom: subprocess.Popen[bytes] | None = None
     try:
-        _wait_port(http_port, target, "ragpulse stand-in", timeout=30)
+        _wait_port(http_port, target, "ragpulse", timeout=30)
         prom = subprocess.Popen(
             [PROMETHEUS or "prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
@@ -186,7 +222,7 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         )  # fmt: skip
         _wait_port(prom_port, prom, "prometheus")
         base = f"http://127.0.0.1:{prom_port}"
-        sent = asyncio.run(_produce(kafka, topic, seconds=6.0))
+        sent = asyncio.run(_produce(kafka, topic, seconds=4.0))
         assert sent >= 100
 
         names = metric_names(dashboard_exprs() + alert_exprs())
@@ -209,15 +245,6 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         pass_rate = _query(base, dashboard_exprs()[0])["data"]["result"]  # type: ignore[index]
         assert pass_rate, "pass-rate panel returns series while judgements flow"
 
-        # Counted once per stored judgement: Prometheus agrees with the store (after the last scrape).
-        time.sleep(2.5)
-        stored = asyncio.run(_stored_counts(pg_url))
-        for judge, n in stored.items():
-            got = _query(base, f'sum(ragpulse_judgements_total{{judge="{judge}"}})')["data"]["result"]  # type: ignore[index]
-            assert float(got[0]["value"][1]) == n, judge
-        received = _query(base, 'sum(ragpulse_traces_received_total{source="kafka"})')["data"]["result"]  # type: ignore[index]
-        assert float(received[0]["value"][1]) >= sent  # engine and Kafka source both count (see report)
-
         # The alert rules are loaded and evaluate without errors.
         deadline = time.monotonic() + 10
         while True:
@@ -228,7 +255,23 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
             time.sleep(0.5)
         assert len(rules) == 7
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
+        # Counted once per stored judgement: Prometheus agrees with the store once the flow has settled.
+        deadline = time.monotonic() + 20
+        while True:
+            stored = asyncio.run(_stored_counts(pg_url))
+            scraped = {
+                j: _query(base, f'sum(ragpulse_judgements_total{{judge="{j}"}})')["data"]["result"]  # type: ignore[index]
+                for j in stored
+            }
+            got = {j: float(r[0]["value"][1]) if r else 0.0 for j, r in scraped.items()}
+            if (got == stored and len(stored) == 3) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert len(stored) == 3 and got == stored
+        received = _query(base, 'sum(ragpulse_traces_received_total{source="kafka"})')["data"]["result"]  # type: ignore[index]
+        assert float(received[0]["value"][1]) >= sent  # engine and Kafka source both count (see report)
     finally:
         if prom is not None:
             _stop(prom)
         _stop(target)
+        judge_server.stop()

@@ -116,3 +116,12 @@ def test_normalize_verdict_word() -> None:
     assert normalize_verdict_word("unsupported") is False
     assert normalize_verdict_word(0.5) is None
     assert normalize_verdict_word(None) is None
+
+
+def test_reasoning_blocks_are_stripped() -> None:
+    from ragpulse.judges.parsing import strip_reasoning
+
+    assert strip_reasoning("<think>The answer says YES... but no.</think>\nNO") == "\nNO"
+    assert strip_reasoning("<THINKING>x</THINKING>YES") == "YES"
+    assert strip_reasoning("<think>ran out of room, YES") == ""
+    assert parse_yes_no(strip_reasoning("<think>maybe yes</think>\n否")) is False

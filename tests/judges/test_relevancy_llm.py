@@ -229,3 +229,17 @@ def test_version_changes_with_prompt_threshold_model_mode(
     (d / "relevancy.en.txt").write_text("Q: ${question}\nA: ${answer}\nYES or NO?", encoding="utf-8")
     custom = llm_settings.model_copy(update={"judge_prompts_dir": d})
     assert LLMRelevancyJudge(custom, {}, client=llm_client).version != base
+
+
+async def test_reasoning_model_output(
+    openai_server: ScriptedOpenAIServer, llm_settings: Settings, llm_client: LLMClient
+) -> None:
+    reply = "<think>\nThe user wants the return window. The answer says YES it is 30 days.\n</think>\n\nNO\nOff topic."
+    openai_server.script(reply)
+    j = await judge_for(llm_settings, llm_client).judge(EN)
+    assert j.score == 0.0 and j.raw_output == reply
+    openai_server.script("<think>still thinking about whether")
+    j = await judge_for(llm_settings, llm_client).judge(
+        EN.model_copy(update={"trace_id": "x", "answer": "30 days."})
+    )
+    assert j.status is JudgementStatus.ERROR and j.reason_code == "empty_output"

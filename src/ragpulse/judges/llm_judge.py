@@ -34,6 +34,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.base import compute_version, error, ok, precheck, skipped
 from ragpulse.judges.llm import LLMClient, LLMResult, ModelUnavailableError, fit_context
+from ragpulse.judges.parsing import strip_reasoning
 from ragpulse.judges.prompts import LANGUAGES, PromptTemplate, load_prompt
 from ragpulse.judges.text import detect_language
 from ragpulse.logging import get_logger
@@ -59,6 +60,7 @@ class CallLog:
     context_truncated: bool = False
 
     def add(self, r: LLMResult) -> None:
+        """Record one model reply (tokens, retries, cache hit, raw text)."""
         self.prompt_tokens += r.prompt_tokens
         self.completion_tokens += r.completion_tokens
         self.retries += r.retries
@@ -68,11 +70,13 @@ class CallLog:
 
     @property
     def raw_output(self) -> str | None:
+        """The raw replies, joined by ``\\n---\\n`` when there were several (``None``: no call made)."""
         if not self.outputs:
             return None
         return self.outputs[0] if len(self.outputs) == 1 else "\n---\n".join(self.outputs)
 
     def flags(self, **extra: Any) -> JudgementFlags:
+        """The judgement flags: truncation, summed retries, ``cached`` when every call was a cache hit."""
         return JudgementFlags(
             context_truncated=self.context_truncated,
             retries=self.retries,
@@ -208,6 +212,8 @@ class LLMJudge:
     async def _ask(self, template: str, lang: str, log: CallLog, **values: str) -> str:
         """Render ``template`` in ``lang``, call the model once, record the cost; return the reply text.
 
+        The text has reasoning blocks (``<think>…</think>``) removed; ``raw_output`` keeps them.
+
         Raises:
             JudgeError: ``truncated_output`` (``finish_reason == "length"``), ``over_budget``,
                 ``judge_unavailable``.
@@ -226,7 +232,7 @@ class LLMJudge:
                 "truncated_output",
                 f"the judge model hit max_tokens ({self.max_tokens or self.settings.judge_max_tokens})",
             )
-        return result.text
+        return strip_reasoning(result.text)
 
     async def aclose(self) -> None:
         """Close the (possibly shared) LLM client's connection pool; idempotent."""

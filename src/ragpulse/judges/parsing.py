@@ -39,9 +39,11 @@ __all__ = [
     "normalize_verdict_word",
     "parse_score",
     "parse_yes_no",
+    "strip_reasoning",
     "to_score",
 ]
 
+_THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 _DECOR_RE = re.compile(r"[*_`#>\"'“”‘’「」『』\[\]()（）【】]+")
 _LABEL_KEYS = ("verdict", "label", "answer", "judgement", "judgment", "decision", "result", "relevant")
@@ -83,6 +85,14 @@ _WORD_RES = {
     w: re.compile(rf"{re.escape(w)}(?![a-z])") for w, _ in _VERDICT_WORDS if not "\u4e00" <= w[0] <= "\u9fff"
 }
 _FIRST_WORD_RE = re.compile(r"[A-Za-z]+|[\u4e00-\u9fff]")
+
+
+def strip_reasoning(text: str) -> str:
+    """Remove ``<think>…</think>`` (also ``<thinking>``, ``<reasoning>``) blocks that reasoning models put
+    before their answer; an unclosed opening block swallows the rest (the model ran out of room)."""
+    out = _THINK_RE.sub("", text)
+    m = re.search(r"<(think|thinking|reasoning)>", out, re.IGNORECASE)
+    return out[: m.start()] if m else out
 
 
 def _squash(text: str) -> str:
