@@ -121,3 +121,11 @@ async def test_nul_and_nan_do_not_fail_batch(store: PostgresStore) -> None:
     assert got is not None
     assert got.trace.answer == "badbyte"
     assert got.trace.attributes == {"x": None, "s": "ab"}
+
+
+async def test_naive_received_at_means_utc(store: PostgresStore) -> None:
+    from datetime import UTC, datetime
+
+    await store.write_results([f.result(f.trace("nv"), f.ok(), received_at=datetime(2026, 1, 1, 12, 0))])
+    got = await store.get_trace("nv")
+    assert got is not None and got.received_at == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
