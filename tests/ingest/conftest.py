@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def shared_dir() -> Path:
-    """``/work/shared`` equivalent: ``RAGPULSE_SHARED_DIR`` or the sibling ``shared/`` of the repository."""
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    return Path(env) if env else REPO / ".." / "shared"
+from kafka_testutil import free_port
 
 
 def _broker_bin() -> str:
@@ -86,3 +70,11 @@ def kafka_bootstrap() -> Iterator[str]:
 def topic() -> str:
     """A fresh topic name (created by the test with :func:`kafka_util.create_topic`)."""
     return f"traces-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(autouse=True)
+def _log_to_current_stderr() -> None:
+    """Point structlog at this test's stderr (another test's CLI run may have left it on a closed stream)."""
+    from ragpulse.logging import configure_logging
+
+    configure_logging("INFO", json=True)

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from kafka_testutil import shared_dir
 
 from ragpulse.ingest.events import EventRejected, event_schema, parse_event
 from ragpulse.model import Source
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    return Path(env) if env else REPO / ".." / "shared"
 
 
 def _fixture_lines() -> tuple[list[bytes], list[dict[str, Any]]]:

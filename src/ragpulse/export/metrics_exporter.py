@@ -12,7 +12,8 @@ Per changed judgement:
 - ``ragpulse_judge_errors_total{judge,reason}`` +1 for ``error`` judgements (reason = bounded reason code);
 - ``ragpulse_judge_latency_seconds{judge}`` ← ``latency_s`` for ``ok`` and ``error`` judgements (a skip made
   no judge call, so its ~0 s would hide real latency);
-- ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens.
+- ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens (when non-zero: heuristic judges
+  use none, and each measurement costs tens of microseconds in the OTel SDK).
 
 Per trace with at least one changed judgement and an ``end_time``: ``ragpulse_evaluation_lag_seconds{source}``
 ← now − trace end, seconds (negative values from clock skew are recorded as 0).
@@ -78,5 +79,7 @@ class MetricsExporter:
             telemetry.JUDGE_ERRORS.add(1, {"judge": j.judge, "reason": telemetry.reason_label(j.reason_code)})
         if j.status is not JudgementStatus.SKIPPED:
             telemetry.JUDGE_LATENCY.record(max(0.0, j.latency_s), {"judge": j.judge})
-        telemetry.JUDGE_TOKENS.add(j.prompt_tokens, {"judge": j.judge, "kind": "prompt"})
-        telemetry.JUDGE_TOKENS.add(j.completion_tokens, {"judge": j.judge, "kind": "completion"})
+        if j.prompt_tokens > 0:
+            telemetry.JUDGE_TOKENS.add(j.prompt_tokens, {"judge": j.judge, "kind": "prompt"})
+        if j.completion_tokens > 0:
+            telemetry.JUDGE_TOKENS.add(j.completion_tokens, {"judge": j.judge, "kind": "completion"})

@@ -15,7 +15,8 @@ Back-pressure: while ``sink.has_room()`` is false every assigned partition is pa
 polling, so it stays in the group) and resumed once there is room; memory is bounded by one fetch batch
 plus the engine's queue. On partition revocation the source waits briefly for in-flight traces of the revoked
 partitions and commits what is done. Consumer lag (high-water mark − next offset to commit) is exported as the
-observable gauge ``ragpulse_kafka_consumer_lag`` (attributes ``topic``, ``partition``).
+observable gauge ``ragpulse_kafka_consumer_lag`` (attributes ``topic``, ``partition``). Received traces are
+counted by the engine on ``ragpulse_traces_received{source="kafka"}`` when they are submitted.
 """
 
 from __future__ import annotations
@@ -281,7 +282,6 @@ class KafkaSource:
                 self._tracker.done(tp, rec.offset)
                 continue
             self.stats["received"] += 1
-            telemetry.TRACES_RECEIVED.add(1, {"source": "kafka"})
             await self._sink.submit(trace, ack=self._ack_for(rec))
 
     def _ack_for(self, rec: ConsumerRecord[bytes, bytes]) -> Any:

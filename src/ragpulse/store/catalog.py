@@ -11,7 +11,7 @@ from typing import Any
 from ragpulse.errors import StoreError
 from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
 from ragpulse.store.migrate import Conn
-from ragpulse.store.rows import Row, clean, run_from_row
+from ragpulse.store.rows import Row, clean, run_from_row, utc
 
 __all__ = ["create_run", "finish_run", "get_run", "get_test_set", "list_runs", "upsert_test_set"]
 
@@ -108,8 +108,8 @@ async def create_run(conn: Conn, run: RunRecord) -> None:
         _UPSERT_RUN,
         run.run_id,
         run.test_set,
-        run.started_at,
-        run.finished_at,
+        utc(run.started_at),
+        utc(run.finished_at),
         run.status.value,
         run.judges,
         run.settings,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -41,6 +42,7 @@ __all__ = [
     "run_from_row",
     "trace_from_row",
     "trace_row",
+    "utc",
 ]
 
 #: A fetched row (asyncpg record) or any mapping with the same keys.
@@ -133,6 +135,13 @@ def dumps(value: Any) -> str:
     return text
 
 
+def utc(dt: datetime | None) -> datetime | None:
+    """``dt`` with UTC attached when it is naive (naive times in the model mean UTC), else unchanged."""
+    if dt is not None and dt.tzinfo is None:
+        return dt.replace(tzinfo=UTC)
+    return dt
+
+
 def _chars(text: str | None) -> int | None:
     return None if text is None else len(text)
 
@@ -192,7 +201,7 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
         clean(t.test_case_id),
         expected,
         dumps(list(t.keywords)) if t.keywords is not None else None,
-        result.received_at,
+        utc(result.received_at),
     )
 
 

@@ -1,0 +1,72 @@
+"""``ragpulse send FILE --to kafka|otlp``: publish trace events from a JSONL file, for trying ragpulse out.
+
+``--to kafka`` produces every non-blank line as is (invalid lines too, so the dead-letter topic can be seen at
+work) to ``--topic`` (default: the first of ``kafka_topics``). ``--to otlp`` parses each line as a trace event
+(the Kafka event schema) and posts it as OpenInference spans to the OTLP/HTTP receiver (``--endpoint``,
+default ``http://<otlp_http_address>``); lines that do not parse are reported and skipped.
+Exit codes: 0 all lines sent, 1 some lines were skipped, 2 configuration or connection error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragpulse.cli import _common, app
+from ragpulse.errors import RagpulseError
+from ragpulse.ingest.events import EventRejected, parse_event
+from ragpulse.ingest.publish import publish_kafka, publish_otlp
+from ragpulse.model import Trace
+
+__all__ = ["Target", "send"]
+
+
+class Target(StrEnum):
+    """Where ``send`` publishes."""
+
+    KAFKA = "kafka"
+    OTLP = "otlp"
+
+
+@app.command()
+def send(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="JSONL file of trace events.")
+    ],
+    to: Annotated[
+        Target, typer.Option("--to", help="kafka (raw events) or otlp (OpenInference spans).")
+    ] = Target.KAFKA,
+    topic: Annotated[
+        str | None, typer.Option("--topic", help="Kafka topic (default: first of kafka_topics).")
+    ] = None,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="OTLP/HTTP base URL (default: otlp_http_address).")
+    ] = None,
+) -> None:
+    """Publish trace events from a JSONL file to Kafka or to an OTLP receiver."""
+    settings = _common.settings()
+    numbered = [(i, ln) for i, ln in enumerate(file.read_bytes().splitlines(), 1) if ln.strip()]
+    lines = [ln for _, ln in numbered]
+    skipped = 0
+    try:
+        if to is Target.KAFKA:
+            n = asyncio.run(publish_kafka(settings, lines, topic))
+            typer.echo(f"sent {n} events to Kafka topic {topic or settings.kafka_topics[0]}")
+        else:
+            traces: list[Trace] = []
+            for i, ln in numbered:
+                try:
+                    traces.append(parse_event(ln, max_bytes=settings.kafka_max_message_bytes))
+                except EventRejected as e:
+                    skipped += 1
+                    typer.secho(f"line {i}: skipped: {e.reason}", err=True, fg=typer.colors.YELLOW)
+            n = asyncio.run(publish_otlp(settings, traces, endpoint))
+            typer.echo(f"sent {n} traces as OTLP spans ({skipped} lines skipped)")
+    except RagpulseError as e:
+        raise _common.fail(str(e)) from e
+    if skipped:
+        raise typer.Exit(1)

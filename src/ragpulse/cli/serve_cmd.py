@@ -1,0 +1,149 @@
+"""``ragpulse serve``: the long-running sidecar.
+
+Wires, in start order: exporters (metrics SDK) → judges → store → HTTP port (``/healthz``, ``/readyz``,
+``/metrics`` on ``http_address``) → engine → OTLP receivers (unless both ``otlp_*_address`` are empty) →
+Kafka source (when ``kafka_bootstrap_servers`` is set). Logs one ``ready`` line when every enabled source
+listens or is connected. Runs the retention loop when ``retention_days`` is set.
+
+SIGTERM/SIGINT start a graceful drain in reverse order: Kafka stops reading, waits for in-flight traces and
+commits; the OTLP receivers stop accepting and flush held traces; the engine drains (``shutdown_deadline_s``);
+the store closes. Exit codes: 0 after a clean stop, 2 for a configuration error or a source that cannot start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from contextlib import AsyncExitStack
+from datetime import timedelta
+from typing import Any
+
+import typer
+
+from ragpulse.cli import _common, app
+from ragpulse.cli.serve_http import Check, HealthServer
+from ragpulse.config import Settings
+from ragpulse.errors import RagpulseError
+from ragpulse.logging import get_logger
+
+__all__ = ["run_serve", "serve"]
+
+
+def _log() -> Any:
+    # Resolved at call time: the CLI configures logging after this module is imported.
+    return get_logger("ragpulse.serve")
+
+
+#: Seconds between two retention passes.
+RETENTION_INTERVAL_S = 3600.0
+
+
+async def _retention_loop(store: Any, days: float) -> None:
+    while True:
+        try:
+            n = await store.prune(timedelta(days=days))
+            _log().info("retention_pruned", traces=n, older_than_days=days)
+        except Exception as e:
+            _log().warning("retention_failed", error=str(e))
+        await asyncio.sleep(RETENTION_INTERVAL_S)
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run the sidecar until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is not given).
+
+    Raises:
+        ConfigError: invalid settings, unknown judges, or an address that cannot be bound.
+        StoreError: the database cannot be reached at start-up.
+        IngestError: the Kafka brokers cannot be reached at start-up.
+    """
+    from ragpulse.engine import Engine
+    from ragpulse.export import build_exporters, metrics_asgi_app, shutdown_exporters
+    from ragpulse.judges.registry import build_judges
+    from ragpulse.store import open_store
+
+    if stop is None:
+        stop = asyncio.Event()
+        _install_signals(stop)
+    exporters = build_exporters(settings)
+    judges = build_judges(settings)
+    sources: dict[str, Any] = {}
+    stopping = False
+
+    async def store_ok() -> bool:
+        return bool(await store.ping())
+
+    async def running() -> bool:
+        return not stopping
+
+    def source_check(name: str) -> Check:
+        async def check() -> bool:
+            src = sources.get(name)
+            return src is not None and bool(src.ready if name == "otlp" else src.connected)
+
+        return check
+
+    checks: dict[str, Check] = {"store": store_ok, "running": running}
+    otlp_on = bool(settings.otlp_grpc_address.strip() or settings.otlp_http_address.strip())
+    kafka_on = bool(settings.kafka_bootstrap_servers)
+    if otlp_on:
+        checks["otlp"] = source_check("otlp")
+    if kafka_on:
+        checks["kafka"] = source_check("kafka")
+
+    try:
+        async with AsyncExitStack() as stack:
+            store = await stack.enter_async_context(open_store(settings))
+            http = await stack.enter_async_context(
+                HealthServer(settings.http_address, checks, metrics_asgi_app())
+            )
+            engine = await stack.enter_async_context(Engine(judges, store, settings, exporters))
+            if otlp_on:
+                from ragpulse.ingest.otlp import OtlpReceivers
+
+                sources["otlp"] = await stack.enter_async_context(OtlpReceivers(settings, engine))
+            if kafka_on:
+                from ragpulse.ingest.kafka import KafkaSource
+
+                sources["kafka"] = await stack.enter_async_context(KafkaSource(settings, engine))
+            retention: asyncio.Task[None] | None = None
+            if settings.retention_days:
+                retention = asyncio.create_task(_retention_loop(store, settings.retention_days))
+            _log().info(
+                "ready",
+                http_port=http.port,
+                otlp_grpc=settings.otlp_grpc_address or None,
+                otlp_http=settings.otlp_http_address or None,
+                kafka_topics=list(settings.kafka_topics) if kafka_on else None,
+                judges=sorted(judges),
+            )
+            await stop.wait()
+            stopping = True
+            _log().info("stopping", deadline_s=settings.shutdown_deadline_s)
+            if retention is not None:
+                retention.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await retention
+    finally:
+        shutdown_exporters(exporters)
+    _log().info("stopped")
+
+
+@app.command()
+def serve() -> None:
+    """Run the online evaluation sidecar: OTLP receivers, Kafka consumer, engine, store, /healthz /readyz /metrics."""
+    settings = _common.settings()
+    try:
+        asyncio.run(run_serve(settings))
+    except RagpulseError as e:
+        _log().error("serve_failed", error=str(e))
+        raise _common.fail(str(e)) from e
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None

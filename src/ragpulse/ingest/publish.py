@@ -1,0 +1,123 @@
+"""Publish traces into ragpulse's own sources: Kafka events or OTLP/HTTP spans (``ragpulse send``, replay).
+
+- :func:`publish_kafka` produces raw JSON event lines to a topic, keyed by their trace id, and waits until the
+  brokers acknowledged every message (``acks=all``).
+- :func:`publish_otlp` posts traces as OpenInference spans (protobuf, ``POST /v1/traces``) to an OTLP/HTTP
+  endpoint, in batches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+import httpx
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+
+from ragpulse.config import Settings
+from ragpulse.errors import IngestError
+from ragpulse.ingest.kafka_client import client_options
+from ragpulse.model import Trace
+
+__all__ = ["event_key", "otlp_traces_url", "publish_kafka", "publish_otlp"]
+
+
+def event_key(value: bytes) -> bytes | None:
+    """The message key for a JSON event: its ``traceId``/``trace_id`` as UTF-8, or ``None`` if unreadable."""
+    try:
+        ev = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(ev, dict):
+        return None
+    tid = ev.get("traceId", ev.get("trace_id"))
+    return str(tid).encode("utf-8") if isinstance(tid, str | int) and str(tid).strip() else None
+
+
+async def publish_kafka(settings: Settings, values: Iterable[bytes], topic: str | None = None) -> int:
+    """Produce every value to ``topic`` (default: the first of ``kafka_topics``); return how many were sent.
+
+    Messages are keyed by trace id (:func:`event_key`) so redeliveries of one trace share a partition.
+
+    Raises:
+        ConfigError: no bootstrap servers configured.
+        IngestError: the brokers could not be reached or refused a message.
+    """
+    target = topic or settings.kafka_topics[0]
+    producer = AIOKafkaProducer(
+        client_id="ragpulse-send",
+        acks="all",
+        linger_ms=10,
+        max_request_size=max(settings.kafka_max_message_bytes + 64 * 1024, 1024 * 1024),
+        **client_options(settings),
+    )
+    n = 0
+    try:
+        await producer.start()
+        pending = []
+        for value in values:
+            pending.append(await producer.send(target, value, key=event_key(value)))
+            n += 1
+            if len(pending) >= 1000:
+                for fut in pending:
+                    await fut
+                pending.clear()
+        for fut in pending:
+            await fut
+    except KafkaError as e:
+        raise IngestError(
+            f"publishing to Kafka topic {target} failed after {n} messages: {e}", retriable=True
+        ) from e
+    finally:
+        await producer.stop()
+    return n
+
+
+def otlp_traces_url(settings: Settings, endpoint: str | None = None) -> str:
+    """``endpoint`` (a base URL or a full ``…/v1/traces`` URL), else ``http://<otlp_http_address>/v1/traces``.
+
+    Raises:
+        ConfigError: no endpoint given and the OTLP/HTTP receiver is turned off.
+    """
+    from ragpulse.errors import ConfigError
+
+    if endpoint:
+        base = endpoint.rstrip("/")
+        return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
+    if not settings.otlp_http_address.strip():
+        raise ConfigError("otlp_http_address is empty; pass an OTLP/HTTP endpoint")
+    return f"http://{settings.otlp_http_address.strip()}/v1/traces"
+
+
+async def publish_otlp(
+    settings: Settings, traces: Sequence[Trace], endpoint: str | None = None, *, batch_size: int = 50
+) -> int:
+    """POST ``traces`` as OpenInference spans to an OTLP/HTTP receiver; return how many traces were sent.
+
+    Each request holds up to ``batch_size`` traces (their ``ResourceSpans`` concatenated).
+
+    Raises:
+        IngestError: the receiver is unreachable or answered with an HTTP error (body in the message).
+    """
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from ragpulse.ingest.otlp.encode import trace_to_openinference_spans
+
+    url = otlp_traces_url(settings, endpoint)
+    sent = 0
+    async with httpx.AsyncClient(timeout=30.0) as client:
+        for i in range(0, len(traces), batch_size):
+            req = ExportTraceServiceRequest()
+            for t in traces[i : i + batch_size]:
+                req.resource_spans.extend(trace_to_openinference_spans(t).resource_spans)
+            try:
+                resp = await client.post(
+                    url, content=req.SerializeToString(), headers={"Content-Type": "application/x-protobuf"}
+                )
+            except httpx.HTTPError as e:
+                raise IngestError(f"OTLP export to {url} failed: {e}", retriable=True) from e
+            if resp.status_code >= 300:
+                raise IngestError(f"OTLP export to {url} answered {resp.status_code}: {resp.text[:200]}")
+            sent += len(traces[i : i + batch_size])
+    return sent

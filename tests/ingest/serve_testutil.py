@@ -1,0 +1,158 @@
+"""Helpers for end-to-end tests of ``ragpulse serve``: a real subprocess, a cuttable TCP proxy, DB queries."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ServeProcess:
+    """``python -m ragpulse serve`` with the given ``RAGPULSE_*`` environment; JSON log lines are collected."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
+        self.env.update(env)
+        self.env["PYTHONPATH"] = str(REPO / "src")
+        self.env["RAGPULSE_LOG_JSON"] = "true"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.logs: list[dict[str, Any]] = []
+        self._reader: threading.Thread | None = None
+
+    def start(self, wait_ready_s: float = 60.0) -> None:
+        self.logs = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ragpulse", "serve"],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + wait_ready_s
+        while not self.events("ready"):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ragpulse serve exited with {self.proc.returncode}: {self.logs[-5:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ragpulse serve not ready after {wait_ready_s}s: {self.logs[-5:]}")
+            time.sleep(0.05)
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode("utf-8", "replace").strip()
+            try:
+                self.logs.append(json.loads(line))
+            except ValueError:
+                self.logs.append({"event": "_raw", "line": line})
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.logs if e.get("event") == name]
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+class TcpProxy:
+    """A TCP forwarder on 127.0.0.1 that a test can cut (close every connection, refuse new ones) and restore."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self._target = (target_host, target_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._down = False
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._down:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self._target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._conns += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def cut(self) -> None:
+        """Drop every open connection and refuse new ones until :meth:`restore`."""
+        self._down = True
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def restore(self) -> None:
+        self._down = False
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        self._listener.close()
+
+
+async def db_counts(url: str) -> dict[str, Any]:
+    """Traces, judgements and per-trace judgement counts in the store's database."""
+    conn = await asyncpg.connect(url)
+    try:
+        traces = await conn.fetchval("SELECT count(*) FROM traces")
+        judgements = await conn.fetchval("SELECT count(*) FROM judgements")
+        per_trace = await conn.fetch("SELECT trace_id, count(*) AS n FROM judgements GROUP BY trace_id")
+        return {
+            "traces": traces,
+            "judgements": judgements,
+            "per_trace": {r["trace_id"]: r["n"] for r in per_trace},
+        }
+    finally:
+        await conn.close()

@@ -1,0 +1,240 @@
+"""End to end: real ``ragpulse serve`` processes, a real tansu broker and a real PostgreSQL database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from urllib.parse import urlparse
+
+import asyncpg
+import httpx
+import pytest
+from kafka_testutil import committed, create_topic, free_port, produce, read_topic, shared_dir
+from serve_testutil import ServeProcess, TcpProxy, db_counts
+
+# The offline (heuristic) judges these tests run; skipped only while that package is not in the tree.
+pytest.importorskip("ragpulse.judges.heuristic", reason="offline judges not available")
+pytest.importorskip("ragpulse.judges.keyword", reason="offline judges not available")
+
+JUDGES = ["relevancy", "faithfulness", "keyword"]
+
+
+def _env(bootstrap: str, topic: str, pg_url: str, group: str, http_port: int, **extra: str) -> dict[str, str]:
+    env = {
+        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "RAGPULSE_KAFKA_TOPICS": topic,
+        "RAGPULSE_KAFKA_GROUP_ID": group,
+        "RAGPULSE_OTLP_GRPC_ADDRESS": "",
+        "RAGPULSE_OTLP_HTTP_ADDRESS": "",
+        "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
+        "RAGPULSE_ENABLED_JUDGES": ",".join(JUDGES),
+        "RAGPULSE_SHUTDOWN_DEADLINE_S": "20",
+        "RAGPULSE_LOG_LEVEL": "INFO",
+    }
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def procs() -> Iterator[list[ServeProcess]]:
+    made: list[ServeProcess] = []
+    yield made
+    for p in made:
+        p.close()
+
+
+async def _wait_for(cond: Callable[[], Awaitable[bool]], wait_s: float) -> None:
+    async with asyncio.timeout(wait_s):
+        while not await cond():  # noqa: ASYNC110 - polling another process
+            await asyncio.sleep(0.25)
+
+
+async def test_serve_judges_fixture_events_once_with_dlq_and_endpoints(
+    kafka_bootstrap: str, topic: str, pg_url: str, procs: list[ServeProcess]
+) -> None:
+    fx = shared_dir() / "fixtures" / "kafka-events.jsonl"
+    if not fx.exists():
+        pytest.skip("shared fixtures not found")
+    lines = fx.read_bytes().splitlines()
+    await create_topic(kafka_bootstrap, topic, 3)
+    port = free_port()
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    proc = ServeProcess(_env(kafka_bootstrap, topic, pg_url, group, port))
+    procs.append(proc)
+    proc.start()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+        ready = await http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["checks"] == {
+            "store": True,
+            "running": True,
+            "kafka": True,
+        }
+        await produce(kafka_bootstrap, topic, lines, keys=[b"k"] * len(lines))  # one partition, in order
+        expected_ids = {
+            "4a1f7c2e9b3d4e8fa0c1d2e3f4a5b6c7",
+            "5b2e8d3fa04c4f90b1d2e3f405a6b7c8",
+            "6c3f9e40b15d40a1c2e3f40516a7b8d9",
+            "7d4a0f51c26e41b2d3f4051627b8c9ea",
+            "8e5b1062d37f42c3e4051627384c9dfb",
+            "9f6c2173e4804d3f8516273849ad0e1c",
+            "b18e4395a6a24f6fa738495a6bcf2031",
+        }
+
+        async def all_in() -> bool:
+            c = await committed(kafka_bootstrap, group, topic)
+            return sum(v or 0 for v in c.values()) == len(lines)
+
+        await _wait_for(all_in, 60)
+        conn = await asyncpg.connect(pg_url)
+        try:
+            rows = await conn.fetch("SELECT trace_id, outcome, outcome_reason, source, documents FROM traces")
+            judged = await conn.fetch("SELECT trace_id, judge FROM judgements")
+        finally:
+            await conn.close()
+        by_id = {r["trace_id"]: r for r in rows}
+        assert set(by_id) == expected_ids  # line 8 (a redelivery of line 1) adds nothing
+        assert {r["source"] for r in rows} == {"kafka"}
+        assert by_id["9f6c2173e4804d3f8516273849ad0e1c"]["outcome"] == "not_evaluable"
+        assert by_id["9f6c2173e4804d3f8516273849ad0e1c"]["outcome_reason"] == "no_question"
+        docs = json.loads(by_id["4a1f7c2e9b3d4e8fa0c1d2e3f4a5b6c7"]["documents"])
+        assert [d["id"] for d in docs] == [
+            "hr-remote-work-policy-v3#s4.2",
+            "hr-remote-work-policy-v3#s4.1",
+            "it-security-standard#s7.3",
+        ]
+        evaluated = expected_ids - {"9f6c2173e4804d3f8516273849ad0e1c"}
+        pairs = [(r["trace_id"], r["judge"]) for r in judged]
+        assert len(pairs) == len(set(pairs)) == len(evaluated) * len(JUDGES)
+        assert {t for t, _ in pairs} == evaluated
+        dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
+        assert len(dlq) == 1 and dlq[0].value == lines[6]
+        h = dict(dlq[0].headers)
+        assert h["ragpulse.dlq.reason"].startswith(b"not_json: ") and h["ragpulse.dlq.offset"] == b"6"
+        metrics = (await http.get("/metrics")).text
+        assert 'ragpulse_traces_rejected_total{reason="not_json",source="kafka"} 1.0' in metrics
+        assert 'ragpulse_traces_received_total{source="kafka"} 8.0' in metrics
+        assert "ragpulse_kafka_consumer_lag{" in metrics
+    assert proc.terminate() == 0
+    assert proc.events("stopped")
+
+
+def _stream(n: int) -> Iterator[bytes]:
+    for i in range(n):
+        yield json.dumps(
+            {
+                "traceId": f"t{i:06d}",
+                "question": f"q{i} leave days?",
+                "contexts": [f"c{i} 5 days"],
+                "answer": "5 days",
+            }
+        ).encode()
+
+
+@pytest.mark.slow
+async def test_sigkill_mid_stream_then_restart_judges_every_trace_exactly_once(
+    kafka_bootstrap: str, topic: str, pg_url: str, procs: list[ServeProcess]
+) -> None:
+    n = 20_000
+    await create_topic(kafka_bootstrap, topic, 3)
+    await produce(kafka_bootstrap, topic, _stream(n))
+    port = free_port()
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    env = _env(kafka_bootstrap, topic, pg_url, group, port, RAGPULSE_ENABLED_JUDGES="keyword,relevancy")
+    first = ServeProcess(env)
+    procs.append(first)
+    first.start()
+    started = time.monotonic()
+
+    async def some_stored() -> bool:
+        return bool((await db_counts(pg_url))["traces"] >= n // 4)
+
+    await _wait_for(some_stored, 120)
+    first.kill()  # SIGKILL: no drain, no final commit
+    at_kill = await db_counts(pg_url)
+    assert 0 < at_kill["traces"] < n
+    second = ServeProcess(env)
+    procs.append(second)
+    second.start()
+
+    async def all_stored() -> bool:
+        return bool((await db_counts(pg_url))["traces"] >= n)
+
+    await _wait_for(all_stored, 180)
+
+    async def all_committed() -> bool:
+        c = await committed(kafka_bootstrap, group, topic)
+        return sum(v or 0 for v in c.values()) == n
+
+    await _wait_for(all_committed, 30)
+    elapsed = time.monotonic() - started
+    counts = await db_counts(pg_url)
+    assert counts["traces"] == n
+    assert counts["judgements"] == 2 * n
+    assert set(counts["per_trace"].values()) == {2} and len(counts["per_trace"]) == n
+    assert second.terminate() == 0
+    print(f"20k stream with SIGKILL+restart: {elapsed:.1f}s, {at_kill['traces']} stored at kill")
+
+
+async def test_postgres_outage_pauses_work_and_loses_nothing(
+    kafka_bootstrap: str, topic: str, pg_url: str, procs: list[ServeProcess]
+) -> None:
+    u = urlparse(pg_url)
+    proxy = TcpProxy(u.hostname or "127.0.0.1", u.port or 5432)
+    try:
+        proxied = pg_url.replace(f"{u.hostname}:{u.port}", f"127.0.0.1:{proxy.port}")
+        await create_topic(kafka_bootstrap, topic, 2)
+        port = free_port()
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        env = _env(
+            kafka_bootstrap,
+            topic,
+            proxied,
+            group,
+            port,
+            RAGPULSE_ENABLED_JUDGES="keyword",
+            RAGPULSE_ENGINE_QUEUE_SIZE="50",
+            RAGPULSE_ENGINE_STORE_BACKOFF_S="0.2",
+            RAGPULSE_ENGINE_STORE_RETRIES="30",
+        )
+        proc = ServeProcess(env)
+        procs.append(proc)
+        proc.start()
+        await produce(kafka_bootstrap, topic, _stream(200))
+
+        async def first_batch() -> bool:
+            return bool((await db_counts(pg_url))["traces"] >= 200)
+
+        await _wait_for(first_batch, 60)
+        proxy.cut()
+        await produce(
+            kafka_bootstrap,
+            topic,
+            (json.dumps({"traceId": f"o{i}", "question": "q", "answer": "a"}).encode() for i in range(1000)),
+        )
+        await asyncio.sleep(6.0)  # the outage
+        during = await db_counts(pg_url)
+        assert during["traces"] == 200  # nothing could be written
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            r = await http.get("/readyz")
+            assert r.status_code == 503 and r.json()["checks"]["store"] is False
+            c = await committed(kafka_bootstrap, group, topic, 2)
+            assert sum(v or 0 for v in c.values()) <= 200  # nothing past the outage was committed
+            proxy.restore()
+
+            async def all_stored() -> bool:
+                return bool((await db_counts(pg_url))["traces"] >= 1200)
+
+            await _wait_for(all_stored, 90)
+            assert (await http.get("/readyz")).status_code == 200
+        counts = await db_counts(pg_url)
+        assert counts["traces"] == 1200 and counts["judgements"] == 1200
+        assert proc.terminate() == 0
+        c = await committed(kafka_bootstrap, group, topic, 2)
+        assert sum(v or 0 for v in c.values()) == 1200
+    finally:
+        proxy.close()
