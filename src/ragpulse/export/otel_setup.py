@@ -24,7 +24,8 @@ Exposed Prometheus names (OTel → Prometheus translation; counters gain ``_tota
     ragpulse_evaluation_lag_seconds_bucket{source,le}
     target_info{service_name,…}                          resource attributes
 
-Instrumentation-scope labels (``otel_scope_*``) are switched off so series carry only ragpulse's labels.
+Instrumentation-scope labels (``otel_scope_*``) are switched off so series carry only ragpulse's labels. The
+registry also carries prometheus-client's process, platform and GC collectors (``process_*``, ``python_*``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
-from prometheus_client import CollectorRegistry, generate_latest, make_asgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+    make_asgi_app,
+)
 from prometheus_client import push_to_gateway as _prom_push
 
 from ragpulse import __version__, telemetry
@@ -172,6 +180,10 @@ def install_metrics(settings: Settings | None = None) -> MetricsRuntime:
             return _runtime
         telemetry.configure_app_label_limit(settings.metrics_app_label_limit)
         registry = CollectorRegistry(auto_describe=True)
+        # The process's own health (CPU, memory, open fds, GC, Python version), as prometheus-client exposes it.
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
         readers: list[MetricReader] = [PrometheusMetricReader(scope_info_enabled=False, registry=registry)]
         otlp_reader = _otlp_metric_reader()
         if otlp_reader is not None:
