@@ -139,10 +139,12 @@ def test_push_to_gateway_groups_by_run_id(metrics_runtime: MetricsRuntime, gatew
     assert len(gateway.pushes) == 1
 
 
-def test_push_failure_raises_export_error(metrics_runtime: MetricsRuntime) -> None:
+def test_push_failure_is_reported_not_raised(metrics_runtime: MetricsRuntime) -> None:
     gw = _Gateway(status=500)
     try:
+        assert push_to_gateway(Settings(pushgateway_url=gw.url), "run-1") is False
         with pytest.raises(ExportError, match="pushgateway"):
-            push_to_gateway(Settings(pushgateway_url=gw.url), "run-1")
+            push_to_gateway(Settings(pushgateway_url=gw.url), "run-1", strict=True)
+        assert len(gw.pushes) == 2
     finally:
         gw.close()

@@ -39,6 +39,7 @@ def _replay_trace(trace_id: str = "run-7:case-3") -> Trace:
         test_case_id="case-3",
         expected_answer="15个工作日内",
         keywords=("15", "工作日"),
+        attributes={"test_set": "zh-finance", "reference_contexts": ["第四条 …"], "context_labels": [1, 0]},
     )
 
 
@@ -72,6 +73,8 @@ def _same(a: Trace, b: Trace) -> None:
     assert [d.metadata for d in b.documents] == [d.metadata for d in a.documents]
     assert b.latency_s is not None and abs(b.latency_s - (a.latency_s or 0)) < 1e-6
     assert b.source is Source.OTLP and b.incomplete is False
+    for k, v in a.attributes.items():
+        assert b.attributes[k] == v, k
 
 
 def test_roundtrip_protobuf_and_json() -> None:

@@ -53,6 +53,26 @@ def test_faithfulness_wrong_number_weighs_double() -> None:
     assert "least supported (0.33): It was completed in 1925." in reason
 
 
+def test_redact_text_keeps_answer_text_out_of_reasons() -> None:
+    settings = Settings(redact_text=True)
+    trace = Trace(
+        trace_id="t",
+        question="Where is the Eiffel Tower?",
+        answer="The Eiffel Tower is in Paris. It was completed in 1925.",
+        context=PARIS_CTX,
+    )
+    j = HeuristicFaithfulnessJudge(settings, {}).evaluate(trace)
+    assert j.reason.endswith("least supported (0.33): sentence 2") and "1925" not in j.reason
+    r = HeuristicRelevancyJudge(settings, {}).evaluate(
+        Trace(
+            trace_id="t",
+            question="How do I delete a file on DBFS?",
+            answer="Clusters can be resized from the compute page in the workspace settings.",
+        )
+    )
+    assert r.reason == "covers 0/3 question terms"
+
+
 def test_faithfulness_unsupported_answer_fails() -> None:
     # {rome} and {opened, 1925} are absent from the context → both sentences 0
     j = HeuristicFaithfulnessJudge(S, {}).evaluate(
@@ -64,6 +84,11 @@ def test_faithfulness_unsupported_answer_fails() -> None:
         )
     )
     assert j.score == 0.0 and j.passed is False
+
+
+def test_faithfulness_yes_no_words_are_not_content() -> None:
+    assert faith("Is the Eiffel Tower in Paris?", "Yes.", [PARIS_CTX])[0] == 1.0
+    assert faith("Is the Eiffel Tower in Paris?", "Yes, it was completed in 1889.", [PARIS_CTX])[0] == 1.0
 
 
 def test_faithfulness_code_identifiers_weigh_double() -> None:

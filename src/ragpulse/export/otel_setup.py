@@ -24,7 +24,8 @@ Exposed Prometheus names (OTel → Prometheus translation; counters gain ``_tota
     ragpulse_evaluation_lag_seconds_bucket{source,le}
     target_info{service_name,…}                          resource attributes
 
-Instrumentation-scope labels (``otel_scope_*``) are switched off so series carry only ragpulse's labels.
+Instrumentation-scope labels (``otel_scope_*``) are switched off so series carry only ragpulse's labels. The
+registry also carries prometheus-client's process, platform and GC collectors (``process_*``, ``python_*``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import Resource
-from prometheus_client import CollectorRegistry, generate_latest, make_asgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+    make_asgi_app,
+)
 from prometheus_client import push_to_gateway as _prom_push
 
 from ragpulse import __version__, telemetry
@@ -172,6 +180,10 @@ def install_metrics(settings: Settings | None = None) -> MetricsRuntime:
             return _runtime
         telemetry.configure_app_label_limit(settings.metrics_app_label_limit)
         registry = CollectorRegistry(auto_describe=True)
+        # The process's own health (CPU, memory, open fds, GC, Python version), as prometheus-client exposes it.
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
         readers: list[MetricReader] = [PrometheusMetricReader(scope_info_enabled=False, registry=registry)]
         otlp_reader = _otlp_metric_reader()
         if otlp_reader is not None:
@@ -208,21 +220,27 @@ def metrics_asgi_app() -> Any:
     return make_asgi_app(registry=_registry())
 
 
-def push_to_gateway(settings: Settings, run_id: str, *, job: str = "ragpulse_replay") -> bool:
+def push_to_gateway(
+    settings: Settings, run_id: str, *, job: str = "ragpulse_replay", strict: bool = False
+) -> bool:
     """Push the current metrics to ``settings.pushgateway_url`` grouped by ``run_id``; no-op when unset.
 
-    Uses ``prometheus_client.push_to_gateway`` (HTTP PUT ``/metrics/job/<job>/run_id/<run_id>``).
-    Returns ``True`` when pushed, ``False`` when no URL is configured.
+    Uses ``prometheus_client.push_to_gateway`` (HTTP PUT ``/metrics/job/<job>/run_id/<run_id>``, replacing
+    that group). Returns ``True`` when pushed, ``False`` when no URL is configured or the push failed (logged
+    as ``pushgateway_push_failed``; a finished replay should not fail because its metrics could not be pushed).
 
     Raises:
-        ExportError: the Pushgateway could not be reached or refused the push.
+        ExportError: only with ``strict=True``, when the Pushgateway could not be reached or refused the push.
     """
     if not settings.pushgateway_url:
         return False
     try:
         _prom_push(settings.pushgateway_url, job=job, registry=_registry(), grouping_key={"run_id": run_id})
     except Exception as e:  # urllib errors, HTTP errors
-        raise ExportError(f"pushgateway push to {settings.pushgateway_url} failed: {e}") from e
+        if strict:
+            raise ExportError(f"pushgateway push to {settings.pushgateway_url} failed: {e}") from e
+        _log.warning("pushgateway_push_failed", url=settings.pushgateway_url, run_id=run_id, error=str(e))
+        return False
     return True
 
 

@@ -24,6 +24,9 @@ judge                  score                                                    
 ``context_relevance``  relevant chunks / retrieved chunks (TruLens)                           0.5
 =====================  =====================================================================  =========
 
+``flags.verdicts`` keeps the per-item verdicts (0/1): one per retrieved chunk in rank order (precision,
+relevance, label recall) or per reference statement (statement recall).
+
 Edge cases: an empty retrieval scores ``ok`` 0.0 with reason ``no_context`` and no model call (recall first
 needs a reference: without one it is ``skipped``/``no_reference``). Context precision and recall do not need
 the answer; precision uses the expected answer (or keywords) as reference and falls back to the answer
@@ -180,7 +183,12 @@ class _ContextJudge(FrameJudge):
         return ok(
             score=score,
             reason=reason,
-            flags=self._flags(f.reply, decided_by=f.decided_by, context_truncated=f.truncated),
+            flags=self._flags(
+                f.reply,
+                decided_by=f.decided_by,
+                context_truncated=f.truncated,
+                verdicts=[int(x) for x in f.flags],
+            ),
             **self._common(f.backend),
             **extra,
         )

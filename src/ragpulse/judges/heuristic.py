@@ -23,6 +23,9 @@ from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
 __all__ = ["HeuristicFaithfulnessJudge", "HeuristicRelevancyJudge"]
 
 _SNIPPET_CHARS = 160
+#: Yes/no words: they carry the answer's polarity, which word lookup cannot verify ("no" is a stop word
+#: already), so they are not counted as unsupported content.
+_POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", "对的", "没错"})
 
 
 def _snippet(text: str) -> str:
@@ -48,7 +51,7 @@ class HeuristicFaithfulnessJudge:
 
        - a meta statement about the context ("the context does not mention …", "文中未提及…") → support 0;
        - otherwise its *new* content tokens are taken: content tokens minus those of the question (words the
-         user supplied are not evidence either way). No new token → support 1 (nothing to verify).
+         user supplied are not evidence either way) and minus yes/no words (polarity cannot be looked up). No new token → support 1 (nothing to verify).
        - support = weighted share of the new tokens found in the **single best** context chunk (claims are
          checked chunk by chunk, not against a bag of every chunk's words). Tokens with digits weigh 2,
          code identifiers (``foreachBatch``, ``df.write.csv``) 2, capitalised names 1.5, others 1
@@ -60,7 +63,8 @@ class HeuristicFaithfulnessJudge:
          boundaries are uncertain and numbers stick to their units ("2014年2月" → "20", "01", "14", "4年", …).
 
     4. score = mean sentence support (0–1); ``passed`` = score ≥ threshold (default
-       :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence.
+       :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence (quoted, or by position
+       when ``settings.redact_text`` is on, so no answer text reaches the store).
 
     The idea of checking each answer statement against the context is the one of Ragas/TruLens
     faithfulness (Es et al., 2023, "RAGAS"), done with token support instead of an LLM verdict.
@@ -127,7 +131,7 @@ class HeuristicFaithfulnessJudge:
             if lexical.is_meta_statement(sentence):
                 supports.append((0.0, sentence, -1))
                 continue
-            new = [t for t in content_tokens(sentence) if t not in q_tokens]
+            new = [t for t in content_tokens(sentence) if t not in q_tokens and t not in _POLARITY]
             value, chunk_i = lexical.best_chunk_support(new, chunks, salient)
             if lexical.has_cjk(sentence):
                 if q_grams is None:
@@ -138,11 +142,14 @@ class HeuristicFaithfulnessJudge:
         if not supports:
             return done(1.0, "no content words to check", "sentence_support")
         score = sum(s for s, _, _ in supports) / len(supports)
-        worst = min(supports, key=lambda s: s[0])
+        worst_i = min(range(len(supports)), key=lambda i: supports[i][0])
+        worst = supports[worst_i]
         unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
+        # With redact_text the store keeps no answer text, so the reason names the sentence by position only.
+        where = f"sentence {worst_i + 1}" if self._settings.redact_text else _snippet(worst[1])
         reason = (
             f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
-            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {_snippet(worst[1])}"
+            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"
         )
         return done(min(1.0, max(0.0, score)), reason, "sentence_support")
 
@@ -243,6 +250,6 @@ class HeuristicRelevancyJudge:
         reason = f"covers {len(q_keys & a_keys)}/{len(q_keys)} question terms"
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
-        if missing:
+        if missing and not self._settings.redact_text:
             reason += f"; missing: {', '.join(missing)}"
         return done(score, reason, "question_coverage")

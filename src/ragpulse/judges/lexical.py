@@ -153,9 +153,9 @@ class ChunkIndex:
     folded: str
 
 
-@lru_cache(maxsize=2048)
+@lru_cache(maxsize=1024)
 def chunk_index(chunk: str) -> ChunkIndex:
-    """Tokenise a context chunk once (cached by its text, LRU of 2048 chunks)."""
+    """Tokenise a context chunk once (cached by its text, LRU of 1,024 chunks)."""
     return ChunkIndex(tokens=frozenset(content_tokens(chunk)), folded=chunk.casefold())
 
 

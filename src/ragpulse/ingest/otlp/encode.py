@@ -3,10 +3,11 @@
 :func:`trace_to_openinference_spans` builds one ``ExportTraceServiceRequest`` with three spans — a root
 ``CHAIN`` (question in ``input.value``, answer in ``output.value``, ``metadata`` JSON with app/scenario and
 the replay identity ``ragpulse.run.id``, ``ragpulse.test_case.id``, ``ragpulse.expected_answer``,
-``ragpulse.keywords``), a ``RETRIEVER`` child with ``retrieval.documents.<i>.document.{id,content,score,
+``ragpulse.keywords``, and the trace's ``attributes`` as a JSON object in ``ragpulse.attributes`` — reference
+contexts and labels of a test case travel there), a ``RETRIEVER`` child with ``retrieval.documents.<i>.document.{id,content,score,
 metadata}`` (only when there are documents) and an ``LLM`` child (``llm.model_name``, the context as the
 system message, question and answer as messages). Decoding it with this package's receivers gives back the
-same question, answer, documents, context, model, app, scenario, latency and replay identity.
+same question, answer, documents, context, model, app, scenario, latency, attributes and replay identity.
 
 Ids: a trace id of 32 hex characters (or a UUID) becomes the OTLP trace id; any other id is hashed to 16
 bytes (SHA-256) and carried in ``ragpulse.trace.id`` so the receiver restores it. Span ids are derived from
@@ -116,6 +117,9 @@ def trace_to_openinference_spans(trace: Trace) -> ExportTraceServiceRequest:
             "ragpulse.test_case.id": trace.test_case_id,
             "ragpulse.expected_answer": trace.expected_answer,
             "ragpulse.keywords": list(trace.keywords) if trace.keywords else None,
+            "ragpulse.attributes": (
+                json.dumps(trace.attributes, ensure_ascii=False, default=str) if trace.attributes else None
+            ),
         },
     )
 

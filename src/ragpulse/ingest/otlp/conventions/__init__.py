@@ -14,7 +14,8 @@ string). A root span with status ERROR sets the trace attribute ``otlp.status=er
 ``Trace.context`` is the context the model was given (the system message / instructions), except when a
 retrieval ran and returned nothing: then it stays ``None`` so judges see "no retrieved context" rather than
 the bare prompt (a configured ``otlp_attributes.context`` is always used). ``ragpulse.trace.id``, set by :mod:`ragpulse.ingest.otlp.encode` for replay traces whose id is not
-32-hex, restores the original trace id.
+32-hex, restores the original trace id, and ``ragpulse.attributes`` (a JSON object) is merged into the
+trace's attributes (a test case's reference contexts and labels travel there).
 """
 
 from __future__ import annotations
@@ -167,6 +168,9 @@ class TraceBuilder:
         if keywords is not None and not isinstance(keywords, list | str):
             keywords = None
         original_id = as_text(_replay_value(ordered, "ragpulse.trace.id"))
+        carried = maybe_json(_replay_value(ordered, "ragpulse.attributes"))
+        if isinstance(carried, Mapping):
+            attrs.update(carried)
         return Trace(
             trace_id=original_id or trace_id,
             span_id=root.span_id if root else (first.span_id if first else None),
