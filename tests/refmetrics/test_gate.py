@@ -167,6 +167,14 @@ def test_gate_thresholds_from_config_file(pg_url: str, tmp_path: Path) -> None:
         "context_precision": False,
         "coverage": True,
     }
+    # from the environment too (JSON), e.g. in CI
+    env_only = {"RAGPULSE_DATABASE_URL": pg_url, "RAGPULSE_GATE_MIN": '{"pass_rate": 0.9, "coverage": 0.5}'}
+    res_env = runner.invoke(app, ["gate", "run-g", "--json"], env=env_only)
+    assert res_env.exit_code == 1
+    assert {t["metric"]: t["met"] for t in json.loads(res_env.output)["thresholds"]} == {
+        "pass_rate": False,
+        "coverage": True,
+    }
     # the command line wins over the config for the same metric
     assert (
         runner.invoke(

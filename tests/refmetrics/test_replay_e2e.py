@@ -3,6 +3,7 @@ into a private PostgreSQL database, then gate the run (JUnit read back with juni
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,9 @@ from junitparser import Failure, JUnitXml
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
+from ragpulse.config import Settings
+from ragpulse.model import Judgement
+from ragpulse.store import open_store
 
 from .kestrel import CHECKLISTS, KESTREL
 from .shared_data import rgb_path, rgb_rows
@@ -28,6 +32,13 @@ judges:
   context_recall: {{k: 1}}
 """
 JUDGES = "context_precision,context_recall,answer_correctness,reimbursement_answer,order_delay_answer"
+
+
+async def _stored_judgement(url: str, run_id: str, case_id: str, judge: str) -> Judgement:
+    async with open_store(Settings(database_url=url)) as store:
+        results = await store.get_run_results(run_id)
+    r = next(r for r in results if r.trace.test_case_id == case_id)
+    return next(j for j in r.judgements if j.judge == judge)
 
 
 def _replay(runner: CliRunner, args: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -60,6 +71,18 @@ def test_kestrel_replay_checklists_context_metrics_and_gate(pg_url: str, tmp_pat
     ck = report["judges"]["order_delay_answer"]
     assert (ck["scored"], ck["pass"], ck["fail"]) == (6, 2, 4)
     assert ck["mean"] == pytest.approx((1 + 0.4 + 0 + 1 + 0.4 + 0) / 6, abs=1e-6)
+
+    # stored with the declared version beside the computed one, and the per-item results
+    stored = asyncio.run(_stored_judgement(pg_url, "kestrel-1", "delay-en-02", "order_delay_answer"))
+    assert stored.declared_version == "2026.11-1" and stored.version and stored.score == pytest.approx(0.4)
+    items = {i["id"]: i["passed"] for i in stored.flags.items}  # type: ignore[attr-defined]
+    assert items == {
+        "reassurance": False,
+        "current_status": False,
+        "expected_time": True,
+        "cause": False,
+        "next_steps": True,
+    }
 
     # diagnosis in the report: which side is weak
     diag = {d["case_id"]: d for d in report["diagnosis"]["cases"]}
