@@ -100,5 +100,5 @@ def test_calibrate_ares_human(monkeypatch: pytest.MonkeyPatch) -> None:
     if not path.exists():
         pytest.skip(f"shared data not found: {path}")
     out = run_json(str(path), "--judge", "faithfulness", "--label", "answer_faithfulness")
-    assert out["n"] == 200 and out["confusion"] == {"tp": 140, "fp": 4, "tn": 24, "fn": 32}
-    assert out["balanced_accuracy"] == pytest.approx(0.8355, abs=1e-4)
+    assert out["n"] == 200 and out["confusion"] == {"tp": 141, "fp": 4, "tn": 24, "fn": 31}
+    assert out["balanced_accuracy"] == pytest.approx(0.8385, abs=1e-4)

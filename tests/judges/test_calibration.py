@@ -115,9 +115,9 @@ def test_heuristic_faithfulness_on_ares_human() -> None:
         for r in rows
     ]
     rep = calibrate(js, [int(r["answer_faithfulness"]) for r in rows])
-    # measured: 200 scored, tp 140, fp 4, tn 24, fn 32 → BA = (140/172 + 24/28) / 2 = 0.8355
+    # measured: 200 scored, tp 141, fp 4, tn 24, fn 31 → BA = (141/172 + 24/28) / 2 = 0.8385
     assert rep.n == 200 and rep.n_unscored == 0
-    assert rep.confusion == Confusion(tp=140, fp=4, tn=24, fn=32)
-    assert rep.balanced_accuracy == pytest.approx((140 / 172 + 24 / 28) / 2)
+    assert rep.confusion == Confusion(tp=141, fp=4, tn=24, fn=31)
+    assert rep.balanced_accuracy == pytest.approx((141 / 172 + 24 / 28) / 2)
     assert rep.balanced_accuracy is not None and rep.balanced_accuracy >= 0.80
-    assert rep.balanced_accuracy_ci == pytest.approx((0.756, 0.903), abs=0.001)
+    assert rep.balanced_accuracy_ci == pytest.approx((0.759, 0.905), abs=0.001)

@@ -86,6 +86,11 @@ def test_faithfulness_unsupported_answer_fails() -> None:
     assert j.score == 0.0 and j.passed is False
 
 
+def test_faithfulness_yes_no_words_are_not_content() -> None:
+    assert faith("Is the Eiffel Tower in Paris?", "Yes.", [PARIS_CTX])[0] == 1.0
+    assert faith("Is the Eiffel Tower in Paris?", "Yes, it was completed in 1889.", [PARIS_CTX])[0] == 1.0
+
+
 def test_faithfulness_code_identifiers_weigh_double() -> None:
     # new tokens use (1, found), foreachbatch (camelCase identifier, 2, absent), method (1, found) → 2/4
     score, _, _ = faith(

@@ -129,3 +129,25 @@ async def test_naive_received_at_means_utc(store: PostgresStore) -> None:
     await store.write_results([f.result(f.trace("nv"), f.ok(), received_at=datetime(2026, 1, 1, 12, 0))])
     got = await store.get_trace("nv")
     assert got is not None and got.received_at == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+async def test_concurrent_overlapping_batches(store: PostgresStore, store_url: str) -> None:
+    """Batches sharing traces, written concurrently in opposite orders, all succeed (no deadlock)."""
+    import asyncio
+
+    ids = [f"c{i:03d}" for i in range(300)]
+
+    def batch(order: list[str], score: float) -> list:
+        return [f.result(f.trace(t), f.ok("faithfulness", score), f.ok("keyword", score)) for t in order]
+
+    for round_ in range(2):
+        s = round_ / 10
+        reports = await asyncio.gather(
+            store.write_results(batch(ids, s)),
+            store.write_results(batch(list(reversed(ids)), s)),
+            store.write_results(batch(ids[::2] + ids[1::2], s)),
+        )
+        # every judgement of the round is reported changed by exactly one writer
+        keys = [k for r in reports for k in r.changed]
+        assert len(keys) == len(set(keys)) == 600
+    assert await _count(store_url, "SELECT count(*) FROM judgements") == 600

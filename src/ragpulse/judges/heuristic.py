@@ -23,6 +23,9 @@ from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
 __all__ = ["HeuristicFaithfulnessJudge", "HeuristicRelevancyJudge"]
 
 _SNIPPET_CHARS = 160
+#: Yes/no words: they carry the answer's polarity, which word lookup cannot verify ("no" is a stop word
+#: already), so they are not counted as unsupported content.
+_POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", "对的", "没错"})
 
 
 def _snippet(text: str) -> str:
@@ -48,7 +51,7 @@ class HeuristicFaithfulnessJudge:
 
        - a meta statement about the context ("the context does not mention …", "文中未提及…") → support 0;
        - otherwise its *new* content tokens are taken: content tokens minus those of the question (words the
-         user supplied are not evidence either way). No new token → support 1 (nothing to verify).
+         user supplied are not evidence either way) and minus yes/no words (polarity cannot be looked up). No new token → support 1 (nothing to verify).
        - support = weighted share of the new tokens found in the **single best** context chunk (claims are
          checked chunk by chunk, not against a bag of every chunk's words). Tokens with digits weigh 2,
          code identifiers (``foreachBatch``, ``df.write.csv``) 2, capitalised names 1.5, others 1
@@ -128,7 +131,7 @@ class HeuristicFaithfulnessJudge:
             if lexical.is_meta_statement(sentence):
                 supports.append((0.0, sentence, -1))
                 continue
-            new = [t for t in content_tokens(sentence) if t not in q_tokens]
+            new = [t for t in content_tokens(sentence) if t not in q_tokens and t not in _POLARITY]
             value, chunk_i = lexical.best_chunk_support(new, chunks, salient)
             if lexical.has_cjk(sentence):
                 if q_grams is None:

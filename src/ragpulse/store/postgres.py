@@ -12,7 +12,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
@@ -27,7 +27,7 @@ from ragpulse.model import (
     TraceResult,
     normalize_trace_id,
 )
-from ragpulse.protocols import WriteReport
+from ragpulse.protocols import ResultStore, WriteReport
 from ragpulse.store import catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
@@ -198,7 +198,9 @@ class PostgresStore:
         judgements: dict[tuple[str, str, str], tuple[Any, ...]] = {}
         run_links: dict[tuple[str, str], str | None] = {}
         trace_rows = []
-        for r in by_trace.values():
+        # rows in key order: concurrent batches with overlapping traces then lock rows in the same order and
+        # cannot deadlock each other
+        for _, r in sorted(by_trace.items()):
             trace_rows.append(trace_row(r, redact_text=self._redact))
             for j in r.judgements:
                 judgements[(r.trace.trace_id, j.judge, j.version)] = judgement_row(
@@ -207,14 +209,14 @@ class PostgresStore:
             if r.trace.run_id:
                 run_links[(clean(r.trace.run_id) or "", r.trace.trace_id)] = clean(r.trace.test_case_id)
         t_cols = _columns(trace_rows, len(TRACE_COLUMNS))
-        j_cols = _columns(list(judgements.values()), len(JUDGEMENT_COLUMNS))
+        j_cols = _columns([judgements[k] for k in sorted(judgements)], len(JUDGEMENT_COLUMNS))
 
         async def tx(conn: Conn) -> WriteReport:
             async with conn.transaction():
                 trows = await conn.fetch(TRACE_UPSERT, *t_cols)
                 jrows = await conn.fetch(JUDGEMENT_UPSERT, *j_cols) if judgements else []
                 if run_links:
-                    keys = list(run_links)
+                    keys = sorted(run_links)
                     await conn.execute(
                         RUN_CASES_UPSERT,
                         [k[0] for k in keys],
@@ -403,3 +405,9 @@ class PostgresStore:
             return [dict(r) for r in rows]
 
         return await self._run("list_dead_letters", q)
+
+
+if TYPE_CHECKING:  # PostgresStore satisfies the ResultStore seam (checked by mypy)
+
+    def _is_result_store(store: PostgresStore) -> ResultStore:
+        return store
