@@ -14,7 +14,8 @@ Synthetic traces: an English question, 3–5 retrieved chunks of ~150 words, an 
 from the chunks (plus an invented one on every third trace), an expected answer and 3 keywords. Seeded: the
 same arguments give the same traces.
 
-The database: ``--database-url`` if given, else a private database created on the test server
+The database: ``--database-url`` if given (``memory``: the in-memory fake store, to see the pipeline without
+PostgreSQL), else a private database created on the test server
 (``RAGPULSE_TEST_PG_ADMIN_URL``, default ``postgresql://postgres@127.0.0.1:5432/postgres``) and dropped at
 the end.
 
@@ -49,6 +50,7 @@ from ragpulse.logging import configure_logging
 from ragpulse.model import TestCase, TestSet
 from ragpulse.replay import run_replay
 from ragpulse.store import PostgresStore
+from ragpulse.testing.fakes import MemoryStore
 
 ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -63,8 +65,12 @@ _WORDS = (
 ).split()
 
 
+_FUNCTION_WORDS = "the of and to a in is for on with by that at be it as are or from this an not".split()
+
+
 def _sentence(rng: random.Random, n: int) -> str:
-    words = [rng.choice(_WORDS) for _ in range(n)]
+    # About 45 % function words, like English prose: ~5.5 characters per word with its space.
+    words = [rng.choice(_FUNCTION_WORDS if rng.random() < 0.45 else _WORDS) for _ in range(n)]
     return (" ".join(words)).capitalize() + "."
 
 
@@ -99,7 +105,8 @@ def synth_test_set(n: int, seed: int = 7) -> TestSet:
 
 @asynccontextmanager
 async def database(url: str | None) -> AsyncIterator[str]:
-    """``url`` itself, or a private database on the admin server created for the run and dropped after."""
+    """``url`` itself (``memory``: the in-memory store), or a private database on the admin server created
+    for the run and dropped after."""
     if url:
         yield url
         return
@@ -123,18 +130,39 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+class _TimedStore:
+    """Wraps the store to add up the wall time of ``write_results`` (seconds)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.write_s = 0.0
+        self.writes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def write_results(self, results: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return await self.inner.write_results(results)
+        finally:
+            self.write_s += time.perf_counter() - t
+            self.writes += 1
+
+
 async def _replay(ts: TestSet, settings: Settings, names: list[str], url: str) -> dict[str, Any]:
     from ragpulse.judges.llm import LLMClient
 
     client = LLMClient(settings) if settings.uses_llm else None
     judges = build_judges(settings, names, client=client)
-    store = await PostgresStore.connect(url, settings)
+    inner: Any = MemoryStore() if url == "memory" else await PostgresStore.connect(url, settings)
+    store = _TimedStore(inner)
     try:
         cpu0, t0 = time.process_time(), time.perf_counter()
         report = await run_replay(ts, judges=judges, store=store, settings=settings)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     finally:
-        await store.close()
+        await store.inner.close()
         if client is not None:
             await client.aclose()
     n = len(ts.cases)
@@ -144,6 +172,12 @@ async def _replay(ts: TestSet, settings: Settings, names: list[str], url: str) -
         "wall_s": round(wall, 2),
         "traces_per_s": round(n / wall, 1),
         "cpu_ms_per_trace": round(cpu * 1000 / n, 2),
+        "store_writes": store.writes,
+        "store_write_s": round(store.write_s, 2),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "chars_per_chunk": round(
+            sum(len(c) for x in ts.cases for c in x.contexts) / sum(len(x.contexts) for x in ts.cases)
+        ),
         "pass_rate": report["pass_rate"],
         "coverage": report["coverage"],
         "counts": report["counts"],
@@ -155,6 +189,7 @@ def _engine_settings(args: argparse.Namespace, **kw: Any) -> Settings:
         engine_workers=args.workers,
         engine_queue_size=max(1000, args.workers * 4),
         engine_batch_size=args.batch_size,
+        engine_writers=args.writers,
         log_level="WARNING",
         **kw,
     )
@@ -247,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency", type=float, default=0.2, help="mock model latency per request, seconds")
     p.add_argument("--workers", type=int, default=64, help="engine_workers")
     p.add_argument("--batch-size", type=int, default=200, help="engine_batch_size")
+    p.add_argument("--writers", type=int, default=2, help="engine_writers")
     p.add_argument("--llm-concurrency", type=int, default=128, help="judge_max_concurrency")
-    p.add_argument("--database-url", default=None)
+    p.add_argument("--database-url", default=None, help="PostgreSQL URL, or 'memory' for the in-memory store")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--json", action="store_true", help="print results as JSON")
     args = p.parse_args(argv)

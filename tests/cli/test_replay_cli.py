@@ -241,3 +241,36 @@ def test_uhgeval_zh_subset_with_llm_judges(db: str, model: ScriptedOpenAIServer,
     _check_llm_report(r, [int(x["faithful"]) for x in rows], model)
     # Chinese prompts were used for Chinese questions
     assert all("问题" in q.prompt_text for q in model.requests)
+
+
+def _consistent(r: dict[str, Any], n: int, judges: int) -> None:
+    """The report's totals agree with its own per-case rows."""
+    assert r["cases_total"] == n and len(r["cases"]) == n
+    assert sum(r["counts"].values()) == n * judges
+    assert r["pass_rate"] == pytest.approx(sum(c["passed"] for c in r["cases"]) / n, abs=1e-6)
+    assert r["coverage"] == pytest.approx(sum(c["scored"] > 0 for c in r["cases"]) / n, abs=1e-6)
+    for name, mean in r["averages"].items():
+        scores = [
+            c["judgements"][name]["score"] for c in r["cases"] if c["judgements"][name]["status"] == "ok"
+        ]
+        assert mean == (pytest.approx(sum(scores) / len(scores), abs=1e-5) if scores else None)
+
+
+@offline
+def test_halueval_example_offline(db: str) -> None:
+    r = _report(["replay", str(HALUEVAL)])
+    assert r["test_set"] == "halueval_qa_sample" and r["status"] == "completed"
+    _consistent(r, 40, 3)
+
+
+@offline
+@pytest.mark.slow
+def test_uhgeval_full_sample_offline(db: str) -> None:
+    src = shared_dir() / "datasets" / "uhgeval_zh" / "uhgeval_zh.sample.jsonl"
+    if not src.exists():
+        pytest.skip(f"shared dataset not found: {src}")
+    r = _report(["replay", str(src)])
+    _consistent(r, 600, 3)
+    # no case has keywords or an expected answer: the keyword judge skips every case (no_reference)
+    assert r["averages"]["keyword"] is None and r["judges"]["keyword"]["skipped"] == 600
+    assert r["coverage"] == 1.0

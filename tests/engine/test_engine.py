@@ -141,6 +141,18 @@ async def test_results_are_written_in_batches() -> None:
     assert eng.stats.batches == len(store.writes)
 
 
+async def test_writers_overlap_store_latency() -> None:
+    store = MemoryStore()
+    store.write_delay_s = 0.1
+    s = _settings(engine_batch_size=5, engine_writers=2, engine_workers=8, engine_flush_interval_s=0.01)
+    async with Engine({"a": ScriptedJudge("a")}, store, s) as eng:
+        for i in range(20):
+            await eng.submit(_trace(i))
+        assert await eng.drain(5)
+    assert sum(store.writes) == 20 and len(store.traces) == 20
+    assert store.max_concurrent_writes == 2
+
+
 async def test_partial_batch_is_flushed_without_waiting_for_the_timer() -> None:
     store = MemoryStore()
     s = _settings(engine_batch_size=100, engine_flush_interval_s=30.0)
@@ -319,3 +331,29 @@ def test_judge_error_judgement_shape() -> None:
         judge="x", version="v", backend=Backend.LLM, status=JudgementStatus.ERROR, reason="judge_exception: E"
     )
     assert j.outcome == "error" and j.score is None
+
+
+async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
+    gate = asyncio.Event()
+
+    class Gated(ScriptedJudge):
+        async def judge(self, trace: Trace) -> Judgement:
+            await gate.wait()
+            return await super().judge(trace)
+
+    store = MemoryStore()
+    s = _settings(engine_queue_size=1, engine_workers=1)
+    async with Engine({"g": Gated("g")}, store, s) as eng:
+        await eng.submit(_trace(0))
+        await asyncio.sleep(0.01)
+        await eng.submit(_trace(1))
+        blocked = asyncio.create_task(eng.submit(_trace(2)))
+        await asyncio.sleep(0.05)
+        assert eng.in_flight == 3
+        blocked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await blocked
+        assert eng.in_flight == 2
+        gate.set()
+        assert await eng.drain(5)
+    assert sorted(store.traces) == ["t-0", "t-1"]

@@ -100,3 +100,47 @@ async def test_engine_back_pressure_does_not_hold_otlp_responses() -> None:
         sink.release.set()
         await sink.wait_for(20)
     assert len(sink.traces) == 20
+
+
+async def test_full_assembler_answers_retryable_503_and_unavailable() -> None:
+    import grpc
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    sink = BlockedSink()
+    settings = Settings(
+        otlp_grpc_address="127.0.0.1:0",
+        otlp_http_address="127.0.0.1:0",
+        otlp_root_grace_s=0.0,
+        otlp_max_pending_traces=2,
+    )
+    traces = _traces(4)
+    bodies = [trace_to_openinference_spans(t).SerializeToString() for t in traces]
+    headers = {"Content-Type": "application/x-protobuf"}
+    async with (
+        OtlpReceivers(settings, sink) as r,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client,
+    ):
+        assert (await client.post("/v1/traces", content=bodies[0], headers=headers)).status_code == 200
+        async with asyncio.timeout(5):
+            while r.assembler.pending_traces:  # noqa: ASYNC110 - the first trace is taken by the blocked submit
+                await asyncio.sleep(0.01)
+        for body in bodies[1:3]:
+            assert (await client.post("/v1/traces", content=body, headers=headers)).status_code == 200
+        assert r.assembler.saturated
+        busy = await client.post("/v1/traces", content=bodies[3], headers=headers)
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{r.grpc_port}") as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                response_deserializer=ExportTraceServiceResponse.FromString,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as ei:
+                await export(bodies[3], timeout=5)
+            assert ei.value.code() == grpc.StatusCode.UNAVAILABLE
+        sink.release.set()
+        await sink.wait_for(3)
+        retry = await client.post("/v1/traces", content=bodies[3], headers=headers)
+        assert retry.status_code == 200
+        await sink.wait_for(4)
+    assert sorted(t.trace_id for t in sink.traces) == [t.trace_id for t in traces]
+    assert r.assembler.stats.evicted == 0

@@ -6,8 +6,8 @@ Pipeline (all inside one event loop, created when the engine is entered, never a
    while the queue is full, which is the back-pressure sources feel.
 2. ``engine_workers`` worker tasks take traces off the queue, decide the trace outcome (sampling,
    evaluability) and run the routed judges concurrently.
-3. Finished results go on a second bounded queue to one writer task, which writes them in batches of up to
-   ``engine_batch_size`` (or what arrived within ``engine_flush_interval_s``). A retriable
+3. Finished results go on a second bounded queue to ``engine_writers`` writer tasks, each writing batches of
+   up to ``engine_batch_size`` (or what arrived within ``engine_flush_interval_s``) in its own transaction. A retriable
    :class:`~ragpulse.errors.StoreError` is retried with exponential backoff up to ``engine_store_retries``
    attempts; meanwhile the workers block on the full result queue, so memory stays bounded.
 4. After a successful write, exporters get ``on_stored(result, changed)`` (only the judgements the store
@@ -129,6 +129,7 @@ class Engine:
         self.stats = EngineStats()
         self._state = _State.NEW
         self._pending = 0
+        self._held = 0  # results taken by writers and not yet acked
         # asyncio objects are created in start(), inside the running loop.
         self._queue: asyncio.Queue[_Item] | None = None
         self._results: asyncio.Queue[tuple[TraceResult, AckCallback | None]] | None = None
@@ -148,7 +149,7 @@ class Engine:
             raise RuntimeError(f"engine already {self._state.value}")
         s = self._settings
         self._queue = asyncio.Queue(maxsize=s.engine_queue_size)
-        self._results = asyncio.Queue(maxsize=max(s.engine_batch_size, s.engine_workers))
+        self._results = asyncio.Queue(maxsize=max(s.engine_batch_size * s.engine_writers, s.engine_workers))
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = asyncio.Event()
@@ -156,7 +157,10 @@ class Engine:
             asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}")
             for i in range(s.engine_workers)
         ]
-        self._tasks.append(asyncio.create_task(self._writer(), name="ragpulse-engine-writer"))
+        self._tasks.extend(
+            asyncio.create_task(self._writer(), name=f"ragpulse-engine-writer-{i}")
+            for i in range(s.engine_writers)
+        )
         self._state = _State.RUNNING
         log.debug("engine_started", workers=s.engine_workers, queue_size=s.engine_queue_size)
 
@@ -218,19 +222,16 @@ class Engine:
         item = _Item(trace, ack, datetime.now(UTC))
         self._pending += 1
         self._idle.clear()
-        try:
-            if not self._queue.full():
-                self._queue.put_nowait(item)
-            else:
-                await self._put_waiting(item)
-        except BaseException:
-            self._one_done()
-            raise
+        if not self._queue.full():
+            self._queue.put_nowait(item)
+        else:
+            await self._put_waiting(item)
         self.stats.received += 1
         telemetry.TRACES_RECEIVED.add(1, {"source": trace.source.value})
         telemetry.ENGINE_QUEUE_DEPTH.set(self._queue.qsize())
 
     async def _put_waiting(self, item: _Item) -> None:
+        """Wait for room; on closing or cancellation the item is not queued and ``pending`` is given back."""
         assert self._queue is not None and self._closing is not None
         put = asyncio.ensure_future(self._queue.put(item))
         closing = asyncio.ensure_future(self._closing.wait())
@@ -238,11 +239,13 @@ class Engine:
             await asyncio.wait({put, closing}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             closing.cancel()
+            queued = put.done() and not put.cancelled() and put.exception() is None
             if not put.done():
                 put.cancel()
-        if put.cancelled() or not put.done():
+            if not queued:
+                self._one_done()
+        if not queued:
             raise EngineClosedError("engine began closing while the trace waited for room")
-        put.result()
 
     def has_room(self) -> bool:
         """True while the input queue has a free slot (sources pause/resume partitions on it)."""
@@ -358,20 +361,24 @@ class Engine:
         loop = asyncio.get_running_loop()
         while True:
             batch = [await results.get()]
+            self._held += 1
             deadline = loop.time() + interval
             while len(batch) < size:
                 try:
                     batch.append(results.get_nowait())
+                    self._held += 1
                     continue
                 except asyncio.QueueEmpty:
                     pass
-                # Nothing else is in flight: write now instead of waiting for the timer.
+                # Nothing else can arrive for this batch (the rest is held by other writers): write now
+                # instead of waiting for the timer.
                 remaining = deadline - loop.time()
-                if len(batch) >= self._pending or remaining <= 0:
+                if self._pending - (self._held - len(batch)) <= len(batch) or remaining <= 0:
                     break
                 try:
                     async with asyncio.timeout(remaining):
                         batch.append(await results.get())
+                        self._held += 1
                 except TimeoutError:
                     break
             await self._write_batch(batch)
@@ -447,6 +454,7 @@ class Engine:
         except Exception:
             log.exception("ack_failed", trace_id=result.trace.trace_id, ok=ok)
         finally:
+            self._held -= 1
             self._one_done()
 
     def _one_done(self) -> None:

@@ -39,7 +39,8 @@ class MemoryStore:
     """A :class:`~ragpulse.protocols.ResultStore` (plus the run methods replay uses) held in dicts.
 
     Failure injection: ``fail_next(n, retriable=True)`` makes the next ``n`` ``write_results`` calls raise
-    :class:`StoreError`; ``write_delay_s`` sleeps inside every write. ``writes`` records the batch sizes.
+    :class:`StoreError`; ``write_delay_s`` sleeps inside every write. ``writes`` records the batch sizes and
+    ``max_concurrent_writes`` the most writes seen in flight at once.
     """
 
     def __init__(self) -> None:
@@ -50,6 +51,8 @@ class MemoryStore:
         self.writes: list[int] = []
         self.write_delay_s = 0.0
         self._fail: list[bool] = []
+        self._in_flight = 0
+        self.max_concurrent_writes = 0
         self.closed = False
 
     def fail_next(self, n: int, *, retriable: bool = True) -> None:
@@ -58,8 +61,13 @@ class MemoryStore:
 
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
         """Upsert ``results``; see :class:`~ragpulse.protocols.ResultStore`."""
-        if self.write_delay_s:
-            await asyncio.sleep(self.write_delay_s)
+        self._in_flight += 1
+        self.max_concurrent_writes = max(self.max_concurrent_writes, self._in_flight)
+        try:
+            if self.write_delay_s:
+                await asyncio.sleep(self.write_delay_s)
+        finally:
+            self._in_flight -= 1
         if self._fail:
             retriable = self._fail.pop(0)
             raise StoreError("injected store failure", retriable=retriable)

@@ -116,6 +116,12 @@ class TraceAssembler:
         """Traces currently held."""
         return len(self._pending)
 
+    @property
+    def saturated(self) -> bool:
+        """True when ``otlp_max_pending_traces`` traces are held (receivers then refuse new requests with a
+        retryable answer until the engine catches up)."""
+        return len(self._pending) >= self._max
+
     def add(self, spans: Iterable[SpanData]) -> int:
         """Add spans (any traces, any order). Returns how many were kept (late ones are dropped)."""
         now = self._clock()

@@ -5,6 +5,7 @@ The servicer implements ``TraceServiceServicer`` from ``opentelemetry-proto``'s 
 descriptor, but with a raw-bytes request deserializer, so a payload that is not a valid
 ``ExportTraceServiceRequest`` answers ``INVALID_ARGUMENT`` (grpc's own deserializer would answer ``INTERNAL``).
 Size limits are grpc's ``max_receive_message_length`` (``RESOURCE_EXHAUSTED``); gzip is handled by grpc.
+While the assembler is full the answer is ``UNAVAILABLE`` (retryable for OTLP exporters).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse.errors import IngestError
-from ragpulse.ingest.otlp.intake import OtlpIntake, count_rejected
+from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, count_rejected
 
 __all__ = ["SERVICE_NAME", "TraceServiceReceiver", "add_receiver"]
 
@@ -35,6 +36,9 @@ class TraceServiceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
             return await self._intake.handle(
                 request, json=False, encoding=None, limit=len(request), transport="grpc"
             )
+        except Overloaded as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+            raise
         except IngestError as e:
             count_rejected("malformed")
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))

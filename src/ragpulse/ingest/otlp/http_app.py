@@ -7,7 +7,9 @@ Bodies: ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), optional
 - 400 with a ``google.rpc.Status`` for a payload that cannot be decoded;
 - 413 when the body (compressed or decompressed) exceeds ``max_request_bytes`` — checked on
   ``Content-Length`` first and while reading, so an oversized body is never held in memory;
-- 415 for another content type.
+- 415 for another content type;
+- 503 with ``Retry-After: 1`` while ``otlp_max_pending_traces`` traces are held (back-pressure; OTLP
+  exporters retry).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.decode import PayloadTooLarge
-from ragpulse.ingest.otlp.intake import OtlpIntake, count_rejected
+from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, count_rejected
 
 __all__ = ["JSON", "PROTOBUF", "build_http_app"]
 
@@ -77,6 +79,10 @@ def build_http_app(intake: OtlpIntake, max_request_bytes: int) -> FastAPI:
                 limit=max_request_bytes,
                 transport="http",
             )
+        except Overloaded as e:
+            busy = _status(code_pb2.UNAVAILABLE, str(e), as_json, 503)
+            busy.headers["Retry-After"] = "1"
+            return busy
         except PayloadTooLarge as e:
             count_rejected("too_large")
             return _status(code_pb2.RESOURCE_EXHAUSTED, str(e), as_json, 413)

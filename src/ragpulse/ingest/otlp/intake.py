@@ -10,12 +10,13 @@ import asyncio
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse import telemetry
+from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.assembly import TraceAssembler
 from ragpulse.ingest.otlp.decode import DecodeResult, decode_json, decode_protobuf, decompress
 from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
 
-__all__ = ["OFFLOAD_BYTES", "OWN_SPANS_IGNORED", "OtlpIntake", "count_rejected"]
+__all__ = ["OFFLOAD_BYTES", "OWN_SPANS_IGNORED", "OtlpIntake", "Overloaded", "count_rejected"]
 
 #: Bodies larger than this (bytes) are decompressed and decoded in a worker thread, so one big request
 #: does not stall the event loop (engine, other requests).
@@ -32,10 +33,18 @@ def count_rejected(reason: str, n: int = 1) -> None:
     """Count ``n`` rejected OTLP inputs on ``ragpulse_traces_rejected{source=otlp, reason}``.
 
     Reasons: ``bad_span`` (one undecodable span), ``malformed`` (whole request), ``too_large``,
-    ``unsupported_media_type``.
+    ``unsupported_media_type``, ``overloaded`` (refused for back-pressure; the client retries).
     """
     if n:
         telemetry.TRACES_REJECTED.add(n, {"source": "otlp", "reason": reason})
+
+
+class Overloaded(IngestError):
+    """The assembler holds ``otlp_max_pending_traces`` traces (the engine is not keeping up): the request is
+    refused with a retryable answer (HTTP 503 + ``Retry-After`` / gRPC ``UNAVAILABLE``) so OTLP clients retry
+    later instead of ragpulse evicting traces."""
+
+    retriable = True
 
 
 class OtlpIntake:
@@ -66,9 +75,13 @@ class OtlpIntake:
             transport: ``http`` or ``grpc`` (for logs).
 
         Raises:
+            Overloaded: the assembler is full; nothing was read.
             PayloadTooLarge: over ``limit`` after decompression.
             IngestError: undecodable payload.
         """
+        if self._assembler.saturated:
+            count_rejected("overloaded")
+            raise Overloaded("too many traces pending; retry later")
 
         def work() -> tuple[DecodeResult, SplitResult]:
             raw = decompress(body, encoding, limit)
