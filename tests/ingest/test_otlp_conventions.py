@@ -452,3 +452,26 @@ def test_attribute_and_metadata_values_are_made_json_safe() -> None:
     t = _build([retrieval])
     assert t.documents[0].metadata == {"raw": "/w==", "page": 3}
     json.dumps(t.model_dump(mode="json"))
+
+
+def test_openinference_agent_messages_in_input_and_output_values() -> None:
+    root = _span(
+        "a" * 16,
+        None,
+        {
+            "openinference.span.kind": "AGENT",
+            "input.value": json.dumps({"messages": [{"type": "human", "content": "Is parking free?"}]}),
+            "input.mime_type": "application/json",
+            "output.value": json.dumps(
+                {
+                    "messages": [
+                        {"type": "human", "content": "Is parking free?"},
+                        {"type": "ai", "content": "Yes, for staff."},
+                    ]
+                }
+            ),
+            "output.mime_type": "application/json",
+        },
+    )
+    t = _build([root])
+    assert (t.question, t.answer) == ("Is parking free?", "Yes, for staff.")

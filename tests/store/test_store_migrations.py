@@ -74,3 +74,19 @@ async def test_migrate_waits_for_advisory_lock(store_url: str) -> None:
     finally:
         await holder.close()
         await runner.close()
+
+
+async def test_two_replicas_connect_at_once(store_url: str) -> None:
+    from ragpulse.config import Settings
+    from ragpulse.store.postgres import PostgresStore
+
+    settings = Settings(database_url=store_url, database_pool_max=2)
+    a, b = await asyncio.gather(
+        PostgresStore.connect(store_url, settings), PostgresStore.connect(store_url, settings)
+    )
+    try:
+        assert await a.ping() and await b.ping()
+        assert await a.migrate() == [] and await b.migrate() == []
+    finally:
+        await a.close()
+        await b.close()

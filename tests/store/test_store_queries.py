@@ -168,3 +168,12 @@ async def test_documented_queries_run(store: PostgresStore, store_url: str) -> N
     assert [(r["app"], r["pass_rate"], r["mean_score"], r["scored"]) for r in first] == [
         ("helpdesk", pytest.approx(0.5), pytest.approx(0.7), 2)
     ]
+
+
+async def test_unjudged_replay_case_is_in_run_results(store: PostgresStore) -> None:
+    t = f.trace("r9-c1", source="replay", run_id="r9", test_case_id="c1", answer=None)
+    await store.write_results([f.result(t, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="no_answer")])
+    res = await store.get_run_results("r9")
+    assert [(r.trace.trace_id, r.outcome, r.outcome_reason, r.judgements) for r in res] == [
+        ("r9-c1", TraceOutcome.NOT_EVALUABLE, "no_answer", ())
+    ]

@@ -23,7 +23,8 @@
   again (also a hit). Failures are not cached.
 - **Budget**: an optional daily token budget per judge (``judge_daily_token_budget``, or the judge's
   ``daily_token_budget`` option; prompt + completion tokens, UTC days). Once a judge has spent it, calls raise
-  ``JudgeError("over_budget")`` until the next UTC day; :attr:`LLMStats.over_budget` counts them.
+  ``JudgeError("over_budget")`` until the next UTC day; :attr:`LLMStats.over_budget` counts them. The budget is
+  checked before each call, so calls already in flight when it runs out may overshoot it by their own tokens.
 
 Nothing here blocks the event loop. The openai client, semaphore and limiter are bound to the event loop that
 first uses them; a client used from another loop (e.g. another test) builds fresh ones.

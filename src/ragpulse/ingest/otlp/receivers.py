@@ -13,6 +13,8 @@
 - Handlers only decode and hand spans to the :class:`~ragpulse.ingest.otlp.assembly.TraceAssembler`; a
   background task releases finished traces and awaits ``sink.submit`` (engine back-pressure never holds an
   OTLP response).
+- While ``otlp_max_pending_traces`` traces are held, requests are refused with HTTP 503 (``Retry-After``) /
+  gRPC ``UNAVAILABLE``, which OTLP exporters retry.
 - On exit the receivers stop accepting, then every held trace is flushed to the sink (traces without a
   root flagged ``incomplete``).
 

@@ -150,11 +150,16 @@ def message_text(content: Any) -> str | None:
     return None
 
 
+#: LangChain message ``type`` → chat role.
+_MESSAGE_TYPES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
 def parse_messages(value: Any) -> list[tuple[str, str]]:
     """``(role, text)`` pairs from a message list in OTel GenAI parts form or chat-completions form.
 
     Accepts a structured list (``arrayValue`` of ``kvlistValue``) or its JSON-string form; each message is
-    ``{"role", "parts": [{"type": "text", "content"}]}`` or ``{"role", "content"}``. A bare parts list (as in
+    ``{"role", "parts": [{"type": "text", "content"}]}``, ``{"role", "content"}`` or a LangChain message
+    ``{"type": "human"|"ai"|"system"|"tool", "content"}``. A bare parts list (as in
     ``gen_ai.system_instructions``) yields one ``("system", text)`` pair. Messages without text are skipped.
     """
     v = maybe_json(value)
@@ -164,14 +169,17 @@ def parse_messages(value: Any) -> list[tuple[str, str]]:
         v = [v]
     if not isinstance(v, list):
         return []
-    if v and all(isinstance(p, Mapping) and "role" not in p and "type" in p for p in v):
+    if v and all(
+        isinstance(p, Mapping) and "role" not in p and "type" in p and p["type"] not in _MESSAGE_TYPES
+        for p in v
+    ):
         t = message_text(v)
         return [("system", t)] if t else []
     out: list[tuple[str, str]] = []
     for msg in v:
         if not isinstance(msg, Mapping):
             continue
-        role = str(msg.get("role") or "")
+        role = str(msg.get("role") or _MESSAGE_TYPES.get(str(msg.get("type")), ""))
         text = message_text(msg.get("parts")) if "parts" in msg else message_text(msg.get("content"))
         if text:
             out.append((role, text))

@@ -28,6 +28,7 @@ from ragpulse.ingest.otlp.conventions.base import (
     indexed,
     maybe_json,
     message_text,
+    parse_messages,
     spans_in_start_order,
     top_span,
 )
@@ -47,8 +48,9 @@ def _kind(span: SpanData) -> str:
 
 
 def _value_text(span: SpanData, key: str, fields: tuple[str, ...]) -> str | None:
-    """``input.value``/``output.value`` as text: plain text as is, a JSON string literal decoded, or the
-    first string under one of ``fields`` of a JSON object."""
+    """``input.value``/``output.value`` as text: plain text as is, a JSON string literal decoded, the first
+    string under one of ``fields`` of a JSON object, or the last user (input) / assistant (output) message of
+    its ``messages`` list (agent frameworks such as LangGraph)."""
     raw = span.attributes.get(key)
     if raw is None:
         return None
@@ -61,7 +63,9 @@ def _value_text(span: SpanData, key: str, fields: tuple[str, ...]) -> str | None
             t = as_text(parsed.get(f))
             if t:
                 return t
-        return None
+        role = "user" if key == "input.value" else "assistant"
+        picked = [t for r, t in parse_messages(parsed.get("messages")) if r == role]
+        return picked[-1] if picked else None
     if "json" in mime:
         return None
     return as_text(raw)
