@@ -48,9 +48,14 @@ def serve_asgi(app: Any) -> Iterator[str]:
 
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Prometheus text → ``{(sample name, frozenset(labels)): value}``."""
+    """Prometheus text → ``{(sample name, frozenset(labels)): value}`` of ragpulse's own metrics.
+
+    prometheus-client's process/GC metrics (``process_*``, ``python_*``) change by themselves and are left out.
+    """
     out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
     for fam in text_string_to_metric_families(text):
+        if fam.name.startswith(("process_", "python_")):
+            continue
         for s in fam.samples:
             out[(s.name, frozenset(s.labels.items()))] = s.value
     return out

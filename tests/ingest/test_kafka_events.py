@@ -181,3 +181,35 @@ def test_too_large() -> None:
         parse_event(raw, max_bytes=1000)
     assert ei.value.reason == f"too_large: {len(raw)} bytes > 1000"
     assert parse_event(raw, max_bytes=len(raw)).context == "x" * 2000
+
+
+def test_trace_to_event_round_trips() -> None:
+    from ragpulse.ingest.events import trace_to_event
+    from ragpulse.model import Document, Trace
+
+    t = Trace(
+        trace_id="0123456789abcdef0123456789abcdef",
+        question="问题?",
+        documents=(
+            Document(id="d1", content="c1", score=0.5, metadata={"k": 1}),
+            Document(content="c2", rank=1),
+        ),
+        answer="a",
+        model="m",
+        app="app",
+        scenario="sc",
+        latency_s=1.25,
+        end_time=datetime(2026, 3, 14, 12, 0, tzinfo=UTC),
+        attributes={"reference_contexts": ["r1"], "context_labels": [1, 0]},
+        run_id="run-1",
+        test_case_id="c-1",
+        expected_answer="e",
+        keywords=("k1", "k2"),
+        source=Source.REPLAY,
+    )
+    ev = trace_to_event(t)
+    assert ev["runId"] == "run-1" and ev["testCaseId"] == "c-1" and ev["latencyMs"] == 1250.0
+    back = parse_event(json.dumps(ev, ensure_ascii=False).encode())
+    assert back.source is Source.KAFKA
+    assert back.model_dump(exclude={"source", "start_time"}) == t.model_dump(exclude={"source", "start_time"})
+    assert back.start_time == datetime(2026, 3, 14, 11, 59, 58, 750000, tzinfo=UTC)

@@ -15,10 +15,6 @@ import pytest
 from kafka_testutil import committed, create_topic, free_port, produce, read_topic, shared_dir
 from serve_testutil import ServeProcess, TcpProxy, db_counts
 
-# The offline (heuristic) judges these tests run; skipped only while that package is not in the tree.
-pytest.importorskip("ragpulse.judges.heuristic", reason="offline judges not available")
-pytest.importorskip("ragpulse.judges.keyword", reason="offline judges not available")
-
 JUDGES = ["relevancy", "faithfulness", "keyword"]
 
 

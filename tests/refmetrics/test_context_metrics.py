@@ -265,3 +265,21 @@ def test_versions_change_with_options() -> None:
     assert ContextPrecisionJudge(s).version == ContextPrecisionJudge(s).version
     assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, {"threshold": 0.7}).version
     assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, {"k": 3}).version
+
+
+async def test_reference_without_statements_and_answer_fallback() -> None:
+    # a reference of stop words and punctuation only has no statements
+    r = await ContextRecallJudge(_settings()).judge(
+        _trace(["some text"], question="q", expected_answer="The.")
+    )
+    assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_statements"
+    # precision without a reference falls back to the answer (Ragas' reference-free variant)
+    t = _trace(
+        ["Our office is in Berlin.", "Refunds are paid within 14 days."],
+        question="How fast are refunds paid?",
+        answer="Refunds are paid within 14 days.",
+    )
+    p = await ContextPrecisionJudge(_settings()).judge(t)
+    assert p.score == 0.5 and p.flags.verdicts == [0, 1]  # type: ignore[attr-defined]
+    none = await ContextPrecisionJudge(_settings()).judge(_trace(["x"], question="q"))
+    assert none.status is JudgementStatus.SKIPPED and none.reason_code == "no_reference"

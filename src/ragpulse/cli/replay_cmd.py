@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
-from ragpulse.errors import ConfigError, StoreError
+from ragpulse.errors import ConfigError, IngestError, StoreError
 from ragpulse.judges.llm import LLMClient
 from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestSet
@@ -135,6 +135,13 @@ def replay(
     ),
     name: str | None = typer.Option(None, "--name", help="Test set name (default: the file name)."),
     cases: bool = typer.Option(False, "--cases", help="List every case, not only the failing ones."),
+    via: str | None = typer.Option(
+        None,
+        "--via",
+        help="Send the synthetic traces through a running `ragpulse serve`: kafka (events) or otlp (spans), "
+        "and wait for their judgements in the store.",
+    ),
+    wait: float = typer.Option(300.0, "--wait", help="With --via: seconds to wait for the judgements."),
 ) -> None:
     """Replay a test set as synthetic traces through the judges and print the run report."""
     s = _common.settings()
@@ -147,9 +154,20 @@ def replay(
 
     exporters = build_exporters(s)
     try:
-        report = asyncio.run(
-            replay_async(s, ts, judge_names=split_names(judges), run_id=run_id, exporters=exporters)
-        )
+        if via:
+            from ragpulse.cli.replay_via import Via, replay_via_async
+
+            if via not in {v.value for v in Via}:
+                raise ConfigError(f"--via must be kafka or otlp, not {via!r}")
+            report = asyncio.run(
+                replay_via_async(s, ts, Via(via), judge_names=split_names(judges), run_id=run_id, wait_s=wait)
+            )
+        else:
+            report = asyncio.run(
+                replay_async(s, ts, judge_names=split_names(judges), run_id=run_id, exporters=exporters)
+            )
+    except IngestError as e:
+        raise _common.fail(f"ingest: {e}") from e
     except ConfigError as e:
         raise _common.fail(str(e)) from e
     except StoreError as e:

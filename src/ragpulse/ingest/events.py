@@ -31,7 +31,14 @@ from pydantic import ValidationError as PydanticValidationError
 from ragpulse.errors import IngestError
 from ragpulse.model import Document, Source, Trace
 
-__all__ = ["SCHEMA_RESOURCE", "EventRejected", "event_schema", "parse_event", "trace_from_event"]
+__all__ = [
+    "SCHEMA_RESOURCE",
+    "EventRejected",
+    "event_schema",
+    "parse_event",
+    "trace_from_event",
+    "trace_to_event",
+]
 
 #: Package resource holding the event schema.
 SCHEMA_RESOURCE = "trace_event.schema.json"
@@ -229,3 +236,36 @@ def parse_event(value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024) -> Tra
         first = e.errors()[0]
         loc = _pointer(first["loc"])
         raise EventRejected(f"schema: {loc}: {_short(first['msg'])}") from e
+
+
+def trace_to_event(trace: Trace) -> dict[str, Any]:
+    """The Kafka event (camelCase dict, JSON-able) that :func:`parse_event` maps back to ``trace``.
+
+    Used by ``ragpulse replay --via kafka``. ``source`` is not carried (the consumer sets ``kafka``);
+    ``start_time`` is carried only through ``timestamp`` (end) and ``latencyMs``.
+    """
+    ev: dict[str, Any] = {"traceId": trace.trace_id}
+    if trace.documents:
+        ev["documents"] = [
+            {k: v for k, v in (("id", d.id), ("content", d.content), ("score", d.score)) if v is not None}
+            | ({"metadata": d.metadata} if d.metadata else {})
+            for d in trace.documents
+        ]
+    scalars = {
+        "spanId": trace.span_id,
+        "question": trace.question,
+        "answer": trace.answer,
+        "context": trace.context,
+        "model": trace.model,
+        "app": trace.app,
+        "scenario": trace.scenario,
+        "timestamp": trace.end_time.isoformat() if trace.end_time else None,
+        "latencyMs": trace.latency_s * 1000.0 if trace.latency_s is not None else None,
+        "expectedAnswer": trace.expected_answer,
+        "keywords": list(trace.keywords) if trace.keywords else None,
+        "runId": trace.run_id,
+        "testCaseId": trace.test_case_id,
+        "attributes": trace.attributes or None,
+    }
+    ev.update({k: v for k, v in scalars.items() if v is not None})
+    return ev

@@ -1,0 +1,143 @@
+"""``ragpulse send`` and ``ragpulse replay --via kafka|otlp`` as real processes against real sources."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from kafka_testutil import REPO, RecordingSink, create_topic, free_port, read_topic, shared_dir
+from serve_testutil import ServeProcess
+
+from ragpulse.config import Settings
+from ragpulse.ingest.otlp import OtlpReceivers
+
+
+def _cli(args: list[str], env: dict[str, str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
+    full.update(env)
+    full["PYTHONPATH"] = str(REPO / "src")
+    full["RAGPULSE_LOG_JSON"] = "true"
+    return subprocess.run(
+        [sys.executable, "-m", "ragpulse", *args], env=full, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _fixture_file() -> str:
+    fx = shared_dir() / "fixtures" / "kafka-events.jsonl"
+    if not fx.exists():
+        pytest.skip("shared fixtures not found")
+    return str(fx)
+
+
+async def test_send_to_kafka_publishes_lines_keyed_by_trace_id(kafka_bootstrap: str, topic: str) -> None:
+    path = _fixture_file()
+    await create_topic(kafka_bootstrap, topic, 3)
+    r = await asyncio.to_thread(
+        _cli,
+        ["send", path, "--to", "kafka", "--topic", topic],
+        {"RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"sent 9 events to Kafka topic {topic}"
+    recs = await read_topic(kafka_bootstrap, topic, 9)
+    lines = Path(path).read_bytes().splitlines()  # noqa: ASYNC240 - a small local file
+    assert sorted(x.value for x in recs) == sorted(lines)
+    keys = {x.value: x.key for x in recs}
+    assert keys[lines[0]] == b"4a1f7c2e9b3d4e8fa0c1d2e3f4a5b6c7"
+    assert keys[lines[6]] is None  # the truncated line has no readable trace id
+    # Same key → same partition: the redelivered line 8 lands next to line 1.
+    part = {x.value: x.partition for x in recs}
+    assert part[lines[0]] == part[lines[7]]
+
+
+async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
+    path = _fixture_file()
+    sink = RecordingSink(100)
+    port = free_port()
+    s = Settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{port}", otlp_root_grace_s=0.1)
+    async with OtlpReceivers(s, sink):
+        r = await asyncio.to_thread(
+            _cli, ["send", path, "--to", "otlp", "--endpoint", f"http://127.0.0.1:{port}"], {}
+        )
+        async with asyncio.timeout(20):
+            while len(sink.acked) < 7:  # noqa: ASYNC110 - the receiver feeds the sink from its own task
+                await asyncio.sleep(0.05)
+    await sink.close()
+    assert r.returncode == 1  # line 7 is not JSON: reported and skipped
+    assert "line 7: skipped: not_json" in r.stderr
+    assert r.stdout.strip() == "sent 8 traces as OTLP spans (1 lines skipped)"
+    by_id = {t.trace_id: t for t in sink.acked}
+    # Line 8 re-sends line 1 with the same (derived) span ids: the receiver assembles one trace from both.
+    assert len(sink.acked) == len(by_id) == 7
+    t = by_id["4a1f7c2e9b3d4e8fa0c1d2e3f4a5b6c7"]
+    assert t.source.value == "otlp"
+    assert t.question == "How many days per week can I work remotely while I'm still on probation?"
+    assert t.doc_ids == [
+        "hr-remote-work-policy-v3#s4.2",
+        "hr-remote-work-policy-v3#s4.1",
+        "it-security-standard#s7.3",
+    ]
+    assert t.app == "hr-assistant" and (t.answer or "").startswith("While you're on probation")
+    assert by_id["9f6c2173e4804d3f8516273849ad0e1c"].question is None
+
+
+@pytest.fixture
+def serve() -> Iterator[list[ServeProcess]]:
+    made: list[ServeProcess] = []
+    yield made
+    for p in made:
+        p.close()
+
+
+async def test_replay_via_kafka_and_otlp_through_serve(
+    kafka_bootstrap: str, topic: str, pg_url: str, serve: list[ServeProcess]
+) -> None:
+    await create_topic(kafka_bootstrap, topic, 2)
+    http_port, otlp_port = free_port(), free_port()
+    env = {
+        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGPULSE_KAFKA_TOPICS": topic,
+        "RAGPULSE_KAFKA_GROUP_ID": f"g-{uuid.uuid4().hex[:8]}",
+        "RAGPULSE_OTLP_GRPC_ADDRESS": "",
+        "RAGPULSE_OTLP_HTTP_ADDRESS": f"127.0.0.1:{otlp_port}",
+        "RAGPULSE_OTLP_ROOT_GRACE_S": "0.2",
+        "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
+        "RAGPULSE_ENABLED_JUDGES": "relevancy,faithfulness,keyword",
+    }
+    proc = ServeProcess(env)
+    serve.append(proc)
+    proc.start()
+    testset = str(REPO / "examples" / "kestrel_kb.jsonl")
+    reports = {}
+    for via in ("kafka", "otlp"):
+        run_id = f"via-{via}-{uuid.uuid4().hex[:6]}"
+        r = await asyncio.to_thread(
+            _cli, ["replay", testset, "--via", via, "--run-id", run_id, "--json", "--wait", "90"], env, 150.0
+        )
+        assert r.returncode in (0, 1), r.stderr[-2000:]
+        rep = json.loads(r.stdout)
+        assert rep["run_id"] == run_id and rep["via"] == via
+        assert rep["cases_total"] == 17 and rep["status"] == "completed"
+        assert rep["coverage"] > 0
+        reports[via] = rep
+    # The two paths judge the same synthetic traces alike (same judges, same inputs).
+    assert reports["kafka"]["pass_rate"] == reports["otlp"]["pass_rate"]
+    conn = await asyncpg.connect(pg_url)
+    try:
+        rows = await conn.fetch("SELECT source, run_id, count(*) AS n FROM traces GROUP BY source, run_id")
+        runs = await conn.fetch("SELECT run_id, status FROM runs")
+    finally:
+        await conn.close()
+    got = {(r["source"], r["run_id"].split("-")[1]): r["n"] for r in rows}
+    assert got == {("kafka", "kafka"): 17, ("otlp", "otlp"): 17}
+    assert {r["status"] for r in runs} == {"completed"}
+    assert proc.terminate() == 0
