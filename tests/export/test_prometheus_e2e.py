@@ -1,4 +1,8 @@
-"""End to end: a real Prometheus scrapes a running ragpulse process while traces flow through Kafka.
+"""End to end: a real Prometheus scrapes a running ``ragpulse serve`` while traces flow through Kafka.
+
+``ragpulse serve`` runs as a subprocess configured by ``RAGPULSE_*`` variables: a private PostgreSQL database,
+a tansu broker, the real judges (relevancy and claims-mode faithfulness against the scripted judge model on
+loopback, keyword heuristic) and ``/metrics`` on a free port.
 
 Every metric the dashboard's and the alert rules' expressions reference must have series, and every
 expression must parse and evaluate without error through Prometheus's HTTP API (a quiet alert may return
@@ -8,7 +12,6 @@ nothing). The alert rules are loaded into the server too and must evaluate with 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import re
@@ -169,13 +172,6 @@ def _judge_model(req: RecordedRequest) -> Reply:
     return judge_responder(req)
 
 
-def _ragpulse_command() -> list[str]:
-    """``ragpulse serve`` once it is on this branch, else the stand-in wiring the same parts."""
-    if importlib.util.find_spec("ragpulse.cli.serve_cmd") is not None:
-        return [sys.executable, "-m", "ragpulse", "serve"]
-    return [sys.executable, str(HERE / "serve_standin.py")]
-
-
 def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, tmp_path: Path) -> None:
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
     http_port, prom_port = _free_port(), _free_port()
@@ -201,7 +197,11 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         RAGPULSE_LOG_LEVEL="WARNING",
     )
     target = subprocess.Popen(
-        _ragpulse_command(), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path
+        [sys.executable, "-m", "ragpulse", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
     )
     cfg = tmp_path / "prometheus.yml"
     shutil.copy(ALERTS, tmp_path / "alerts.yml")
