@@ -255,21 +255,25 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
             time.sleep(0.5)
         assert len(rules) == 7
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
-        # Counted once per stored judgement: Prometheus agrees with the store once the flow has settled.
+
+        # Counted once: every sent event is received once (the malformed one is rejected instead), and each
+        # stored judgement is counted once — Prometheus agrees with the store once the flow has settled.
+        def scraped(expr: str) -> float:
+            res = _query(base, expr)["data"]["result"]  # type: ignore[index]
+            return float(res[0]["value"][1]) if res else 0.0
+
         deadline = time.monotonic() + 20
         while True:
             stored = asyncio.run(_stored_counts(pg_url))
-            scraped = {
-                j: _query(base, f'sum(ragpulse_judgements_total{{judge="{j}"}})')["data"]["result"]  # type: ignore[index]
-                for j in stored
-            }
-            got = {j: float(r[0]["value"][1]) if r else 0.0 for j, r in scraped.items()}
-            if (got == stored and len(stored) == 3) or time.monotonic() > deadline:
+            got = {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in stored}
+            received = scraped('sum(ragpulse_traces_received_total{source="kafka"})')
+            rejected = scraped('sum(ragpulse_traces_rejected_total{source="kafka"})')
+            settled = got == stored and len(stored) == 3 and received == sent
+            if settled or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert len(stored) == 3 and got == stored
-        received = _query(base, 'sum(ragpulse_traces_received_total{source="kafka"})')["data"]["result"]  # type: ignore[index]
-        assert float(received[0]["value"][1]) >= sent  # engine and Kafka source both count (see report)
+        assert received == sent and rejected == 1
     finally:
         if prom is not None:
             _stop(prom)
