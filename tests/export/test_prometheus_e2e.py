@@ -101,6 +101,20 @@ def _event(i: int) -> bytes:
     }).encode()  # fmt: skip
 
 
+async def _resend(bootstrap: str, topic: str, n: int) -> None:
+    """Send events 0..n-1 again (what a producer retry or a replayed partition looks like)."""
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await p.start()
+    try:
+        for i in range(n):
+            await p.send(topic, _event(i), key=str(i).encode())
+        await p.flush()
+    finally:
+        await p.stop()
+
+
 async def _produce(bootstrap: str, topic: str, seconds: float) -> int:
     from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -274,6 +288,18 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
             time.sleep(0.5)
         assert len(stored) == 3 and got == stored
         assert received == sent and rejected == 1
+
+        # Redelivery: the same 50 events again. They are received, judged and upserted, but nothing in the
+        # store changes, so no judgement metric moves.
+        before = dict(got)
+        asyncio.run(_resend(kafka, topic, 50))
+        deadline = time.monotonic() + 20
+        while scraped('sum(ragpulse_traces_received_total{source="kafka"})') < sent + 50:
+            assert time.monotonic() < deadline, "redelivered events not received"
+            time.sleep(0.5)
+        time.sleep(2.5)  # let the last batch be stored and scraped
+        assert asyncio.run(_stored_counts(pg_url)) == before
+        assert {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in before} == before
     finally:
         if prom is not None:
             _stop(prom)
