@@ -101,6 +101,20 @@ def _event(i: int) -> bytes:
     }).encode()  # fmt: skip
 
 
+async def _resend(bootstrap: str, topic: str, n: int) -> None:
+    """Send events 0..n-1 again (what a producer retry or a replayed partition looks like)."""
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await p.start()
+    try:
+        for i in range(n):
+            await p.send(topic, _event(i), key=str(i).encode())
+        await p.flush()
+    finally:
+        await p.stop()
+
+
 async def _produce(bootstrap: str, topic: str, seconds: float) -> int:
     from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -255,21 +269,37 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
             time.sleep(0.5)
         assert len(rules) == 7
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
-        # Counted once per stored judgement: Prometheus agrees with the store once the flow has settled.
+
+        # Counted once: every sent event is received once (the malformed one is rejected instead), and each
+        # stored judgement is counted once — Prometheus agrees with the store once the flow has settled.
+        def scraped(expr: str) -> float:
+            res = _query(base, expr)["data"]["result"]  # type: ignore[index]
+            return float(res[0]["value"][1]) if res else 0.0
+
         deadline = time.monotonic() + 20
         while True:
             stored = asyncio.run(_stored_counts(pg_url))
-            scraped = {
-                j: _query(base, f'sum(ragpulse_judgements_total{{judge="{j}"}})')["data"]["result"]  # type: ignore[index]
-                for j in stored
-            }
-            got = {j: float(r[0]["value"][1]) if r else 0.0 for j, r in scraped.items()}
-            if (got == stored and len(stored) == 3) or time.monotonic() > deadline:
+            got = {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in stored}
+            received = scraped('sum(ragpulse_traces_received_total{source="kafka"})')
+            rejected = scraped('sum(ragpulse_traces_rejected_total{source="kafka"})')
+            settled = got == stored and len(stored) == 3 and received == sent
+            if settled or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert len(stored) == 3 and got == stored
-        received = _query(base, 'sum(ragpulse_traces_received_total{source="kafka"})')["data"]["result"]  # type: ignore[index]
-        assert float(received[0]["value"][1]) >= sent  # engine and Kafka source both count (see report)
+        assert received == sent and rejected == 1
+
+        # Redelivery: the same 50 events again. They are received, judged and upserted, but nothing in the
+        # store changes, so no judgement metric moves.
+        before = dict(got)
+        asyncio.run(_resend(kafka, topic, 50))
+        deadline = time.monotonic() + 20
+        while scraped('sum(ragpulse_traces_received_total{source="kafka"})') < sent + 50:
+            assert time.monotonic() < deadline, "redelivered events not received"
+            time.sleep(0.5)
+        time.sleep(2.5)  # let the last batch be stored and scraped
+        assert asyncio.run(_stored_counts(pg_url)) == before
+        assert {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in before} == before
     finally:
         if prom is not None:
             _stop(prom)
