@@ -283,3 +283,31 @@ async def test_reference_without_statements_and_answer_fallback() -> None:
     assert p.score == 0.5 and p.flags.verdicts == [0, 1]  # type: ignore[attr-defined]
     none = await ContextPrecisionJudge(_settings()).judge(_trace(["x"], question="q"))
     assert none.status is JudgementStatus.SKIPPED and none.reason_code == "no_reference"
+
+
+async def test_reference_contexts_give_non_llm_precision_and_recall() -> None:
+    refs = ["Claims above 500 EUR also need the finance controller.", "Receipts are required above 25 EUR."]
+    t = Trace(
+        trace_id="rc",
+        question="Who approves?",
+        documents=[
+            "The cafeteria opens at 11:30.",
+            "Claims above 500 EUR also need the finance controller. Approved claims are paid monthly.",
+            "claims above 500 eur also need the finance controller",  # same reference again (case differs)
+        ],
+        attributes={"reference_contexts": refs},
+    )
+    p = await ContextPrecisionJudge(_settings()).judge(t)
+    assert p.flags.decided_by == "reference_contexts"
+    assert p.score == pytest.approx((1 / 2 + 2 / 3) / 2)
+    r = await ContextRecallJudge(_settings()).judge(t)
+    assert r.score == 0.5 and "1 of 2 reference contexts" in r.reason  # the repeat counts once
+
+
+async def test_label_recall_counts_a_pool_item_once() -> None:
+    t = Trace(
+        trace_id="dup",
+        documents=[{"id": "d1", "content": "a"}, {"id": "d1", "content": "a"}],
+        attributes={"context_labels": [1, 1], "labelled_doc_ids": ["d1", "d2"]},
+    )
+    assert (await ContextRecallJudge(_settings()).judge(t)).score == 0.5
