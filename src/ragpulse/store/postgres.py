@@ -93,7 +93,7 @@ class PostgresStore:
     ) -> PostgresStore:
         """Open a pool on ``url`` (any asyncpg DSN, unix-socket URIs included) and apply pending migrations.
 
-        Pool size, command timeout and redaction come from ``settings`` (defaults when ``None``).
+        Pool size, command/connect timeout and redaction come from ``settings`` (defaults when ``None``).
 
         Raises:
             StoreError: cannot connect (``retriable=True``) or a migration failed.
@@ -105,6 +105,7 @@ class PostgresStore:
                 min_size=min(s.database_pool_min, s.database_pool_max),
                 max_size=s.database_pool_max,
                 command_timeout=s.database_command_timeout_s,
+                timeout=s.database_command_timeout_s,  # connection establishment
                 init=_init_connection,
             )
         except Exception as e:
