@@ -51,7 +51,7 @@ from ragpulse.judges.labels import (
     reference_context_relevance,
 )
 from ragpulse.judges.lexsupport import coverage, split_statements, supported
-from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, resolve_caller
+from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, check_options, resolve_caller
 from ragpulse.judges.refmath import average_precision, share
 from ragpulse.judges.refprompt import PromptPair, as_bool, extract_json, load_prompts, render_passages
 from ragpulse.judges.text import detect_language
@@ -108,7 +108,9 @@ class _ContextJudge(FrameJudge):
         client: object | None = None,
         caller: ModelCaller | None = None,
     ) -> None:
-        options = options or {}
+        options = check_options(
+            self.judge_name, dict(options or {}), {"method", "k", "min_coverage", "threshold"}
+        )
         caller = caller or resolve_caller(settings, client)
         self.method = str(options.get("method", "auto"))
         if self.method not in METHODS:
@@ -117,7 +119,9 @@ class _ContextJudge(FrameJudge):
             raise ConfigError(f"{self.judge_name}: method llm needs a judge model (RAGPULSE_JUDGE_MODEL)")
         self.caller = caller if self.method in ("auto", "llm") else None
         k = options.get("k")
-        self.k: int | None = int(k) if k is not None else None
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
+            raise ConfigError(f"{self.judge_name}: k must be an integer >= 1, got {k!r}")
+        self.k: int | None = k
         if self.k is not None and self.k < 1:
             raise ConfigError(f"{self.judge_name}: k must be >= 1")
         self.min_coverage = float(options.get("min_coverage", self.default_coverage))
