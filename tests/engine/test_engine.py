@@ -357,3 +357,26 @@ async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
         gate.set()
         assert await eng.drain(5)
     assert sorted(store.traces) == ["t-0", "t-1"]
+
+
+async def test_duplicate_trace_in_one_batch_is_exported_once() -> None:
+    gate = asyncio.Event()
+
+    class Gated(ScriptedJudge):
+        async def judge(self, trace: Trace) -> Judgement:
+            await gate.wait()
+            return await super().judge(trace)
+
+    store, exporter, acks = MemoryStore(), MemoryExporter(), []
+
+    async def ack(result: TraceResult, ok: bool) -> None:
+        acks.append(ok)
+
+    s = _settings(engine_batch_size=10, engine_flush_interval_s=1.0, engine_writers=1)
+    async with Engine({"g": Gated("g")}, store, s, [exporter]) as eng:
+        await eng.submit(_trace(1), ack)
+        await eng.submit(_trace(1), ack)
+        gate.set()
+        assert await eng.drain(5)
+    assert store.writes == [2] and acks == [True, True]
+    assert len(exporter.calls) == 1 and [j.judge for j in exporter.calls[0][1]] == ["g"]

@@ -1,4 +1,8 @@
-"""End to end: a real Prometheus scrapes a running ragpulse process while traces flow through Kafka.
+"""End to end: a real Prometheus scrapes a running ``ragpulse serve`` while traces flow through Kafka.
+
+``ragpulse serve`` runs as a subprocess configured by ``RAGPULSE_*`` variables: a private PostgreSQL database,
+a tansu broker, the real judges (relevancy and claims-mode faithfulness against the scripted judge model on
+loopback, keyword heuristic) and ``/metrics`` on a free port.
 
 Every metric the dashboard's and the alert rules' expressions reference must have series, and every
 expression must parse and evaluate without error through Prometheus's HTTP API (a quiet alert may return
@@ -8,7 +12,6 @@ nothing). The alert rules are loaded into the server too and must evaluate with 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import re
@@ -98,6 +101,20 @@ def _event(i: int) -> bytes:
     }).encode()  # fmt: skip
 
 
+async def _resend(bootstrap: str, topic: str, n: int) -> None:
+    """Send events 0..n-1 again (what a producer retry or a replayed partition looks like)."""
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await p.start()
+    try:
+        for i in range(n):
+            await p.send(topic, _event(i), key=str(i).encode())
+        await p.flush()
+    finally:
+        await p.stop()
+
+
 async def _produce(bootstrap: str, topic: str, seconds: float) -> int:
     from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -169,13 +186,6 @@ def _judge_model(req: RecordedRequest) -> Reply:
     return judge_responder(req)
 
 
-def _ragpulse_command() -> list[str]:
-    """``ragpulse serve`` once it is on this branch, else the stand-in wiring the same parts."""
-    if importlib.util.find_spec("ragpulse.cli.serve_cmd") is not None:
-        return [sys.executable, "-m", "ragpulse", "serve"]
-    return [sys.executable, str(HERE / "serve_standin.py")]
-
-
 def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, tmp_path: Path) -> None:
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
     http_port, prom_port = _free_port(), _free_port()
@@ -201,7 +211,11 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         RAGPULSE_LOG_LEVEL="WARNING",
     )
     target = subprocess.Popen(
-        _ragpulse_command(), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path
+        [sys.executable, "-m", "ragpulse", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
     )
     cfg = tmp_path / "prometheus.yml"
     shutil.copy(ALERTS, tmp_path / "alerts.yml")
@@ -255,21 +269,37 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
             time.sleep(0.5)
         assert len(rules) == 7
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
-        # Counted once per stored judgement: Prometheus agrees with the store once the flow has settled.
+
+        # Counted once: every sent event is received once (the malformed one is rejected instead), and each
+        # stored judgement is counted once — Prometheus agrees with the store once the flow has settled.
+        def scraped(expr: str) -> float:
+            res = _query(base, expr)["data"]["result"]  # type: ignore[index]
+            return float(res[0]["value"][1]) if res else 0.0
+
         deadline = time.monotonic() + 20
         while True:
             stored = asyncio.run(_stored_counts(pg_url))
-            scraped = {
-                j: _query(base, f'sum(ragpulse_judgements_total{{judge="{j}"}})')["data"]["result"]  # type: ignore[index]
-                for j in stored
-            }
-            got = {j: float(r[0]["value"][1]) if r else 0.0 for j, r in scraped.items()}
-            if (got == stored and len(stored) == 3) or time.monotonic() > deadline:
+            got = {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in stored}
+            received = scraped('sum(ragpulse_traces_received_total{source="kafka"})')
+            rejected = scraped('sum(ragpulse_traces_rejected_total{source="kafka"})')
+            settled = got == stored and len(stored) == 3 and received == sent
+            if settled or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert len(stored) == 3 and got == stored
-        received = _query(base, 'sum(ragpulse_traces_received_total{source="kafka"})')["data"]["result"]  # type: ignore[index]
-        assert float(received[0]["value"][1]) >= sent  # engine and Kafka source both count (see report)
+        assert received == sent and rejected == 1
+
+        # Redelivery: the same 50 events again. They are received, judged and upserted, but nothing in the
+        # store changes, so no judgement metric moves.
+        before = dict(got)
+        asyncio.run(_resend(kafka, topic, 50))
+        deadline = time.monotonic() + 20
+        while scraped('sum(ragpulse_traces_received_total{source="kafka"})') < sent + 50:
+            assert time.monotonic() < deadline, "redelivered events not received"
+            time.sleep(0.5)
+        time.sleep(2.5)  # let the last batch be stored and scraped
+        assert asyncio.run(_stored_counts(pg_url)) == before
+        assert {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in before} == before
     finally:
         if prom is not None:
             _stop(prom)

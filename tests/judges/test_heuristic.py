@@ -91,6 +91,20 @@ def test_faithfulness_yes_no_words_are_not_content() -> None:
     assert faith("Is the Eiffel Tower in Paris?", "Yes, it was completed in 1889.", [PARIS_CTX])[0] == 1.0
 
 
+def test_faithfulness_leaves_courtesy_sentences_out() -> None:
+    # "Sorry for the wait." is left out; the other sentence is fully supported → 1.0
+    score, _, _ = faith(
+        "Where is the Eiffel Tower?", "Sorry for the wait. The Eiffel Tower is in Paris.", [PARIS_CTX]
+    )
+    assert score == 1.0
+    score, _, _ = faith(
+        "中国的首都是哪里？",
+        "非常抱歉给您带来不便。中国的首都是北京。",
+        ["北京是中国的首都。长城位于北京北部。"],
+    )
+    assert score == pytest.approx(0.75)
+
+
 def test_faithfulness_code_identifiers_weigh_double() -> None:
     # new tokens use (1, found), foreachbatch (camelCase identifier, 2, absent), method (1, found) → 2/4
     score, _, _ = faith(
@@ -198,8 +212,10 @@ def test_relevancy_english() -> None:
 
 
 def test_relevancy_chinese_and_no_question() -> None:
-    # question terms 如何, 删除, 集群: the answer has 删除 and 集群 → 2/3
-    assert rel("如何删除集群？", "删除集群需要在计算页面点击删除按钮，然后确认操作即可完成。")[
+    # question terms 删除, 集群 (如何 is a question word): both in the answer → 1.0
+    assert rel("如何删除集群？", "删除集群需要在计算页面点击删除按钮，然后确认操作即可完成。")[1] == 1.0
+    # terms 订单, 延迟, 退款 (什么, 时候 are left out): 订单 and 延迟 found, 退款 absent → 2/3
+    assert rel("订单延迟了什么时候退款？", "订单延迟超过10个工作日的，您可以取消订单并领取优惠券。")[
         1
     ] == pytest.approx(2 / 3)
     status, score, reason = rel(None, "Some answer.")

@@ -71,8 +71,11 @@ def test_no_reference_and_other_shared_rules() -> None:
     assert out.status is JudgementStatus.SKIPPED and out.reason == "no_reference" and out.score is None
     out = j.evaluate(Trace(trace_id="t", question="q", answer="I don't know.", keywords=["x"]))
     assert out.reason == "abstained"
-    out = j.evaluate(Trace(trace_id="t", question="q", answer="yes", expected_answer="the of"))
+    out = j.evaluate(Trace(trace_id="t", question="q", answer="yes", expected_answer="。！"))
     assert out.status is JudgementStatus.SKIPPED and out.reason_code == "no_reference"
+    # a stop-word-only reference keeps its tokens: "No" → K = ["no"]
+    assert extract_keywords("No") == ["no"]
+    assert kw("No, it is not.", expected="No")[0] == 1.0
 
 
 def test_threshold_option() -> None:

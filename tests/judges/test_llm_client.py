@@ -205,3 +205,19 @@ async def test_failures_are_not_cached_and_cancelled_leader_hands_over(
     leader.cancel()
     r = await follower
     assert r.text == "YES" and not r.cached and len(openai_server.requests) == 2
+
+
+async def test_odd_but_valid_and_malformed_bodies(
+    openai_server: ScriptedOpenAIServer, llm_client: LLMClient
+) -> None:
+    openai_server.script(
+        Reply("YES", include_usage=False),
+        Reply(json_body={"choices": [{"message": {"content": None}, "finish_reason": "stop"}]}),
+        Reply(json_body={"error": "not a completion"}),
+    )
+    r = await llm_client.complete(judge="j", version="1", messages=MSG)
+    assert (r.text, r.prompt_tokens, r.completion_tokens) == ("YES", 0, 0)
+    r = await llm_client.complete(judge="j", version="2", messages=MSG)
+    assert (r.text, r.finish_reason) == ("", "stop")
+    with pytest.raises(ModelUnavailableError, match="malformed"):
+        await llm_client.complete(judge="j", version="3", messages=MSG)

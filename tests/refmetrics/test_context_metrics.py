@@ -265,3 +265,49 @@ def test_versions_change_with_options() -> None:
     assert ContextPrecisionJudge(s).version == ContextPrecisionJudge(s).version
     assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, {"threshold": 0.7}).version
     assert ContextPrecisionJudge(s).version != ContextPrecisionJudge(s, {"k": 3}).version
+
+
+async def test_reference_without_statements_and_answer_fallback() -> None:
+    # a reference of stop words and punctuation only has no statements
+    r = await ContextRecallJudge(_settings()).judge(
+        _trace(["some text"], question="q", expected_answer="The.")
+    )
+    assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_statements"
+    # precision without a reference falls back to the answer (Ragas' reference-free variant)
+    t = _trace(
+        ["Our office is in Berlin.", "Refunds are paid within 14 days."],
+        question="How fast are refunds paid?",
+        answer="Refunds are paid within 14 days.",
+    )
+    p = await ContextPrecisionJudge(_settings()).judge(t)
+    assert p.score == 0.5 and p.flags.verdicts == [0, 1]  # type: ignore[attr-defined]
+    none = await ContextPrecisionJudge(_settings()).judge(_trace(["x"], question="q"))
+    assert none.status is JudgementStatus.SKIPPED and none.reason_code == "no_reference"
+
+
+async def test_reference_contexts_give_non_llm_precision_and_recall() -> None:
+    refs = ["Claims above 500 EUR also need the finance controller.", "Receipts are required above 25 EUR."]
+    t = Trace(
+        trace_id="rc",
+        question="Who approves?",
+        documents=[
+            "The cafeteria opens at 11:30.",
+            "Claims above 500 EUR also need the finance controller. Approved claims are paid monthly.",
+            "claims above 500 eur also need the finance controller",  # same reference again (case differs)
+        ],
+        attributes={"reference_contexts": refs},
+    )
+    p = await ContextPrecisionJudge(_settings()).judge(t)
+    assert p.flags.decided_by == "reference_contexts"
+    assert p.score == pytest.approx((1 / 2 + 2 / 3) / 2)
+    r = await ContextRecallJudge(_settings()).judge(t)
+    assert r.score == 0.5 and "1 of 2 reference contexts" in r.reason  # the repeat counts once
+
+
+async def test_label_recall_counts_a_pool_item_once() -> None:
+    t = Trace(
+        trace_id="dup",
+        documents=[{"id": "d1", "content": "a"}, {"id": "d1", "content": "a"}],
+        attributes={"context_labels": [1, 1], "labelled_doc_ids": ["d1", "d2"]},
+    )
+    assert (await ContextRecallJudge(_settings()).judge(t)).score == 0.5

@@ -98,3 +98,19 @@ async def _checklist_checks(server: ScriptedOpenAIServer, j: object) -> None:
     )
     r = await j.judge(t)
     assert r.score == 1.0 and r.declared_version == "2026.11-1" and len(server.requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "needle"),
+    [
+        ("context_precision", {"treshold": 0.5}, "unknown option"),
+        ("context_recall", {"k": "3"}, "k must be"),
+        ("context_relevance", {"threshold": 1.5}, "threshold must be"),
+        ("context_precision", {"method": "magic"}, "method must be"),
+        ("answer_correctness", {"weights": ["a", 1]}, "weights must be numbers"),
+        ("answer_correctness", {"min_coverage": -1}, "min_coverage must be"),
+    ],
+)
+def test_bad_options_are_config_errors(name: str, options: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        build_judges(Settings(judges={name: options}), [name])

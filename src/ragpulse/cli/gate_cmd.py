@@ -17,16 +17,16 @@ from rich.console import Console
 from rich.table import Table
 
 from ragpulse.cli import _common, app
+from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, StoreError
 
 __all__ = ["gate"]
 
 
-async def _load_report(run_id: str) -> dict[str, Any]:
+async def _load_report(settings: Settings, run_id: str) -> dict[str, Any]:
     from ragpulse.cli.runs_cmd import report_of
     from ragpulse.store import open_store
 
-    settings = _common.settings()
     async with open_store(settings) as store:
         run = await store.get_run(run_id)
         if run is None:
@@ -55,7 +55,7 @@ def gate(
     except ConfigError as e:
         raise _common.fail(str(e)) from e
     try:
-        report = asyncio.run(_load_report(run_id))
+        report = asyncio.run(_load_report(settings, run_id))
     except StoreError as e:
         raise _common.fail(f"store: {e}") from e
     result = evaluate_gate(report, thresholds)

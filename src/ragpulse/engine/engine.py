@@ -300,7 +300,6 @@ class Engine:
         trace = item.trace
         if not is_sampled(trace.trace_id, self._settings.sampling_rate):
             self.stats.not_sampled += 1
-            telemetry.TRACES_NOT_SAMPLED.add(1)
             return TraceResult(trace=trace, outcome=TraceOutcome.NOT_SAMPLED, received_at=item.received_at)
         reason = not_evaluable_reason(trace)
         if reason is not None:
@@ -404,8 +403,11 @@ class Engine:
                 await self._ack(ack, result, False)
             return
         self.stats.batches += 1
-        for result, ack in batch:
-            self._export(result, report)
+        # A trace twice in one batch (a quick redelivery) is stored once, as its last copy: export that one.
+        last = {r.trace.trace_id: i for i, (r, _) in enumerate(batch)}
+        for i, (result, ack) in enumerate(batch):
+            if last[result.trace.trace_id] == i:
+                self._export(result, report)
             self.stats.stored += 1
             await self._ack(ack, result, True)
 
@@ -440,6 +442,8 @@ class Engine:
         inserted = tid in report.trace_inserted
         if not changed and not inserted:
             return  # a redelivery that changed nothing: never count twice
+        if inserted and result.outcome is TraceOutcome.NOT_SAMPLED:
+            telemetry.TRACES_NOT_SAMPLED.add(1)
         # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
             try:

@@ -30,7 +30,7 @@ from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.base import ok, precheck, skipped
 from ragpulse.judges.embeddings import Similarity, similarity_from_settings
 from ragpulse.judges.lexsupport import split_statements, supported
-from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, resolve_caller
+from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, check_options, resolve_caller
 from ragpulse.judges.refmath import answer_correctness, factual_f1
 from ragpulse.judges.refprompt import PromptPair, extract_json, load_prompts
 from ragpulse.judges.text import detect_language
@@ -51,11 +51,15 @@ class AnswerCorrectnessJudge(FrameJudge):
         caller: ModelCaller | None = None,
         similarity: Similarity | None = None,
     ) -> None:
-        options = options or {}
+        options = check_options(
+            "answer_correctness", dict(options or {}), {"weights", "min_coverage", "threshold"}
+        )
         caller = caller or resolve_caller(settings, client)
         w = options.get("weights", (0.75, 0.25))
         if not isinstance(w, list | tuple) or len(w) != 2:
             raise ConfigError("answer_correctness: weights must be [w_f1, w_sim]")
+        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in w):
+            raise ConfigError("answer_correctness: weights must be numbers")
         self.weights = (float(w[0]), float(w[1]))
         if min(self.weights) < 0 or sum(self.weights) == 0:
             raise ConfigError("answer_correctness: weights must be >= 0 and not both 0")

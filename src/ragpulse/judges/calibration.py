@@ -8,16 +8,17 @@ Metrics (positive class = label 1, prediction = ``judgement.passed``):
 
 - ``accuracy`` = (tp + tn) / n.
 - ``balanced_accuracy`` = (TPR + TNR) / 2, with TPR = tp / (tp + fn), TNR = tn / (tn + fp) (a rate whose
-  denominator is 0 is left out of the mean). It is the right headline number for skewed sets such as
+  denominator is 0 is left out of the mean; Brodersen et al., 2010, "The balanced accuracy and its
+  posterior distribution"). It is the right headline number for skewed sets such as
   ares_human (172 faithful vs 28 unfaithful rows), where "always pass" scores 0.86 accuracy but 0.5 here.
 - ``balanced_accuracy_ci``: 95 % percentile bootstrap interval (Efron & Tibshirani, 1993): resample the n
   scored pairs with replacement ``n_boot`` times using ``random.Random(seed)`` (deterministic for a given
   seed), take the 2.5th and 97.5th percentiles of the resampled balanced accuracies.
 - ``f1``: F1 of the *failing* class (label 0 = what users want to catch): precision = tn / (tn + fn),
   recall = tn / (tn + fp), F1 = 2PR / (P + R) (0 when undefined).
-- ``spearman``: Spearman's rank correlation between the judge's continuous score and the label, computed as
-  the Pearson correlation of the average ranks (ties get the mean of the ranks they span), so it is the
-  tie-corrected rho. ``None`` when either side is constant.
+- ``spearman``: Spearman's (1904) rank correlation between the judge's continuous score and the label,
+  computed as the Pearson correlation of the average ranks (ties get the mean of the ranks they span), so
+  it is the tie-corrected rho. ``None`` when either side is constant.
 - ``confusion``: ``tp`` (label 1, passed), ``fp`` (label 0, passed), ``tn`` (label 0, failed),
   ``fn`` (label 1, failed).
 """

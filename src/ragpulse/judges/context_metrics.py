@@ -4,8 +4,9 @@ Each judge decides, in order of preference (option ``method``: ``auto`` | ``labe
 ``heuristic``; ``auto`` = labels when the trace carries them, else the judge model when one is configured,
 else the heuristic):
 
-- **labels** (:mod:`ragpulse.judges.labels`): labelled chunk relevance, no model call, ``backend=heuristic``,
-  ``decided_by="labels"``;
+- **labels** (:mod:`ragpulse.judges.labels`): labelled chunk relevance (``context_labels``), else the
+  ground-truth contexts (``reference_contexts``: a retrieved chunk is relevant when it matches one), no model
+  call, ``backend=heuristic``, ``decided_by="labels"`` or ``"reference_contexts"``;
 - **llm**: one judge-model call per trace with the numbered chunks (top-ranked first within
   ``judge_context_budget_chars``; chunks cut by the budget count as not relevant and the judgement is flagged
   ``context_truncated``);
@@ -21,6 +22,7 @@ judge                  score                                                    
 ``context_precision``  mean of precision@k over the ranks k holding a useful chunk (Ragas)     0.5
 ``context_recall``     supported ground-truth statements / all of them (Ragas); with labels:  0.5
                        relevant chunks retrieved (in the top ``k``) / chunks labelled relevant
+                       (reference contexts: reference contexts retrieved / all of them)
 ``context_relevance``  relevant chunks / retrieved chunks (TruLens)                           0.5
 =====================  =====================================================================  =========
 
@@ -42,9 +44,14 @@ from typing import Any
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.base import ok, skipped
-from ragpulse.judges.labels import LabelError, LabelledRelevance, count_relevant_in, labelled_relevance
+from ragpulse.judges.labels import (
+    LabelError,
+    LabelledRelevance,
+    labelled_relevance,
+    reference_context_relevance,
+)
 from ragpulse.judges.lexsupport import coverage, split_statements, supported
-from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, resolve_caller
+from ragpulse.judges.refbase import FrameJudge, ModelCaller, ModelReply, check_options, resolve_caller
 from ragpulse.judges.refmath import average_precision, share
 from ragpulse.judges.refprompt import PromptPair, as_bool, extract_json, load_prompts, render_passages
 from ragpulse.judges.text import detect_language
@@ -101,7 +108,9 @@ class _ContextJudge(FrameJudge):
         client: object | None = None,
         caller: ModelCaller | None = None,
     ) -> None:
-        options = options or {}
+        options = check_options(
+            self.judge_name, dict(options or {}), {"method", "k", "min_coverage", "threshold"}
+        )
         caller = caller or resolve_caller(settings, client)
         self.method = str(options.get("method", "auto"))
         if self.method not in METHODS:
@@ -110,7 +119,9 @@ class _ContextJudge(FrameJudge):
             raise ConfigError(f"{self.judge_name}: method llm needs a judge model (RAGPULSE_JUDGE_MODEL)")
         self.caller = caller if self.method in ("auto", "llm") else None
         k = options.get("k")
-        self.k: int | None = int(k) if k is not None else None
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
+            raise ConfigError(f"{self.judge_name}: k must be an integer >= 1, got {k!r}")
+        self.k: int | None = k
         if self.k is not None and self.k < 1:
             raise ConfigError(f"{self.judge_name}: k must be >= 1")
         self.min_coverage = float(options.get("min_coverage", self.default_coverage))
@@ -139,7 +150,7 @@ class _ContextJudge(FrameJudge):
         if self.method not in ("auto", "labels"):
             return None
         try:
-            return labelled_relevance(trace)
+            return labelled_relevance(trace) or reference_context_relevance(trace)
         except LabelError as e:
             raise JudgeError("bad_labels", str(e)) from e
 
@@ -211,7 +222,7 @@ class ContextPrecisionJudge(_ContextJudge):
             return self._no_context()
         labels = self._labels(trace)
         if labels is not None:
-            flags = _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, "labels")
+            flags = _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, labels.source)
         else:
             if self.method == "labels":
                 return skipped(reason="no_labels: the trace carries no context_labels", **self._common())
@@ -262,12 +273,15 @@ class ContextRecallJudge(_ContextJudge):
                 return skipped(reason="no_reference: no chunk is labelled relevant", **self._common())
             if not trace.documents:
                 return self._no_context()
-            found = count_relevant_in(labels.retrieved, self.k)
+            found = labels.found(self.k)
             score = min(1.0, found / labels.total_relevant)
-            reason = f"{found} of {labels.total_relevant} chunks labelled relevant were retrieved"
+            what = "chunks labelled relevant" if labels.source == "labels" else "reference contexts"
+            reason = f"{found} of {labels.total_relevant} {what} were retrieved"
             if self.k is not None:
                 reason += f" in the top {self.k}"
-            return self._finish(score, reason, _Flags(tuple(labels.retrieved), Backend.HEURISTIC, "labels"))
+            return self._finish(
+                score, reason, _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, labels.source)
+            )
         if self.method == "labels":
             return skipped(reason="no_labels: the trace carries no context_labels", **self._common())
         ref = _reference(trace)
@@ -332,7 +346,7 @@ class ContextRelevanceJudge(_ContextJudge):
             return self._no_context()
         labels = self._labels(trace)
         if labels is not None:
-            flags = _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, "labels")
+            flags = _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, labels.source)
         else:
             if self.method == "labels":
                 return skipped(reason="no_labels: the trace carries no context_labels", **self._common())

@@ -50,6 +50,8 @@ class HeuristicFaithfulnessJudge:
     3. The answer is split into sentences (:func:`lexical.sentences`). For each sentence:
 
        - a meta statement about the context ("the context does not mention …", "文中未提及…") → support 0;
+       - a courtesy sentence (apology, thanks, reassurance: "Sorry for the delay", "非常抱歉给您带来不便")
+         is left out: it carries no claim worth checking (:func:`lexical.is_courtesy`);
        - otherwise its *new* content tokens are taken: content tokens minus those of the question (words the
          user supplied are not evidence either way) and minus yes/no words (polarity cannot be looked up). No new token → support 1 (nothing to verify).
        - support = weighted share of the new tokens found in the **single best** context chunk (claims are
@@ -131,6 +133,8 @@ class HeuristicFaithfulnessJudge:
             if lexical.is_meta_statement(sentence):
                 supports.append((0.0, sentence, -1))
                 continue
+            if lexical.is_courtesy(sentence):
+                continue
             new = [t for t in content_tokens(sentence) if t not in q_tokens and t not in _POLARITY]
             value, chunk_i = lexical.best_chunk_support(new, chunks, salient)
             if lexical.has_cjk(sentence):
@@ -164,9 +168,10 @@ class HeuristicRelevancyJudge:
     2. The answer only restates the question, or every sentence of it is itself a question → score 0.
        A short answer (at most :data:`SHORT_ANSWER_TOKENS` distinct content tokens, at least one not from
        the question, no meta statement) is a direct factoid answer ("Delhi", "12人") → score 1.
-    3. coverage = share of the question's distinct content tokens that the answer repeats, English tokens
-       compared on their first 6 characters (a cheap stand-in for stemming: ``partitioning`` ~
-       ``partitioned``), Chinese words whole.
+    3. coverage = share of the question's distinct content tokens, interrogatives such as 如何/什么 left
+       out (:data:`lexical.QUESTION_WORDS`), that the answer repeats; English tokens compared on their first
+       6 characters (a cheap stand-in for stemming: ``partitioning`` ~ ``partitioned``), Chinese words whole
+       or as a substring of the answer.
     4. score = coverage × (1 − share of the answer's sentences that are meta statements about the context,
        such as "the context does not mention …").
 
@@ -238,8 +243,12 @@ class HeuristicRelevancyJudge:
         sents = lexical.sentences(answer)
         if sents and all(s.rstrip().endswith(("?", "？")) for s in sents):
             return done(0.0, "answers with a question", "question_back")
-        q_keys = {_stem_key(t, self.STEM_PREFIX) for t in q_tokens}
+        q_keys = {_stem_key(t, self.STEM_PREFIX) for t in q_tokens if t not in lexical.QUESTION_WORDS}
         a_keys = {_stem_key(t, self.STEM_PREFIX) for t in a_tokens}
+        folded = answer.casefold()
+        # Chinese question words also count when they occur inside the answer's text (jieba may cut it
+        # differently): 延迟 is found in "订单延迟超过".
+        a_keys |= {k for k in q_keys if lexical.has_cjk(k) and k in folded}
         meta = sum(1 for s in sents if lexical.is_meta_statement(s))
         meta_share = meta / len(sents) if sents else 0.0
         if len(set(a_keys)) <= self.SHORT_ANSWER_TOKENS and a_keys - q_keys and not meta:

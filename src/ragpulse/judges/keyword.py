@@ -6,7 +6,8 @@ score = |K ∩ A| / |K|, where K is the reference keyword list and A the answer.
   ``expected_answer``: its distinct content tokens in order of appearance (:func:`ragpulse.judges.text.
   content_tokens`: jieba words for Chinese, case-folded words for other text, English and Chinese stop words
   and punctuation removed), dropping single Chinese characters (mostly particles and measure words: "人" in
-  "12人" is not a keyword, "12" is). If that leaves nothing, all content tokens are kept.
+  "12人" is not a keyword, "12" is). If that leaves nothing, all content tokens are kept, and if there are
+  none, all tokens (a reference answer "No" gives K = ["no"]).
 - **Matching** a keyword k against the answer:
 
   1. k's case-folded, whitespace-collapsed text occurs in the case-folded answer as a substring, where k
@@ -41,11 +42,12 @@ __all__ = ["KeywordJudge", "extract_keywords", "keyword_matches"]
 def extract_keywords(expected_answer: str) -> list[str]:
     """Keywords of an expected answer: distinct content tokens in order, single Chinese characters dropped.
 
-    Falls back to all distinct content tokens when the filter leaves none (e.g. the answer is "是").
+    Falls back to all distinct content tokens when the filter leaves none (e.g. the answer is "对"), then to
+    all distinct tokens when there are no content tokens (e.g. the answer is "no").
     """
     toks = list(dict.fromkeys(content_tokens(expected_answer)))
     kept = [t for t in toks if not (len(t) == 1 and has_cjk(t))]
-    return kept or toks
+    return kept or toks or list(dict.fromkeys(tokens(expected_answer)))
 
 
 def _fold(text: str) -> str:

@@ -16,13 +16,12 @@ unmatched retrieved chunk counts as not relevant).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ragpulse.model import Trace
 
-__all__ = ["LabelError", "LabelledRelevance", "labelled_relevance"]
+__all__ = ["LabelError", "LabelledRelevance", "labelled_relevance", "reference_context_relevance"]
 
 _WS_RE = re.compile(r"\s+")
 
@@ -33,15 +32,25 @@ class LabelError(ValueError):
 
 @dataclass(frozen=True)
 class LabelledRelevance:
-    """Relevance of the retrieved chunks according to labels.
+    """Relevance of the retrieved chunks according to labels (or reference contexts).
 
     Attributes:
-        retrieved: one flag per retrieved document, in rank order (True = labelled relevant).
-        total_relevant: number of chunks labelled relevant in the whole labelled pool (retrieved or not).
+        retrieved: one flag per retrieved document, in rank order (True = relevant).
+        total_relevant: number of relevant items in the whole labelled pool (retrieved or not).
+        matches: per retrieved document, the index of the relevant pool item it matched (``None``: none), so
+            a pool item retrieved twice counts once for recall.
+        source: ``labels`` (``context_labels``) or ``reference_contexts``.
     """
 
     retrieved: tuple[bool, ...]
     total_relevant: int
+    matches: tuple[int | None, ...] = ()
+    source: str = "labels"
+
+    def found(self, k: int | None = None) -> int:
+        """Distinct relevant pool items among the first ``k`` retrieved documents (all when ``None``)."""
+        m = self.matches if k is None else self.matches[:k]
+        return len({i for i in m if i is not None})
 
 
 def _norm(text: str) -> str:
@@ -83,27 +92,62 @@ def labelled_relevance(trace: Trace) -> LabelledRelevance | None:
                 f"{len(labels)} context_labels for {len(docs)} retrieved documents "
                 "(give labelled_doc_ids or labelled_contexts to match them)"
             )
-        return LabelledRelevance(tuple(labels), sum(labels))
+        return LabelledRelevance(
+            tuple(labels), sum(labels), tuple(i if f else None for i, f in enumerate(labels))
+        )
     for name, pool in (("labelled_doc_ids", ids), ("labelled_contexts", texts)):
         if pool is not None and (not isinstance(pool, list | tuple) or len(pool) != len(labels)):
             raise LabelError(f"{name} must be a list parallel to context_labels")
-    by_id: dict[str, bool] = {}
-    by_text: dict[str, bool] = {}
+    by_id: dict[str, int] = {}
+    by_text: dict[str, int] = {}
     for i, lab in enumerate(labels):
+        if not lab:
+            continue
         if ids is not None and ids[i] is not None:
-            by_id[str(ids[i])] = by_id.get(str(ids[i]), False) or lab
+            by_id.setdefault(str(ids[i]), i)
         if texts is not None and texts[i]:
-            key = _norm(str(texts[i]))
-            by_text[key] = by_text.get(key, False) or lab
-    flags: list[bool] = []
+            by_text.setdefault(_norm(str(texts[i])), i)
+    matches: list[int | None] = []
     for d in docs:
         if d.id is not None and d.id in by_id:
-            flags.append(by_id[d.id])
+            matches.append(by_id[d.id])
         else:
-            flags.append(by_text.get(_norm(d.content), False) if d.content else False)
-    return LabelledRelevance(tuple(flags), sum(labels))
+            matches.append(by_text.get(_norm(d.content)) if d.content else None)
+    return LabelledRelevance(tuple(m is not None for m in matches), sum(labels), tuple(matches))
 
 
-def count_relevant_in(flags: Sequence[bool], k: int | None) -> int:
-    """Relevant chunks among the first ``k`` flags (all when ``k`` is ``None``)."""
-    return sum(1 for f in (flags if k is None else flags[:k]) if f)
+def reference_context_relevance(trace: Trace, min_coverage: float = 0.8) -> LabelledRelevance | None:
+    """Relevance of the retrieved chunks from the trace's ground-truth contexts; ``None`` without them.
+
+    ``attributes["reference_contexts"]`` (a test case's ``reference_contexts``) lists the passages a good
+    retrieval returns. A retrieved chunk matches a reference context when one contains the other (whitespace
+    normalised) or the chunk covers ≥ ``min_coverage`` of the reference's content tokens
+    (:func:`ragpulse.judges.lexsupport.coverage`). This is the non-LLM context recall/precision of Ragas
+    (reference contexts compared by string similarity), with lexical coverage as the similarity.
+
+    Raises:
+        LabelError: ``reference_contexts`` is not a list of strings.
+    """
+    from ragpulse.judges.lexsupport import coverage
+
+    raw = trace.attributes.get("reference_contexts")
+    if not raw:
+        return None
+    if not isinstance(raw, list | tuple) or not all(isinstance(r, str) for r in raw):
+        raise LabelError("reference_contexts must be a list of strings")
+    refs = [_norm(r) for r in raw if r.strip()]
+    if not refs:
+        return None
+    matches: list[int | None] = []
+    for d in trace.documents:
+        c = _norm(d.content)
+        hit: int | None = None
+        if c:
+            for i, r in enumerate(refs):
+                if r in c or c in r or coverage(r, c) >= min_coverage:
+                    hit = i
+                    break
+        matches.append(hit)
+    return LabelledRelevance(
+        tuple(m is not None for m in matches), len(refs), tuple(matches), "reference_contexts"
+    )

@@ -30,12 +30,14 @@ from ragpulse.judges.text import content_tokens
 __all__ = [
     "NAME_WEIGHT",
     "NUMBER_WEIGHT",
+    "QUESTION_WORDS",
     "ChunkIndex",
     "best_chunk_bigram_support",
     "best_chunk_support",
     "char_bigrams",
     "chunk_index",
     "has_cjk",
+    "is_courtesy",
     "is_meta_statement",
     "restates_question",
     "salient_terms",
@@ -71,6 +73,18 @@ _META_EN = re.compile(
     r")",
     re.IGNORECASE,
 )
+_COURTESY_RE = re.compile(
+    r"\b(?:sorry|apologi[sz]e|apologies|thank you|thanks|hope (?:this|that) helps|(?:glad|happy) to help|"
+    r"rest assured)\b|抱歉|对不起|感谢|谢谢|带来不便|请放心|希望对您有(?:所)?帮助|很高兴为您",
+    re.IGNORECASE,
+)
+
+#: Interrogative words: they ask, they are not topic words an answer should repeat (English ones are
+#: stop words already).
+QUESTION_WORDS = frozenset(
+    "怎样 怎么 怎么样 如何 什么 什么样 时候 谁 哪 哪里 哪儿 哪些 哪个 多少 几 为什么 为何 是否 多久 能否 可否".split()
+)
+
 _META_ZH = re.compile(
     r"(?:上下文|资料|文档|文章|文中|材料|参考内容|给定内容)[^。！？；]{0,8}?"
     r"(?:没有|未|并未|并没有)(?:明确)?(?:提到|提及|说明|给出|包含|涉及)"
@@ -96,6 +110,14 @@ def sentences(text: str) -> list[str]:
 def is_meta_statement(sentence: str) -> bool:
     """True when the sentence talks about the context (lacks/mentions/is about) rather than stating facts."""
     return bool(_META_EN.search(sentence) or _META_ZH.search(sentence))
+
+
+def is_courtesy(sentence: str) -> bool:
+    """True for apologies, thanks and reassurances ("Sorry for the delay", "非常抱歉给您带来不便").
+
+    They carry no claim worth checking against the context, so faithfulness leaves them out of its mean.
+    """
+    return _COURTESY_RE.search(sentence) is not None
 
 
 def restates_question(question_tokens: Iterable[str], answer_tokens: Iterable[str]) -> bool:

@@ -18,7 +18,7 @@ from ragpulse.judges.base import compute_version, error
 from ragpulse.logging import get_logger
 from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
 
-__all__ = ["FrameJudge", "ModelCaller", "ModelReply"]
+__all__ = ["FrameJudge", "ModelCaller", "ModelReply", "check_options"]
 
 log = get_logger(__name__)
 
@@ -167,3 +167,25 @@ def resolve_caller(settings: Any, client: object | None) -> ModelCaller | None:
     ``None`` (heuristic). ``settings`` is accepted for symmetry with the judge constructors."""
     del settings
     return SharedClientCaller(client) if client is not None else None
+
+
+def check_options(judge: str, options: Any, allowed: set[str]) -> dict[str, Any]:
+    """Validate a judge's options mapping (``settings.judges[judge]``): known keys only, 0–1 numbers.
+
+    Raises:
+        ConfigError: not a mapping, an unknown key (typos such as ``treshold``), or ``threshold`` /
+            ``min_coverage`` that is not a number in [0, 1].
+    """
+    if not isinstance(options, dict):
+        raise ConfigError(f"{judge}: options must be a mapping, got {type(options).__name__}")
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{judge}: unknown option(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+        )
+    for key in ("threshold", "min_coverage"):
+        if key in options:
+            v = options[key]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= float(v) <= 1.0:
+                raise ConfigError(f"{judge}: {key} must be a number in [0, 1], got {v!r}")
+    return dict(options)

@@ -74,8 +74,8 @@ class MemoryStore:
         self.writes.append(len(results))
         changed: set[tuple[str, str, str]] = set()
         inserted: set[str] = set()
-        for r in results:
-            tid = r.trace.trace_id
+        by_trace = {r.trace.trace_id: r for r in results}  # a later copy in the batch wins, as in PostgreSQL
+        for tid, r in by_trace.items():
             if tid not in self.traces:
                 inserted.add(tid)
             self.traces[tid] = r

@@ -68,6 +68,8 @@ class Reply:
         delay_s: seconds the server waits before answering (simulates model latency or a timeout).
         error_message: ``error.message`` of a non-200 body.
         include_usage: send the ``usage`` block at all (some compatible servers omit it).
+        json_body: when not ``None``, sent as the JSON body as is (with ``status``), e.g. to imitate a
+            broken compatible server.
     """
 
     content: str = ""
@@ -79,6 +81,7 @@ class Reply:
     delay_s: float = 0.0
     error_message: str = "scripted error"
     include_usage: bool = True
+    json_body: Any = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +341,8 @@ class ScriptedOpenAIServer:
         headers: dict[str, str] = {}
         if reply.retry_after is not None:
             headers["retry-after"] = f"{reply.retry_after:g}"
+        if reply.json_body is not None:
+            return JSONResponse(reply.json_body, status_code=reply.status, headers=headers)
         if reply.status != 200:
             err = {
                 "error": {

@@ -1,0 +1,67 @@
+"""``ragpulse rejudge``: stored traces re-evaluated with the current judge versions, old versions kept."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+
+import pytest
+from typer.testing import CliRunner
+
+from ragpulse.cli import app
+from ragpulse.config import Settings
+from ragpulse.engine import Engine
+from ragpulse.model import Source, Trace
+from ragpulse.store import PostgresStore
+from ragpulse.testing.fakes import ScriptedJudge
+
+
+async def _seed(url: str) -> None:
+    s = Settings(database_url=url)
+    store = await PostgresStore.connect(url, s)
+    try:
+        async with Engine({"keyword": ScriptedJudge("keyword", 0.1)}, store, s) as eng:
+            for i, app_name in enumerate(["shop", "shop", "hr"]):
+                await eng.submit(
+                    Trace(
+                        trace_id=f"{i:032x}",
+                        app=app_name,
+                        question="Where is my order?",
+                        answer="Your order ships in 3 days.",
+                        keywords=("order", "refund"),
+                        source=Source.KAFKA,
+                        end_time=datetime.now(UTC),
+                    )
+                )
+    finally:
+        await store.close()
+
+
+def test_rejudge_app_since_keeps_old_versions(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(_seed(pg_url))
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
+    res = CliRunner().invoke(
+        app, ["rejudge", "--app", "shop", "--since", "1h", "--judges", "keyword", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert (summary["traces"], summary["stored"], summary["failed"]) == (2, 2, 0)
+    # the real keyword judge: "order" found, "refund" not → 0.5 ≥ 0.3 → pass
+    assert summary["counts"] == {"pass": 2, "fail": 0, "error": 0, "skipped": 0}
+    new_version = summary["judges"]["keyword"]
+    assert new_version != ScriptedJudge("keyword").version
+
+    doc = json.loads(CliRunner().invoke(app, ["trace", f"{0:032x}", "--json"]).stdout)
+    versions = {j["version"]: j["score"] for j in doc["judgements"]}
+    assert versions == {ScriptedJudge("keyword").version: 0.1, new_version: 0.5}
+    other = json.loads(CliRunner().invoke(app, ["trace", f"{2:032x}", "--json"]).stdout)
+    assert [j["version"] for j in other["judgements"]] == [
+        ScriptedJudge("keyword").version
+    ]  # app hr untouched
+
+    again = CliRunner().invoke(app, ["rejudge", "--app", "shop", "--since", "1h", "--judges", "keyword"])
+    assert again.exit_code == 0 and "rejudged 2 trace(s)" in again.stdout
+    bad = CliRunner().invoke(app, ["rejudge", "--since", "yesterday"])
+    assert bad.exit_code == 2

@@ -1,0 +1,33 @@
+"""The engine's own instruments, read back from the Prometheus exposition."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ragpulse.config import Settings
+from ragpulse.engine import Engine
+from ragpulse.export import install_metrics, render_metrics
+from ragpulse.model import Source, Trace
+from ragpulse.testing.fakes import MemoryStore, ScriptedJudge
+
+
+def _value(name: str, **labels: str) -> float:
+    for fam in text_string_to_metric_families(render_metrics().decode()):
+        for s in fam.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return 0.0
+
+
+async def test_received_and_not_sampled_counted_once_per_stored_trace() -> None:
+    install_metrics()
+    received0 = _value("ragpulse_traces_received_total", source="kafka")
+    not_sampled0 = _value("ragpulse_traces_not_sampled_total")
+    store = MemoryStore()
+    traces = [Trace(trace_id=f"m-{i}", question="q", answer="a", source=Source.KAFKA) for i in range(3)]
+    async with Engine({"a": ScriptedJudge("a")}, store, Settings(sampling_rate=0.0)) as eng:
+        for t in traces + traces:  # the second round is a redelivery
+            await eng.submit(t)
+    assert _value("ragpulse_traces_received_total", source="kafka") - received0 == 6
+    assert _value("ragpulse_traces_not_sampled_total") - not_sampled0 == 3
+    assert _value("ragpulse_engine_queue_depth") == 0
