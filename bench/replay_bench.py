@@ -2,6 +2,8 @@
 
 Two workloads, both through the real engine and the real PostgreSQL store:
 
+``engine``   N synthetic traces (default 10,000) through the engine alone: two instant scripted judges and
+             the in-memory store, so only the engine's and replay's own CPU is measured.
 ``offline``  N synthetic traces (default 10,000) judged by the offline heuristic judges (relevancy,
              faithfulness, keyword): traces/s, CPU ms per trace, peak RSS.
 ``llm``      N synthetic traces (default 1,000) judged by the LLM relevancy + faithfulness judges in their
@@ -207,6 +209,27 @@ async def bench_offline(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+async def bench_engine(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine's own cost: two instant scripted judges and the in-memory store (no I/O at all)."""
+    from ragpulse.testing.fakes import ScriptedJudge
+
+    ts = synth_test_set(args.traces, args.seed)
+    settings = _engine_settings(args)
+    judges = {n: ScriptedJudge(n, 0.9) for n in ("relevancy", "faithfulness")}
+    store = MemoryStore()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await run_replay(ts, judges=judges, store=store, settings=settings)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    n = len(ts.cases)
+    return {
+        "traces": n,
+        "wall_s": round(wall, 2),
+        "traces_per_s": round(n / wall, 1),
+        "cpu_ms_per_trace": round(cpu * 1000 / n, 3),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 _MOCK = r"""
 import json, sys
 from ragpulse.testing.openai_server import Reply, ScriptedOpenAIServer
@@ -277,7 +300,7 @@ def bench_llm(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("workload", choices=["offline", "llm", "all"])
+    p.add_argument("workload", choices=["offline", "llm", "engine", "all"])
     p.add_argument("--traces", type=int, default=None, help="default: 10000 offline, 1000 llm")
     p.add_argument("--latency", type=float, default=0.2, help="mock model latency per request, seconds")
     p.add_argument("--workers", type=int, default=64, help="engine_workers")
@@ -292,8 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     for w in ("offline", "llm") if args.workload == "all" else (args.workload,):
         a = argparse.Namespace(**vars(args))
-        a.traces = args.traces or (10000 if w == "offline" else 1000)
-        results[w] = asyncio.run(bench_offline(a)) if w == "offline" else bench_llm(a)
+        a.traces = args.traces or (1000 if w == "llm" else 10000)
+        if w == "llm":
+            results[w] = bench_llm(a)
+        else:
+            results[w] = asyncio.run(bench_offline(a) if w == "offline" else bench_engine(a))
         if not args.json:
             print(f"{w}: " + ", ".join(f"{k}={v}" for k, v in results[w].items()), flush=True)
     if args.json:
