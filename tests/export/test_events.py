@@ -171,3 +171,15 @@ def test_events_over_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {r.span_id.hex() for r in records} == {SPAN_ID}
     names = {attr_value(a.value) for r in records for a in r.attributes if a.key == "gen_ai.evaluation.name"}
     assert names == {"faithfulness", "relevancy"}
+
+
+def test_redacted_explanations_keep_only_the_reason_code() -> None:
+    from ragpulse.export.events import event_attributes
+
+    res, js = _result()
+    full = event_attributes(res.trace, js[3])
+    red = event_attributes(res.trace, js[3], redact=True)
+    assert full["gen_ai.evaluation.explanation"] == "judge_unavailable: HTTP 429 after 3 attempts"
+    assert red["gen_ai.evaluation.explanation"] == "judge_unavailable"
+    assert "gen_ai.evaluation.explanation" not in event_attributes(res.trace, js[0], redact=True)
+    assert event_attributes(res.trace, js[2], redact=True)["gen_ai.evaluation.explanation"] == "no_reference"

@@ -183,3 +183,60 @@ def test_exporter_never_raises(metrics_runtime: MetricsRuntime) -> None:
     j = ok("x", 0.5)
     exp.on_stored(result("a", j, end_ago_s=1.0), [j])
     assert exp.failures == 1
+
+
+def test_exposed_names_types_and_labels_match_issue_5(metrics_runtime: MetricsRuntime) -> None:
+    j = ok("names_judge", 0.5, latency=0.1, pt=3, ct=1)
+    MetricsExporter(clock=lambda: NOW).on_stored(result("names-app", j, end_ago_s=1.0), [j])
+    e = bad("names_judge", JudgementStatus.ERROR, "judge_unavailable: down")
+    MetricsExporter().on_stored(result("names-app", e), [e])
+    telemetry.TRACES_RECEIVED.add(0, {"source": "otlp"})
+    telemetry.TRACES_REJECTED.add(0, {"source": "otlp", "reason": "schema"})
+    telemetry.TRACES_NOT_SAMPLED.add(0)
+    text = render_metrics().decode()
+    types = dict(
+        line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE ")
+    )  # {family: type}
+    expected = {
+        "ragpulse_judge_score": "histogram",
+        "ragpulse_judgements_total": "counter",
+        "ragpulse_judge_errors_total": "counter",
+        "ragpulse_judge_latency_seconds": "histogram",
+        "ragpulse_judge_tokens_total": "counter",
+        "ragpulse_traces_received_total": "counter",
+        "ragpulse_traces_rejected_total": "counter",
+        "ragpulse_traces_not_sampled_total": "counter",
+        "ragpulse_evaluation_lag_seconds": "histogram",
+        "target_info": "gauge",
+    }
+    assert {k: types.get(k) for k in expected} == expected
+    labels = {
+        "ragpulse_judge_score_bucket": {"judge", "app", "backend", "le"},
+        "ragpulse_judgements_total": {"judge", "app", "outcome"},
+        "ragpulse_judge_errors_total": {"judge", "reason"},
+        "ragpulse_judge_latency_seconds_bucket": {"judge", "le"},
+        "ragpulse_judge_tokens_total": {"judge", "kind"},
+        "ragpulse_traces_received_total": {"source"},
+        "ragpulse_traces_rejected_total": {"source", "reason"},
+        "ragpulse_evaluation_lag_seconds_bucket": {"source", "le"},
+    }
+    for name, keys in labels.items():
+        found = series(text, name)
+        assert found and all(set(s) == keys for s in found), name
+    assert "otel_scope_name" not in text
+    les = [s["le"] for s in series(text, "ragpulse_judge_score_bucket", judge="names_judge")]
+    assert les == [
+        "0.05",
+        "0.1",
+        "0.2",
+        "0.3",
+        "0.4",
+        "0.5",
+        "0.6",
+        "0.7",
+        "0.8",
+        "0.9",
+        "0.95",
+        "1.0",
+        "+Inf",
+    ]

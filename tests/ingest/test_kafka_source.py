@@ -169,3 +169,26 @@ async def test_two_consumers_share_partitions(kafka_bootstrap: str, topic: str) 
     await b.close()
     assert set(a.counts()) | set(b.counts()) == {f"trace-{i:06d}" for i in range(n)}
     assert sum((await committed(kafka_bootstrap, s.kafka_group_id, topic, 4)).values()) == n  # type: ignore[arg-type]
+
+
+class _BrokenSink:
+    async def submit(self, trace: object, ack: object = None) -> None:
+        raise RuntimeError("engine exploded")
+
+    def has_room(self) -> bool:
+        return True
+
+
+async def test_a_dead_consume_loop_is_reported(kafka_bootstrap: str, topic: str) -> None:
+    await create_topic(kafka_bootstrap, topic, 1)
+    await produce(kafka_bootstrap, topic, [event(1)])
+    s = _settings(kafka_bootstrap, topic)
+    src = KafkaSource(s, _BrokenSink())  # type: ignore[arg-type]
+    await src.start()
+    try:
+        err = await asyncio.wait_for(src.wait_failed(), 30)
+        assert isinstance(err, RuntimeError) and str(err) == "engine exploded"
+        assert not src.connected
+    finally:
+        await src.stop(deadline_s=0.1)
+    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: None}

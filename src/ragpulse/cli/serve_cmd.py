@@ -7,7 +7,8 @@ listens or is connected. Runs the retention loop when ``retention_days`` is set.
 
 SIGTERM/SIGINT start a graceful drain in reverse order: Kafka stops reading, waits for in-flight traces and
 commits; the OTLP receivers stop accepting and flush held traces; the engine drains (``shutdown_deadline_s``);
-the store closes. Exit codes: 0 after a clean stop, 2 for a configuration error or a source that cannot start.
+the store closes. Exit codes: 0 after a clean stop, 2 for a configuration error, a source that cannot
+start, or a Kafka consume loop that died (so an orchestrator restarts the process).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import typer
 from ragpulse.cli import _common, app
 from ragpulse.cli.serve_http import Check, HealthServer
 from ragpulse.config import Settings
-from ragpulse.errors import RagpulseError
+from ragpulse.errors import IngestError, RagpulseError
 from ragpulse.logging import get_logger
 
 __all__ = ["run_serve", "serve"]
@@ -47,6 +48,21 @@ async def _retention_loop(store: Any, days: float) -> None:
         except Exception as e:
             _log().warning("retention_failed", error=str(e))
         await asyncio.sleep(RETENTION_INTERVAL_S)
+
+
+async def _wait_stop_or_failure(stop: asyncio.Event, kafka: Any) -> BaseException | None:
+    """Wait for the stop signal, or for the Kafka consume loop to die (returns its error)."""
+    if kafka is None:
+        await stop.wait()
+        return None
+    waiters = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(kafka.wait_failed())}
+    done, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for t in pending:
+        t.cancel()
+    if stop.is_set():
+        return None
+    result: BaseException = next(iter(done)).result()
+    return result
 
 
 def _install_signals(stop: asyncio.Event) -> None:
@@ -76,6 +92,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
     judges = build_judges(settings)
     sources: dict[str, Any] = {}
     stopping = False
+    failure: BaseException | None = None
 
     async def store_ok() -> bool:
         return bool(await store.ping())
@@ -124,8 +141,10 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                 kafka_topics=list(settings.kafka_topics) if kafka_on else None,
                 judges=sorted(judges),
             )
-            await stop.wait()
+            failure = await _wait_stop_or_failure(stop, sources.get("kafka"))
             stopping = True
+            if failure is not None:
+                _log().error("source_failed", source="kafka", error=str(failure))
             _log().info("stopping", deadline_s=settings.shutdown_deadline_s)
             if retention is not None:
                 retention.cancel()
@@ -133,6 +152,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                     await retention
     finally:
         shutdown_exporters(exporters)
+    if failure is not None:
+        raise IngestError(f"Kafka source failed: {failure}", retriable=True)
     _log().info("stopped")
 
 

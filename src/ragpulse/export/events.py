@@ -8,7 +8,8 @@ request, so backends that correlate logs with traces show the scores next to the
 ``gen_ai.evaluation.name``           judge name (``faithfulness``, ``relevancy``, …)
 ``gen_ai.evaluation.score.value``    0–1 score (status ``ok`` only)
 ``gen_ai.evaluation.score.label``    ``pass`` / ``fail`` (status ``ok`` only)
-``gen_ai.evaluation.explanation``    the judge's reason, when it gave one
+``gen_ai.evaluation.explanation``    the judge's reason, when it gave one (with ``redact_text``: none
+                                     for ``ok``, the reason code for ``skipped``/``error``)
 ``error.type``                       the machine reason code (status ``error`` only)
 ``ragpulse.evaluation.status``       ``ok`` / ``skipped`` / ``error``
 ``ragpulse.judge.version``           judge version hash; also ``ragpulse.judge.backend``, ``.threshold``,
@@ -124,6 +125,7 @@ class EvaluationEventExporter:
         self._provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         self._provider.add_log_record_processor(self._processor)
         self._logger = self._provider.get_logger("ragpulse.evaluation", __version__)
+        self._redact = settings.redact_text
         self._closed = False
         self.emitted = 0
         self.dropped = 0
@@ -146,14 +148,14 @@ class EvaluationEventExporter:
             try:
                 self._emit(result.trace, j)
                 self.emitted += 1
-                telemetry.EVALUATION_EVENTS.add(1)
+                telemetry.EVALUATION_EVENTS.add(1, {"kind": "log"})
             except Exception as e:  # never raise into the engine
                 self._drop()
                 _log.warning("evaluation_event_failed", error=str(e), error_type=type(e).__name__)
 
     def _drop(self) -> None:
         self.dropped += 1
-        telemetry.EVALUATION_EVENTS_DROPPED.add(1)
+        telemetry.EVALUATION_EVENTS_DROPPED.add(1, {"kind": "log"})
 
     def _emit(self, trace: Trace, j: Judgement) -> None:
         span_ctx = SpanContext(
@@ -170,7 +172,7 @@ class EvaluationEventExporter:
             severity_number=SeverityNumber.WARN if error else SeverityNumber.INFO,
             severity_text="WARN" if error else "INFO",
             event_name=EVENT_NAME,
-            attributes=event_attributes(trace, j),
+            attributes=event_attributes(trace, j, redact=self._redact),
         )
 
     def force_flush(self, timeout_s: float = 5.0) -> bool:
@@ -189,8 +191,12 @@ class EvaluationEventExporter:
             _log.warning("evaluation_events_shutdown_failed", error=str(e))
 
 
-def event_attributes(trace: Trace, j: Judgement) -> dict[str, AttributeValue]:
-    """The attributes of the ``gen_ai.evaluation.result`` event for judgement ``j`` on ``trace``."""
+def event_attributes(trace: Trace, j: Judgement, *, redact: bool = False) -> dict[str, AttributeValue]:
+    """The attributes of the ``gen_ai.evaluation.result`` event for judgement ``j`` on ``trace``.
+
+    With ``redact`` (``settings.redact_text``) a judge's free-text reason is left out (it may quote the answer
+    or the context): ``skipped``/``error`` events keep only the machine reason code as explanation.
+    """
     attrs: dict[str, AttributeValue] = {
         "gen_ai.evaluation.name": j.judge,
         "ragpulse.evaluation.status": j.status.value,
@@ -201,8 +207,10 @@ def event_attributes(trace: Trace, j: Judgement) -> dict[str, AttributeValue]:
     if j.status is JudgementStatus.OK and j.score is not None:
         attrs["gen_ai.evaluation.score.value"] = float(j.score)
         attrs["gen_ai.evaluation.score.label"] = "pass" if j.passed else "fail"
-    if j.reason:
+    if j.reason and not redact:
         attrs["gen_ai.evaluation.explanation"] = j.reason
+    elif j.reason and j.status is not JudgementStatus.OK:
+        attrs["gen_ai.evaluation.explanation"] = j.reason_code
     if j.status is JudgementStatus.ERROR:
         attrs["error.type"] = j.reason_code or "unknown"
     optional: dict[str, Any] = {

@@ -224,7 +224,31 @@ class KafkaSource:
         await self.stop()
 
     # -- consume loop ----------------------------------------------------------------------------------------
+    async def wait_failed(self) -> BaseException:
+        """Wait until the consume loop ends on its own (not through :meth:`stop`) and return why.
+
+        ``ragpulse serve`` races this against its stop signal so that a dead consumer stops the process
+        (and its orchestrator restarts it) instead of idling while looking alive.
+        """
+        assert self._task is not None, "not started"
+        try:
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.cancelled():
+                raise
+            return RuntimeError("Kafka consume loop was cancelled")
+        except Exception as e:
+            return e
+        return RuntimeError("Kafka consume loop ended")
+
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except Exception:
+            log.exception("kafka_loop_failed")
+            raise
+
+    async def _loop(self) -> None:
         assert self._consumer is not None
         c = self._consumer
         while not self._stopping:
