@@ -251,6 +251,8 @@ class Settings(BaseSettings):
     #: Distinct ``app`` label values kept; the rest are folded into ``other``.
     metrics_app_label_limit: int = Field(default=50, gt=0)
     pushgateway_url: str | None = None
+    #: Also send each judgement as an OpenInference EVALUATOR span (needs OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT).
+    evaluation_spans: bool = False
 
     @field_validator("enabled_judges", "kafka_topics", mode="before")
     @classmethod

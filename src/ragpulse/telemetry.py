@@ -79,11 +79,11 @@ APP_LABELS_FOLDED = meter.create_counter(
 ENGINE_QUEUE_DEPTH = meter.create_gauge(
     "ragpulse_engine_queue_depth", description="Traces waiting in the engine queue"
 )
-#: ``gen_ai.evaluation.result`` events emitted to the OTLP logs pipeline.
+#: Evaluation events emitted to OTLP. Attributes: kind (``log``: gen_ai.evaluation.result; ``span``: EVALUATOR).
 EVALUATION_EVENTS = meter.create_counter(
     "ragpulse_evaluation_events", description="Evaluation events handed to the OTLP logs pipeline"
 )
-#: Evaluation events dropped because the export queue was full (or the pipeline failed).
+#: Evaluation events dropped because the export queue was full (or the pipeline failed). Attributes: kind.
 EVALUATION_EVENTS_DROPPED = meter.create_counter(
     "ragpulse_evaluation_events_dropped", description="Evaluation events dropped (queue full or failure)"
 )

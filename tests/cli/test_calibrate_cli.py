@@ -102,3 +102,16 @@ def test_calibrate_ares_human(monkeypatch: pytest.MonkeyPatch) -> None:
     out = run_json(str(path), "--judge", "faithfulness", "--label", "answer_faithfulness")
     assert out["n"] == 200 and out["confusion"] == {"tp": 141, "fp": 4, "tn": 24, "fn": 31}
     assert out["balanced_accuracy"] == pytest.approx(0.8385, abs=1e-4)
+
+
+def test_calibrate_keyword_with_ground_truth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
+    rows = [
+        {"question": "Capital?", "contexts": [], "answer": "Delhi", "ground_truth": "Delhi", "ok": 1},
+        {"question": "Capital?", "contexts": [], "answer": "Mumbai", "ground_truth": "Delhi", "ok": 0},
+        {"question": "首都？", "contexts": [], "answer": "北京", "expected_answer": "北京", "ok": 1},
+    ]
+    path = tmp_path / "kw.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    out = run_json(str(path), "--judge", "keyword", "--label", "ok")
+    assert out["confusion"] == {"tp": 2, "fp": 0, "tn": 1, "fn": 0} and out["balanced_accuracy"] == 1.0

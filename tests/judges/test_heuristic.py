@@ -242,3 +242,14 @@ def test_heuristic_judges_are_fast_with_cached_context() -> None:
     for t in traces:
         j.evaluate(t)
     assert time.perf_counter() - start < 2.0  # 10,000 traces → seconds, not minutes
+
+
+def test_sentence_split_keeps_dotted_names_and_splits_chinese() -> None:
+    from ragpulse.judges.lexical import sentences
+
+    assert sentences("Use df.write.csv here. Version 3.5 works!\nDone") == [
+        "Use df.write.csv here.",
+        "Version 3.5 works!",
+        "Done",
+    ]
+    assert sentences("北京是首都。长城很长！") == ["北京是首都。", "长城很长！"]

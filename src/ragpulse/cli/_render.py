@@ -123,7 +123,8 @@ def print_compare(cmp: Mapping[str, Any], console: Console | None = None) -> Non
     a, b = cmp["run_a"], cmp["run_b"]
     t = Table("metric", a, b, "delta")
     for name, row in cmp["metrics"].items():
-        t.add_row(name, fmt(row["a"]), fmt(row["b"]), fmt(row["delta"]))
+        d = row["delta"]
+        t.add_row(name, fmt(row["a"]), fmt(row["b"]), "-" if d is None else f"{d:+.3f}")
     c.print(t)
     for key, title in (("pass_to_fail", "pass → fail"), ("fail_to_pass", "fail → pass")):
         flipped = cmp[key]

@@ -5,6 +5,7 @@
   a Pushgateway.
 - :class:`MetricsExporter` records judgements on :mod:`ragpulse.telemetry`'s instruments.
 - :class:`EvaluationEventExporter` emits ``gen_ai.evaluation.result`` OTLP log records.
+- :class:`EvaluationSpanExporter` (optional) emits OpenInference ``EVALUATOR`` spans linked to the evaluated span.
 
 The CLI calls :func:`build_exporters` once, hands the list to the engine, and calls :func:`shutdown_exporters`
 on exit.
@@ -25,11 +26,13 @@ from ragpulse.export.otel_setup import (
     render_metrics,
     shutdown_metrics,
 )
+from ragpulse.export.spans import EvaluationSpanExporter, build_span_exporter
 from ragpulse.logging import get_logger
 from ragpulse.protocols import Exporter
 
 __all__ = [
     "EvaluationEventExporter",
+    "EvaluationSpanExporter",
     "MetricsExporter",
     "build_exporters",
     "flush_exporters",
@@ -49,7 +52,8 @@ def build_exporters(settings: Settings) -> list[Exporter]:
     """Install the metrics SDK (idempotent) and return the exporters for the engine.
 
     Always a :class:`MetricsExporter`; plus an :class:`EvaluationEventExporter` when an OTLP logs endpoint is
-    configured (``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``).
+    configured (``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``), and an
+    :class:`EvaluationSpanExporter` when ``settings.evaluation_spans`` is on and an OTLP traces endpoint is set.
 
     Raises:
         ExportError: the OTLP configuration is unusable (e.g. an unsupported protocol).
@@ -59,13 +63,16 @@ def build_exporters(settings: Settings) -> list[Exporter]:
     events = build_event_exporter(settings)
     if events is not None:
         exporters.append(events)
+    spans = build_span_exporter(settings)
+    if spans is not None:
+        exporters.append(spans)
     return exporters
 
 
 def flush_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) -> None:
     """Export what the exporters buffered (evaluation events); never raises."""
     for e in exporters:
-        if isinstance(e, EvaluationEventExporter):
+        if isinstance(e, EvaluationEventExporter | EvaluationSpanExporter):
             try:
                 e.force_flush(timeout_s)
             except Exception as err:
@@ -79,6 +86,6 @@ def shutdown_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) ->
     :func:`shutdown_metrics` stops it at process exit.
     """
     for e in exporters:
-        if isinstance(e, EvaluationEventExporter):
+        if isinstance(e, EvaluationEventExporter | EvaluationSpanExporter):
             e.shutdown(timeout_s)
     flush_metrics(timeout_s)

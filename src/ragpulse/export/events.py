@@ -148,14 +148,14 @@ class EvaluationEventExporter:
             try:
                 self._emit(result.trace, j)
                 self.emitted += 1
-                telemetry.EVALUATION_EVENTS.add(1)
+                telemetry.EVALUATION_EVENTS.add(1, {"kind": "log"})
             except Exception as e:  # never raise into the engine
                 self._drop()
                 _log.warning("evaluation_event_failed", error=str(e), error_type=type(e).__name__)
 
     def _drop(self) -> None:
         self.dropped += 1
-        telemetry.EVALUATION_EVENTS_DROPPED.add(1)
+        telemetry.EVALUATION_EVENTS_DROPPED.add(1, {"kind": "log"})
 
     def _emit(self, trace: Trace, j: Judgement) -> None:
         span_ctx = SpanContext(

@@ -23,7 +23,7 @@ Scores and rates are rounded to 6 decimals, ``wall_seconds`` to 3.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome, TraceResult
@@ -63,7 +63,6 @@ class CaseResult:
     stored: bool = True
     judges: tuple[str, ...] = ()
     note: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _r(x: float) -> float:
@@ -101,7 +100,6 @@ def _case_row(c: CaseResult) -> tuple[dict[str, Any], bool, bool]:
             for j in js
         },
     }
-    row.update(c.extra)
     return row, passed, bool(scored)
 
 
