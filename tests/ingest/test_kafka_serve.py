@@ -240,3 +240,12 @@ async def test_postgres_outage_pauses_work_and_loses_nothing(
         assert sum(v or 0 for v in c.values()) == 1200
     finally:
         proxy.close()
+
+
+async def test_serve_exits_2_when_kafka_is_unreachable(pg_url: str, procs: list[ServeProcess]) -> None:
+    proc = ServeProcess(_env(f"127.0.0.1:{free_port()}", "t", pg_url, "g", free_port()))
+    procs.append(proc)
+    with pytest.raises(RuntimeError, match="exited with 2"):
+        await asyncio.to_thread(proc.start, 60.0)
+    failed = proc.events("serve_failed")
+    assert failed and failed[0]["error"].startswith("cannot connect to Kafka at 127.0.0.1:")
