@@ -115,13 +115,16 @@ class RecordingSink:
     ``hold`` (an Event) blocks the worker while cleared; ``fail_ids`` are acknowledged with ``ok=False``.
     """
 
-    def __init__(self, capacity: int = 100, *, fail_ids: set[str] | None = None) -> None:
+    def __init__(
+        self, capacity: int = 100, *, fail_ids: set[str] | None = None, delay_s: float = 0.0
+    ) -> None:
         self.queue: asyncio.Queue[tuple[Trace, AckCallback | None]] = asyncio.Queue(capacity)
         self.acked: list[Trace] = []
         self.hold = asyncio.Event()
         self.hold.set()
         self.fail_ids = fail_ids or set()
         self.max_qsize = 0
+        self.delay_s = delay_s
         self._task = asyncio.create_task(self._work())
 
     async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None:
@@ -135,6 +138,8 @@ class RecordingSink:
         while True:
             trace, ack = await self.queue.get()
             await self.hold.wait()
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
             ok = trace.trace_id not in self.fail_ids
             if ok:
                 self.acked.append(trace)

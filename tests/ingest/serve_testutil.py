@@ -44,6 +44,7 @@ class ServeProcess:
         deadline = time.monotonic() + wait_ready_s
         while not self.events("ready"):
             if self.proc.poll() is not None:
+                self._reader.join(5)  # collect the rest of its output
                 raise RuntimeError(f"ragpulse serve exited with {self.proc.returncode}: {self.logs[-5:]}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"ragpulse serve not ready after {wait_ready_s}s: {self.logs[-5:]}")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 from kafka_testutil import REPO, RecordingSink, create_topic, free_port, read_topic, shared_dir
 from serve_testutil import ServeProcess
@@ -116,6 +117,9 @@ async def test_replay_via_kafka_and_otlp_through_serve(
     proc = ServeProcess(env)
     serve.append(proc)
     proc.start()
+    async with httpx.AsyncClient() as http:
+        r = await http.get(f"http://127.0.0.1:{http_port}/readyz")
+        assert r.json()["checks"] == {"store": True, "running": True, "otlp": True, "kafka": True}
     testset = str(REPO / "examples" / "kestrel_kb.jsonl")
     reports = {}
     for via in ("kafka", "otlp"):

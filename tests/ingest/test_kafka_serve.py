@@ -59,9 +59,13 @@ async def test_serve_judges_fixture_events_once_with_dlq_and_endpoints(
     await create_topic(kafka_bootstrap, topic, 3)
     port = free_port()
     group = f"g-{uuid.uuid4().hex[:8]}"
-    proc = ServeProcess(_env(kafka_bootstrap, topic, pg_url, group, port))
+    proc = ServeProcess(_env(kafka_bootstrap, topic, pg_url, group, port, RAGPULSE_RETENTION_DAYS="3650"))
     procs.append(proc)
     proc.start()
+    assert len(proc.events("ready")) == 1
+    ready_line = proc.events("ready")[0]
+    assert ready_line["http_port"] == port and ready_line["kafka_topics"] == [topic]
+    assert ready_line["judges"] == sorted(JUDGES)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
         assert (await http.get("/healthz")).json() == {"status": "ok"}
         ready = await http.get("/readyz")
@@ -117,6 +121,8 @@ async def test_serve_judges_fixture_events_once_with_dlq_and_endpoints(
         assert "ragpulse_kafka_consumer_lag{" in metrics
     assert proc.terminate() == 0
     assert proc.events("stopped")
+    assert proc.events("retention_pruned")[0]["traces"] == 0  # retention ran; nothing is 10 years old
+    assert len(proc.events("ready")) == 1
 
 
 def _stream(n: int) -> Iterator[bytes]:
@@ -234,3 +240,12 @@ async def test_postgres_outage_pauses_work_and_loses_nothing(
         assert sum(v or 0 for v in c.values()) == 1200
     finally:
         proxy.close()
+
+
+async def test_serve_exits_2_when_kafka_is_unreachable(pg_url: str, procs: list[ServeProcess]) -> None:
+    proc = ServeProcess(_env(f"127.0.0.1:{free_port()}", "t", pg_url, "g", free_port()))
+    procs.append(proc)
+    with pytest.raises(RuntimeError, match="exited with 2"):
+        await asyncio.to_thread(proc.start, 60.0)
+    failed = proc.events("serve_failed")
+    assert failed and failed[0]["error"].startswith("cannot connect to Kafka at 127.0.0.1:")

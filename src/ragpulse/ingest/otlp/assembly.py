@@ -218,8 +218,7 @@ class TraceAssembler:
                 self.stats.submit_errors += 1
                 log.error("otlp_submit_failed", trace_id=trace.trace_id, error=f"{type(e).__name__}: {e}")
                 continue
-            self.stats.submitted += 1
-            telemetry.TRACES_RECEIVED.add(1, {"source": "otlp"})
+            self.stats.submitted += 1  # counted on TRACES_RECEIVED by the engine, once
 
     def stop(self) -> None:
         """Ask :meth:`run` to flush everything held and return."""
