@@ -212,6 +212,10 @@ class Settings(BaseSettings):
     rag_response_contexts_field: str = "contexts"
     rag_response_doc_ids_field: str = "doc_ids"
     rag_endpoint_timeout_s: float = Field(default=60.0, gt=0)
+    #: ``replay`` without ``--judges``: add ``context_precision``/``context_recall`` to ``enabled_judges`` when
+    #: the test set can measure retrieval (chunk labels, reference contexts, or expected answers on cases
+    #: without answers; see ``ragpulse.replay.judge_defaults``).
+    replay_auto_retrieval_judges: bool = True
     #: Default ``coverage`` threshold of ``replay --fail-under`` and ``gate``.
     coverage_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
     #: Thresholds for ``ragpulse gate`` (same syntax as ``--min``: ``{"pass_rate": 0.8}``).

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from ragpulse.model import Backend, Judgement, Trace, TraceResult
 
-__all__ = ["AckCallback", "Exporter", "Judge", "ResultStore", "WriteReport"]
+__all__ = ["AckCallback", "Exporter", "Judge", "ResultStore", "WriteReport", "judge_needs_answer"]
 
 
 @runtime_checkable
@@ -28,6 +28,14 @@ class Judge(Protocol):
         version: stable hash of prompt template, mode, threshold, backend and model.
         backend: ``llm`` or ``heuristic``.
         threshold: 0–1; ``passed = score >= threshold``.
+
+    Optional attribute (not part of the structural check, so judges without it still match):
+
+        needs_answer: ``bool``, default ``True``. ``False`` declares that the judge can decide from the
+            question, the retrieved chunks and the trace's references alone (the retrieval judges
+            ``context_precision``, ``context_recall``, ``context_relevance``). The engine then runs it on a
+            trace that has a question but no answer, and records the answer-needing judges of that trace as
+            ``skipped`` with reason ``no_answer``. Read it with :func:`judge_needs_answer`.
     """
 
     name: str
@@ -36,6 +44,12 @@ class Judge(Protocol):
     threshold: float
 
     async def judge(self, trace: Trace) -> Judgement: ...
+
+
+def judge_needs_answer(judge: object) -> bool:
+    """The judge's optional ``needs_answer`` attribute (see :class:`Judge`): ``False`` only when the judge
+    sets it to ``False``; a judge without the attribute needs an answer."""
+    return getattr(judge, "needs_answer", True) is not False
 
 
 @dataclass(frozen=True)

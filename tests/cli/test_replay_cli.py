@@ -77,9 +77,17 @@ def test_replay_example_offline_twice_same_run_id(db: str) -> None:
     first = _report(["replay", str(KESTREL), "--run-id", "kb-1"])
     assert set(REPORT_KEYS) <= set(first)
     assert first["run_id"] == "kb-1" and first["test_set"] == "kestrel_kb" and first["cases_total"] == 17
-    assert set(first["averages"]) == {"relevancy", "faithfulness", "keyword"}
+    # the example carries chunk labels, so the retrieval judges are added to enabled_judges
+    assert list(first["averages"]) == [
+        "relevancy",
+        "faithfulness",
+        "keyword",
+        "context_precision",
+        "context_recall",
+    ]
+    assert first["judges_added"] == ["context_precision", "context_recall"]
     assert set(first["counts"]) == {"pass", "fail", "error", "skipped"}
-    assert sum(first["counts"].values()) == 17 * 3
+    assert sum(first["counts"].values()) == 17 * 5
     assert first["tokens"] == {"prompt": 0, "completion": 0}  # offline judges use no model
     passed = sum(1 for c in first["cases"] if c["passed"])
     assert first["pass_rate"] == pytest.approx(passed / 17)

@@ -49,6 +49,11 @@ def print_report(report: Mapping[str, Any], *, cases: bool = False, console: Con
         f"coverage {fmt(report.get('coverage'))}  wall {fmt(report.get('wall_seconds'), 2)} s  "
         f"tokens {tokens.get('prompt', 0)} prompt / {tokens.get('completion', 0)} completion"
     )
+    names = list(report.get("judges") or {})
+    if names:
+        added = list(report.get("judges_added") or [])
+        note = f"  (added for this test set: {', '.join(added)})" if added else ""
+        c.print(f"judges: {', '.join(names)}{note}")
     c.print(
         f"judgements: pass {counts.get('pass', 0)}  fail {counts.get('fail', 0)}  "
         f"error {counts.get('error', 0)}  skipped {counts.get('skipped', 0)}"

@@ -26,6 +26,7 @@ from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestSet
 from ragpulse.protocols import Exporter, Judge
 from ragpulse.replay import evaluate_thresholds, load_test_set, parse_thresholds, run_replay
+from ragpulse.replay.judge_defaults import default_replay_judges
 from ragpulse.replay.rag_client import RagClient
 from ragpulse.replay.runner import ProgressCallback
 from ragpulse.store import open_store
@@ -86,6 +87,9 @@ async def replay_async(
 ) -> dict[str, Any]:
     """Build the judges, open the store (embedded PostgreSQL when no URL), replay, and return the report.
 
+    Without ``judge_names`` the judges are ``enabled_judges`` plus, when the test set can measure retrieval,
+    ``context_precision``/``context_recall`` (:func:`ragpulse.replay.judge_defaults.default_replay_judges`).
+
     Everything asyncio-bound is created inside the running loop, so several calls (each in its own
     ``asyncio.run``) work in one process.
 
@@ -94,7 +98,8 @@ async def replay_async(
         StoreError: the store could not be opened or written.
     """
     async with AsyncExitStack() as stack:
-        judges = await open_judges(stack, settings, judge_names)
+        selection = default_replay_judges(settings, test_set, judge_names)
+        judges = await open_judges(stack, settings, selection.names)
         store = await stack.enter_async_context(open_store(settings))
         rag = None
         if settings.rag_endpoint_url:
@@ -109,6 +114,7 @@ async def replay_async(
                 exporters=exporters,
                 rag_client=rag,
                 progress=cb,
+                judges_added=selection.added,
             )
         return report
 
@@ -121,7 +127,9 @@ def replay(
     judges: str | None = typer.Option(
         None,
         "--judges",
-        help="Comma-separated judges, e.g. relevancy,faithfulness,keyword (default: enabled_judges).",
+        help="Comma-separated judges, e.g. relevancy,faithfulness,keyword (default: enabled_judges, plus "
+        "context_precision,context_recall when the test set has chunk labels, reference contexts, or "
+        "expected answers on cases without answers).",
     ),
     run_id: str | None = typer.Option(
         None, "--run-id", help="Run id; re-using one re-judges the same traces idempotently."

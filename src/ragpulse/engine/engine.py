@@ -5,7 +5,9 @@ Pipeline (all inside one event loop, created when the engine is entered, never a
 1. :meth:`Engine.submit` puts a trace on a bounded :class:`asyncio.Queue` (``engine_queue_size``); it waits
    while the queue is full, which is the back-pressure sources feel.
 2. ``engine_workers`` worker tasks take traces off the queue, decide the trace outcome (sampling,
-   evaluability) and run the routed judges concurrently.
+   evaluability) and run the routed judges concurrently. A trace with a question but no answer is judged by
+   the routed judges that need no answer (``needs_answer = False``, the retrieval judges); the others get a
+   ``skipped``/``no_answer`` judgement. When no routed judge can run it is ``not_evaluable``/``no_answer``.
 3. Finished results go on a second bounded queue to ``engine_writers`` writer tasks, each writing batches of
    up to ``engine_batch_size`` (or what arrived within ``engine_flush_interval_s``) in its own transaction. A retriable
    :class:`~ragpulse.errors.StoreError` is retried with exponential backoff up to ``engine_store_retries``
@@ -37,7 +39,7 @@ from ragpulse.engine.sampling import is_sampled
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
-from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport
+from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport, judge_needs_answer
 
 __all__ = ["Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
 
@@ -58,6 +60,8 @@ class EngineStats:
     Attributes:
         received: traces accepted by ``submit``.
         evaluated / incomplete / not_sampled / not_evaluable: traces by outcome.
+        answerless: traces without an answer judged by the judges that need none (``needs_answer=False``;
+            also counted as evaluated/incomplete).
         judge_exceptions: judges that raised (turned into ``error`` judgements).
         stored: traces whose result was written (acked ``ok=True``).
         failed: traces whose write failed for good (acked ``ok=False``).
@@ -70,6 +74,7 @@ class EngineStats:
     incomplete: int = 0
     not_sampled: int = 0
     not_evaluable: int = 0
+    answerless: int = 0
     judge_exceptions: int = 0
     stored: int = 0
     failed: int = 0
@@ -98,6 +103,20 @@ def not_evaluable_reason(trace: Trace) -> str | None:
     if not trace.answer or not trace.answer.strip():
         return "no_answer"
     return None
+
+
+def _skipped_no_answer(judge: Judge) -> Judgement:
+    """The ``skipped``/``no_answer`` judgement of an answer-needing judge on a trace without an answer."""
+    model = getattr(judge, "model", None)
+    return Judgement(
+        judge=judge.name,
+        version=judge.version,
+        backend=judge.backend,
+        model=model if isinstance(model, str) else None,
+        threshold=judge.threshold,
+        status=JudgementStatus.SKIPPED,
+        reason="no_answer",
+    )
 
 
 class Engine:
@@ -302,7 +321,10 @@ class Engine:
             self.stats.not_sampled += 1
             return TraceResult(trace=trace, outcome=TraceOutcome.NOT_SAMPLED, received_at=item.received_at)
         reason = not_evaluable_reason(trace)
-        if reason is not None:
+        judges = self._router.select(trace) if reason != "no_question" else ()
+        # Without an answer only the judges declaring needs_answer=False can run (retrieval judges).
+        runnable = judges if reason is None else tuple(j for j in judges if not judge_needs_answer(j))
+        if reason is not None and not runnable:
             self.stats.not_evaluable += 1
             return TraceResult(
                 trace=trace,
@@ -310,12 +332,19 @@ class Engine:
                 outcome_reason=reason,
                 received_at=item.received_at,
             )
-        judges = self._router.select(trace)
         with structlog.contextvars.bound_contextvars(trace_id=trace.trace_id):
-            if len(judges) == 1:
-                judgements: Sequence[Judgement] = [await self._run_judge(judges[0], trace)]
+            if len(runnable) == 1:
+                ran: Sequence[Judgement] = [await self._run_judge(runnable[0], trace)]
             else:
-                judgements = await asyncio.gather(*(self._run_judge(j, trace) for j in judges))
+                ran = await asyncio.gather(*(self._run_judge(j, trace) for j in runnable))
+        if reason is None:
+            judgements: Sequence[Judgement] = ran
+        else:  # no answer: the answer-needing judges are recorded as skipped, in route order
+            self.stats.answerless += 1
+            by_name = {j.judge: j for j in ran}
+            judgements = [
+                by_name[j.name] if not judge_needs_answer(j) else _skipped_no_answer(j) for j in judges
+            ]
         if trace.incomplete:
             self.stats.incomplete += 1
             outcome = TraceOutcome.INCOMPLETE

@@ -9,11 +9,16 @@ Definitions (issue 3):
 - ``averages[judge]`` = mean score of the judge over the cases it scored (``None`` when it scored none).
 - ``counts`` = ``pass`` / ``fail`` / ``error`` / ``skipped`` over judgements. A case that was not evaluable
   (no question, no answer) ran no judge; it counts as ``skipped`` once for every judge that would have run.
+  A case without an answer that the retrieval judges (``needs_answer = False``) could judge is ``evaluated``:
+  its answer-needing judges have ``skipped``/``no_answer`` judgements, counted like any other; the case is
+  scored (and can pass) on the retrieval judges alone, and those answer judges' ``coverage`` shows the gap.
 - ``tokens`` = judge-model tokens (``prompt``, ``completion``) summed over all judgements.
+- ``judges_added`` = judges added to ``enabled_judges`` for this test set because it can measure retrieval
+  (:mod:`ragpulse.replay.judge_defaults`; empty when the user chose the judges or none were added).
 - ``judges[judge]`` = per-judge detail: ``mean``, ``pass_rate`` (passed / scored), ``coverage`` (scored / all
   cases), ``scored`` and the four counts.
 - ``cases`` = one row per case: ``case_id``, ``trace_id``, ``outcome``, ``passed``, ``scored``, ``reason``
-  (why it failed or was not scored) and ``judgements`` (judge → ``score``, ``passed``, ``status``, ``reason``).
+  (why it failed or was not scored: failed and errored judgements first, then skipped ones) and ``judgements`` (judge → ``score``, ``passed``, ``status``, ``reason``).
 - ``diagnosis`` = which side is weak, retrieval or generation, per case and overall
   (:func:`ragpulse.replay.diagnosis.diagnose` of the case rows).
 
@@ -78,6 +83,8 @@ def _case_row(c: CaseResult) -> tuple[dict[str, Any], bool, bool]:
         reason = c.note or c.result.outcome_reason or c.result.outcome.value
     elif not passed:
         bad = [j for j in js if j.status is not JudgementStatus.OK or not j.passed]
+        # failures and errors first, skipped judgements (e.g. no_answer) last
+        bad.sort(key=lambda j: j.status is JudgementStatus.SKIPPED)
         reason = "; ".join(f"{j.judge}: {j.reason or j.outcome}" for j in bad) or "no_judgements"
     else:
         reason = None
@@ -111,6 +118,7 @@ def build_report(
     judges: Sequence[str],
     wall_seconds: float,
     status: RunStatus | None = None,
+    judges_added: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Compute the run report (a JSON-able dict; see the module docstring for every key).
 
@@ -120,6 +128,7 @@ def build_report(
         judges: judge names of the run, in display order (judges met only in results are appended).
         wall_seconds: wall time of the run, seconds.
         status: the run status; ``None`` → :func:`run_status` of ``cases``.
+        judges_added: judges added to the default list for this test set (report key ``judges_added``).
     """
     names = list(dict.fromkeys(judges))
     for c in cases:
@@ -175,6 +184,7 @@ def build_report(
         "tokens": tokens,
         "wall_seconds": round(wall_seconds, 3),
         "judges": detail,
+        "judges_added": list(judges_added),
         "cases": rows,
         "diagnosis": diagnose(rows),
     }

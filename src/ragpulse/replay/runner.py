@@ -3,7 +3,8 @@
 A case's trace id is ``sha256(run_id + "\\x1f" + case_id)`` cut to 32 hex characters, so replaying with the
 same run id re-judges the same traces and the store's upserts keep one judgement per (trace, judge, version).
 Recorded answers are judged as they are; a case without one is sent to the RAG endpoint when a
-:class:`~ragpulse.replay.rag_client.RagClient` is given, else it is not evaluable (``no_answer``) and still
+:class:`~ragpulse.replay.rag_client.RagClient` is given; without an endpoint only the judges that need no
+answer (the retrieval judges) judge it, and when none applies it is not evaluable (``no_answer``) and still
 appears in the report. Sampling does not apply to replays (every case is judged).
 """
 
@@ -148,6 +149,7 @@ async def run_replay(
     exporters: Sequence[Exporter] = (),
     rag_client: RagClient | None = None,
     progress: ProgressCallback | None = None,
+    judges_added: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Replay ``test_set`` through an engine and return the run report (see :mod:`ragpulse.replay.report`).
 
@@ -155,6 +157,9 @@ async def run_replay(
     status ``completed`` or ``completed_with_errors`` (an error judgement, a RAG endpoint failure or a failed
     store write) and the report. If the replay itself breaks (e.g. the store is gone), the run is marked
     ``failed`` when possible and the exception propagates.
+
+    ``judges_added`` names the judges added to the default list for this test set (report key
+    ``judges_added``, see :func:`ragpulse.replay.judge_defaults.default_replay_judges`).
 
     Raises:
         StoreError: creating/finishing the run failed.
@@ -228,6 +233,7 @@ async def run_replay(
         cases=results,
         judges=list(judges),
         wall_seconds=time.perf_counter() - started,
+        judges_added=judges_added,
     )
     await store.finish_run(run_id, RunStatus(report["status"]), report)
     log.info(
