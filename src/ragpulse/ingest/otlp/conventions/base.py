@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ragpulse.ingest.otlp.spans import SpanData
+from ragpulse.model import Document
 
 __all__ = [
     "ConventionMapper",
@@ -25,9 +26,13 @@ __all__ = [
     "as_text",
     "doc_id_from_metadata",
     "indexed",
+    "last_ended",
+    "last_text",
+    "make_document",
     "maybe_json",
     "message_text",
     "parse_messages",
+    "ranked",
     "spans_in_start_order",
     "top_span",
 ]
@@ -62,6 +67,11 @@ def top_span(spans: Sequence[SpanData]) -> SpanData | None:
     """The trace's root span if present, else ``None``."""
     roots = [s for s in spans if s.is_root]
     return spans_in_start_order(roots)[0] if roots else None
+
+
+def last_ended(spans: Sequence[SpanData]) -> SpanData | None:
+    """The span that ended last (the first of them on a tie), or ``None`` for no spans."""
+    return max(spans, key=lambda s: s.end_unix_nano) if spans else None
 
 
 def maybe_json(value: Any) -> Any:
@@ -198,3 +208,35 @@ def doc_id_from_metadata(metadata: Any) -> str | None:
             if t:
                 return t
     return None
+
+
+def make_document(
+    *, doc_id: Any, content: Sequence[Any], score: Any = None, metadata: Any = None
+) -> Document:
+    """A :class:`~ragpulse.model.Document` from raw attribute values.
+
+    Args:
+        doc_id: the reported id; when it is not text, the id comes from ``metadata``
+            (:func:`doc_id_from_metadata`), else ``None``.
+        content: candidate content values, first non-blank text wins; ``""`` when none is text.
+        score: a number or numeric string (``None`` otherwise).
+        metadata: a mapping or its JSON-string form; anything else gives ``{}``.
+    """
+    md = maybe_json(metadata)
+    return Document(
+        id=as_text(doc_id) or doc_id_from_metadata(md),
+        content=next((t for t in map(as_text, content) if t), ""),
+        score=as_float(score),
+        metadata=dict(md) if isinstance(md, Mapping) else {},
+    )
+
+
+def ranked(docs: Sequence[Document]) -> list[Document]:
+    """The documents with ``rank`` set to their 0-based position."""
+    return [d.model_copy(update={"rank": i}) for i, d in enumerate(docs)]
+
+
+def last_text(messages: Sequence[tuple[str, str]], roles: Sequence[str]) -> str | None:
+    """The text of the last ``(role, text)`` message whose role is in ``roles``, or ``None``."""
+    picked = [t for role, t in messages if role in roles]
+    return picked[-1] if picked else None

@@ -21,11 +21,13 @@ from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
     MappedFields,
-    as_float,
     as_text,
-    doc_id_from_metadata,
+    last_ended,
+    last_text,
+    make_document,
     maybe_json,
     parse_messages,
+    ranked,
     spans_in_start_order,
     top_span,
 )
@@ -101,11 +103,6 @@ def call_messages(span: SpanData, direction: str) -> list[tuple[str, str]]:
     return out
 
 
-def _last(messages: list[tuple[str, str]], roles: tuple[str, ...]) -> str | None:
-    picked = [t for role, t in messages if role in roles]
-    return picked[-1] if picked else None
-
-
 def _documents(value: Any) -> list[Document]:
     v = maybe_json(value)
     if not isinstance(v, list):
@@ -118,16 +115,12 @@ def _documents(value: Any) -> list[Document]:
             continue
         if not isinstance(item, Mapping):
             continue
-        md = maybe_json(item.get("metadata"))
         docs.append(
-            Document(
-                id=as_text(item.get("id")) or doc_id_from_metadata(md),
-                content=as_text(item.get("content"))
-                or as_text(item.get("text"))
-                or as_text(item.get("page_content"))
-                or "",
-                score=as_float(item.get("score")),
-                metadata=dict(md) if isinstance(md, Mapping) else {},
+            make_document(
+                doc_id=item.get("id"),
+                content=[item.get("content"), item.get("text"), item.get("page_content")],
+                score=item.get("score"),
+                metadata=item.get("metadata"),
             )
         )
     return docs
@@ -149,34 +142,36 @@ class GenAiMapper:
         ordered = spans_in_start_order(spans)
         root = top_span(spans)
         calls = [s for s in ordered if is_model_call(s)]
-        last_call = max(calls, key=lambda s: s.end_unix_nano) if calls else None
+        last_call = last_ended(calls)
         retrievals = [s for s in ordered if str(s.attributes.get(OP, "")) == "retrieval"]
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
         question = None
         if root is not None and root is not last_call:
-            question = _last(parse_messages(root.attributes.get("gen_ai.input.messages")), ("user",))
+            question = last_text(parse_messages(root.attributes.get("gen_ai.input.messages")), ("user",))
         if question is None:
             for r in retrievals:
                 question = as_text(r.attributes.get("gen_ai.retrieval.query.text"))
                 if question:
                     break
         if question is None and last_call is not None:
-            question = _last(call_messages(last_call, "input"), ("user",))
+            question = last_text(call_messages(last_call, "input"), ("user",))
         out["question"] = question
 
         answer = None
         if root is not None:
-            answer = _last(parse_messages(root.attributes.get("gen_ai.output.messages")), ("assistant", ""))
+            answer = last_text(
+                parse_messages(root.attributes.get("gen_ai.output.messages")), ("assistant", "")
+            )
         if answer is None and last_call is not None:
-            answer = _last(call_messages(last_call, "output"), ("assistant", ""))
+            answer = last_text(call_messages(last_call, "output"), ("assistant", ""))
         out["answer"] = answer
 
         docs: list[Document] = []
         for r in retrievals or ordered:
             docs.extend(_documents(r.attributes.get("gen_ai.retrieval.documents")))
-        out["documents"] = [d.model_copy(update={"rank": i}) for i, d in enumerate(docs)]
+        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(retrievals) or bool(docs)
 
         if last_call is not None:

@@ -20,11 +20,13 @@ from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
     MappedFields,
-    as_float,
     as_text,
-    doc_id_from_metadata,
+    last_ended,
+    last_text,
+    make_document,
     maybe_json,
     parse_messages,
+    ranked,
     spans_in_start_order,
     top_span,
 )
@@ -52,8 +54,7 @@ def _text(value: Any, keys: tuple[str, ...], role: str) -> str | None:
         else:
             return None
     if isinstance(v, list):
-        picked = [t for r, t in parse_messages(v) if r in (role, "")]
-        return picked[-1] if picked else None
+        return last_text(parse_messages(v), (role, ""))
     return None
 
 
@@ -68,16 +69,12 @@ def _documents(value: Any) -> list[Document]:
         if isinstance(item, str):
             docs.append(Document(content=item))
         elif isinstance(item, Mapping):
-            md = maybe_json(item.get("metadata"))
             docs.append(
-                Document(
-                    id=as_text(item.get("id")) or doc_id_from_metadata(md),
-                    content=as_text(item.get("content"))
-                    or as_text(item.get("page_content"))
-                    or as_text(item.get("text"))
-                    or "",
-                    score=as_float(item.get("score")),
-                    metadata=dict(md) if isinstance(md, Mapping) else {},
+                make_document(
+                    doc_id=item.get("id"),
+                    content=[item.get("content"), item.get("page_content"), item.get("text")],
+                    score=item.get("score"),
+                    metadata=item.get("metadata"),
                 )
             )
     return docs
@@ -106,7 +103,7 @@ class LangfuseMapper:
         root = top_span(spans)
         ordered = ([root] if root else []) + [s for s in spans_in_start_order(spans) if s is not root]
         gens = [s for s in ordered if s.attributes.get(_TYPE) == "generation"]
-        last_gen = max(gens, key=lambda s: s.end_unix_nano) if gens else None
+        last_gen = last_ended(gens)
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
@@ -131,7 +128,7 @@ class LangfuseMapper:
         docs: list[Document] = []
         for r in retrievers:
             docs.extend(_documents(r.attributes.get("langfuse.observation.output")))
-        out["documents"] = [d.model_copy(update={"rank": i}) for i, d in enumerate(docs)]
+        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(retrievers)
 
         for s in ordered:

@@ -22,13 +22,15 @@ from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
     MappedFields,
-    as_float,
     as_text,
-    doc_id_from_metadata,
     indexed,
+    last_ended,
+    last_text,
+    make_document,
     maybe_json,
     message_text,
     parse_messages,
+    ranked,
     spans_in_start_order,
     top_span,
 )
@@ -64,8 +66,7 @@ def _value_text(span: SpanData, key: str, fields: tuple[str, ...]) -> str | None
             if t:
                 return t
         role = "user" if key == "input.value" else "assistant"
-        picked = [t for r, t in parse_messages(parsed.get("messages")) if r == role]
-        return picked[-1] if picked else None
+        return last_text(parse_messages(parsed.get("messages")), (role,))
     if "json" in mime:
         return None
     return as_text(raw)
@@ -89,20 +90,15 @@ def _messages(span: SpanData, prefix: str) -> list[tuple[str, str]]:
 
 
 def _documents(span: SpanData, prefix: str) -> list[Document]:
-    docs = []
-    for d in indexed(span.attributes, prefix):
-        md_raw = d.get("document.metadata")
-        md = maybe_json(md_raw)
-        doc_id = as_text(d.get("document.id")) or doc_id_from_metadata(md)
-        docs.append(
-            Document(
-                id=doc_id,
-                content=as_text(d.get("document.content")) or "",
-                score=as_float(d.get("document.score")),
-                metadata=dict(md) if isinstance(md, Mapping) else {},
-            )
+    return [
+        make_document(
+            doc_id=d.get("document.id"),
+            content=[d.get("document.content")],
+            score=d.get("document.score"),
+            metadata=d.get("document.metadata"),
         )
-    return docs
+        for d in indexed(span.attributes, prefix)
+    ]
 
 
 class OpenInferenceMapper:
@@ -125,7 +121,7 @@ class OpenInferenceMapper:
         retrievers = [s for s in ordered if _kind(s) == "RETRIEVER"]
         rerankers = [s for s in ordered if _kind(s) == "RERANKER"]
         llms = [s for s in ordered if _kind(s) == "LLM"]
-        last_llm = max(llms, key=lambda s: s.end_unix_nano) if llms else None
+        last_llm = last_ended(llms)
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
@@ -136,14 +132,12 @@ class OpenInferenceMapper:
                 if question:
                     break
         if question is None and last_llm is not None:
-            users = [t for role, t in _messages(last_llm, "llm.input_messages") if role == "user"]
-            question = users[-1] if users else None
+            question = last_text(_messages(last_llm, "llm.input_messages"), ("user",))
         out["question"] = question
 
         answer = _value_text(top, "output.value", _ANSWER_KEYS) if top else None
         if answer is None and last_llm is not None:
-            outs = [t for role, t in _messages(last_llm, "llm.output_messages") if role in ("assistant", "")]
-            answer = outs[-1] if outs else None
+            answer = last_text(_messages(last_llm, "llm.output_messages"), ("assistant", ""))
         out["answer"] = answer
 
         docs: list[Document] = []
@@ -154,7 +148,7 @@ class OpenInferenceMapper:
         if not docs:
             for r in retrievers:
                 docs.extend(_documents(r, "retrieval.documents"))
-        out["documents"] = [d.model_copy(update={"rank": i}) for i, d in enumerate(docs)]
+        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(retrievers or rerankers)
 
         if last_llm is not None:

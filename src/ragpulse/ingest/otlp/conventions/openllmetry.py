@@ -20,12 +20,15 @@ from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
     MappedFields,
-    as_float,
     as_text,
     doc_id_from_metadata,
     indexed,
+    last_ended,
+    last_text,
+    make_document,
     maybe_json,
     parse_messages,
+    ranked,
     spans_in_start_order,
     top_span,
 )
@@ -99,13 +102,12 @@ def _event_documents(spans: Sequence[SpanData]) -> list[Document]:
             if e.name != "db.query.result":
                 continue
             a = e.attributes
-            md = maybe_json(a.get("db.query.result.metadata"))
             docs.append(
-                Document(
-                    id=as_text(a.get("db.query.result.id")) or doc_id_from_metadata(md),
-                    content=as_text(a.get("db.query.result.document")) or "",
-                    score=as_float(a.get("db.query.result.distance", a.get("db.query.result.score"))),
-                    metadata=dict(md) if isinstance(md, Mapping) else {},
+                make_document(
+                    doc_id=a.get("db.query.result.id"),
+                    content=[a.get("db.query.result.document")],
+                    score=a.get("db.query.result.distance", a.get("db.query.result.score")),
+                    metadata=a.get("db.query.result.metadata"),
                 )
             )
     return docs
@@ -152,7 +154,7 @@ class OpenLlmetryMapper:
         top = root if root is not None and "traceloop.entity.input" in root.attributes else None
         top = top or (workflows[0] if workflows else None)
         calls = [s for s in ordered if _is_model_call(s)]
-        last_call = max(calls, key=lambda s: s.end_unix_nano) if calls else None
+        last_call = last_ended(calls)
         tasks = [s for s in ordered if s.attributes.get("traceloop.span.kind") == "task"]
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
@@ -164,14 +166,12 @@ class OpenLlmetryMapper:
                 if question:
                     break
         if question is None and last_call is not None:
-            users = [t for role, t in _call_messages(last_call, "prompt") if role == "user"]
-            question = users[-1] if users else None
+            question = last_text(_call_messages(last_call, "prompt"), ("user",))
         out["question"] = question
 
         answer = _entity_answer(top) if top else None
         if answer is None and last_call is not None:
-            outs = [t for role, t in _call_messages(last_call, "completion") if role in ("assistant", "")]
-            answer = outs[-1] if outs else None
+            answer = last_text(_call_messages(last_call, "completion"), ("assistant", ""))
         out["answer"] = answer
 
         docs = _event_documents(ordered)
@@ -179,7 +179,7 @@ class OpenLlmetryMapper:
             attrs["retrieval.score_kind"] = "distance"
         else:
             docs = _task_documents(tasks)
-        out["documents"] = [d.model_copy(update={"rank": i}) for i, d in enumerate(docs)]
+        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(docs) or any(
             "db.system" in s.attributes
             or str(s.attributes.get("gen_ai.operation.name", "")).startswith("vector_db")
