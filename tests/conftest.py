@@ -39,23 +39,22 @@ def _url_for(name: str) -> str:
     return f"{base}/{name}"
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """URL of a fresh, empty database on the test PostgreSQL server, dropped after the test."""
+def _private_db() -> Iterator[str]:
     name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
     _run(_create_db(name))
     try:
         yield _url_for(name)
     finally:
         _run(_drop_db(name))
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """URL of a fresh, empty database on the test PostgreSQL server, dropped after the test."""
+    yield from _private_db()
 
 
 @pytest.fixture(scope="session")
 def pg_url_session() -> Iterator[str]:
     """Like :func:`pg_url` but shared by a whole test session (tests must not depend on emptiness)."""
-    name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
-    _run(_create_db(name))
-    try:
-        yield _url_for(name)
-    finally:
-        _run(_drop_db(name))
+    yield from _private_db()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
+from testsupport import shared_dir
 
 PARIS = "The Eiffel Tower is in Paris. It was completed in 1889."
 Q = "Where is the Eiffel Tower?"
@@ -94,9 +94,7 @@ def test_calibrate_usage_errors(cases: Path, tmp_path: Path) -> None:
 
 def test_calibrate_ares_human(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    shared = Path(env) if env else Path(__file__).resolve().parents[2] / ".." / "shared"
-    path = shared / "datasets" / "ares_human" / "ares_human.sample.jsonl"
+    path = shared_dir() / "datasets" / "ares_human" / "ares_human.sample.jsonl"
     if not path.exists():
         pytest.skip(f"shared data not found: {path}")
     out = run_json(str(path), "--judge", "faithfulness", "--label", "answer_faithfulness")

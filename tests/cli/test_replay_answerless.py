@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +13,14 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
+from testsupport import shared_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 20
 
 
 def _rgb_head(dest: Path) -> tuple[Path, list[dict[str, Any]]]:
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    src = (Path(env) if env else ROOT / ".." / "shared") / "datasets" / "rgb_zh" / "rgb_zh.sample.jsonl"
+    src = shared_dir() / "datasets" / "rgb_zh" / "rgb_zh.sample.jsonl"
     if not src.is_file():
         pytest.skip(f"shared dataset not found: {src}")
     lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if ln.strip()][:N]

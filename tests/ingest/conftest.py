@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from kafka_testutil import free_port
+
+from testsupport import tansu_broker
 
 
 def _broker_bin() -> str:
@@ -27,43 +25,8 @@ def _broker_bin() -> str:
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
     """``host:port`` of a tansu broker with memory storage, started once per test session."""
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [
-            _broker_bin(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-            "--cluster-id",
-            f"ragpulse-{uuid.uuid4().hex[:8]}",
-            "--silent",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("tansu broker did not start") from None
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with tansu_broker(_broker_bin(), cluster_prefix="ragpulse", start_timeout=15) as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import socket
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,19 +18,6 @@ from ragpulse.model import Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def shared_dir() -> Path:
-    """The shared data folder: ``RAGPULSE_SHARED_DIR`` or the sibling ``shared/`` of the repository root."""
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    return Path(env) if env else REPO / ".." / "shared"
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int = 3) -> None:

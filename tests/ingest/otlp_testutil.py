@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,14 @@ import pytest
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.model import Source, Trace
 from ragpulse.protocols import AckCallback
+from testsupport import shared_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def fixtures_dir() -> Path:
     """``<shared>/fixtures``: ``RAGPULSE_SHARED_DIR`` or the sibling ``shared/`` of the repository; skip if absent."""
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    d = (Path(env) if env else REPO / ".." / "shared") / "fixtures"
+    d = shared_dir() / "fixtures"
     if not (d / "expected-records.json").is_file():
         pytest.skip(f"shared fixtures not found at {d}")
     return d

@@ -9,10 +9,10 @@ from typing import Any
 
 import jsonschema
 import pytest
-from kafka_testutil import shared_dir
 
 from ragpulse.ingest.events import EventRejected, event_schema, parse_event
 from ragpulse.model import Source
+from testsupport import shared_dir
 
 
 def _fixture_lines() -> tuple[list[bytes], list[dict[str, Any]]]:

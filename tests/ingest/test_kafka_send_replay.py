@@ -14,11 +14,12 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from kafka_testutil import REPO, RecordingSink, create_topic, free_port, read_topic, shared_dir
+from kafka_testutil import REPO, RecordingSink, create_topic, read_topic
 from serve_testutil import ServeProcess
 
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp import OtlpReceivers
+from testsupport import free_port, shared_dir
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 
@@ -23,13 +21,9 @@ from ragpulse.judges.calibration import (
 )
 from ragpulse.judges.heuristic import HeuristicFaithfulnessJudge
 from ragpulse.model import Backend, Judgement, Trace
+from testsupport import shared_dir
 
 COMMON = {"judge": "faithfulness", "version": "v", "backend": Backend.HEURISTIC}
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / ".." / "shared"
 
 
 def judged(score: float, threshold: float = 0.5) -> Judgement:

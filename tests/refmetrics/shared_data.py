@@ -3,23 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testsupport import shared_dir
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def shared_dir() -> Path:
-    env = os.environ.get("RAGPULSE_SHARED_DIR")
-    if env:
-        return Path(env)
-    for cand in (REPO / ".." / "shared", REPO / ".." / ".." / "shared"):
-        if cand.is_dir():
-            return cand.resolve()
-    return (REPO / ".." / "shared").resolve()
 
 
 def rgb_path() -> Path:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,6 +18,7 @@ from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.model import Judgement
 from ragpulse.store import open_store
+from testsupport import serve_http
 
 from .kestrel import CHECKLISTS, KESTREL
 from .shared_data import rgb_path, rgb_rows
@@ -152,14 +152,8 @@ class _RgbRag(BaseHTTPRequestHandler):
 @pytest.fixture
 def rgb_rag() -> Iterator[str]:
     _RgbRag.by_question = {r["question"]: r for r in rgb_rows()}
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _RgbRag)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/ask"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serve_http(_RgbRag) as base:
+        yield f"{base}/ask"
 
 
 def _ap(flags: list[int]) -> float:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from ragpulse.config import Settings
 from ragpulse.replay.rag_client import RagClient, RagEndpointError
+from testsupport import serve_http
 
 SEEN: list[dict[str, Any]] = []
 
@@ -43,15 +43,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    SEEN.clear()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/rag"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serve_http(_Handler) as base:
+        SEEN.clear()
+        yield f"{base}/rag"
 
 
 async def test_answer_contexts_ids_and_bearer(url: str, monkeypatch: pytest.MonkeyPatch) -> None:

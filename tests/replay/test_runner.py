@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from ragpulse.model import RunStatus, TestCase, TestSet, Trace
 from ragpulse.replay import case_trace_id, run_replay
 from ragpulse.replay.rag_client import RagClient
 from ragpulse.testing.fakes import MemoryStore, ScriptedJudge
+from testsupport import serve_http
 
 
 def _ts() -> TestSet:
@@ -115,14 +115,8 @@ class _Rag(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def rag_url() -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Rag)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/ask"
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with serve_http(_Rag) as base:
+        yield f"{base}/ask"
 
 
 async def test_cases_without_answer_ask_the_rag_endpoint(rag_url: str) -> None:

@@ -1,0 +1,102 @@
+"""Helpers shared by the test packages: the shared data folder, free ports, subprocesses, a tansu broker,
+a loopback HTTP server.
+
+``tests/`` is on ``sys.path`` (pytest inserts the folder of the root ``conftest.py``), so any test module can
+``import testsupport``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    """The shared read-only data folder: ``RAGPULSE_SHARED_DIR``, else ``shared/`` beside the repository root
+    (or beside its parent, for a git worktree checked out one level deeper)."""
+    env = os.environ.get("RAGPULSE_SHARED_DIR")
+    if env:
+        return Path(env)
+    for cand in (REPO / ".." / "shared", REPO / ".." / ".." / "shared"):
+        if cand.is_dir():
+            return cand.resolve()
+    return (REPO / ".." / "shared").resolve()
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 20.0) -> None:
+    """Wait until 127.0.0.1:``port`` accepts connections.
+
+    Raises:
+        RuntimeError: ``proc`` exited, or ``timeout`` seconds passed.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.05)
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM ``proc``, SIGKILL it when it has not exited after ``timeout`` seconds, and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def tansu_broker(binary: str, *, cluster_prefix: str, start_timeout: float = 20.0) -> Iterator[str]:
+    """Run a tansu Kafka-protocol broker (memory storage) on a free port; yields its ``host:port``.
+
+    Raises:
+        RuntimeError: the broker did not accept connections within ``start_timeout`` seconds.
+    """
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/", "--cluster-id", f"{cluster_prefix}-{uuid.uuid4().hex[:8]}",
+         "--silent"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_port(port, proc, "tansu broker", start_timeout)
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop_process(proc)
+
+
+@contextmanager
+def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` with a ``ThreadingHTTPServer`` on a free loopback port in a thread; yields the base
+    URL ``http://127.0.0.1:<port>`` and shuts the server down afterwards."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
