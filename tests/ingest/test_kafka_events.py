@@ -224,3 +224,13 @@ def test_deeply_nested_message_is_rejected_not_raised() -> None:
     deep_attr = b'{"traceId": "a", "attributes": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
     with pytest.raises(EventRejected, match="nested too deeply"):
         parse_event(deep_attr)
+
+
+def test_event_key_of_unreadable_values_is_none() -> None:
+    from ragpulse.ingest.publish import event_key
+
+    assert event_key(b'{"traceId": "abc", "question": "q"}') == b"abc"
+    assert event_key(b'{"trace_id": 7}') == b"7"
+    assert event_key(b"{oops") is None
+    assert event_key(b"\xff\xfe") is None
+    assert event_key(b"[" * 100_000 + b"]" * 100_000) is None
