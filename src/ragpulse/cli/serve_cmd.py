@@ -80,16 +80,15 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         StoreError: the database cannot be reached at start-up.
         IngestError: the Kafka brokers cannot be reached at start-up.
     """
+    from ragpulse.cli.replay_cmd import open_judges
     from ragpulse.engine import Engine
     from ragpulse.export import build_exporters, metrics_asgi_app, shutdown_exporters
-    from ragpulse.judges.registry import build_judges
     from ragpulse.store import open_store
 
     if stop is None:
         stop = asyncio.Event()
         _install_signals(stop)
     exporters = build_exporters(settings)
-    judges = build_judges(settings)
     sources: dict[str, Any] = {}
     stopping = False
     failure: BaseException | None = None
@@ -121,6 +120,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             http = await stack.enter_async_context(
                 HealthServer(settings.http_address, checks, metrics_asgi_app())
             )
+            judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
             engine = await stack.enter_async_context(Engine(judges, store, settings, exporters))
             if otlp_on:
                 from ragpulse.ingest.otlp import OtlpReceivers

@@ -186,15 +186,13 @@ async def close_judges(judges: Mapping[str, Judge]) -> None:
     clients: dict[int, LLMClient] = {}
     others: list[tuple[str, Any]] = []
     for name, judge in judges.items():
-        found = False
         for holder in (judge, getattr(judge, "caller", None)):
             for attr in ("client", "_client"):
                 c = getattr(holder, attr, None)
                 if isinstance(c, LLMClient):
                     clients[id(c)] = c
-                    found = True
         closer = getattr(judge, "aclose", None)
-        if not found and closer is not None:
+        if closer is not None:  # idempotent: also releases what a judge holds beside the LLM client
             others.append((name, closer))
     for c in clients.values():
         try:
