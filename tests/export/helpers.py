@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import uvicorn
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -80,26 +80,36 @@ def attr_value(v: AnyValue) -> Any:
     return getattr(v, kind) if kind else None
 
 
-class OtlpMetricsReceiver:
-    """A test-owned OTLP/HTTP metrics receiver (``POST /v1/metrics``, protobuf); ``requests`` holds them."""
+class OtlpHttpReceiver:
+    """A test-owned OTLP/HTTP receiver: ``POST <path>`` with a protobuf body of ``request_type``.
+
+    Each parsed request is handed to :meth:`_received` under ``_lock``. ``gate`` (a ``threading.Event``) holds
+    each request until set, to simulate a slow collector. ``url`` is the full endpoint URL.
+    """
+
+    path: str
+    request_type: type[Any]
+    response_type: type[Any]
 
     def __init__(self) -> None:
-        self.requests: list[ExportMetricsServiceRequest] = []
+        self.gate = threading.Event()
+        self.gate.set()
         self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                if self.path != "/v1/metrics":
+                receiver.gate.wait(30)
+                if self.path != receiver.path or self.headers.get("Content-Type") != "application/x-protobuf":
                     self.send_response(404)
                     self.end_headers()
                     return
-                req = ExportMetricsServiceRequest()
+                req = receiver.request_type()
                 req.ParseFromString(body)
                 with receiver._lock:
-                    receiver.requests.append(req)
-                payload = ExportMetricsServiceResponse().SerializeToString()
+                    receiver._received(req)
+                payload = receiver.response_type().SerializeToString()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(payload)))
@@ -110,16 +120,35 @@ class OtlpMetricsReceiver:
                 return
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1/metrics"
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}{self.path}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def __enter__(self) -> OtlpMetricsReceiver:
+    def _received(self, req: Any) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.gate.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+class OtlpMetricsReceiver(OtlpHttpReceiver):
+    """A test-owned OTLP/HTTP metrics receiver (``POST /v1/metrics``, protobuf); ``requests`` holds them."""
+
+    path = "/v1/metrics"
+    request_type = ExportMetricsServiceRequest
+    response_type = ExportMetricsServiceResponse
+
+    def __init__(self) -> None:
+        self.requests: list[ExportMetricsServiceRequest] = []
+        super().__init__()
+
+    def _received(self, req: ExportMetricsServiceRequest) -> None:
+        self.requests.append(req)
 
     def metrics(self) -> dict[str, Any]:
         """The last received value of each metric, by name (``Metric`` protobuf messages)."""
@@ -133,62 +162,31 @@ class OtlpMetricsReceiver:
         return out
 
 
-class OtlpLogsReceiver:
+class OtlpLogsReceiver(OtlpHttpReceiver):
     """A test-owned OTLP/HTTP logs receiver (``POST /v1/logs``, protobuf) built on ``opentelemetry-proto``.
 
-    ``records`` holds every received ``LogRecord``; ``resources`` their resource attributes. ``gate`` (a
-    ``threading.Event``) holds each request until set, to simulate a slow collector.
+    ``records`` holds every received ``LogRecord``; ``resources`` their resource attributes; ``requests`` counts
+    the export requests.
     """
+
+    path = "/v1/logs"
+    request_type = ExportLogsServiceRequest
+    response_type = ExportLogsServiceResponse
 
     def __init__(self) -> None:
         self.records: list[LogRecord] = []
         self.resources: list[dict[str, Any]] = []
         self.requests = 0
-        self.gate = threading.Event()
-        self.gate.set()
-        self._lock = threading.Lock()
-        receiver = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                receiver.gate.wait(30)
-                if self.path != "/v1/logs" or self.headers.get("Content-Type") != "application/x-protobuf":
-                    self.send_response(404)
-                    self.end_headers()
-                    return
-                req = ExportLogsServiceRequest()
-                req.ParseFromString(body)
-                with receiver._lock:
-                    receiver.requests += 1
-                    for rl in req.resource_logs:
-                        res = {a.key: attr_value(a.value) for a in rl.resource.attributes}
-                        for sl in rl.scope_logs:
-                            for rec in sl.log_records:
-                                receiver.records.append(rec)
-                                receiver.resources.append(res)
-                payload = ExportLogsServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1/logs"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> OtlpLogsReceiver:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.gate.set()
-        self._server.shutdown()
-        self._server.server_close()
+    def _received(self, req: ExportLogsServiceRequest) -> None:
+        self.requests += 1
+        for rl in req.resource_logs:
+            res = {a.key: attr_value(a.value) for a in rl.resource.attributes}
+            for sl in rl.scope_logs:
+                for rec in sl.log_records:
+                    self.records.append(rec)
+                    self.resources.append(res)
 
     def wait_for(self, n: int, timeout: float = 10.0) -> list[LogRecord]:
         deadline = time.monotonic() + timeout

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,51 +15,33 @@ from ragpulse.config import Settings
 from ragpulse.export import EvaluationSpanExporter, MetricsExporter, build_exporters, shutdown_exporters
 from ragpulse.export.otel_setup import MetricsRuntime
 
-from .helpers import attr_value
+from .helpers import OtlpHttpReceiver, attr_value
 from .test_events import SPAN_ID, TRACE_ID, _result
 
 
-class _TracesReceiver:
+class _TracesReceiver(OtlpHttpReceiver):
+    path = "/v1/traces"
+    request_type = ExportTraceServiceRequest
+    response_type = ExportTraceServiceResponse
+
     def __init__(self) -> None:
         self.spans: list[Span] = []
         self.resources: list[dict[str, Any]] = []
-        rx = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                req = ExportTraceServiceRequest()
-                req.ParseFromString(body)
-                for rs in req.resource_spans:
-                    res = {a.key: attr_value(a.value) for a in rs.resource.attributes}
-                    for ss in rs.scope_spans:
-                        for sp in ss.spans:
-                            rx.spans.append(sp)
-                            rx.resources.append(res)
-                payload = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200 if self.path == "/v1/traces" else 404)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def _received(self, req: ExportTraceServiceRequest) -> None:
+        for rs in req.resource_spans:
+            res = {a.key: attr_value(a.value) for a in rs.resource.attributes}
+            for ss in rs.scope_spans:
+                for sp in ss.spans:
+                    self.spans.append(sp)
+                    self.resources.append(res)
 
 
 def test_evaluator_spans_linked_to_the_evaluated_span(
     metrics_runtime: MetricsRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rx = _TracesReceiver()
-    try:
+    with _TracesReceiver() as rx:
         for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"):
             monkeypatch.delenv(var, raising=False)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rx.url)
@@ -73,8 +53,6 @@ def test_evaluator_spans_linked_to_the_evaluated_span(
             e.on_stored(res, js)
             e.on_stored(res, [])  # redelivery: nothing
         shutdown_exporters(exporters)
-    finally:
-        rx.close()
 
     assert len(rx.spans) == 4
     by_name = {s.name: s for s in rx.spans}

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragpulse.config import Settings
+from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.export.events import EvaluationEventExporter, build_event_exporter
 from ragpulse.export.metrics_exporter import MetricsExporter
 from ragpulse.export.otel_setup import (
@@ -72,7 +73,7 @@ def build_exporters(settings: Settings) -> list[Exporter]:
 def flush_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) -> None:
     """Export what the exporters buffered (evaluation events); never raises."""
     for e in exporters:
-        if isinstance(e, EvaluationEventExporter | EvaluationSpanExporter):
+        if isinstance(e, BatchedOtelExporter):
             try:
                 e.force_flush(timeout_s)
             except Exception as err:
@@ -86,6 +87,6 @@ def shutdown_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) ->
     :func:`shutdown_metrics` stops it at process exit.
     """
     for e in exporters:
-        if isinstance(e, EvaluationEventExporter | EvaluationSpanExporter):
+        if isinstance(e, BatchedOtelExporter):
             e.shutdown(timeout_s)
     flush_metrics(timeout_s)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry import trace as otel_trace
@@ -42,18 +41,17 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from ragpulse import __version__, telemetry
+from ragpulse import __version__
 from ragpulse.config import Settings
 from ragpulse.errors import ExportError
-from ragpulse.logging import get_logger
-from ragpulse.model import Judgement, JudgementStatus, Trace, TraceResult
+from ragpulse.export.batched import BatchedOtelExporter
+from ragpulse.model import Judgement, JudgementStatus, Trace
 
 __all__ = ["EVENT_NAME", "EvaluationEventExporter", "otel_span_id", "otel_trace_id"]
 
 #: The GenAI semantic-conventions event name.
 EVENT_NAME = "gen_ai.evaluation.result"
 
-_log = get_logger(__name__)
 _HEX = re.compile(r"^[0-9a-f]+$")
 
 
@@ -88,7 +86,7 @@ def _default_log_exporter(protocol: str) -> LogRecordExporter:
     return HttpExp()
 
 
-class EvaluationEventExporter:
+class EvaluationEventExporter(BatchedOtelExporter):
     """Emits a ``gen_ai.evaluation.result`` log record per judgement the store inserted or changed.
 
     Args:
@@ -100,8 +98,12 @@ class EvaluationEventExporter:
         schedule_delay_s: longest wait before a partial batch is exported, seconds.
 
     Attributes:
-        emitted: events handed to the pipeline. dropped: events dropped (queue full or SDK failure).
+        emitted: events handed to the pipeline. dropped: events dropped (queue full, closed, or SDK failure).
     """
+
+    _kind = "log"
+    _fail_event = "evaluation_event_failed"
+    _shutdown_failed_event = "evaluation_events_shutdown_failed"
 
     def __init__(
         self,
@@ -114,48 +116,17 @@ class EvaluationEventExporter:
         max_export_batch_size: int = 512,
     ) -> None:
         settings = settings or Settings()
-        self._max_queue = max_queue_size
-        self._processor = BatchLogRecordProcessor(
+        processor = BatchLogRecordProcessor(
             log_exporter or _default_log_exporter(protocol),
             schedule_delay_millis=schedule_delay_s * 1000,
             max_queue_size=max_queue_size,
             max_export_batch_size=min(max_export_batch_size, max_queue_size),
         )
         resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
-        self._provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        self._provider.add_log_record_processor(self._processor)
-        self._logger = self._provider.get_logger("ragpulse.evaluation", __version__)
-        self._redact = settings.redact_text
-        self._closed = False
-        self.emitted = 0
-        self.dropped = 0
-
-    def _queue_full(self) -> bool:
-        # The SDK's BatchProcessor drops the *oldest* record when full and keeps no count we can read; we
-        # look at its queue (when this SDK version exposes it) to drop the new one and count it instead.
-        queue = getattr(getattr(self._processor, "_batch_processor", None), "_queue", None)
-        try:
-            return queue is not None and len(queue) >= self._max_queue
-        except TypeError:
-            return False
-
-    def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None:
-        """Emit one event per judgement in ``changed``; an empty ``changed`` emits nothing. Never raises."""
-        for j in changed:
-            if self._closed or self._queue_full():
-                self._drop()
-                continue
-            try:
-                self._emit(result.trace, j)
-                self.emitted += 1
-                telemetry.EVALUATION_EVENTS.add(1, {"kind": "log"})
-            except Exception as e:  # never raise into the engine
-                self._drop()
-                _log.warning("evaluation_event_failed", error=str(e), error_type=type(e).__name__)
-
-    def _drop(self) -> None:
-        self.dropped += 1
-        telemetry.EVALUATION_EVENTS_DROPPED.add(1, {"kind": "log"})
+        provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+        provider.add_log_record_processor(processor)
+        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=settings.redact_text)
+        self._logger = provider.get_logger("ragpulse.evaluation", __version__)
 
     def _emit(self, trace: Trace, j: Judgement) -> None:
         span_ctx = SpanContext(
@@ -174,21 +145,6 @@ class EvaluationEventExporter:
             event_name=EVENT_NAME,
             attributes=event_attributes(trace, j, redact=self._redact),
         )
-
-    def force_flush(self, timeout_s: float = 5.0) -> bool:
-        """Export buffered events now; ``True`` when everything was exported within ``timeout_s`` seconds."""
-        return bool(self._provider.force_flush(timeout_millis=int(timeout_s * 1000)))
-
-    def shutdown(self, timeout_s: float = 5.0) -> None:
-        """Flush and stop the pipeline (idempotent); later events are dropped and counted."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._provider.force_flush(timeout_millis=int(timeout_s * 1000))
-            self._provider.shutdown()
-        except Exception as e:
-            _log.warning("evaluation_events_shutdown_failed", error=str(e))
 
 
 def event_attributes(trace: Trace, j: Judgement, *, redact: bool = False) -> dict[str, AttributeValue]:

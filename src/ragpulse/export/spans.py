@@ -19,7 +19,6 @@ one collector never makes ragpulse judge its own output. Spans go through a priv
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -27,16 +26,14 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from ragpulse import __version__, telemetry
+from ragpulse import __version__
 from ragpulse.config import Settings
 from ragpulse.errors import ExportError
+from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.export.events import event_attributes, otel_span_id, otel_trace_id
-from ragpulse.logging import get_logger
-from ragpulse.model import Judgement, JudgementStatus, Trace, TraceResult
+from ragpulse.model import Judgement, JudgementStatus, Trace
 
 __all__ = ["EvaluationSpanExporter", "build_span_exporter"]
-
-_log = get_logger(__name__)
 
 
 def _default_span_exporter(protocol: str) -> SpanExporter:
@@ -49,7 +46,7 @@ def _default_span_exporter(protocol: str) -> SpanExporter:
     return HttpExp()
 
 
-class EvaluationSpanExporter:
+class EvaluationSpanExporter(BatchedOtelExporter):
     """Emits an OpenInference ``EVALUATOR`` span per judgement the store inserted or changed.
 
     Args:
@@ -61,6 +58,10 @@ class EvaluationSpanExporter:
         emitted / dropped: spans handed to the pipeline / dropped (queue full, closed, or SDK failure).
     """
 
+    _kind = "span"
+    _fail_event = "evaluation_span_failed"
+    _shutdown_failed_event = "evaluation_spans_shutdown_failed"
+
     def __init__(
         self,
         settings: Settings | None = None,
@@ -71,47 +72,17 @@ class EvaluationSpanExporter:
         schedule_delay_s: float = 1.0,
     ) -> None:
         settings = settings or Settings()
-        self._max_queue = max_queue_size
-        self._processor = BatchSpanProcessor(
+        processor = BatchSpanProcessor(
             span_exporter or _default_span_exporter(protocol),
             max_queue_size=max_queue_size,
             schedule_delay_millis=schedule_delay_s * 1000,
             max_export_batch_size=min(512, max_queue_size),
         )
         resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
-        self._provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        self._provider.add_span_processor(self._processor)
-        self._tracer = self._provider.get_tracer("ragpulse.evaluation", __version__)
-        self._redact = settings.redact_text
-        self._closed = False
-        self.emitted = 0
-        self.dropped = 0
-
-    def _queue_full(self) -> bool:
-        # As in EvaluationEventExporter: look at the SDK batch queue so a full queue drops the new span, counted.
-        queue = getattr(getattr(self._processor, "_batch_processor", None), "_queue", None)
-        try:
-            return queue is not None and len(queue) >= self._max_queue
-        except TypeError:
-            return False
-
-    def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None:
-        """Emit one span per judgement in ``changed``; an empty ``changed`` emits nothing. Never raises."""
-        for j in changed:
-            if self._closed or self._queue_full():
-                self._drop()
-                continue
-            try:
-                self._emit(result.trace, j)
-                self.emitted += 1
-                telemetry.EVALUATION_EVENTS.add(1, {"kind": "span"})
-            except Exception as e:  # never raise into the engine
-                self._drop()
-                _log.warning("evaluation_span_failed", error=str(e), error_type=type(e).__name__)
-
-    def _drop(self) -> None:
-        self.dropped += 1
-        telemetry.EVALUATION_EVENTS_DROPPED.add(1, {"kind": "span"})
+        provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+        provider.add_span_processor(processor)
+        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=settings.redact_text)
+        self._tracer = provider.get_tracer("ragpulse.evaluation", __version__)
 
     def _emit(self, trace: Trace, j: Judgement) -> None:
         links = []
@@ -139,21 +110,6 @@ class EvaluationSpanExporter:
         if j.status is JudgementStatus.ERROR:
             span.set_status(Status(StatusCode.ERROR, j.reason_code or "error"))
         span.end(end_time=end)
-
-    def force_flush(self, timeout_s: float = 5.0) -> bool:
-        """Export buffered spans now; ``True`` when done within ``timeout_s`` seconds."""
-        return bool(self._provider.force_flush(timeout_millis=int(timeout_s * 1000)))
-
-    def shutdown(self, timeout_s: float = 5.0) -> None:
-        """Flush and stop the pipeline (idempotent); later spans are dropped and counted."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._provider.force_flush(timeout_millis=int(timeout_s * 1000))
-            self._provider.shutdown()
-        except Exception as e:
-            _log.warning("evaluation_spans_shutdown_failed", error=str(e))
 
 
 def build_span_exporter(settings: Settings) -> EvaluationSpanExporter | None:

@@ -90,6 +90,13 @@ def _ranks(flags: Sequence[bool]) -> str:
     return ", ".join(r) if r else "none"
 
 
+def _recall_reason(sup: Sequence[bool], missing: Sequence[str]) -> str:
+    reason = f"{sum(sup)} of {len(sup)} reference statements supported by the context"
+    if missing:
+        reason += "; unsupported: " + " | ".join(missing)
+    return reason
+
+
 class _ContextJudge(FrameJudge):
     """Shared set-up: method selection, model, prompts, top-k."""
 
@@ -157,6 +164,29 @@ class _ContextJudge(FrameJudge):
     def _lang(self, trace: Trace) -> str:
         return detect_language(trace.question) if self.language == "auto" else self.language
 
+    def _no_labels(self) -> Judgement:
+        return skipped(reason="no_labels: the trace carries no context_labels", **self._common())
+
+    async def _chunk_flags(self, trace: Trace) -> _Flags | Judgement:
+        """Per-chunk flags of the (top ``k``) retrieved chunks, from labels when the trace has them, else from
+        :meth:`_unlabelled_flags`; or the ``ok``/``skipped`` judgement when there is nothing to judge."""
+        if not trace.documents and not trace.contexts:
+            return self._no_context()
+        labels = self._labels(trace)
+        if labels is not None:
+            return _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, labels.source)
+        if self.method == "labels":
+            return self._no_labels()
+        chunks = self._top(trace.contexts)
+        if not chunks:
+            return self._no_context()
+        if not (trace.question and trace.question.strip()):
+            return skipped(reason="no_question", **self._common())
+        return await self._unlabelled_flags(trace, trace.question, chunks)
+
+    async def _unlabelled_flags(self, trace: Trace, question: str, chunks: list[str]) -> _Flags | Judgement:
+        raise NotImplementedError
+
     def _no_context(self) -> Judgement:
         return ok(
             score=0.0,
@@ -217,33 +247,20 @@ class ContextPrecisionJudge(_ContextJudge):
     prompt_name = "context_precision"
     prompt_placeholders = ("question", "reference", "passages")
 
+    async def _unlabelled_flags(self, trace: Trace, question: str, chunks: list[str]) -> _Flags | Judgement:
+        ref = _reference(trace) or (trace.answer if trace.answer and trace.answer.strip() else None)
+        if ref is None:
+            return skipped(reason="no_reference: no expected answer, keywords or answer", **self._common())
+        if self.caller is not None:
+            return await self._model_flags(trace, chunks, "useful", question=question, reference=ref)
+        stmts = split_statements(ref) or [ref]
+        hf = tuple(any(supported(s, [c], self.min_coverage) for s in stmts) for c in chunks)
+        return _Flags(hf, Backend.HEURISTIC, "heuristic")
+
     async def _decide(self, trace: Trace) -> Judgement:
-        if not trace.documents and not trace.contexts:
-            return self._no_context()
-        labels = self._labels(trace)
-        if labels is not None:
-            flags = _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, labels.source)
-        else:
-            if self.method == "labels":
-                return skipped(reason="no_labels: the trace carries no context_labels", **self._common())
-            chunks = self._top(trace.contexts)
-            if not chunks:
-                return self._no_context()
-            if not (trace.question and trace.question.strip()):
-                return skipped(reason="no_question", **self._common())
-            ref = _reference(trace) or (trace.answer if trace.answer and trace.answer.strip() else None)
-            if ref is None:
-                return skipped(
-                    reason="no_reference: no expected answer, keywords or answer", **self._common()
-                )
-            if self.caller is not None:
-                flags = await self._model_flags(
-                    trace, chunks, "useful", question=trace.question, reference=ref
-                )
-            else:
-                stmts = split_statements(ref) or [ref]
-                hf = tuple(any(supported(s, [c], self.min_coverage) for s in stmts) for c in chunks)
-                flags = _Flags(hf, Backend.HEURISTIC, "heuristic")
+        flags = await self._chunk_flags(trace)
+        if isinstance(flags, Judgement):
+            return flags
         score = average_precision(flags.flags)
         n_rel = sum(flags.flags)
         reason = (
@@ -283,7 +300,7 @@ class ContextRecallJudge(_ContextJudge):
                 score, reason, _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, labels.source)
             )
         if self.method == "labels":
-            return skipped(reason="no_labels: the trace carries no context_labels", **self._common())
+            return self._no_labels()
         ref = _reference(trace)
         if ref is None:
             return skipped(reason="no_reference", **self._common())
@@ -296,12 +313,12 @@ class ContextRecallJudge(_ContextJudge):
         if not stmts:
             return skipped(reason="no_statements: the reference has no statements", **self._common())
         sup = [supported(s, chunks, self.min_coverage) for s in stmts]
-        score = share(sup) or 0.0
         missing = [s for s, ok_ in zip(stmts, sup, strict=True) if not ok_]
-        reason = f"{sum(sup)} of {len(stmts)} reference statements supported by the context"
-        if missing:
-            reason += "; unsupported: " + " | ".join(missing)
-        return self._finish(score, reason, _Flags(tuple(sup), Backend.HEURISTIC, "heuristic"))
+        return self._finish(
+            share(sup) or 0.0,
+            _recall_reason(sup, missing),
+            _Flags(tuple(sup), Backend.HEURISTIC, "heuristic"),
+        )
 
     async def _model_recall(self, trace: Trace, chunks: list[str], ref: str) -> Judgement:
         assert self.caller is not None and self.prompts is not None
@@ -322,11 +339,11 @@ class ContextRecallJudge(_ContextJudge):
             sup.append(b)
             if not b:
                 missing.append(str(it.get("statement", "")))
-        score = share(sup) or 0.0
-        reason = f"{sum(sup)} of {len(sup)} reference statements supported by the context"
-        if missing:
-            reason += "; unsupported: " + " | ".join(missing)
-        return self._finish(score, reason, _Flags(tuple(sup), Backend.LLM, "llm", reply, truncated))
+        return self._finish(
+            share(sup) or 0.0,
+            _recall_reason(sup, missing),
+            _Flags(tuple(sup), Backend.LLM, "llm", reply, truncated),
+        )
 
 
 class ContextRelevanceJudge(_ContextJudge):
@@ -341,25 +358,16 @@ class ContextRelevanceJudge(_ContextJudge):
     prompt_placeholders = ("question", "passages")
     default_coverage = 0.5
 
+    async def _unlabelled_flags(self, trace: Trace, question: str, chunks: list[str]) -> _Flags | Judgement:
+        if self.caller is not None:
+            return await self._model_flags(trace, chunks, "relevant", question=question)
+        hf = tuple(coverage(question, c) >= self.min_coverage for c in chunks)
+        return _Flags(hf, Backend.HEURISTIC, "heuristic")
+
     async def _decide(self, trace: Trace) -> Judgement:
-        if not trace.documents and not trace.contexts:
-            return self._no_context()
-        labels = self._labels(trace)
-        if labels is not None:
-            flags = _Flags(tuple(self._top(labels.retrieved)), Backend.HEURISTIC, labels.source)
-        else:
-            if self.method == "labels":
-                return skipped(reason="no_labels: the trace carries no context_labels", **self._common())
-            chunks = self._top(trace.contexts)
-            if not chunks:
-                return self._no_context()
-            if not (trace.question and trace.question.strip()):
-                return skipped(reason="no_question", **self._common())
-            if self.caller is not None:
-                flags = await self._model_flags(trace, chunks, "relevant", question=trace.question)
-            else:
-                hf = tuple(coverage(trace.question, c) >= self.min_coverage for c in chunks)
-                flags = _Flags(hf, Backend.HEURISTIC, "heuristic")
+        flags = await self._chunk_flags(trace)
+        if isinstance(flags, Judgement):
+            return flags
         score = share(flags.flags) or 0.0
         reason = (
             f"{sum(flags.flags)} of {len(flags.flags)} retrieved chunks relevant to the question "

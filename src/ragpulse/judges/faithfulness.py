@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ragpulse.errors import ConfigError, JudgeError
-from ragpulse.judges.base import skipped
 from ragpulse.judges.llm_judge import CallLog, Decision, LLMJudge
 from ragpulse.judges.parsing import find_json_object, normalize_verdict_word, parse_yes_no
 from ragpulse.judges.prompts import format_chunks
@@ -111,14 +110,8 @@ class LLMFaithfulnessJudge(LLMJudge):
             (supported if verdict else unsupported).append(claim)
         total = len(supported) + len(unsupported)
         if total == 0:
-            return skipped(
-                judge=self.name,
-                version=self.version,
-                backend=self.backend,
-                model=self.model,
-                threshold=self.threshold,
-                reason="no_claims: the judge model found no factual claims in the answer",
-                flags=log.flags(),
+            return self._skipped(
+                "no_claims: the judge model found no factual claims in the answer", flags=log.flags()
             )
         reason = f"{len(supported)}/{total} claims supported"
         if unsupported:

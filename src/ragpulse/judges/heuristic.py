@@ -10,15 +10,13 @@ measured agreement with human labels are in ``docs/judges.md``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
-from ragpulse.config import Settings
 from ragpulse.judges import lexical
-from ragpulse.judges.base import compute_version, ok, precheck, skipped
-from ragpulse.judges.options import read_threshold
+from ragpulse.judges.base import precheck, skipped
+from ragpulse.judges.offline import OfflineJudge
 from ragpulse.judges.text import content_tokens
-from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
+from ragpulse.model import Judgement, Trace
 
 __all__ = ["HeuristicFaithfulnessJudge", "HeuristicRelevancyJudge"]
 
@@ -26,6 +24,9 @@ _SNIPPET_CHARS = 160
 #: Yes/no words: they carry the answer's polarity, which word lookup cannot verify ("no" is a stop word
 #: already), so they are not counted as unsupported content.
 _POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", "对的", "没错"})
+
+
+_ECHO_REASON = "restates_question: the answer only repeats the question"
 
 
 def _snippet(text: str) -> str:
@@ -38,7 +39,7 @@ def _stem_key(token: str, prefix: int) -> str:
     return token if lexical.has_cjk(token) else token[:prefix]
 
 
-class HeuristicFaithfulnessJudge:
+class HeuristicFaithfulnessJudge(OfflineJudge):
     """Faithfulness by sentence-level lexical support (answer ↔ retrieved context).
 
     Method (``sentence_support/v1``):
@@ -82,29 +83,18 @@ class HeuristicFaithfulnessJudge:
         ConfigError: (constructor) the threshold option is not a number in [0, 1].
     """
 
+    DEFAULT_NAME = "faithfulness"
     #: Pass threshold shipped by default (mean sentence support, 0–1).
     DEFAULT_THRESHOLD = 0.65
     METHOD = "sentence_support/v1"
 
-    def __init__(self, settings: Settings, options: Mapping[str, Any] | None = None) -> None:
-        opts = dict(options or {})
-        self.name = str(opts.get("name", "faithfulness"))
-        self.backend = Backend.HEURISTIC
-        self.threshold = read_threshold(opts, self.DEFAULT_THRESHOLD, self.name)
-        self.version = compute_version(
-            self.name, self.backend, {"method": self.METHOD, "threshold": self.threshold}
-        )
-        self._settings = settings
-
-    async def judge(self, trace: Trace) -> Judgement:
-        """Score how much of the answer the retrieved context supports (0–1); never raises."""
-        return self.evaluate(trace)
-
     def evaluate(self, trace: Trace) -> Judgement:
-        """Synchronous form of :meth:`judge` (pure CPU, no I/O; a few ms for a 5,000-character context)."""
+        """Score how much of the answer the retrieved context supports (0–1); never raises.
+
+        Pure CPU, no I/O; a few ms for a 5,000-character context.
+        """
         start = time.perf_counter()
-        common: dict[str, Any] = {"judge": self.name, "version": self.version, "backend": self.backend}
-        pre = precheck(trace, threshold=self.threshold, needs_context=True, **common)
+        pre = precheck(trace, threshold=self.threshold, needs_context=True, **self._common())
         if pre is not None:
             return pre
         answer = trace.answer or ""
@@ -114,19 +104,8 @@ class HeuristicFaithfulnessJudge:
             None  # the question's character bigrams, made for the first Chinese sentence
         )
         a_tokens = content_tokens(answer)
-
-        def done(score: float, reason: str, decided_by: str) -> Judgement:
-            return ok(
-                score=score,
-                threshold=self.threshold,
-                reason=reason,
-                flags=JudgementFlags(decided_by=decided_by),
-                latency_s=time.perf_counter() - start,
-                **common,
-            )
-
         if lexical.restates_question(q_tokens, a_tokens):
-            return done(0.0, "restates_question: the answer only repeats the question", "echo")
+            return self._ok(0.0, _ECHO_REASON, "echo", start)
         salient = lexical.salient_terms(answer)
         supports: list[tuple[float, str, int]] = []
         for sentence in lexical.sentences(answer):
@@ -144,7 +123,7 @@ class HeuristicFaithfulnessJudge:
                 value = (value + lexical.best_chunk_bigram_support(grams, chunks)) / 2
             supports.append((value, sentence, chunk_i))
         if not supports:
-            return done(1.0, "no content words to check", "sentence_support")
+            return self._ok(1.0, "no content words to check", "sentence_support", start)
         score = sum(s for s, _, _ in supports) / len(supports)
         worst_i = min(range(len(supports)), key=lambda i: supports[i][0])
         worst = supports[worst_i]
@@ -155,10 +134,10 @@ class HeuristicFaithfulnessJudge:
             f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
             f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"
         )
-        return done(min(1.0, max(0.0, score)), reason, "sentence_support")
+        return self._ok(min(1.0, max(0.0, score)), reason, "sentence_support", start)
 
 
-class HeuristicRelevancyJudge:
+class HeuristicRelevancyJudge(OfflineJudge):
     """Answer relevancy by lexical engagement with the question (question ↔ answer, no context).
 
     Method (``question_coverage/v1``):
@@ -188,61 +167,32 @@ class HeuristicRelevancyJudge:
         ConfigError: (constructor) the threshold option is not a number in [0, 1].
     """
 
+    DEFAULT_NAME = "relevancy"
     DEFAULT_THRESHOLD = 0.5
     METHOD = "question_coverage/v1"
     STEM_PREFIX = 6
     #: An answer with at most this many distinct content tokens, some new, is a direct (factoid) answer.
     SHORT_ANSWER_TOKENS = 4
 
-    def __init__(self, settings: Settings, options: Mapping[str, Any] | None = None) -> None:
-        opts = dict(options or {})
-        self.name = str(opts.get("name", "relevancy"))
-        self.backend = Backend.HEURISTIC
-        self.threshold = read_threshold(opts, self.DEFAULT_THRESHOLD, self.name)
-        self.version = compute_version(
-            self.name,
-            self.backend,
-            {
-                "method": self.METHOD,
-                "threshold": self.threshold,
-                "stem_prefix": self.STEM_PREFIX,
-                "short_answer_tokens": self.SHORT_ANSWER_TOKENS,
-            },
-        )
-        self._settings = settings
-
-    async def judge(self, trace: Trace) -> Judgement:
-        """Score how much the answer engages with the question (0–1); never raises."""
-        return self.evaluate(trace)
+    def _version_settings(self) -> dict[str, Any]:
+        return {"stem_prefix": self.STEM_PREFIX, "short_answer_tokens": self.SHORT_ANSWER_TOKENS}
 
     def evaluate(self, trace: Trace) -> Judgement:
-        """Synchronous form of :meth:`judge` (pure CPU, no I/O)."""
+        """Score how much the answer engages with the question (0–1); never raises. Pure CPU, no I/O."""
         start = time.perf_counter()
-        common: dict[str, Any] = {"judge": self.name, "version": self.version, "backend": self.backend}
-        pre = precheck(trace, threshold=self.threshold, **common)
+        pre = precheck(trace, threshold=self.threshold, **self._common())
         if pre is not None:
             return pre
         if not (trace.question or "").strip():
-            return skipped(reason="no_question", threshold=self.threshold, **common)
+            return skipped(reason="no_question", threshold=self.threshold, **self._common())
         answer = trace.answer or ""
         q_tokens = content_tokens(trace.question)
         a_tokens = content_tokens(answer)
-
-        def done(score: float, reason: str, decided_by: str) -> Judgement:
-            return ok(
-                score=score,
-                threshold=self.threshold,
-                reason=reason,
-                flags=JudgementFlags(decided_by=decided_by),
-                latency_s=time.perf_counter() - start,
-                **common,
-            )
-
         if lexical.restates_question(q_tokens, a_tokens):
-            return done(0.0, "restates_question: the answer only repeats the question", "echo")
+            return self._ok(0.0, _ECHO_REASON, "echo", start)
         sents = lexical.sentences(answer)
         if sents and all(s.rstrip().endswith(("?", "？")) for s in sents):
-            return done(0.0, "answers with a question", "question_back")
+            return self._ok(0.0, "answers with a question", "question_back", start)
         q_keys = {_stem_key(t, self.STEM_PREFIX) for t in q_tokens if t not in lexical.QUESTION_WORDS}
         a_keys = {_stem_key(t, self.STEM_PREFIX) for t in a_tokens}
         folded = answer.casefold()
@@ -252,7 +202,7 @@ class HeuristicRelevancyJudge:
         meta = sum(1 for s in sents if lexical.is_meta_statement(s))
         meta_share = meta / len(sents) if sents else 0.0
         if len(set(a_keys)) <= self.SHORT_ANSWER_TOKENS and a_keys - q_keys and not meta:
-            return done(1.0, "short direct answer", "short_answer")
+            return self._ok(1.0, "short direct answer", "short_answer", start)
         coverage = len(q_keys & a_keys) / len(q_keys) if q_keys else 1.0
         score = min(1.0, max(0.0, coverage * (1.0 - meta_share)))
         missing = sorted(q_keys - a_keys)[:8]
@@ -261,4 +211,4 @@ class HeuristicRelevancyJudge:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
         if missing and not self._settings.redact_text:
             reason += f"; missing: {', '.join(missing)}"
-        return done(score, reason, "question_coverage")
+        return self._ok(score, reason, "question_coverage", start)

@@ -26,15 +26,13 @@ Blind spots: synonyms and paraphrases do not match; a keyword can appear in a ne
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from ragpulse.config import Settings
-from ragpulse.judges.base import compute_version, ok, precheck, skipped
+from ragpulse.judges.base import precheck, skipped
 from ragpulse.judges.lexical import has_cjk
-from ragpulse.judges.options import read_threshold
+from ragpulse.judges.offline import OfflineJudge
 from ragpulse.judges.text import content_tokens, tokens
-from ragpulse.model import Backend, Judgement, JudgementFlags, Trace
+from ragpulse.model import Judgement, Trace
 
 __all__ = ["KeywordJudge", "extract_keywords", "keyword_matches"]
 
@@ -72,7 +70,7 @@ def keyword_matches(keyword: str, answer_folded: str, answer_tokens: frozenset[s
     return bool(needed) and all(t in answer_tokens for t in needed)
 
 
-class KeywordJudge:
+class KeywordJudge(OfflineJudge):
     """Keyword overlap between the reference keywords and the answer (``backend=heuristic``).
 
     Options (``settings.judges["keyword"]``): ``threshold`` (0–1, default :data:`DEFAULT_THRESHOLD`).
@@ -81,18 +79,9 @@ class KeywordJudge:
         ConfigError: (constructor) the threshold option is not a number in [0, 1].
     """
 
+    DEFAULT_NAME = "keyword"
     DEFAULT_THRESHOLD = 0.3
     METHOD = "keyword_overlap/v1"
-
-    def __init__(self, settings: Settings, options: Mapping[str, Any] | None = None) -> None:
-        opts = dict(options or {})
-        self.name = str(opts.get("name", "keyword"))
-        self.backend = Backend.HEURISTIC
-        self.threshold = read_threshold(opts, self.DEFAULT_THRESHOLD, self.name)
-        self.version = compute_version(
-            self.name, self.backend, {"method": self.METHOD, "threshold": self.threshold}
-        )
-        self._settings = settings
 
     def keywords_for(self, trace: Trace) -> list[str]:
         """K for a trace: explicit keywords (deduplicated, case-insensitively) or extracted ones."""
@@ -103,15 +92,10 @@ class KeywordJudge:
             return list(seen.values())
         return extract_keywords(trace.expected_answer or "")
 
-    async def judge(self, trace: Trace) -> Judgement:
-        """Score the share (0–1) of reference keywords found in the answer; never raises."""
-        return self.evaluate(trace)
-
     def evaluate(self, trace: Trace) -> Judgement:
-        """Synchronous form of :meth:`judge` (pure CPU)."""
+        """Score the share (0–1) of reference keywords found in the answer; never raises. Pure CPU."""
         start = time.perf_counter()
-        common: dict[str, Any] = {"judge": self.name, "version": self.version, "backend": self.backend}
-        pre = precheck(trace, threshold=self.threshold, needs_reference=True, **common)
+        pre = precheck(trace, threshold=self.threshold, needs_reference=True, **self._common())
         if pre is not None:
             return pre
         keywords = self.keywords_for(trace)
@@ -119,7 +103,7 @@ class KeywordJudge:
             return skipped(
                 reason="no_reference: the expected answer has no content words",
                 threshold=self.threshold,
-                **common,
+                **self._common(),
             )
         answer = trace.answer or ""
         folded = _fold(answer)
@@ -131,14 +115,7 @@ class KeywordJudge:
         reason = f"{len(hits)}/{len(keywords)} keywords found (from {source})"
         if missing:
             reason += "; missing: " + ", ".join(_clip(missing))
-        return ok(
-            score=score,
-            threshold=self.threshold,
-            reason=reason,
-            flags=JudgementFlags(decided_by=source),
-            latency_s=time.perf_counter() - start,
-            **common,
-        )
+        return self._ok(score, reason, source, start)
 
 
 def _clip(items: Sequence[str], limit: int = 12) -> list[str]:

@@ -181,16 +181,17 @@ def chunk_index(chunk: str) -> ChunkIndex:
     return ChunkIndex(tokens=frozenset(content_tokens(chunk)), folded=chunk.casefold())
 
 
-def token_supported(token: str, chunk: ChunkIndex) -> bool:
+def token_supported(token: str, chunk: ChunkIndex, *, min_cjk_chars: int = 2) -> bool:
     """True when ``token`` occurs in the chunk.
 
-    A token is found when it is one of the chunk's tokens; a Chinese word of two or more characters is also
-    found as a substring of the chunk text, because jieba may segment the same words differently in the
+    A token is found when it is one of the chunk's tokens; a Chinese word of at least ``min_cjk_chars``
+    characters (2 for the offline judges; 1 for the reference metrics of :mod:`ragpulse.judges.lexsupport`) is
+    also found as a substring of the chunk text, because jieba may segment the same words differently in the
     answer and in the context.
     """
     if token in chunk.tokens:
         return True
-    return len(token) >= 2 and has_cjk(token) and token in chunk.folded
+    return len(token) >= min_cjk_chars and has_cjk(token) and token in chunk.folded
 
 
 def best_chunk_support(

@@ -8,7 +8,9 @@ Methods (deterministic, Chinese and English):
 - **Coverage** (:func:`coverage`): the share of a statement's content tokens
   (:func:`ragpulse.judges.text.content_tokens`, stop words removed) found in a text. A token with CJK
   characters counts as found when it occurs as a substring of the text (so segmentation differences between
-  the two texts do not matter); other tokens must appear among the text's tokens (case-folded).
+  the two texts do not matter); other tokens must appear among the text's tokens (case-folded). The lookup
+  is the one of the offline judges (:func:`ragpulse.judges.lexical.token_supported`), single CJK
+  characters included.
 - **Support** (:func:`supported`): a statement is supported by some texts when one of them covers at least
   ``min_coverage`` (default 0.6) of its content tokens, or contains the whole statement literally.
 - **Similarity** (:func:`lexical_similarity`): cosine of the content-token frequency vectors of two texts.
@@ -22,13 +24,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ragpulse.judges.lexical import chunk_index, token_supported
 from ragpulse.judges.refmath import bag, cosine
-from ragpulse.judges.text import content_tokens, tokens
+from ragpulse.judges.text import content_tokens
 
 __all__ = ["coverage", "lexical_similarity", "split_statements", "supported"]
 
 _SPLIT_RE = re.compile(r"(?<=[.!?])\s+|[。！？；;\n]+")
-_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)、])\s*")
 _WS_RE = re.compile(r"\s+")
 
@@ -52,13 +54,16 @@ def _norm(text: str) -> str:
 
 
 def coverage(statement: str, text: str) -> float:
-    """Share (0–1) of the statement's content tokens found in ``text``; 0.0 when it has none."""
+    """Share (0–1) of the statement's content tokens found in ``text``; 0.0 when it has none.
+
+    A token is found as by :func:`ragpulse.judges.lexical.token_supported` with ``min_cjk_chars=1``; ``text``
+    is tokenised once (:func:`ragpulse.judges.lexical.chunk_index`, LRU-cached by text).
+    """
     st = content_tokens(statement)
     if not st:
         return 0.0
-    norm = _norm(text)
-    vocab = set(tokens(text))
-    found = sum(1 for t in st if (t in norm if _CJK_RE.search(t) else t in vocab))
+    chunk = chunk_index(text)
+    found = sum(1 for t in st if token_supported(t, chunk, min_cjk_chars=1))
     return found / len(st)
 
 

@@ -238,6 +238,18 @@ class LLMJudge:
         """Close the (possibly shared) LLM client's connection pool; idempotent."""
         await self.client.aclose()
 
+    def _skipped(self, reason: str, **extra: Any) -> Judgement:
+        """A ``skipped`` judgement of this judge for :meth:`_decide` (``reason`` = ``"<code>: detail"``)."""
+        return skipped(
+            judge=self.name,
+            version=self.version,
+            backend=self.backend,
+            model=self.model,
+            threshold=self.threshold,
+            reason=reason,
+            **extra,
+        )
+
     # -- the judge contract ----------------------------------------------------------------------------
     async def judge(self, trace: Trace) -> Judgement:
         """Judge one trace; never raises except ``asyncio.CancelledError`` (see the module docstring)."""

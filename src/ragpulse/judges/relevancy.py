@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ragpulse.judges.base import skipped
 from ragpulse.judges.llm_judge import CallLog, Decision, LLMJudge
 from ragpulse.judges.parsing import parse_score, parse_yes_no
 from ragpulse.judges.prompts import format_chunks
@@ -54,14 +53,7 @@ class LLMRelevancyJudge(LLMJudge):
     async def _decide(self, trace: Trace, lang: str, log: CallLog) -> Decision | Judgement:
         question, answer = trace.question or "", trace.answer or ""
         if not question.strip():
-            return skipped(
-                judge=self.name,
-                version=self.version,
-                backend=self.backend,
-                model=self.model,
-                threshold=self.threshold,
-                reason="no_question: relevancy needs the question",
-            )
+            return self._skipped("no_question: relevancy needs the question")
         values = {"question": question, "answer": answer}
         untrusted = [question, answer]
         if self.needs_context:
