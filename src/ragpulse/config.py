@@ -200,6 +200,9 @@ class Settings(BaseSettings):
     redact_text: bool = False
     #: Keep the embedded PostgreSQL running after the last ragpulse process exits (faster next start).
     database_embedded_keep_running: bool = False
+    #: How long to keep waiting for the embedded PostgreSQL to start when the library's own 10 s ``pg_ctl``
+    #: start timeout expires (a loaded machine), seconds.
+    database_embedded_start_timeout_s: float = Field(default=60.0, gt=0)
     #: Longest time one database statement (and a wait for a pooled connection) may take, seconds.
     database_command_timeout_s: float = Field(default=60.0, gt=0)
     #: How often ``serve`` prunes old traces when ``retention_days`` is set, seconds.
