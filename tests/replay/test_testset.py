@@ -169,3 +169,13 @@ def test_json_nested_too_deeply_is_an_error(tmp_path: Path) -> None:
         p.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
         with pytest.raises(TestSetError, match=r"d.jsonl?:1: .*nested too deeply"):
             load_test_set(p)
+
+
+def test_csv_row_with_more_cells_than_the_header_is_an_error(tmp_path: Path) -> None:
+    """An unquoted comma in an answer must not silently cut the answer short."""
+    p = tmp_path / "x.csv"
+    p.write_text("id,question,answer\nc1,Can I carry leave over?,Yes, up to 5 days\n", encoding="utf-8")
+    with pytest.raises(
+        TestSetError, match=r"x.csv:2: row 2: 4 cells but the header has 3 \(unquoted comma\?\)"
+    ):
+        load_test_set(p)

@@ -244,6 +244,12 @@ def _csv_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
         except csv.Error as e:
             raise TestSetError(f"{path}:{reader.line_num}: not valid CSV: {e}") from e
         n = reader.line_num
+        extra = row.get(None)  # DictReader's restkey: cells beyond the header
+        if extra:
+            cells = len(header) + len(extra)
+            raise TestSetError(
+                f"{path}:{n}: row {n}: {cells} cells but the header has {len(header)} (unquoted comma?)"
+            )
         try:
             yield n, {k: _csv_cell(canonical.get(k, k), v) for k, v in row.items() if k is not None}
         except _RowError as e:
