@@ -51,3 +51,19 @@ async def test_pg_fixture_gives_an_empty_database(pg_url: str) -> None:
     finally:
         await conn.close()
     assert n == 0
+
+
+def test_env_json_value_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGPULSE_JUDGES", "{bad")
+    with pytest.raises(
+        ConfigError, match=r"^invalid configuration: RAGPULSE_JUDGES must be JSON \(Expecting"
+    ):
+        load_settings()
+
+
+def test_log_level_is_validated_and_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGPULSE_LOG_LEVEL", "LOUD")
+    with pytest.raises(ConfigError, match=r"log_level: Value error, must be one of DEBUG, INFO"):
+        load_settings()
+    monkeypatch.setenv("RAGPULSE_LOG_LEVEL", " warning")
+    assert load_settings().log_level == "WARNING"

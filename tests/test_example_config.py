@@ -12,7 +12,10 @@ def test_example_config_is_valid() -> None:
     assert s.engine_queue_size == 1000
     assert s.metrics_app_label_limit == 50
     assert s.judge_routes[0].scenario == "order_delay"
-    assert "order_delay_answer" in s.judge_routes[0].judges and "reimbursement_answer" in s.judge_routes[1].judges
+    assert (
+        "order_delay_answer" in s.judge_routes[0].judges
+        and "reimbursement_answer" in s.judge_routes[1].judges
+    )
     assert s.judge_model is None  # offline default
 
 

@@ -14,6 +14,7 @@ Secrets (API keys, passwords) are read only from the environment; a secret in th
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,6 +26,7 @@ from pydantic_settings import (
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from ragpulse.errors import ConfigError
@@ -198,6 +200,9 @@ class Settings(BaseSettings):
     redact_text: bool = False
     #: Keep the embedded PostgreSQL running after the last ragpulse process exits (faster next start).
     database_embedded_keep_running: bool = False
+    #: How long to keep waiting for the embedded PostgreSQL to start when the library's own 10 s ``pg_ctl``
+    #: start timeout expires (a loaded machine), seconds.
+    database_embedded_start_timeout_s: float = Field(default=60.0, gt=0)
     #: Longest time one database statement (and a wait for a pooled connection) may take, seconds.
     database_command_timeout_s: float = Field(default=60.0, gt=0)
     #: How often ``serve`` prunes old traces when ``retention_days`` is set, seconds.
@@ -263,6 +268,14 @@ class Settings(BaseSettings):
     def _csv(cls, v: Any) -> Any:
         return _split_csv(v)
 
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        level = v.strip().upper()
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}, not {v!r}")
+        return level
+
     @property
     def uses_llm(self) -> bool:
         """True when a judge model is configured (else the heuristic backend is used)."""
@@ -282,6 +295,7 @@ class Settings(BaseSettings):
 
 
 _CONFIG_PATH_OVERRIDE: str | None = None
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def load_settings(config_path: str | Path | None = None, **overrides: Any) -> Settings:
@@ -297,5 +311,9 @@ def load_settings(config_path: str | Path | None = None, **overrides: Any) -> Se
     except ValidationError as e:
         lines = [f"  {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from e
+    except SettingsError as e:  # e.g. RAGPULSE_JUDGES='{bad': a complex value that is not JSON
+        m = re.search(r'field "(\w+)"', str(e))
+        where = f"RAGPULSE_{m.group(1).upper()} " if m else ""
+        raise ConfigError(f"invalid configuration: {where}must be JSON ({e.__cause__ or e})") from e
     finally:
         _CONFIG_PATH_OVERRIDE = None

@@ -113,3 +113,23 @@ def test_calibrate_keyword_with_ground_truth(tmp_path: Path, monkeypatch: pytest
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
     out = run_json(str(path), "--judge", "keyword", "--label", "ok")
     assert out["confusion"] == {"tp": 2, "fp": 0, "tn": 1, "fn": 0} and out["balanced_accuracy"] == 1.0
+
+
+def test_calibrate_bad_rows_are_one_line_errors(tmp_path: Path) -> None:
+    rows = {
+        "q.jsonl": json.dumps({"question": ["q"], "answer": "a", "contexts": ["c"], "y": 1}),
+        "c.jsonl": json.dumps({"question": "q", "answer": "a", "contexts": {"a": 1}, "y": 1}),
+        "d.jsonl": "[" * 100_000 + "]" * 100_000,
+    }
+    expected = {
+        "q.jsonl": "line 1: question: Input should be a valid string",
+        "c.jsonl": "line 1: contexts must be a list of strings or a string",
+        "d.jsonl": "line 1: not valid JSON: nested too deeply",
+    }
+    for name, line in rows.items():
+        p = tmp_path / name
+        p.write_text(line + "\n", encoding="utf-8")
+        res = runner.invoke(app, ["calibrate", str(p), "--judge", "faithfulness", "--label", "y"])
+        assert res.exit_code == 2, res.output
+        assert expected[name] in res.output
+        assert "Traceback" not in res.output and "errors.pydantic.dev" not in res.output

@@ -276,3 +276,14 @@ def test_uhgeval_full_sample_offline(db: str) -> None:
     # no case has keywords or an expected answer: the keyword judge skips every case (no_reference)
     assert r["averages"]["keyword"] is None and r["judges"]["keyword"]["skipped"] == 600
     assert r["coverage"] == 1.0
+
+
+@offline
+def test_text_report_says_it_lists_only_failing_cases(db: str, tmp_path: Path) -> None:
+    p = _head(KESTREL, 4, tmp_path / "four.jsonl")  # reimb-en-03 (invented approver) is the one failing case
+    text = _invoke(["replay", str(p), "--run-id", "failing-title"])
+    assert text.exit_code == 0
+    assert "failing cases (1 of 4)" in text.stdout and "reimb-en-03" in text.stdout
+    assert "reimb-en-01" not in text.stdout
+    shown = _invoke(["runs", "show", "failing-title"])
+    assert "failing cases" not in shown.stdout and "reimb-en-01" in shown.stdout

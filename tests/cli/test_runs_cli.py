@@ -107,3 +107,16 @@ def test_parse_since() -> None:
     assert parse_since("2026-01-01T00:00:00") == datetime(2026, 1, 1, tzinfo=UTC)
     with pytest.raises(ConfigError):
         parse_since("yesterday")
+
+
+def test_negative_or_zero_limits_are_usage_errors() -> None:
+    """Checked before any store is opened: a negative LIMIT used to reach PostgreSQL and fail there."""
+    runner = CliRunner()
+    for args in (
+        ["runs", "list", "--limit", "-1"],
+        ["runs", "list", "--limit", "0"],
+        ["rejudge", "--limit", "0"],
+    ):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, res.output
+        assert "--limit" in res.output and "store" not in res.output

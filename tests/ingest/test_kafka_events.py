@@ -213,3 +213,24 @@ def test_trace_to_event_round_trips() -> None:
     assert back.source is Source.KAFKA
     assert back.model_dump(exclude={"source", "start_time"}) == t.model_dump(exclude={"source", "start_time"})
     assert back.start_time == datetime(2026, 3, 14, 11, 59, 58, 750000, tzinfo=UTC)
+
+
+def test_deeply_nested_message_is_rejected_not_raised() -> None:
+    """A 200 KB message of nested arrays must be dead-lettered, not kill the consume loop (poison pill)."""
+    with pytest.raises(EventRejected) as ei:
+        parse_event(b"[" * 100_000 + b"]" * 100_000)
+    assert ei.value.reason == "not_json: nested too deeply"
+    assert ei.value.code == "not_json"
+    deep_attr = b'{"traceId": "a", "attributes": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    with pytest.raises(EventRejected, match="nested too deeply"):
+        parse_event(deep_attr)
+
+
+def test_event_key_of_unreadable_values_is_none() -> None:
+    from ragpulse.ingest.publish import event_key
+
+    assert event_key(b'{"traceId": "abc", "question": "q"}') == b"abc"
+    assert event_key(b'{"trace_id": 7}') == b"7"
+    assert event_key(b"{oops") is None
+    assert event_key(b"\xff\xfe") is None
+    assert event_key(b"[" * 100_000 + b"]" * 100_000) is None

@@ -222,3 +222,24 @@ async def test_consumer_joining_mid_stream_takes_over_partitions_without_loss(
     # At least once: a trace may be seen twice only if it was in flight during the rebalance (≤ queue size).
     assert sum(c - 1 for c in both.values()) <= 20 * 4
     assert sum((await committed(kafka_bootstrap, s.kafka_group_id, topic, 4)).values()) == n  # type: ignore[arg-type]
+
+
+async def test_deeply_nested_message_is_dead_lettered_and_the_stream_goes_on(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    """200 KB of nested arrays used to raise RecursionError out of the consume loop: a poison pill that
+    stopped ``serve`` and, uncommitted, stopped it again after every restart."""
+    await create_topic(kafka_bootstrap, topic, 1)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    await produce(kafka_bootstrap, topic, [event(1), deep, event(2)])
+    s = _settings(kafka_bootstrap, topic)
+    sink = RecordingSink()
+    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+        await _wait_for(lambda: len(sink.acked) >= 2 and src.stats["dead_lettered"] >= 1)
+        assert not src._task.done()  # type: ignore[union-attr]  # the consume loop is still alive
+    await sink.close()
+    assert [t.trace_id for t in sink.acked] == ["trace-000001", "trace-000002"]
+    dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
+    assert dict(dlq[0].headers)["ragpulse.dlq.reason"] == b"not_json: nested too deeply"
+    assert dict(dlq[0].headers)["ragpulse.dlq.offset"] == b"1"
+    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}

@@ -475,3 +475,11 @@ def test_openinference_agent_messages_in_input_and_output_values() -> None:
     )
     t = _build([root])
     assert (t.question, t.answer) == ("Is parking free?", "Yes, for staff.")
+
+
+def test_deeply_nested_json_string_attribute_is_kept_as_text() -> None:
+    from ragpulse.ingest.otlp.conventions.base import maybe_json
+
+    deep = "[" * 100_000 + "]" * 100_000
+    assert maybe_json(deep) == deep
+    assert maybe_json('{"question": "q"}') == {"question": "q"}

@@ -236,3 +236,8 @@ def test_rejection_messages_are_bounded() -> None:
     span = _span(startTimeUnixNano="x" * 5000)
     result = decode_json(json.dumps(_request(span)))
     assert result.rejected_spans == 1 and len(result.errors[0]) <= 200
+
+
+def test_deeply_nested_json_raises_ingest_error() -> None:
+    with pytest.raises(IngestError, match="nested too deeply"):
+        decode_json(b"[" * 100_000 + b"]" * 100_000)

@@ -399,3 +399,27 @@ async def test_large_request_is_decoded_off_the_event_loop(
         (got,) = await sink.wait_for(1)  # the protobuf copy arrives after release: late, dropped
     assert got.contexts == [big] and got.question == "q?"
     assert r.intake.spans_accepted == 3 and r.assembler.stats.late_spans == 3
+
+
+async def test_http_deeply_nested_json_is_a_400_not_a_500(
+    receivers: tuple[OtlpReceivers, MemorySink],
+) -> None:
+    """JSON nested deeper than the parser's recursion limit is a malformed payload, not a server error."""
+    r, sink = receivers
+    deep_array = b"[" * 100_000 + b"]" * 100_000
+    inner = '{"stringValue": "x"}'
+    for _ in range(5_000):
+        inner = '{"arrayValue": {"values": [' + inner + "]}}"
+    deep_attr = (
+        '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "0123456789abcdef0123456789abcdef",'
+        ' "spanId": "0123456789abcdef", "name": "x", "attributes": [{"key": "input.value", "value": '
+        + inner
+        + "}]}]}]}]}"
+    ).encode()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
+        for body in (deep_array, deep_attr):
+            resp = await client.post("/v1/traces", content=body, headers={"Content-Type": "application/json"})
+            assert resp.status_code == 400
+            assert resp.json()["code"] == 3
+            assert resp.json()["message"].startswith("malformed JSON payload: nested too deeply")
+    assert sink.traces == []

@@ -221,3 +221,25 @@ async def test_odd_but_valid_and_malformed_bodies(
     assert (r.text, r.finish_reason) == ("", "stop")
     with pytest.raises(ModelUnavailableError, match="malformed"):
         await llm_client.complete(judge="j", version="3", messages=MSG)
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_closed_port_is_connection_failed_not_timeout(transport: str) -> None:
+    """Nothing listens on the port: the reason says so (the aiohttp transport raises it as a timeout)."""
+    import socket
+
+    with socket.socket() as sock:  # a free loopback port, closed again before the request
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = Settings(
+        judge_base_url=f"http://127.0.0.1:{port}/v1",
+        judge_model="m",
+        judge_api_key="k",
+        judge_max_retries=1,
+        judge_http_transport=transport,
+    )
+    async with LLMClient(settings) as client:
+        with pytest.raises(ModelUnavailableError) as ei:
+            await client.complete(judge="j", version="v", messages=MSG)
+    assert str(ei.value) == "judge_unavailable: connection failed after 2 attempts: Connection refused"
+    assert ei.value.retries == 1 and client.stats.failures == 1

@@ -157,3 +157,14 @@ async def test_close_judges_closes_a_client_held_through_a_caller(
     await registry.close_judges(judges)
     with pytest.raises(RuntimeError, match="closed"):
         await client.complete(judge="x", version="v", messages=[{"role": "user", "content": "q"}])
+
+
+def test_options_for_an_unknown_judge_are_a_config_error() -> None:
+    """A typo in the ``judges:`` section must not leave the real judge silently on its defaults."""
+    s = Settings(judges={"faithfullness": {"threshold": 0.9}, "keyword": {"threshold": 0.5}})
+    with pytest.raises(
+        ConfigError, match=r"^judges: options for unknown judge\(s\) faithfullness; available: "
+    ):
+        registry.build_judges(s, ["keyword"])
+    ok = Settings(judges={"keyword": {"threshold": 0.5}}, checklists={})
+    assert list(registry.build_judges(ok, ["keyword"])) == ["keyword"]

@@ -127,3 +127,55 @@ def test_shipped_examples_load() -> None:
     assert ts.name == "kestrel_kb" and len(ts.cases) == 17
     assert all(c.question for c in ts.cases)
     assert ts.cases[0].metadata["app"] == "kestrel-hr"
+
+
+def test_jsonl_keeps_unicode_line_separators_inside_strings(tmp_path: Path) -> None:
+    """``json.dumps(..., ensure_ascii=False)`` writes U+2028/U+2029/U+0085 raw; only ``\\n`` ends a line."""
+    p = tmp_path / "u.jsonl"
+    rows = [
+        {"id": "u1", "question": "What does the policy say?", "answer": "It says yes.\u2028Really."},
+        {"id": "u2", "question": "第二\u2029问题\x85?", "answer": "A"},
+    ]
+    p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), encoding="utf-8")
+    ts = load_test_set(p)
+    assert [c.id for c in ts.cases] == ["u1", "u2"]
+    assert ts.cases[0].answer == "It says yes.\u2028Really."
+    assert ts.cases[1].question == "第二\u2029问题\x85?"
+
+
+def test_csv_multiline_cells_keep_their_line_breaks(tmp_path: Path) -> None:
+    """Quoted cells may span lines (RFC 4180); U+2028 inside a cell does not start a new row."""
+    p = tmp_path / "m.csv"
+    p.write_bytes(
+        'id,question,answer\r\nm1,"What is\nthe policy?","Line one.\r\nLine two."\r\nm2,Q2\u2028x,A2\r\n'.encode()
+    )
+    ts = load_test_set(p)
+    assert [c.id for c in ts.cases] == ["m1", "m2"]
+    assert ts.cases[0].question == "What is\nthe policy?"
+    assert ts.cases[0].answer == "Line one.\r\nLine two."
+    assert ts.cases[1].question == "Q2\u2028x" and ts.cases[1].answer == "A2"
+
+
+def test_csv_unterminated_quote_is_an_error(tmp_path: Path) -> None:
+    p = tmp_path / "q.csv"
+    p.write_text('id,question,answer\nc1,"unterminated,x\nc2,q,a\n', encoding="utf-8")
+    with pytest.raises(TestSetError, match=r"q.csv:\d+: not valid CSV: unexpected end of data"):
+        load_test_set(p)
+
+
+def test_json_nested_too_deeply_is_an_error(tmp_path: Path) -> None:
+    for name in ("d.json", "d.jsonl"):
+        p = tmp_path / name
+        p.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+        with pytest.raises(TestSetError, match=r"d.jsonl?:1: .*nested too deeply"):
+            load_test_set(p)
+
+
+def test_csv_row_with_more_cells_than_the_header_is_an_error(tmp_path: Path) -> None:
+    """An unquoted comma in an answer must not silently cut the answer short."""
+    p = tmp_path / "x.csv"
+    p.write_text("id,question,answer\nc1,Can I carry leave over?,Yes, up to 5 days\n", encoding="utf-8")
+    with pytest.raises(
+        TestSetError, match=r"x.csv:2: row 2: 4 cells but the header has 3 \(unquoted comma\?\)"
+    ):
+        load_test_set(p)

@@ -31,9 +31,11 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 def settings(**overrides: Any) -> Settings:
     """Load settings (config file + env + overrides) and configure logging; exit 2 on a config error."""
+    if STATE.log_level is not None:  # --log-level wins over RAGPULSE_LOG_LEVEL and is validated like it
+        overrides = {"log_level": STATE.log_level, **overrides}
     try:
         s = load_settings(STATE.config_path, **overrides)
     except ConfigError as e:
         raise fail(str(e)) from e
-    configure_logging(STATE.log_level or s.log_level, json=s.log_json)
+    configure_logging(s.log_level, json=s.log_json)
     return s

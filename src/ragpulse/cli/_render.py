@@ -70,7 +70,9 @@ def print_report(report: Mapping[str, Any], *, cases: bool = False, console: Con
     c.print(t)
     rows = [r for r in report.get("cases", []) if cases or not r.get("passed")]
     if rows:
-        ct = Table("case", "outcome", "passed", *(report.get("judges") or {}), "reason", title="cases")
+        total = len(report.get("cases", []))
+        title = "cases" if cases else f"failing cases ({len(rows)} of {total})"
+        ct = Table("case", "outcome", "passed", *(report.get("judges") or {}), "reason", title=title)
         for r in rows:
             js = r.get("judgements", {})
             ct.add_row(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -63,6 +64,8 @@ def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[T
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"line {line_no}: not valid JSON: {e}") from e
+            except RecursionError as e:
+                raise ValueError(f"line {line_no}: not valid JSON: nested too deeply") from e
             if not isinstance(row, dict):
                 raise ValueError(f"line {line_no}: expected a JSON object")
             if label not in row or row[label] is None:
@@ -72,8 +75,10 @@ def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[T
             if isinstance(contexts, str):
                 contexts = [contexts]
             expected = next((row[f] for f in _EXPECTED_FIELDS if isinstance(row.get(f), str)), None)
-            traces.append(
-                Trace(
+            if not isinstance(contexts, list):
+                raise ValueError(f"line {line_no}: contexts must be a list of strings or a string")
+            try:
+                trace = Trace(
                     trace_id=str(row.get("id") or f"line-{line_no}"),
                     question=row.get("question"),
                     documents=[str(c) for c in contexts if c is not None],
@@ -81,7 +86,11 @@ def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[T
                     expected_answer=expected,
                     keywords=row.get("keywords"),
                 )
-            )
+            except ValidationError as e:  # one line naming the field, not pydantic's multi-line report
+                err = e.errors()[0]
+                where = ".".join(str(x) for x in err["loc"])
+                raise ValueError(f"line {line_no}: {where}: {err['msg']}") from e
+            traces.append(trace)
     return traces, labels
 
 

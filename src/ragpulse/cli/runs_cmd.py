@@ -93,7 +93,7 @@ def _dump(obj: Any) -> None:
 
 @runs_app.command("list")
 def runs_list(
-    limit: int = typer.Option(50, "--limit", help="Most recent runs to show."),
+    limit: int = typer.Option(50, "--limit", min=1, help="Most recent runs to show."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List stored runs, newest first."""
@@ -273,7 +273,7 @@ def rejudge(
     judges: str | None = typer.Option(
         None, "--judges", help="Comma-separated judges (default: enabled_judges)."
     ),
-    limit: int | None = typer.Option(None, "--limit", help="At most this many traces."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many traces."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Re-evaluate stored traces with the current judge versions (backfill after a prompt or model change)."""

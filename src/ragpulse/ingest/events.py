@@ -121,6 +121,8 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
         return json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError) as e:
         raise EventRejected(f"not_json: {_short(str(e))}") from e
+    except RecursionError as e:  # a poison message must be dead-lettered, not kill the consume loop
+        raise EventRejected("not_json: nested too deeply") from e
 
 
 def _pick(event: dict[str, Any], camel: str) -> Any:

@@ -27,7 +27,11 @@ def event_key(value: bytes) -> bytes | None:
     """The message key for a JSON event: its ``traceId``/``trace_id`` as UTF-8, or ``None`` if unreadable."""
     try:
         ev = json.loads(value)
-    except (ValueError, UnicodeDecodeError):
+    except (
+        ValueError,
+        UnicodeDecodeError,
+        RecursionError,
+    ):  # sent as is, unkeyed: the consumer dead-letters it
         return None
     if not isinstance(ev, dict):
         return None

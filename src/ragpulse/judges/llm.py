@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
@@ -435,8 +436,28 @@ def _describe(e: openai.APIError, retries: int) -> str:
     attempts = f"after {retries + 1} attempt{'s' if retries else ''}"
     if isinstance(e, openai.APIStatusError):
         return f"HTTP {e.status_code} {attempts}"
+    refused = _socket_error(e)
+    if (
+        refused is not None
+    ):  # checked before the timeout: the aiohttp transport reports a refused connect as one
+        why = os.strerror(refused.errno) if refused.errno else str(refused)
+        return f"connection failed {attempts}: {why}"
     if isinstance(e, openai.APITimeoutError):
         return f"timeout {attempts}"
     if isinstance(e, openai.APIConnectionError):
         return f"connection failed {attempts}"
     return f"{type(e).__name__} {attempts}"
+
+
+def _socket_error(e: BaseException) -> OSError | None:
+    """The first socket error (refused, unreachable, unknown host …) in ``e``'s chain; timeouts excluded."""
+    found: list[OSError] = []
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and not isinstance(cur, TimeoutError):
+            found.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    with_errno = [x for x in found if x.errno]  # the innermost cause names it best ("Connection refused")
+    return with_errno[0] if with_errno else (found[0] if found else None)

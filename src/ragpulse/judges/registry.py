@@ -141,6 +141,17 @@ def build_judges(
         raise ConfigError(
             f"unknown judge(s) {', '.join(unknown)}; available: {', '.join(available_judges())}"
         )
+    # Options for a judge that does not exist (a typo such as ``faithfullness: {threshold: 0.9}``) would
+    # otherwise be ignored silently while the real judge runs with its defaults.
+    stray = sorted(
+        n
+        for n in settings.judges
+        if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.checklists
+    )
+    if stray:
+        raise ConfigError(
+            f"judges: options for unknown judge(s) {', '.join(stray)}; available: {', '.join(available_judges())}"
+        )
     judges: dict[str, Judge] = {}
     for name in wanted:
         options = settings.judges.get(name, {})

@@ -28,6 +28,7 @@ problem: invalid JSON, a row that is not an object, a field of the wrong type, a
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -199,13 +200,17 @@ def _build(path: Path, rows: Iterable[tuple[int, Any]], unit: str, *, name: str,
 
 
 def _jsonl_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
-    for n, line in enumerate(text.splitlines(), start=1):
+    # Only "\n" ends a line: str.splitlines() would also split at U+2028, U+2029, U+0085 …, which JSON
+    # allows raw inside strings (json.dumps(..., ensure_ascii=False) writes them so).
+    for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             yield n, json.loads(line)
         except json.JSONDecodeError as e:
             raise TestSetError(f"{path}:{n}: line {n} is not valid JSON: {e.msg} (column {e.colno})") from e
+        except RecursionError as e:
+            raise TestSetError(f"{path}:{n}: line {n} is not valid JSON: nested too deeply") from e
 
 
 def _csv_cell(field: str, v: str | None) -> Any:
@@ -221,12 +226,30 @@ def _csv_cell(field: str, v: str | None) -> Any:
 
 
 def _csv_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
-    reader = csv.DictReader(text.splitlines())
-    if not reader.fieldnames:
+    # newline="" lets quoted cells keep their line breaks (RFC 4180); strict rejects broken quoting.
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = reader.fieldnames
+    except csv.Error as e:
+        raise TestSetError(f"{path}:{reader.line_num}: not valid CSV: {e}") from e
+    if not header:
         raise TestSetError(f"{path}: CSV file has no header row")
+    rows = iter(reader)
     canonical = {a: f for f, names in FIELD_ALIASES.items() for a in names}
-    for row in reader:
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            raise TestSetError(f"{path}:{reader.line_num}: not valid CSV: {e}") from e
         n = reader.line_num
+        extra = row.get(None)  # DictReader's restkey: cells beyond the header
+        if extra:
+            cells = len(header) + len(extra)
+            raise TestSetError(
+                f"{path}:{n}: row {n}: {cells} cells but the header has {len(header)} (unquoted comma?)"
+            )
         try:
             yield n, {k: _csv_cell(canonical.get(k, k), v) for k, v in row.items() if k is not None}
         except _RowError as e:
@@ -245,7 +268,7 @@ def load_test_set(path: str | Path, name: str | None = None) -> TestSet:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = p.read_bytes().decode("utf-8-sig")  # no newline translation: CSV cells keep "\r\n"
     except FileNotFoundError as e:
         raise TestSetError(f"{p}: test set file not found") from e
     except (OSError, UnicodeDecodeError) as e:
@@ -258,6 +281,8 @@ def load_test_set(path: str | Path, name: str | None = None) -> TestSet:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise TestSetError(f"{p}:{e.lineno}: not valid JSON: {e.msg} (column {e.colno})") from e
+        except RecursionError as e:
+            raise TestSetError(f"{p}:1: not valid JSON: nested too deeply") from e
         if isinstance(doc, list):
             return _build(p, enumerate(doc, start=1), "case", name=name or p.stem)
         if isinstance(doc, dict) and isinstance(doc.get("cases"), list):

@@ -224,8 +224,16 @@ def decode_json(data: bytes | str) -> DecodeResult:
     ``json_format`` also accepts. Spans that fail to decode are dropped and counted.
 
     Raises:
-        IngestError: the payload is not JSON, or its top level / resource / scope structure is malformed.
+        IngestError: the payload is not JSON, is nested deeper than Python's recursion limit, or its top
+            level / resource / scope structure is malformed.
     """
+    try:
+        return _decode_json(data)
+    except RecursionError as e:  # e.g. "[[[[…" or 5,000 nested arrayValues: bad input, not a server fault
+        raise IngestError("malformed JSON payload: nested too deeply") from e
+
+
+def _decode_json(data: bytes | str) -> DecodeResult:
     try:
         doc = json.loads(data)
     except (UnicodeDecodeError, ValueError) as e:

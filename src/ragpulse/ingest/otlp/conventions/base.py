@@ -81,7 +81,7 @@ def maybe_json(value: Any) -> Any:
         if s[:1] in ("{", "[", '"'):
             try:
                 return json.loads(s)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse: keep the text
                 return value
     return value
 
