@@ -67,3 +67,12 @@ def test_log_level_is_validated_and_normalised(monkeypatch: pytest.MonkeyPatch) 
         load_settings()
     monkeypatch.setenv("RAGPULSE_LOG_LEVEL", " warning")
     assert load_settings().log_level == "WARNING"
+
+
+def test_empty_enabled_judges_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value in ("", " , "):
+        monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", value)
+        with pytest.raises(ConfigError, match=r"enabled_judges: Value error, must name at least one judge"):
+            load_settings()
+    monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", "keyword, relevancy")
+    assert load_settings().enabled_judges == ["keyword", "relevancy"]

@@ -268,6 +268,13 @@ class Settings(BaseSettings):
     def _csv(cls, v: Any) -> Any:
         return _split_csv(v)
 
+    @field_validator("enabled_judges")
+    @classmethod
+    def _some_judge(cls, v: list[str]) -> list[str]:
+        if not v:  # e.g. RAGPULSE_ENABLED_JUDGES="": every trace would be "evaluated" by nothing
+            raise ValueError("must name at least one judge, e.g. relevancy,faithfulness,keyword")
+        return v
+
     @field_validator("log_level")
     @classmethod
     def _level(cls, v: str) -> str:

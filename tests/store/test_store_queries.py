@@ -177,3 +177,31 @@ async def test_unjudged_replay_case_is_in_run_results(store: PostgresStore) -> N
     assert [(r.trace.trace_id, r.outcome, r.outcome_reason, r.judgements) for r in res] == [
         ("r9-c1", TraceOutcome.NOT_EVALUABLE, "no_answer", ())
     ]
+
+
+async def test_test_set_texts_with_nul_characters_are_stored_without_them(store: PostgresStore) -> None:
+    """JSON allows "\\u0000"; PostgreSQL text, text[] and jsonb do not. The test set is stored NUL-free."""
+    ts = TestSet(
+        name="n\x00ul",
+        description="d\x00",
+        cases=(
+            TestCase(
+                id="c\x001",
+                question="What\x00 is it?",
+                expected_answer="x\x00",
+                keywords=("k\x00",),
+                reference_contexts=("r\x00",),
+                answer="It is\x00 x.",
+                contexts=("It is x.\x00",),
+                doc_ids=("d\x00", None),
+                metadata={"team\x00": "a\x00b"},
+            ),
+        ),
+    )
+    await store.upsert_test_set(ts)
+    got = await store.get_test_set("nul")
+    assert got is not None and got.description == "d"
+    (c,) = got.cases
+    assert (c.id, c.question, c.expected_answer, c.answer) == ("c1", "What is it?", "x", "It is x.")
+    assert c.keywords == ("k",) and c.reference_contexts == ("r",) and c.contexts == ("It is x.",)
+    assert c.doc_ids == ("d", None) and c.metadata == {"team": "ab"}

@@ -41,18 +41,23 @@ ON CONFLICT (run_id) DO UPDATE SET test_set = excluded.test_set, started_at = ex
 """
 
 
+def _texts(values: Any) -> list[str | None]:
+    return [clean(v) for v in values]  # positions kept (doc_ids may hold None)
+
+
 def _case_args(test_set: str, pos: int, c: TestCase) -> tuple[Any, ...]:
+    # every text NUL-free: PostgreSQL rejects U+0000 in text, text[] and jsonb (a test set may hold "\u0000")
     return (
-        test_set,
-        c.id,
+        clean(test_set),
+        clean(c.id),
         pos,
         clean(c.question),
         clean(c.expected_answer),
-        list(c.keywords) if c.keywords is not None else None,
-        list(c.reference_contexts),
+        _texts(c.keywords) if c.keywords is not None else None,
+        _texts(c.reference_contexts),
         clean(c.answer),
-        list(c.contexts),
-        list(c.doc_ids),
+        _texts(c.contexts),
+        _texts(c.doc_ids),
         list(c.context_labels) if c.context_labels is not None else None,
         c.metadata,
     )
@@ -77,11 +82,12 @@ async def upsert_test_set(conn: Conn, ts: TestSet) -> None:
     """Insert or replace test set ``ts.name`` and its cases in one transaction (cases no longer in ``ts`` are
     deleted; ``position`` keeps the file order)."""
     async with conn.transaction():
-        await conn.execute(_UPSERT_SET, ts.name, ts.knowledge_base, ts.description, len(ts.cases))
+        name = clean(ts.name)
+        await conn.execute(_UPSERT_SET, name, clean(ts.knowledge_base), clean(ts.description), len(ts.cases))
         await conn.execute(
             "DELETE FROM test_cases WHERE test_set = $1 AND NOT (case_id = ANY($2::text[]))",
-            ts.name,
-            [c.id for c in ts.cases],
+            name,
+            _texts(c.id for c in ts.cases),
         )
         if ts.cases:
             await conn.executemany(_UPSERT_CASE, [_case_args(ts.name, i, c) for i, c in enumerate(ts.cases)])
