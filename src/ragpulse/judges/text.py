@@ -403,19 +403,34 @@ def tokens(text: str | None) -> list[str]:
     return list(_tokens_cached(text))
 
 
+@lru_cache(maxsize=4096)
+def _content_tokens_cached(text: str) -> tuple[str, ...]:
+    return tuple(t for t in _tokens_cached(text) if t not in EN_STOPWORDS and t not in ZH_STOPWORDS)
+
+
 def content_tokens(text: str | None) -> list[str]:
-    """:func:`tokens` without English and Chinese stop words."""
-    return [t for t in tokens(text) if t not in EN_STOPWORDS and t not in ZH_STOPWORDS]
+    """:func:`tokens` without English and Chinese stop words.
+
+    Cached by text (LRU of 4,096): the judges of one trace ask for the same question/answer/sentence tokens
+    several times.
+    """
+    if not text:
+        return []
+    return list(_content_tokens_cached(text))
 
 
 def is_abstention(answer: str | None) -> bool:
     """True when the answer declines to answer (``I don't know``, ``根据现有资料无法回答``, …).
 
     Heuristic: one of a list of English/Chinese refusal phrases appears in an answer of at most 200
-    characters, or in the first sentence of a longer one.
+    characters, or in the first sentence of a longer one. Cached by answer (LRU of 4,096): every judge of a
+    trace asks (:func:`ragpulse.judges.base.precheck`).
     """
-    if not answer:
-        return False
+    return bool(answer) and _is_abstention_cached(answer)
+
+
+@lru_cache(maxsize=4096)
+def _is_abstention_cached(answer: str) -> bool:
     norm = " ".join(answer.casefold().replace("’", "'").split())
     if not norm:
         return False
