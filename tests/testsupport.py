@@ -100,3 +100,14 @@ def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+async def pg_count(url: str, sql: str) -> int:
+    """The integer result of ``sql`` (a ``SELECT count(*) …``) on the database at ``url``."""
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval(sql))
+    finally:
+        await conn.close()

@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
 from ragpulse.replay.report import REPORT_KEYS
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
-from testsupport import shared_dir
+from testsupport import pg_count, shared_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 KESTREL = ROOT / "examples" / "kestrel_kb.jsonl"
@@ -39,14 +38,6 @@ def _report(args: list[str]) -> dict[str, Any]:
     assert res.exit_code == 0, res.output
     out: dict[str, Any] = json.loads(res.stdout)
     return out
-
-
-async def _count(url: str, sql: str) -> int:
-    conn = await asyncpg.connect(url)
-    try:
-        return int(await conn.fetchval(sql))
-    finally:
-        await conn.close()
 
 
 offline = pytest.mark.skipif(
@@ -85,11 +76,11 @@ def test_replay_example_offline_twice_same_run_id(db: str) -> None:
     assert first["tokens"] == {"prompt": 0, "completion": 0}  # offline judges use no model
     passed = sum(1 for c in first["cases"] if c["passed"])
     assert first["pass_rate"] == pytest.approx(passed / 17)
-    n_judgements = asyncio.run(_count(db, "SELECT count(*) FROM judgements"))
+    n_judgements = asyncio.run(pg_count(db, "SELECT count(*) FROM judgements"))
     assert n_judgements == sum(first["counts"][k] for k in ("pass", "fail", "error", "skipped"))
     second = _report(["replay", str(KESTREL), "--run-id", "kb-1"])
-    assert asyncio.run(_count(db, "SELECT count(*) FROM judgements")) == n_judgements
-    assert asyncio.run(_count(db, "SELECT count(*) FROM traces")) == 17
+    assert asyncio.run(pg_count(db, "SELECT count(*) FROM judgements")) == n_judgements
+    assert asyncio.run(pg_count(db, "SELECT count(*) FROM traces")) == 17
     assert {k: second[k] for k in ("pass_rate", "coverage", "averages", "counts")} == {
         k: first[k] for k in ("pass_rate", "coverage", "averages", "counts")
     }

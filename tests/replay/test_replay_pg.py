@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncpg
 import pytest
 
 from ragpulse.config import Settings
@@ -10,6 +9,7 @@ from ragpulse.model import RunStatus, TestCase, TestSet
 from ragpulse.replay import case_trace_id, run_replay
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
+from testsupport import pg_count
 
 
 def _ts() -> TestSet:
@@ -22,14 +22,6 @@ def _ts() -> TestSet:
     )
 
 
-async def _count(url: str, sql: str) -> int:
-    conn = await asyncpg.connect(url)
-    try:
-        return int(await conn.fetchval(sql))
-    finally:
-        await conn.close()
-
-
 async def test_same_run_id_twice_leaves_no_duplicate_judgements(pg_url: str) -> None:
     settings = Settings(database_url=pg_url)
     judges = {
@@ -40,8 +32,8 @@ async def test_same_run_id_twice_leaves_no_duplicate_judgements(pg_url: str) -> 
     try:
         first = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
         second = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
-        assert await _count(pg_url, "SELECT count(*) FROM judgements") == 12
-        assert await _count(pg_url, "SELECT count(*) FROM traces") == 6
+        assert await pg_count(pg_url, "SELECT count(*) FROM judgements") == 12
+        assert await pg_count(pg_url, "SELECT count(*) FROM traces") == 6
         for r in (first, second):
             assert r["pass_rate"] == pytest.approx(5 / 6)
             assert r["averages"]["relevancy"] == pytest.approx((0.8 * 5 + 0.2) / 6)
@@ -76,7 +68,7 @@ async def test_judge_error_on_one_case_leaves_others_judged(pg_url: str) -> None
         assert report["counts"] == {"pass": 10, "fail": 0, "error": 2, "skipped": 0}
         # the cases with an error judgement still have their other judge's score; they pass on it
         assert report["pass_rate"] == pytest.approx(1.0) and report["coverage"] == pytest.approx(1.0)
-        assert await _count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'error'") == 2
-        assert await _count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'ok'") == 10
+        assert await pg_count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'error'") == 2
+        assert await pg_count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'ok'") == 10
     finally:
         await store.close()

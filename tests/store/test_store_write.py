@@ -7,14 +7,7 @@ import store_factories as f
 
 from ragpulse.model import JudgementStatus, TraceOutcome
 from ragpulse.store.postgres import PostgresStore
-
-
-async def _count(url: str, sql: str) -> int:
-    conn = await asyncpg.connect(url)
-    try:
-        return int(await conn.fetchval(sql))
-    finally:
-        await conn.close()
+from testsupport import pg_count
 
 
 async def test_first_write_reports_all_inserted(store: PostgresStore, store_url: str) -> None:
@@ -22,7 +15,7 @@ async def test_first_write_reports_all_inserted(store: PostgresStore, store_url:
     rep = await store.write_results([r])
     assert rep.trace_inserted == frozenset({"a" * 32})
     assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1"), ("a" * 32, "relevancy", "v1")})
-    assert await _count(store_url, "SELECT count(*) FROM judgements") == 2
+    assert await pg_count(store_url, "SELECT count(*) FROM judgements") == 2
 
 
 async def test_same_batch_twice_changes_nothing(store: PostgresStore, store_url: str) -> None:
@@ -44,8 +37,8 @@ async def test_same_batch_twice_changes_nothing(store: PostgresStore, store_url:
     rep = await store.write_results(again)
     assert rep.changed == frozenset()
     assert rep.trace_inserted == frozenset()
-    assert await _count(store_url, "SELECT count(*) FROM judgements") == 3
-    assert await _count(store_url, "SELECT count(*) FROM traces") == 2
+    assert await pg_count(store_url, "SELECT count(*) FROM judgements") == 3
+    assert await pg_count(store_url, "SELECT count(*) FROM traces") == 2
     # first stored values are kept
     got = await store.get_trace("t1")
     assert got is not None
@@ -68,7 +61,7 @@ async def test_duplicates_inside_one_batch_last_wins(store: PostgresStore, store
         [f.result(f.trace(), f.ok("faithfulness", 0.1)), f.result(f.trace(), f.ok("faithfulness", 0.9))]
     )
     assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1")})
-    assert await _count(store_url, "SELECT count(*) FROM judgements") == 1
+    assert await pg_count(store_url, "SELECT count(*) FROM judgements") == 1
     got = await store.get_trace("a" * 32)
     assert got is not None and got.judgements[0].score == 0.9
 
@@ -150,4 +143,4 @@ async def test_concurrent_overlapping_batches(store: PostgresStore, store_url: s
         # every judgement of the round is reported changed by exactly one writer
         keys = [k for r in reports for k in r.changed]
         assert len(keys) == len(set(keys)) == 600
-    assert await _count(store_url, "SELECT count(*) FROM judgements") == 600
+    assert await pg_count(store_url, "SELECT count(*) FROM judgements") == 600
