@@ -35,6 +35,18 @@ def _trace(i: int | str, **kw: Any) -> Trace:
     return Trace(**fields)
 
 
+class GatedJudge(ScriptedJudge):
+    """A scripted judge that waits for ``gate`` before each verdict (builds back-pressure on demand)."""
+
+    def __init__(self, name: str, gate: asyncio.Event) -> None:
+        super().__init__(name)
+        self.gate = gate
+
+    async def judge(self, trace: Trace) -> Judgement:
+        await self.gate.wait()
+        return await super().judge(trace)
+
+
 class Acks:
     def __init__(self) -> None:
         self.got: dict[str, tuple[TraceResult, bool]] = {}
@@ -103,13 +115,8 @@ async def test_sampling_rate_half_follows_the_hash() -> None:
 async def test_back_pressure_submit_blocks_while_queue_full() -> None:
     gate = asyncio.Event()
 
-    class Gated(ScriptedJudge):
-        async def judge(self, trace: Trace) -> Judgement:
-            await gate.wait()
-            return await super().judge(trace)
-
     store = MemoryStore()
-    judge = Gated("g")
+    judge = GatedJudge("g", gate)
     s = _settings(engine_queue_size=2, engine_workers=1, engine_batch_size=1)
     async with Engine({"g": judge}, store, s) as eng:
         await eng.submit(_trace(0))  # taken by the single worker
@@ -192,13 +199,8 @@ async def test_non_retriable_batch_failure_is_split_per_trace() -> None:
     s = _settings(engine_batch_size=3, engine_flush_interval_s=1.0, engine_workers=3)
     gate = asyncio.Event()
 
-    class Gated(ScriptedJudge):
-        async def judge(self, trace: Trace) -> Judgement:
-            await gate.wait()
-            return await super().judge(trace)
-
     store.fail_next(1, retriable=False)
-    async with Engine({"a": Gated("a")}, store, s) as eng:
+    async with Engine({"a": GatedJudge("a", gate)}, store, s) as eng:
         for i in range(3):
             await eng.submit(_trace(i), acks)
         gate.set()
@@ -260,13 +262,8 @@ async def test_shutdown_deadline_cancels_and_does_not_ack() -> None:
 async def test_blocked_submit_fails_when_engine_closes() -> None:
     gate = asyncio.Event()
 
-    class Gated(ScriptedJudge):
-        async def judge(self, trace: Trace) -> Judgement:
-            await gate.wait()
-            return await super().judge(trace)
-
     s = _settings(engine_queue_size=1, engine_workers=1, shutdown_deadline_s=0.2)
-    eng = Engine({"g": Gated("g")}, MemoryStore(), s)
+    eng = Engine({"g": GatedJudge("g", gate)}, MemoryStore(), s)
     await eng.start()
     await eng.submit(_trace(0))
     await asyncio.sleep(0.01)
@@ -336,14 +333,9 @@ def test_judge_error_judgement_shape() -> None:
 async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
     gate = asyncio.Event()
 
-    class Gated(ScriptedJudge):
-        async def judge(self, trace: Trace) -> Judgement:
-            await gate.wait()
-            return await super().judge(trace)
-
     store = MemoryStore()
     s = _settings(engine_queue_size=1, engine_workers=1)
-    async with Engine({"g": Gated("g")}, store, s) as eng:
+    async with Engine({"g": GatedJudge("g", gate)}, store, s) as eng:
         await eng.submit(_trace(0))
         await asyncio.sleep(0.01)
         await eng.submit(_trace(1))
@@ -362,18 +354,13 @@ async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
 async def test_duplicate_trace_in_one_batch_is_exported_once() -> None:
     gate = asyncio.Event()
 
-    class Gated(ScriptedJudge):
-        async def judge(self, trace: Trace) -> Judgement:
-            await gate.wait()
-            return await super().judge(trace)
-
     store, exporter, acks = MemoryStore(), MemoryExporter(), []
 
     async def ack(result: TraceResult, ok: bool) -> None:
         acks.append(ok)
 
     s = _settings(engine_batch_size=10, engine_flush_interval_s=1.0, engine_writers=1)
-    async with Engine({"g": Gated("g")}, store, s, [exporter]) as eng:
+    async with Engine({"g": GatedJudge("g", gate)}, store, s, [exporter]) as eng:
         await eng.submit(_trace(1), ack)
         await eng.submit(_trace(1), ack)
         gate.set()
