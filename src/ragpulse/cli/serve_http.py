@@ -10,17 +10,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
-import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from ragpulse.errors import ConfigError
+from ragpulse.asgi_server import EmbeddedAsgiServer, parse_address
 from ragpulse.logging import get_logger
 
 __all__ = ["HealthServer", "build_health_app", "parse_address"]
@@ -31,18 +28,6 @@ Check = Callable[[], Awaitable[bool]]
 
 #: Seconds a single readiness check may take before it counts as failed.
 CHECK_TIMEOUT_S = 3.0
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """Split ``host:port`` (IPv6 as ``[::1]:9464``) into ``(host, port)``.
-
-    Raises:
-        ConfigError: no port, or the port is not an integer in 0–65535.
-    """
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"invalid address {address!r}: expected host:port")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 async def _run_check(check: Check) -> bool:
@@ -87,14 +72,6 @@ def build_health_app(checks: Mapping[str, Check], metrics_app: Any | None = None
     return app
 
 
-class _Server(uvicorn.Server):
-    """uvicorn server that leaves signal handling to ``ragpulse serve``."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
 class HealthServer:
     """Serves :func:`build_health_app` on ``address`` (``host:port``; port 0 picks a free port).
 
@@ -106,37 +83,18 @@ class HealthServer:
     """
 
     def __init__(self, address: str, checks: Mapping[str, Check], metrics_app: Any | None = None) -> None:
-        self._address = address
-        self._app = build_health_app(checks, metrics_app)
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._server = EmbeddedAsgiServer(
+            build_health_app(checks, metrics_app), address, what="HTTP", task_name="ragpulse-http"
+        )
         self.port: int | None = None
 
     async def __aenter__(self) -> Self:
-        host, port = parse_address(self._address)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        try:
-            sock = socket.create_server((host, port), family=family)
-        except OSError as e:
-            raise ConfigError(f"cannot listen for HTTP on {self._address}: {e}") from e
-        self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(
-            self._app, lifespan="off", access_log=False, log_level="warning", log_config=None
-        )
-        self._server = _Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ragpulse-http")
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise ConfigError(f"HTTP server on {self._address} stopped during start-up")
-            await asyncio.sleep(0.01)
-        get_logger("ragpulse.serve.http").info("http_listening", address=f"{host}:{self.port}")
+        await self._server.start()
+        self.port = self._server.port
+        get_logger("ragpulse.serve.http").info("http_listening", address=f"{self._server.host}:{self.port}")
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            with contextlib.suppress(Exception):
-                await self._task
+        await self._server.stop()

@@ -25,16 +25,14 @@ Metrics: ``ragpulse_traces_received{source=otlp}`` per trace handed to the sink,
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
 import grpc
-import uvicorn
 
+from ragpulse.asgi_server import EmbeddedAsgiServer, parse_address
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.ingest.otlp.assembly import Clock, TraceAssembler
@@ -48,26 +46,6 @@ from ragpulse.protocols import TraceSink
 __all__ = ["OtlpReceivers", "parse_address"]
 
 log = get_logger(__name__)
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """``host:port`` (IPv6 as ``[::1]:4317``) → ``(host, port)``.
-
-    Raises:
-        ConfigError: no port, or a port that is not a number in 0–65535.
-    """
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"invalid address {address!r}: expected host:port")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-class _Server(uvicorn.Server):
-    """uvicorn server that leaves signal handling to the process that embeds it (``ragpulse serve``)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
 
 
 class OtlpReceivers:
@@ -96,8 +74,7 @@ class OtlpReceivers:
         self.assembler = TraceAssembler(settings, TraceBuilder(settings, mappers), clock=clock)
         self.intake = OtlpIntake(self.assembler, settings.service_name)
         self._grpc: grpc.aio.Server | None = None
-        self._http: _Server | None = None
-        self._http_task: asyncio.Task[None] | None = None
+        self._http: EmbeddedAsgiServer | None = None
         self._assembler_task: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
@@ -109,9 +86,7 @@ class OtlpReceivers:
         """True once every enabled receiver is listening (and until exit)."""
         if not self._started or self._closed:
             return False
-        http_ok = self._http is None or (
-            self._http.started and self._http_task is not None and not self._http_task.done()
-        )
+        http_ok = self._http is None or self._http.serving
         return http_ok and (self._assembler_task is not None and not self._assembler_task.done())
 
     async def __aenter__(self) -> Self:
@@ -164,23 +139,11 @@ class OtlpReceivers:
         log.info("otlp_grpc_listening", address=f"{host}:{bound}")
 
     async def _start_http(self, address: str) -> None:
-        host, port = parse_address(address)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        try:
-            sock = socket.create_server((host, port), family=family)
-        except OSError as e:
-            raise ConfigError(f"cannot listen for OTLP/HTTP on {address}: {e}") from e
-        self.http_port = sock.getsockname()[1]
         app = build_http_app(self.intake, self._settings.otlp_max_request_bytes)
-        config = uvicorn.Config(app, lifespan="off", access_log=False, log_level="warning", log_config=None)
-        self._http = _Server(config)
-        self._http_task = asyncio.create_task(self._http.serve(sockets=[sock]), name="otlp-http")
-        while not self._http.started:
-            if self._http_task.done():
-                self._http_task.result()
-                raise ConfigError(f"OTLP/HTTP server on {address} stopped during start-up")
-            await asyncio.sleep(0.01)
-        log.info("otlp_http_listening", address=f"{host}:{self.http_port}")
+        self._http = EmbeddedAsgiServer(app, address, what="OTLP/HTTP", task_name="otlp-http")
+        await self._http.start()
+        self.http_port = self._http.port
+        log.info("otlp_http_listening", address=f"{self._http.host}:{self.http_port}")
 
     async def close(self) -> None:
         """Stop accepting, flush held traces to the sink, stop the assembler. Idempotent."""
@@ -189,10 +152,8 @@ class OtlpReceivers:
         self._closed = True
         if self._grpc is not None:
             await self._grpc.stop(grace=1.0)
-        if self._http is not None and self._http_task is not None:
-            self._http.should_exit = True
-            with contextlib.suppress(Exception):
-                await self._http_task
+        if self._http is not None:
+            await self._http.stop()
         if self._assembler_task is not None:
             self.assembler.stop()
             try:
