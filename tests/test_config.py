@@ -76,3 +76,17 @@ def test_empty_enabled_judges_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
             load_settings()
     monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", "keyword, relevancy")
     assert load_settings().enabled_judges == ["keyword", "relevancy"]
+
+
+def test_unknown_ragpulse_env_vars_are_named() -> None:
+    from ragpulse.config import unknown_env_vars
+
+    env = {
+        "RAGPULSE_JUGE_MODEL": "x",  # typo
+        "RAGPULSE_JUDGE_MODEL": "m",
+        "ragpulse_sampling_rate": "0.5",  # case-insensitive, like pydantic-settings
+        "RAGPULSE_CONFIG": "c.yaml",
+        "RAGPULSE_JUDGE_API_KEY": "k",
+        "PATH": "/bin",
+    }
+    assert unknown_env_vars(env) == ["RAGPULSE_JUGE_MODEL"]

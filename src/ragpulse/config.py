@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,7 +32,7 @@ from pydantic_settings import (
 
 from ragpulse.errors import ConfigError
 
-__all__ = ["JudgeRoute", "Settings", "load_settings"]
+__all__ = ["JudgeRoute", "Settings", "load_settings", "unknown_env_vars"]
 
 #: Settings that may come only from the environment.
 SECRET_FIELDS = frozenset(
@@ -324,3 +325,17 @@ def load_settings(config_path: str | Path | None = None, **overrides: Any) -> Se
         raise ConfigError(f"invalid configuration: {where}must be JSON ({e.__cause__ or e})") from e
     finally:
         _CONFIG_PATH_OVERRIDE = None
+
+
+#: ``RAGPULSE_*`` variables that are not settings but are read elsewhere (CLI, tests).
+_NON_SETTING_ENV = frozenset({"RAGPULSE_CONFIG", "RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL"})
+
+
+def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``RAGPULSE_*`` environment variables that name no setting (likely typos), sorted.
+
+    Matching is case-insensitive, as pydantic-settings reads them.
+    """
+    env = os.environ if environ is None else environ
+    known = {f"RAGPULSE_{name}".upper() for name in Settings.model_fields} | _NON_SETTING_ENV
+    return sorted(k for k in env if k.upper().startswith("RAGPULSE_") and k.upper() not in known)

@@ -182,3 +182,26 @@ def test_gate_thresholds_from_config_file(pg_url: str, tmp_path: Path) -> None:
         ).exit_code
         == 0
     )
+
+
+def test_a_case_with_an_error_judgement_never_passes_and_is_a_junit_error(tmp_path: Path) -> None:
+    # The judge model was down for context_precision; faithfulness (no model) still scored and passed.
+    cases = [
+        _case("ok", _j("faithfulness", 0.9), _j("context_precision", 0.9)),
+        _case("half", _j("faithfulness", 0.9), _j("context_precision", None, status="error")),
+    ]
+    r = build_report(run_id="run-e", test_set="kestrel_kb", cases=cases, judges=JUDGES, wall_seconds=1.0)
+    assert r["pass_rate"] == 0.5 and r["coverage"] == 1.0
+    row = {c["case_id"]: c for c in r["cases"]}["half"]  # type: ignore[index]
+    assert row["passed"] is False and row["scored"] == 1
+    assert row["reason"] == "context_precision: judge_unavailable: HTTP 500"
+    res = evaluate_gate(r, gate_thresholds({}, ["pass_rate=0.8"], 0.5))
+    assert res.passed is False
+    import xml.etree.ElementTree as ET
+
+    path = tmp_path / "e.xml"
+    ET.ElementTree(junit_xml(r, res.thresholds)).write(path, encoding="utf-8", xml_declaration=True)
+    suite = {s.name: s for s in JUnitXml.fromfile(str(path))}["ragpulse.kestrel_kb"]
+    got = {c.name: type(c.result[0]).__name__ if c.result else "pass" for c in suite}
+    assert got == {"ok": "pass", "half": "Error"}
+    assert (suite.tests, suite.failures, suite.errors) == (2, 0, 1)

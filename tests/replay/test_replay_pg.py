@@ -66,8 +66,13 @@ async def test_judge_error_on_one_case_leaves_others_judged(pg_url: str) -> None
         run = await store.get_run("errs")
         assert run is not None and run.status is RunStatus.COMPLETED_WITH_ERRORS
         assert report["counts"] == {"pass": 10, "fail": 0, "error": 2, "skipped": 0}
-        # the cases with an error judgement still have their other judge's score; they pass on it
-        assert report["pass_rate"] == pytest.approx(1.0) and report["coverage"] == pytest.approx(1.0)
+        # the cases with an error judgement keep their other judge's score (covered) but never pass on it
+        assert report["pass_rate"] == pytest.approx(4 / 6) and report["coverage"] == pytest.approx(1.0)
+        errored = {c["case_id"]: c for c in report["cases"] if not c["passed"]}
+        assert sorted(errored) == ["c2", "c4"]
+        assert errored["c2"]["scored"] == 1 and errored["c2"]["reason"].startswith("faithfulness:")
+        assert errored["c4"]["scored"] == 1 and errored["c4"]["reason"].startswith("relevancy:")
+        assert errored["c2"]["judgements"]["faithfulness"]["status"] == "error"
         assert await pg_count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'error'") == 2
         assert await pg_count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'ok'") == 10
     finally:

@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
-from ragpulse.config import Settings, load_settings
+from ragpulse.config import Settings, load_settings, unknown_env_vars
 from ragpulse.errors import ConfigError
-from ragpulse.logging import configure_logging
+from ragpulse.logging import configure_logging, get_logger
 
 __all__ = ["STATE", "fail", "settings"]
 
@@ -29,13 +29,22 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def settings(**overrides: Any) -> Settings:
-    """Load settings (config file + env + overrides) and configure logging; exit 2 on a config error."""
+def settings(*, service: bool = False, **overrides: Any) -> Settings:
+    """Load settings (config file + env + overrides) and configure logging; exit 2 on a config error.
+
+    One-shot commands (``service=False``) log at WARNING unless a level was set (``--log-level``,
+    ``RAGPULSE_LOG_LEVEL`` or the config file), so their report is not buried in progress lines; ``serve``
+    logs at the configured level (INFO by default). Unknown ``RAGPULSE_*`` environment variables (typos) are
+    reported as warnings.
+    """
     if STATE.log_level is not None:  # --log-level wins over RAGPULSE_LOG_LEVEL and is validated like it
         overrides = {"log_level": STATE.log_level, **overrides}
     try:
         s = load_settings(STATE.config_path, **overrides)
     except ConfigError as e:
         raise fail(str(e)) from e
-    configure_logging(s.log_level, json=s.log_json)
+    level = s.log_level if service or "log_level" in s.model_fields_set else "WARNING"
+    configure_logging(level, json=s.log_json)
+    for name in unknown_env_vars():
+        get_logger("ragpulse.config").warning("unknown_setting_env", variable=name)
     return s

@@ -160,7 +160,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
 @app.command()
 def serve() -> None:
     """Run the online evaluation sidecar: OTLP receivers, Kafka consumer, engine, store, /healthz /readyz /metrics."""
-    settings = _common.settings()
+    settings = _common.settings(service=True)
     try:
         asyncio.run(run_serve(settings))
     except RagpulseError as e:

@@ -15,8 +15,8 @@ Layout::
       </testsuite>
     </testsuites>
 
-A case row (``report["cases"]``) maps to: ``passed`` → a passing test case; scored but not passed → ``failure``;
-not scored with an ``error`` judgement → ``error``; not scored otherwise (all skipped, not evaluable) →
+A case row (``report["cases"]``) maps to: ``passed`` → a passing test case; a scored judgement that failed →
+``failure``; otherwise an ``error`` judgement → ``error``; otherwise (all skipped, not evaluable) →
 ``skipped``. ``time`` attributes are seconds (the run's ``wall_seconds`` on the case suite).
 """
 
@@ -59,7 +59,10 @@ def _case(suite: ET.Element, classname: str, row: Mapping[str, Any]) -> str:
     reason = str(row.get("reason") or "not passed")
     body = _judgement_lines(row)
     statuses = {j.get("status") for j in (row.get("judgements") or {}).values()}
-    if row.get("scored"):
+    failed = any(
+        j.get("status") == "ok" and not j.get("passed") for j in (row.get("judgements") or {}).values()
+    )
+    if failed:
         el = ET.SubElement(tc, "failure", message=reason, type="quality")
         el.text = body
         return "failure"

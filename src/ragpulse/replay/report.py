@@ -3,7 +3,9 @@
 Definitions (issue 3):
 
 - A judgement is **scored** when its status is ``ok`` (it has a 0–1 score and ``passed``).
-- A **case passes** when it has at least one scored judgement and every scored judgement passed.
+- A **case passes** when it has at least one scored judgement, every scored judgement passed and no judgement
+  is an ``error`` (a judge that could not answer leaves the case undecided: with the judge model down, a run
+  must not pass on the judges that need no model).
 - ``pass_rate`` = passed cases / all cases; ``coverage`` = cases with ≥ 1 scored judgement / all cases.
   Both are 0.0 for an empty run. An unscored case is never a pass and is never dropped from the totals.
 - ``averages[judge]`` = mean score of the judge over the cases it scored (``None`` when it scored none).
@@ -77,7 +79,9 @@ def _r(x: float) -> float:
 def _case_row(c: CaseResult) -> tuple[dict[str, Any], bool, bool]:
     js = c.result.judgements
     scored = [j for j in js if j.status is JudgementStatus.OK]
-    passed = bool(scored) and all(j.passed for j in scored)
+    errored = any(j.status is JudgementStatus.ERROR for j in js)
+    # A judge that could not answer leaves the case undecided: it never passes on the other judges alone.
+    passed = bool(scored) and all(j.passed for j in scored) and not errored
     reason: str | None
     if c.result.outcome in (TraceOutcome.NOT_EVALUABLE, TraceOutcome.NOT_SAMPLED):
         reason = c.note or c.result.outcome_reason or c.result.outcome.value
