@@ -89,11 +89,17 @@ def tansu_broker(binary: str, *, cluster_prefix: str, start_timeout: float = 20.
         stop_process(proc)
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) refuses connections when a replay's feeders (16 at once) hit a loaded
+    # machine; real RAG endpoints have far larger backlogs.
+    request_queue_size = 128
+
+
 @contextmanager
 def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve ``handler`` with a ``ThreadingHTTPServer`` on a free loopback port in a thread; yields the base
     URL ``http://127.0.0.1:<port>`` and shuts the server down afterwards."""
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{srv.server_address[1]}"

@@ -145,3 +145,34 @@ def test_three_replays_in_one_process() -> None:
         for i in range(3)
     ]
     assert [r["pass_rate"] for r in reports] == [pytest.approx(1 / 3)] * 3
+
+
+async def test_endpoint_failure_is_not_evaluable_even_for_retrieval_judges(rag_url: str) -> None:
+    # Case "b" has recorded contexts and labels, but its endpoint call fails: no judge may score the recorded
+    # contexts in place of the endpoint's reply.
+    s = Settings(
+        rag_endpoint_url=rag_url,
+        rag_request_question_field="query",
+        rag_response_answer_field="data.text",
+        rag_response_contexts_field="data.chunks",
+    )
+    retrieval = ScriptedJudge("context_precision", 1.0)
+    retrieval.needs_answer = False  # type: ignore[attr-defined]
+    ts = TestSet(
+        name="e",
+        cases=(
+            TestCase(id="b", question="boom", contexts=("x", "y"), context_labels=(1, 0)),
+            TestCase(id="c", question="fine", contexts=("x",), context_labels=(1,)),
+        ),
+    )
+    store = MemoryStore()
+    async with RagClient(s) as rag:
+        report = await run_replay(
+            ts, judges={"context_precision": retrieval}, store=store, settings=s, run_id="r5", rag_client=rag
+        )
+    b = store.traces[case_trace_id("r5", "b")]
+    assert b.outcome.value == "not_evaluable" and b.judgements == ()
+    assert b.outcome_reason == "rag_endpoint_failed: rag_endpoint_error: HTTP 500"
+    c = store.traces[case_trace_id("r5", "c")]
+    assert [j.judge for j in c.judgements] == ["context_precision"]
+    assert report["coverage"] == 0.5 and report["status"] == "completed_with_errors"

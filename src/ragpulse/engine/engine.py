@@ -41,7 +41,7 @@ from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport, judge_needs_answer
 
-__all__ = ["Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
+__all__ = ["NOT_EVALUABLE_ATTRIBUTE", "Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
 
 log = get_logger("ragpulse.engine")
 
@@ -96,8 +96,21 @@ class _Item:
     received_at: datetime
 
 
+#: Trace attribute by which a producer marks a trace as not evaluable with a reason (replay sets it when the
+#: RAG endpoint failed for a case, so that no judge scores contexts the endpoint never returned).
+NOT_EVALUABLE_ATTRIBUTE = "ragpulse.not_evaluable"
+
+
 def not_evaluable_reason(trace: Trace) -> str | None:
-    """``no_question`` / ``no_answer`` when the trace lacks one (missing or blank), else ``None``."""
+    """Why ``trace`` cannot be judged, else ``None``.
+
+    The :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs), else ``no_question`` /
+    ``no_answer`` when the trace lacks one (missing or blank; without an answer the judges that need none still
+    run).
+    """
+    marked = trace.attributes.get(NOT_EVALUABLE_ATTRIBUTE)
+    if isinstance(marked, str) and marked.strip():
+        return marked.strip()
     if not trace.question or not trace.question.strip():
         return "no_question"
     if not trace.answer or not trace.answer.strip():
@@ -321,7 +334,7 @@ class Engine:
             self.stats.not_sampled += 1
             return TraceResult(trace=trace, outcome=TraceOutcome.NOT_SAMPLED, received_at=item.received_at)
         reason = not_evaluable_reason(trace)
-        judges = self._router.select(trace) if reason != "no_question" else ()
+        judges = self._router.select(trace) if reason in (None, "no_answer") else ()
         # Without an answer only the judges declaring needs_answer=False can run (retrieval judges).
         runnable = judges if reason is None else tuple(j for j in judges if not judge_needs_answer(j))
         if reason is not None and not runnable:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from ragpulse.config import Settings
 from ragpulse.engine import Engine, Router
+from ragpulse.engine.engine import NOT_EVALUABLE_ATTRIBUTE
 from ragpulse.logging import get_logger
 from ragpulse.model import (
     Document,
@@ -194,13 +195,26 @@ async def run_replay(
             async def feed() -> None:
                 for case in cases:  # one shared iterator: each case is taken by exactly one feeder
                     rag = None
+                    failed: str | None = None
                     if case.answer is None and rag_client is not None and case.question:
                         try:
                             rag = await rag_client.ask(case.question)
                         except RagEndpointError as e:
-                            notes[case.id] = str(e)
+                            failed = notes[case.id] = str(e)
                             log.warning("rag_endpoint_failed", case_id=case.id, error=str(e)[:200])
-                    await eng.submit(case_to_trace(case, run_id=run_id, test_set=test_set.name, rag=rag), ack)
+                    trace = case_to_trace(case, run_id=run_id, test_set=test_set.name, rag=rag)
+                    if failed is not None:
+                        # Stored as not evaluable with the reason; no judge scores the case's recorded contexts
+                        # in place of the endpoint's reply.
+                        trace = trace.model_copy(
+                            update={
+                                "attributes": {
+                                    **trace.attributes,
+                                    NOT_EVALUABLE_ATTRIBUTE: f"rag_endpoint_failed: {failed}"[:500],
+                                }
+                            }
+                        )
+                    await eng.submit(trace, ack)
 
             feeders = settings.engine_workers if rag_client is not None else 1
             async with asyncio.TaskGroup() as tg:
