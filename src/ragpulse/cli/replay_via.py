@@ -26,10 +26,10 @@ from ragpulse.engine import Router
 from ragpulse.ingest.events import trace_to_event
 from ragpulse.ingest.publish import publish_kafka, publish_otlp
 from ragpulse.logging import get_logger
-from ragpulse.model import RunRecord, RunStatus, TestSet, TraceOutcome, TraceResult
+from ragpulse.model import RunStatus, TestSet, TraceOutcome, TraceResult
 from ragpulse.protocols import Judge
 from ragpulse.replay.report import CaseResult, build_report
-from ragpulse.replay.runner import case_to_trace, new_run_id
+from ragpulse.replay.runner import case_to_trace, start_run
 
 __all__ = ["Via", "run_replay_via"]
 
@@ -71,16 +71,13 @@ async def run_replay_via(
         StoreError: the store failed.
     """
     log = get_logger("ragpulse.replay.via")
-    run_id = run_id or new_run_id(test_set.name)
     started = time.perf_counter()
-    await store.upsert_test_set(test_set)
-    await store.create_run(
-        RunRecord(
-            run_id=run_id,
-            test_set=test_set.name,
-            judges={name: j.version for name, j in judges.items()},
-            settings={"via": via.value, "judge_model": settings.judge_model},
-        )
+    run_id = await start_run(
+        store,
+        test_set,
+        judges,
+        run_id=run_id,
+        settings={"via": via.value, "judge_model": settings.judge_model},
     )
     traces = [case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.cases]
     log.info("replay_via_started", run_id=run_id, via=via.value, cases=len(traces))

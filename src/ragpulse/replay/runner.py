@@ -45,6 +45,7 @@ __all__ = [
     "case_trace_id",
     "new_run_id",
     "run_replay",
+    "start_run",
 ]
 
 log = get_logger("ragpulse.replay")
@@ -72,6 +73,34 @@ def new_run_id(test_set: str) -> str:
     """A fresh run id: ``<test set>-<UTC time>-<6 hex>``, e.g. ``kestrel_kb-20261130T064500Z-1a2b3c``."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", test_set).strip("-")[:40] or "run"
     return f"{slug}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+async def start_run(
+    store: ReplayStore,
+    test_set: TestSet,
+    judges: Mapping[str, Judge],
+    *,
+    run_id: str | None,
+    settings: dict[str, Any],
+) -> str:
+    """Store ``test_set`` and create its run (status ``running``, the judges' versions, ``settings``).
+
+    Returns the run id (``run_id``, or a new one from :func:`new_run_id`).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    run_id = run_id or new_run_id(test_set.name)
+    await store.upsert_test_set(test_set)
+    await store.create_run(
+        RunRecord(
+            run_id=run_id,
+            test_set=test_set.name,
+            judges={name: j.version for name, j in judges.items()},
+            settings=settings,
+        )
+    )
+    return run_id
 
 
 def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer | None = None) -> Trace:
@@ -165,17 +194,8 @@ async def run_replay(
     Raises:
         StoreError: creating/finishing the run failed.
     """
-    run_id = run_id or new_run_id(test_set.name)
     started = time.perf_counter()
-    await store.upsert_test_set(test_set)
-    await store.create_run(
-        RunRecord(
-            run_id=run_id,
-            test_set=test_set.name,
-            judges={name: j.version for name, j in judges.items()},
-            settings=_run_settings(settings),
-        )
-    )
+    run_id = await start_run(store, test_set, judges, run_id=run_id, settings=_run_settings(settings))
     total = len(test_set.cases)
     done: dict[str, tuple[TraceResult, bool]] = {}
     notes: dict[str, str] = {}
