@@ -22,7 +22,8 @@ def test_yaml_sections_flatten_and_env_wins(tmp_path: Path, monkeypatch: pytest.
     assert s.sampling_rate == 0.5
     assert s.judges == {"faithfulness": {"mode": "binary"}}
     assert s.kafka_topics == ["a", "b"]
-    assert s.judge_api_key is not None and s.judge_api_key.get_secret_value() == "sk-test"
+    assert s.judge_api_key is not None
+    assert s.judge_api_key.get_secret_value() == "sk-test"
 
 
 def test_secret_in_file_rejected(tmp_path: Path) -> None:

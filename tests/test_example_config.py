@@ -12,10 +12,8 @@ def test_example_config_is_valid() -> None:
     assert s.engine_queue_size == 1000
     assert s.metrics_app_label_limit == 50
     assert s.judge_routes[0].scenario == "order_delay"
-    assert (
-        "order_delay_answer" in s.judge_routes[0].judges
-        and "reimbursement_answer" in s.judge_routes[1].judges
-    )
+    assert "order_delay_answer" in s.judge_routes[0].judges
+    assert "reimbursement_answer" in s.judge_routes[1].judges
     assert s.judge_model is None  # offline default
 
 
@@ -27,6 +25,9 @@ def test_example_test_set_rows_have_required_fields() -> None:
     ]
     assert len(rows) == 17
     for r in rows:
-        assert r["question"] and r["expected_answer"] and r["answer"] and r["keywords"]
+        assert r["question"]
+        assert r["expected_answer"]
+        assert r["answer"]
+        assert r["keywords"]
         assert len(r["contexts"]) == len(r["doc_ids"]) == len(r["context_labels"])
     assert {r["language"] for r in rows} == {"en", "zh"}

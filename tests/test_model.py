@@ -60,4 +60,6 @@ def test_judgement_invariants() -> None:
         status=JudgementStatus.ERROR,
         reason="unparseable: " + "x" * 1000,
     )
-    assert len(e.reason) == 512 and e.reason_code == "unparseable" and e.outcome == "error"
+    assert len(e.reason) == 512
+    assert e.reason_code == "unparseable"
+    assert e.outcome == "error"

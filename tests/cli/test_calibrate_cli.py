@@ -53,39 +53,48 @@ def test_calibrate_json(cases: Path) -> None:
         0.5,
         0.5,
     )
-    assert out["backend"] == "heuristic" and out["threshold"] == 0.65
+    assert out["backend"] == "heuristic"
+    assert out["threshold"] == 0.65
     # ranks of scores [3.5, 1, 2, 3.5] vs labels [3.5, 1.5, 3.5, 1.5] → 1 / sqrt(4.5 · 4)
     assert out["spearman"] == pytest.approx(1 / math.sqrt(18))
     ci = out["balanced_accuracy_ci"]
-    assert isinstance(ci, list) and len(ci) == 2 and ci[0] <= 0.5 <= ci[1]
+    assert isinstance(ci, list)
+    assert len(ci) == 2
+    assert ci[0] <= 0.5 <= ci[1]
 
 
 def test_calibrate_threshold_and_limit(cases: Path) -> None:
     out = run_json(str(cases), "--judge", "faithfulness", "--label", "faithful", "--threshold", "0.3")
     # 1/3 now passes → tp 2, fn 0: BA = (2/2 + 1/2) / 2
-    assert out["confusion"] == {"tp": 2, "fp": 1, "tn": 1, "fn": 0} and out["balanced_accuracy"] == 0.75
+    assert out["confusion"] == {"tp": 2, "fp": 1, "tn": 1, "fn": 0}
+    assert out["balanced_accuracy"] == 0.75
     out = run_json(str(cases), "--judge", "faithfulness", "--label", "faithful", "--limit", "2")
-    assert out["n"] == 2 and out["confusion"] == {"tp": 1, "fp": 0, "tn": 1, "fn": 0}
+    assert out["n"] == 2
+    assert out["confusion"] == {"tp": 1, "fp": 0, "tn": 1, "fn": 0}
 
 
 def test_calibrate_table(cases: Path) -> None:
     res = runner.invoke(app, ["calibrate", str(cases), "--judge", "faithfulness", "--label", "faithful"])
     assert res.exit_code == 0, res.output
-    assert "balanced accuracy (95% CI)" in res.stdout and "1 / 1 / 1 / 1" in res.stdout
+    assert "balanced accuracy (95% CI)" in res.stdout
+    assert "1 / 1 / 1 / 1" in res.stdout
     assert "abstained" in res.stdout
 
 
 def test_calibrate_usage_errors(cases: Path, tmp_path: Path) -> None:
     res = runner.invoke(app, ["calibrate", str(cases), "--judge", "nope", "--label", "faithful"])
-    assert res.exit_code == 2 and "nope" in res.output
+    assert res.exit_code == 2
+    assert "nope" in res.output
     res = runner.invoke(app, ["calibrate", str(cases), "--judge", "faithfulness", "--label", "missing"])
-    assert res.exit_code == 2 and "no label field 'missing'" in res.output
+    assert res.exit_code == 2
+    assert "no label field 'missing'" in res.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
         json.dumps({"question": "q", "answer": "a", "contexts": [], "y": 3}) + "\n", encoding="utf-8"
     )
     res = runner.invoke(app, ["calibrate", str(bad), "--judge", "faithfulness", "--label", "y"])
-    assert res.exit_code == 2 and "must be 0 or 1" in res.output
+    assert res.exit_code == 2
+    assert "must be 0 or 1" in res.output
     res = runner.invoke(
         app, ["calibrate", str(tmp_path / "absent.jsonl"), "--judge", "faithfulness", "--label", "y"]
     )
@@ -98,7 +107,8 @@ def test_calibrate_ares_human(monkeypatch: pytest.MonkeyPatch) -> None:
     if not path.exists():
         pytest.skip(f"shared data not found: {path}")
     out = run_json(str(path), "--judge", "faithfulness", "--label", "answer_faithfulness")
-    assert out["n"] == 200 and out["confusion"] == {"tp": 141, "fp": 4, "tn": 24, "fn": 31}
+    assert out["n"] == 200
+    assert out["confusion"] == {"tp": 141, "fp": 4, "tn": 24, "fn": 31}
     assert out["balanced_accuracy"] == pytest.approx(0.8385, abs=1e-4)
 
 
@@ -112,7 +122,8 @@ def test_calibrate_keyword_with_ground_truth(tmp_path: Path, monkeypatch: pytest
     path = tmp_path / "kw.jsonl"
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
     out = run_json(str(path), "--judge", "keyword", "--label", "ok")
-    assert out["confusion"] == {"tp": 2, "fp": 0, "tn": 1, "fn": 0} and out["balanced_accuracy"] == 1.0
+    assert out["confusion"] == {"tp": 2, "fp": 0, "tn": 1, "fn": 0}
+    assert out["balanced_accuracy"] == 1.0
 
 
 def test_calibrate_bad_rows_are_one_line_errors(tmp_path: Path) -> None:
@@ -132,4 +143,5 @@ def test_calibrate_bad_rows_are_one_line_errors(tmp_path: Path) -> None:
         res = runner.invoke(app, ["calibrate", str(p), "--judge", "faithfulness", "--label", "y"])
         assert res.exit_code == 2, res.output
         assert expected[name] in res.output
-        assert "Traceback" not in res.output and "errors.pydantic.dev" not in res.output
+        assert "Traceback" not in res.output
+        assert "errors.pydantic.dev" not in res.output

@@ -62,6 +62,7 @@ def test_rejudge_app_since_keeps_old_versions(pg_url: str, monkeypatch: pytest.M
     ]  # app hr untouched
 
     again = CliRunner().invoke(app, ["rejudge", "--app", "shop", "--since", "1h", "--judges", "keyword"])
-    assert again.exit_code == 0 and "rejudged 2 trace(s)" in again.stdout
+    assert again.exit_code == 0
+    assert "rejudged 2 trace(s)" in again.stdout
     bad = CliRunner().invoke(app, ["rejudge", "--since", "yesterday"])
     assert bad.exit_code == 2

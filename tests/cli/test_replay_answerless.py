@@ -84,7 +84,8 @@ def _check(report: dict[str, Any], rows: list[dict[str, Any]], recall_k: int | N
     by_case = {c["case_id"]: c for c in report["cases"]}
     assert {cid for cid, c in by_case.items() if c["passed"]} == passed
     for cid, c in by_case.items():
-        assert c["outcome"] == "evaluated" and c["scored"] == 2
+        assert c["outcome"] == "evaluated"
+        assert c["scored"] == 2
         js = c["judgements"]
         assert js["context_precision"]["score"] == pytest.approx(precision[cid], abs=1e-6)
         assert js["context_recall"]["score"] == pytest.approx(recall[cid], abs=1e-6)
@@ -120,7 +121,9 @@ def test_rgb_subset_without_answers_reports_precision_and_recall_from_labels(
     )
     assert {r["outcome"] for r in stored} == {"evaluated"}
     skipped = [r for r in stored if r["status"] == "skipped"]
-    assert len(stored) == 5 * N and len(skipped) == 3 * N and all(r["score"] is None for r in skipped)
+    assert len(stored) == 5 * N
+    assert len(skipped) == 3 * N
+    assert all(r["score"] is None for r in skipped)
 
     # recall@3 through the judge options: relevant chunks in the top 3 / chunks labelled relevant
     monkeypatch.setenv("RAGPULSE_JUDGES", json.dumps({"context_recall": {"k": 3}}))
@@ -134,7 +137,8 @@ def test_explicit_judges_win_and_answer_judges_alone_leave_cases_not_evaluable(
 ) -> None:
     path, _ = _rgb_head(tmp_path / "rgb_head.jsonl")
     report = _report(["replay", str(path), "--judges", "relevancy,keyword", "--run-id", "rgb-explicit"])
-    assert report["judges_added"] == [] and list(report["judges"]) == ["relevancy", "keyword"]
+    assert report["judges_added"] == []
+    assert list(report["judges"]) == ["relevancy", "keyword"]
     assert {c["outcome"] for c in report["cases"]} == {"not_evaluable"}
     assert {c["reason"] for c in report["cases"]} == {"no_answer"}
     assert (report["coverage"], report["pass_rate"]) == (0.0, 0.0)  # an unscored case is never a pass
@@ -143,4 +147,5 @@ def test_explicit_judges_win_and_answer_judges_alone_leave_cases_not_evaluable(
         app, ["replay", str(path), "--judges", "context_precision", "--run-id", "rgb-cp"]
     )
     assert text.exit_code == 0, text.output
-    assert "judges: context_precision\n" in text.stdout and "added for this test set" not in text.stdout
+    assert "judges: context_precision\n" in text.stdout
+    assert "added for this test set" not in text.stdout

@@ -61,7 +61,9 @@ def test_replay_example_offline_twice_same_run_id(db: str) -> None:
 
     first = _report(["replay", str(KESTREL), "--run-id", "kb-1"])
     assert set(REPORT_KEYS) <= set(first)
-    assert first["run_id"] == "kb-1" and first["test_set"] == "kestrel_kb" and first["cases_total"] == 17
+    assert first["run_id"] == "kb-1"
+    assert first["test_set"] == "kestrel_kb"
+    assert first["cases_total"] == 17
     # the example carries chunk labels, so the retrieval judges are added to enabled_judges
     assert list(first["averages"]) == [
         "relevancy",
@@ -142,11 +144,14 @@ def test_fail_under_exit_codes(db: str, tmp_path: Path) -> None:
     assert low_cov.exit_code == 1
     assert "coverage 0.500 < 0.95" in low_cov.stderr
     bad = _invoke(["replay", str(p), "--fail-under", "pass_rate"])
-    assert bad.exit_code == 2 and "expected METRIC=MIN" in bad.stderr
+    assert bad.exit_code == 2
+    assert "expected METRIC=MIN" in bad.stderr
     unknown = _invoke(["replay", str(p), "--judges", "nosuchjudge"])
-    assert unknown.exit_code == 2 and "nosuchjudge" in unknown.stderr
+    assert unknown.exit_code == 2
+    assert "nosuchjudge" in unknown.stderr
     missing = _invoke(["replay", str(tmp_path / "missing.jsonl")])
-    assert missing.exit_code == 2 and "not found" in missing.stderr
+    assert missing.exit_code == 2
+    assert "not found" in missing.stderr
 
 
 @offline
@@ -156,7 +161,8 @@ def test_three_replays_in_one_process(db: str, tmp_path: Path) -> None:
     assert [r["cases_total"] for r in reports] == [4, 4, 4]
     assert reports[0]["averages"] == reports[1]["averages"] == reports[2]["averages"]
     text = _invoke(["replay", str(p)])
-    assert text.exit_code == 0 and "pass rate" in text.stdout
+    assert text.exit_code == 0
+    assert "pass rate" in text.stdout
 
 
 # -- LLM judges against the scripted model: numbers hand-computed from the datasets' labels ---------------
@@ -199,7 +205,8 @@ def _responder(labels: dict[str, int]) -> Any:
 def _check_llm_report(r: dict[str, Any], labels: list[int], server: ScriptedOpenAIServer) -> None:
     n = len(labels)
     faithful = sum(labels)
-    assert r["cases_total"] == n and r["coverage"] == 1.0
+    assert r["cases_total"] == n
+    assert r["coverage"] == 1.0
     assert r["averages"]["relevancy"] == pytest.approx(1.0)
     assert r["averages"]["faithfulness"] == pytest.approx((faithful * 1.0 + (n - faithful) * 0.5) / n)
     assert r["pass_rate"] == pytest.approx(faithful / n)
@@ -238,7 +245,8 @@ def test_uhgeval_zh_subset_with_llm_judges(db: str, model: ScriptedOpenAIServer,
 
 def _consistent(r: dict[str, Any], n: int, judges: int) -> None:
     """The report's totals agree with its own per-case rows."""
-    assert r["cases_total"] == n and len(r["cases"]) == n
+    assert r["cases_total"] == n
+    assert len(r["cases"]) == n
     assert sum(r["counts"].values()) == n * judges
     assert r["pass_rate"] == pytest.approx(sum(c["passed"] for c in r["cases"]) / n, abs=1e-6)
     assert r["coverage"] == pytest.approx(sum(c["scored"] > 0 for c in r["cases"]) / n, abs=1e-6)
@@ -252,7 +260,8 @@ def _consistent(r: dict[str, Any], n: int, judges: int) -> None:
 @offline
 def test_halueval_example_offline(db: str) -> None:
     r = _report(["replay", str(HALUEVAL)])
-    assert r["test_set"] == "halueval_qa_sample" and r["status"] == "completed"
+    assert r["test_set"] == "halueval_qa_sample"
+    assert r["status"] == "completed"
     _consistent(r, 40, 3)
 
 
@@ -265,7 +274,8 @@ def test_uhgeval_full_sample_offline(db: str) -> None:
     r = _report(["replay", str(src)])
     _consistent(r, 600, 3)
     # no case has keywords or an expected answer: the keyword judge skips every case (no_reference)
-    assert r["averages"]["keyword"] is None and r["judges"]["keyword"]["skipped"] == 600
+    assert r["averages"]["keyword"] is None
+    assert r["judges"]["keyword"]["skipped"] == 600
     assert r["coverage"] == 1.0
 
 
@@ -274,7 +284,9 @@ def test_text_report_says_it_lists_only_failing_cases(db: str, tmp_path: Path) -
     p = _head(KESTREL, 4, tmp_path / "four.jsonl")  # reimb-en-03 (invented approver) is the one failing case
     text = _invoke(["replay", str(p), "--run-id", "failing-title"])
     assert text.exit_code == 0
-    assert "failing cases (1 of 4)" in text.stdout and "reimb-en-03" in text.stdout
+    assert "failing cases (1 of 4)" in text.stdout
+    assert "reimb-en-03" in text.stdout
     assert "reimb-en-01" not in text.stdout
     shown = _invoke(["runs", "show", "failing-title"])
-    assert "failing cases" not in shown.stdout and "reimb-en-01" in shown.stdout
+    assert "failing cases" not in shown.stdout
+    assert "reimb-en-01" in shown.stdout

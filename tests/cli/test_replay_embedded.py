@@ -30,7 +30,9 @@ def test_replay_example_on_embedded_postgres(tmp_path: Path) -> None:
     first = _run(["replay", str(ROOT / "examples" / "kestrel_kb.jsonl"), "--run-id", "emb-1", "--json"], env)
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
-    assert report["run_id"] == "emb-1" and report["cases_total"] == 17 and report["status"] == "completed"
+    assert report["run_id"] == "emb-1"
+    assert report["cases_total"] == 17
+    assert report["status"] == "completed"
     # a second process finds the run in the same embedded database
     runs = _run(["runs", "list", "--json"], env)
     assert runs.returncode == 0, runs.stderr

@@ -61,26 +61,34 @@ def test_runs_list_show_compare(seeded: str) -> None:
     shown = _json(["runs", "show", "cand", "--json"])
     assert shown["averages"]["relevancy"] == pytest.approx((0.9 * 2 + 0.1 * 2) / 4)
     rows = {c["case_id"]: c for c in shown["cases"]}
-    assert rows["c1"]["passed"] is False and rows["c1"]["reason"] == "relevancy: scripted 0.10"
+    assert rows["c1"]["passed"] is False
+    assert rows["c1"]["reason"] == "relevancy: scripted 0.10"
 
     cmp = _json(["runs", "compare", "base", "cand", "--json"])
     assert cmp["metrics"]["pass_rate"] == {"a": 1.0, "b": 0.5, "delta": -0.5}
     assert cmp["metrics"]["relevancy"]["delta"] == pytest.approx(-0.4)
-    assert [f["case_id"] for f in cmp["pass_to_fail"]] == ["c1", "c2"] and cmp["fail_to_pass"] == []
+    assert [f["case_id"] for f in cmp["pass_to_fail"]] == ["c1", "c2"]
+    assert cmp["fail_to_pass"] == []
 
     text = CliRunner().invoke(app, ["runs", "show", "cand"])
-    assert text.exit_code == 0 and "c1" in text.stdout and "scripted 0.10" in text.stdout
+    assert text.exit_code == 0
+    assert "c1" in text.stdout
+    assert "scripted 0.10" in text.stdout
     text = CliRunner().invoke(app, ["runs", "compare", "base", "cand"])
-    assert text.exit_code == 0 and "pass → fail: 2 case(s)" in text.stdout
+    assert text.exit_code == 0
+    assert "pass → fail: 2 case(s)" in text.stdout
 
     missing = CliRunner().invoke(app, ["runs", "show", "nope"])
-    assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+    assert missing.exit_code == 2
+    assert "no run 'nope'" in missing.output
 
 
 def test_trace_json_lists_every_version(seeded: str) -> None:
     tid = case_trace_id("cand", "c1")
     doc = _json(["trace", tid.upper(), "--json"])
-    assert doc["trace_id"] == tid and doc["run_id"] == "cand" and doc["test_case_id"] == "c1"
+    assert doc["trace_id"] == tid
+    assert doc["run_id"] == "cand"
+    assert doc["test_case_id"] == "c1"
     assert doc["outcome"] == "evaluated"
     (j,) = doc["judgements"]
     assert {k: j[k] for k in ("name", "score", "passed", "status", "reason", "backend")} == {
@@ -93,7 +101,8 @@ def test_trace_json_lists_every_version(seeded: str) -> None:
     }
     assert j["version"] == ScriptedJudge("relevancy").version
     text = CliRunner().invoke(app, ["trace", tid])
-    assert text.exit_code == 0 and "scripted 0.10" in text.stdout
+    assert text.exit_code == 0
+    assert "scripted 0.10" in text.stdout
     assert CliRunner().invoke(app, ["trace", "0" * 32]).exit_code == 2
 
 
@@ -119,4 +128,5 @@ def test_negative_or_zero_limits_are_usage_errors() -> None:
     ):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, res.output
-        assert "--limit" in res.output and "store" not in res.output
+        assert "--limit" in res.output
+        assert "store" not in res.output

@@ -67,13 +67,15 @@ def test_dockerfile_env_and_ports() -> None:
     env_block = re.search(r"^ENV (.+?)(?=^\S)", text, re.S | re.M)
     assert env_block
     env = dict(re.findall(r"(\w+)=(\S+)", env_block.group(1)))
-    assert env and all(_is_setting(k) for k in env), env
+    assert env
+    assert all(_is_setting(k) for k in env), env
     exposed = {int(p) for p in re.search(r"^EXPOSE (.+)$", text, re.M).group(1).split()}  # type: ignore[union-attr]
     assert exposed == set(DEFAULT_PORTS.values())
     for field, port in DEFAULT_PORTS.items():
         assert _port(env[f"RAGPULSE_{field.upper()}"]) == port
         assert _port(getattr(Settings(), field)) == port  # the defaults agree
-    assert 'ENTRYPOINT ["ragpulse"]' in text and 'CMD ["serve"]' in text
+    assert 'ENTRYPOINT ["ragpulse"]' in text
+    assert 'CMD ["serve"]' in text
     assert "/healthz" in text
 
 
@@ -84,16 +86,16 @@ def test_compose_services_env_and_ports() -> None:
     for name, svc in services.items():
         assert re.match(r"^[\w./-]+:[\w.-]+$", svc["image"]), name  # pinned tags
     rp = services["ragpulse"]
-    assert (
-        rp["build"]["dockerfile"] == "deploy/Dockerfile" and (DEPLOY / ".." / rp["build"]["context"]).exists()
-    )
+    assert rp["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert (DEPLOY / ".." / rp["build"]["context"]).exists()
     env = rp["environment"]
     unknown = [k for k in env if not _is_setting(k)]
     assert unknown == []
     s = Settings(
         **{k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if k.startswith("RAGPULSE_")}
     )
-    assert s.kafka_bootstrap_servers == "kafka:9092" and s.kafka_topics == ["rag-traces"]
+    assert s.kafka_bootstrap_servers == "kafka:9092"
+    assert s.kafka_topics == ["rag-traces"]
     host_ports = {int(p.split(":")[1]) for p in rp["ports"]}
     assert (
         host_ports
@@ -153,8 +155,11 @@ def test_k8s_consumer_is_a_kafka_group_with_replicas_and_otlp_off() -> None:
     assert dep["spec"]["replicas"] >= 2
     env = _container_env(dep["spec"]["template"]["spec"]["containers"][0], docs)
     s = Settings(**{k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if v is not None})
-    assert s.kafka_bootstrap_servers and s.kafka_group_id == "ragpulse" and s.kafka_topics == ["rag-traces"]
-    assert s.otlp_grpc_address == "" and s.otlp_http_address == ""
+    assert s.kafka_bootstrap_servers
+    assert s.kafka_group_id == "ragpulse"
+    assert s.kafka_topics == ["rag-traces"]
+    assert s.otlp_grpc_address == ""
+    assert s.otlp_http_address == ""
     # Secrets come from a Secret, never from the ConfigMap.
     cm = next(d for d in docs if d["kind"] == "ConfigMap")
     assert not any("PASSWORD" in k or "API_KEY" in k for k in cm["data"])

@@ -96,7 +96,8 @@ async def test_not_sampled_traces_are_stored_without_judgements() -> None:
             await eng.submit(_trace(i))
     assert judge.calls == 0
     assert {r.outcome for r in store.traces.values()} == {TraceOutcome.NOT_SAMPLED}
-    assert len(store.traces) == 5 and not store.judgements
+    assert len(store.traces) == 5
+    assert not store.judgements
     assert eng.stats.not_sampled == 5
 
 
@@ -156,7 +157,8 @@ async def test_writers_overlap_store_latency() -> None:
         for i in range(20):
             await eng.submit(_trace(i))
         assert await eng.drain(5)
-    assert sum(store.writes) == 20 and len(store.traces) == 20
+    assert sum(store.writes) == 20
+    assert len(store.traces) == 20
     assert store.max_concurrent_writes == 2
 
 
@@ -178,7 +180,9 @@ async def test_store_retry_then_success() -> None:
         await eng.submit(_trace(1), acks)
         assert await eng.drain(5)
     assert acks.got["t-1"][1] is True
-    assert eng.stats.store_retries == 2 and eng.stats.stored == 1 and eng.stats.failed == 0
+    assert eng.stats.store_retries == 2
+    assert eng.stats.stored == 1
+    assert eng.stats.failed == 0
     assert "t-1" in store.traces
 
 
@@ -190,8 +194,10 @@ async def test_final_store_failure_acks_not_ok() -> None:
         await eng.submit(_trace(1), acks)
         assert await eng.drain(5)
     assert acks.got["t-1"][1] is False
-    assert eng.stats.failed == 1 and eng.stats.store_retries == 2
-    assert exporter.calls == [] and store.traces == {}
+    assert eng.stats.failed == 1
+    assert eng.stats.store_retries == 2
+    assert exporter.calls == []
+    assert store.traces == {}
 
 
 async def test_non_retriable_batch_failure_is_split_per_trace() -> None:
@@ -205,7 +211,8 @@ async def test_non_retriable_batch_failure_is_split_per_trace() -> None:
             await eng.submit(_trace(i), acks)
         gate.set()
         assert await eng.drain(5)
-    assert all(ok for _, ok in acks.got.values()) and len(acks.got) == 3
+    assert all(ok for _, ok in acks.got.values())
+    assert len(acks.got) == 3
     assert store.writes == [1, 1, 1]
 
 
@@ -233,7 +240,8 @@ async def test_exporters_get_only_changed_judgements() -> None:
         assert await eng.drain(5)
     assert len(exporter.calls) == 1
     result, changed = exporter.calls[0]
-    assert result.trace.trace_id == "t-1" and [j.judge for j in changed] == ["a"]
+    assert result.trace.trace_id == "t-1"
+    assert [j.judge for j in changed] == ["a"]
 
 
 async def test_graceful_shutdown_drains_in_flight_work() -> None:
@@ -243,7 +251,8 @@ async def test_graceful_shutdown_drains_in_flight_work() -> None:
     for i in range(6):
         await eng.submit(_trace(i), acks)
     assert await eng.aclose() is True
-    assert len(acks.got) == 6 and len(store.traces) == 6
+    assert len(acks.got) == 6
+    assert len(store.traces) == 6
     with pytest.raises(EngineClosedError):
         await eng.submit(_trace(99))
 
@@ -256,7 +265,8 @@ async def test_shutdown_deadline_cancels_and_does_not_ack() -> None:
     t0 = time.perf_counter()
     assert await eng.aclose() is False
     assert time.perf_counter() - t0 < 2
-    assert acks.got == {} and store.traces == {}
+    assert acks.got == {}
+    assert store.traces == {}
 
 
 async def test_blocked_submit_fails_when_engine_closes() -> None:
@@ -327,7 +337,8 @@ def test_judge_error_judgement_shape() -> None:
     j = Judgement(
         judge="x", version="v", backend=Backend.LLM, status=JudgementStatus.ERROR, reason="judge_exception: E"
     )
-    assert j.outcome == "error" and j.score is None
+    assert j.outcome == "error"
+    assert j.score is None
 
 
 async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
@@ -365,5 +376,7 @@ async def test_duplicate_trace_in_one_batch_is_exported_once() -> None:
         await eng.submit(_trace(1), ack)
         gate.set()
         assert await eng.drain(5)
-    assert store.writes == [2] and acks == [True, True]
-    assert len(exporter.calls) == 1 and [j.judge for j in exporter.calls[0][1]] == ["g"]
+    assert store.writes == [2]
+    assert acks == [True, True]
+    assert len(exporter.calls) == 1
+    assert [j.judge for j in exporter.calls[0][1]] == ["g"]

@@ -31,7 +31,8 @@ def _settings(**kw: Any) -> Settings:
 
 def test_needs_answer_is_optional_and_defaults_to_true() -> None:
     plain, retrieval, explicit = ScriptedJudge("p"), RetrievalJudge("r"), AnswerJudge("a")
-    assert isinstance(plain, Judge) and isinstance(retrieval, Judge)  # not part of the structural check
+    assert isinstance(plain, Judge)
+    assert isinstance(retrieval, Judge)
     assert not hasattr(plain, "needs_answer")
     assert [judge_needs_answer(j) for j in (plain, retrieval, explicit)] == [True, False, True]
 

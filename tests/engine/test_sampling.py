@@ -25,4 +25,5 @@ def test_same_decision_every_time_and_monotone_in_rate() -> None:
 
 
 def test_edge_rates() -> None:
-    assert is_sampled("x", 1.0) and not is_sampled("x", 0.0)
+    assert is_sampled("x", 1.0)
+    assert not is_sampled("x", 0.0)

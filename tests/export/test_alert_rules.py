@@ -35,7 +35,9 @@ def test_every_alert_has_summary_description_runbook_and_for() -> None:
     assert set(alerts) == ALERTS
     for name, rule in alerts.items():
         ann = rule["annotations"]
-        assert ann["summary"] and ann["description"] and ann["runbook"], name
+        assert ann["summary"], name
+        assert ann["description"], name
+        assert ann["runbook"], name
         assert "docs/dashboards-and-alerts.md#" in ann["runbook"], name
         assert rule["for"] in ("15m", "30m"), name
         assert rule["labels"]["severity"] == "warning", name

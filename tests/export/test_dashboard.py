@@ -33,7 +33,8 @@ def test_dashboard_json_is_what_the_generator_produces() -> None:
     spec = importlib.util.spec_from_file_location(
         "ragpulse_dashboard_gen", ROOT / "dashboards" / "generate.py"
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = gen  # dataclasses look their module up
     try:
@@ -47,12 +48,14 @@ def test_dashboard_structure() -> None:
     d = dashboard()
     assert d["uid"] == "ragpulse-quality"
     variables = {v["name"]: v for v in d["templating"]["list"]}
-    assert (
-        variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-    )
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
     for name in ("app", "judge"):
         v = variables[name]
-        assert v["type"] == "query" and v["multi"] and v["includeAll"] and v["allValue"] == ".*"
+        assert v["type"] == "query"
+        assert v["multi"]
+        assert v["includeAll"]
+        assert v["allValue"] == ".*"
         assert v["datasource"]["uid"] == "${datasource}"
     ids = [p["id"] for p in d["panels"]]
     assert len(ids) == len(set(ids))
@@ -60,15 +63,20 @@ def test_dashboard_structure() -> None:
     assert types["Score distribution: $judge"] == "heatmap"
     for p in d["panels"]:
         g = p["gridPos"]
-        assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] > 0
+        assert g["x"] >= 0
+        assert g["x"] + g["w"] <= 24
+        assert g["h"] > 0
         if p["type"] == "row":
             continue
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert p["targets"], p["title"]
         for t in p["targets"]:
-            assert t["expr"] and t["refId"] and t["datasource"]["uid"] == "${datasource}"
+            assert t["expr"]
+            assert t["refId"]
+            assert t["datasource"]["uid"] == "${datasource}"
     heat = next(p for p in d["panels"] if p["type"] == "heatmap")
-    assert heat["targets"][0]["format"] == "heatmap" and heat["options"]["calculate"] is False
+    assert heat["targets"][0]["format"] == "heatmap"
+    assert heat["options"]["calculate"] is False
     assert heat["repeat"] == "judge"
 
 

@@ -81,12 +81,14 @@ def test_events_reach_an_otlp_receiver_with_trace_context(
     assert attrs("relevancy")["gen_ai.evaluation.score.value"] == 0.2
     assert by_name["faithfulness"].severity_number == 9  # INFO
     kw = attrs("keyword")
-    assert "gen_ai.evaluation.score.value" not in kw and "error.type" not in kw
+    assert "gen_ai.evaluation.score.value" not in kw
+    assert "error.type" not in kw
     assert kw["ragpulse.evaluation.status"] == "skipped"
     assert kw["gen_ai.evaluation.explanation"] == "no_reference: no keywords"
     err = attrs("correctness")
     assert err["error.type"] == "judge_unavailable"
-    assert "gen_ai.evaluation.score.value" not in err and "gen_ai.evaluation.score.label" not in err
+    assert "gen_ai.evaluation.score.value" not in err
+    assert "gen_ai.evaluation.score.label" not in err
     assert by_name["correctness"].severity_number == 13  # WARN
 
 
@@ -104,7 +106,9 @@ def test_non_otlp_trace_ids() -> None:
     assert otel_trace_id(str(u)) == u.int
     assert otel_trace_id("abc") == 0xABC
     assert otel_trace_id("order-42") == 0
-    assert otel_span_id(None) == 0 and otel_span_id("zz") == 0 and otel_span_id(SPAN_ID) == int(SPAN_ID, 16)
+    assert otel_span_id(None) == 0
+    assert otel_span_id("zz") == 0
+    assert otel_span_id(SPAN_ID) == int(SPAN_ID, 16)
 
 
 def test_redelivery_emits_nothing_and_full_queue_drops_and_counts() -> None:
@@ -118,7 +122,8 @@ def test_redelivery_emits_nothing_and_full_queue_drops_and_counts() -> None:
         )  # fmt: skip
         res, js = _result()
         exp.on_stored(res, [])
-        assert exp.emitted == 0 and exp.dropped == 0
+        assert exp.emitted == 0
+        assert exp.dropped == 0
         t0 = time.monotonic()
         for _ in range(10):
             exp.on_stored(res, js)  # 40 events, never blocking

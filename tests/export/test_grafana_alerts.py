@@ -18,7 +18,8 @@ def test_provisioning_file_is_current() -> None:
     spec = importlib.util.spec_from_file_location(
         "ragpulse_grafana_alerts", ROOT / "deploy" / "grafana" / "generate_alerts.py"
     )
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     gen = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = gen
     try:
@@ -37,18 +38,23 @@ def test_same_alerts_as_prometheus() -> None:
     rules = grafana_rules()
     assert {r["title"] for r in rules} == set(prom)
     uids = [r["uid"] for r in rules]
-    assert len(set(uids)) == len(uids) and all(len(u) <= 40 for u in uids)
+    assert len(set(uids)) == len(uids)
+    assert all(len(u) <= 40 for u in uids)
     for r in rules:
         p = prom[r["title"]]
-        assert r["for"] == p["for"] and r["labels"] == p["labels"]
+        assert r["for"] == p["for"]
+        assert r["labels"] == p["labels"]
         refs = {d["refId"] for d in r["data"]}
-        assert r["condition"] in refs and refs == {"A", "B", "C"}
+        assert r["condition"] in refs
+        assert refs == {"A", "B", "C"}
         (query,) = [d for d in r["data"] if d["datasourceUid"] != "__expr__"]
-        assert query["datasourceUid"] == "prometheus" and query["model"]["instant"] is True
+        assert query["datasourceUid"] == "prometheus"
+        assert query["model"]["instant"] is True
         assert "ragpulse:" not in query["model"]["expr"]  # recording rules inlined
         assert r["annotations"]["runbook_url"].startswith("docs/dashboards-and-alerts.md#")
         assert "$value " not in r["annotations"]["description"]  # Grafana templates use $values.B.Value
-        assert r["noDataState"] == "OK" and r["execErrState"] == "Error"
+        assert r["noDataState"] == "OK"
+        assert r["execErrState"] == "Error"
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")

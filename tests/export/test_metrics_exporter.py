@@ -164,7 +164,10 @@ def test_ten_thousand_apps_stay_under_the_label_limit(metrics_runtime: MetricsRu
     text = render_metrics().decode()
     apps = {s["app"] for s in series(text, "ragpulse_judgements_total", judge=judge)}
     assert len(apps) == 51  # 50 kept + "other"
-    assert "other" in apps and "tenant-0" in apps and "tenant-49" in apps and "tenant-50" not in apps
+    assert "other" in apps
+    assert "tenant-0" in apps
+    assert "tenant-49" in apps
+    assert "tenant-50" not in apps
     assert value(text, "ragpulse_judgements_total", judge=judge, app="other", outcome="pass") == 9950
     assert len(series(text, "ragpulse_judge_score_count", judge=judge)) == 51
     assert value(text, "ragpulse_app_labels_folded_total") == folded_before + 9950
@@ -222,7 +225,8 @@ def test_exposed_names_types_and_labels_match_issue_5(metrics_runtime: MetricsRu
     }
     for name, keys in labels.items():
         found = series(text, name)
-        assert found and all(set(s) == keys for s in found), name
+        assert found, name
+        assert all(set(s) == keys for s in found), name
     assert "otel_scope_name" not in text
     les = [s["le"] for s in series(text, "ragpulse_judge_score_bucket", judge="names_judge")]
     assert les == [

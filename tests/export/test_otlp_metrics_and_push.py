@@ -72,7 +72,8 @@ def test_one_recording_exported_to_prometheus_and_otlp(tmp_path: Path) -> None:
     (dp,) = score.histogram.data_points
     assert {a.key: a.value.string_value for a in dp.attributes} == lbl
     assert list(dp.explicit_bounds) == list(SCORE_BUCKETS)
-    assert dp.count == 4 and dp.sum == 0.1 + 0.45 + 0.96 + 1.0
+    assert dp.count == 4
+    assert dp.sum == 0.1 + 0.45 + 0.96 + 1.0
     assert list(dp.bucket_counts) == [0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0]
     outcomes = {
         next(a.value.string_value for a in p.attributes if a.key == "outcome"): p.as_int
@@ -81,7 +82,8 @@ def test_one_recording_exported_to_prometheus_and_otlp(tmp_path: Path) -> None:
     assert outcomes == {"pass": 2, "fail": 2}
     assert got["ragpulse_judgements"].sum.is_monotonic
     latency = got["ragpulse_judge_latency_seconds"]
-    assert latency.unit == "s" and latency.histogram.data_points[0].count == 4
+    assert latency.unit == "s"
+    assert latency.histogram.data_points[0].count == 4
 
 
 def test_unsupported_otlp_protocol_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,7 +135,8 @@ def test_push_to_gateway_groups_by_run_id(metrics_runtime: MetricsRuntime, gatew
     MetricsExporter().on_stored(result("push-app", j), [j])
     assert push_to_gateway(Settings(pushgateway_url=gateway.url), "run-42") is True
     ((method, path, body),) = gateway.pushes
-    assert method == "PUT" and path == "/metrics/job/ragpulse_replay/run_id/run-42"
+    assert method == "PUT"
+    assert path == "/metrics/job/ragpulse_replay/run_id/run-42"
     assert value(body, "ragpulse_judgements_total", judge="pushjudge", app="push-app", outcome="pass") == 1
     assert push_to_gateway(Settings(), "run-43") is False  # no URL: no push
     assert len(gateway.pushes) == 1

@@ -133,7 +133,8 @@ def _not_yet_recorded() -> set[str]:
 def _query(base: str, expr: str) -> dict[str, object]:
     r = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=10)
     body: dict[str, object] = r.json()
-    assert r.status_code == 200 and body.get("status") == "success", f"{expr}: {body}"
+    assert r.status_code == 200, f"{expr}: {body}"
+    assert body.get("status") == "success", f"{expr}: {body}"
     return body
 
 
@@ -212,10 +213,12 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         assert not missing, f"metrics without series: {sorted(missing)}"
 
         up = _query(base, 'up{job="ragpulse"}')["data"]["result"]  # type: ignore[index]
-        assert up and up[0]["value"][1] == "1"
+        assert up
+        assert up[0]["value"][1] == "1"
         # Judgements flowed: faithfulness scores and outcomes were scraped with non-zero counts.
         scored = _query(base, 'sum(ragpulse_judge_score_count{judge="faithfulness"})')["data"]["result"]  # type: ignore[index]
-        assert scored and float(scored[0]["value"][1]) > 0
+        assert scored
+        assert float(scored[0]["value"][1]) > 0
 
         for expr in dashboard_exprs(rate_interval="1m") + alert_exprs() + grafana_alert_exprs():
             _query(base, expr)  # parses and evaluates (empty results are fine)
@@ -249,8 +252,10 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
             if settled or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert len(stored) == 3 and got == stored
-        assert received == sent and rejected == 1
+        assert len(stored) == 3
+        assert got == stored
+        assert received == sent
+        assert rejected == 1
 
         # Redelivery: the same 50 events again. They are received, judged and upserted, but nothing in the
         # store changes, so no judgement metric moves.

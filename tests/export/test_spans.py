@@ -60,15 +60,20 @@ def test_evaluator_spans_linked_to_the_evaluated_span(
                             "evaluation correctness"}  # fmt: skip
     assert rx.resources[0]["service.name"] == "ragpulse-spans-test"
     for s in rx.spans:
-        assert s.kind == Span.SPAN_KIND_INTERNAL and not s.parent_span_id
+        assert s.kind == Span.SPAN_KIND_INTERNAL
+        assert not s.parent_span_id
         assert s.trace_id.hex() != TRACE_ID  # its own trace …
         (link,) = s.links  # … linked to the evaluated span
-        assert link.trace_id.hex() == TRACE_ID and link.span_id.hex() == SPAN_ID
+        assert link.trace_id.hex() == TRACE_ID
+        assert link.span_id.hex() == SPAN_ID
     faith = {a.key: attr_value(a.value) for a in by_name["evaluation faithfulness"].attributes}
     assert faith["openinference.span.kind"] == "EVALUATOR"
-    assert faith["evaluation.name"] == "faithfulness" and faith["evaluation.score"] == 0.92
-    assert faith["evaluation.label"] == "pass" and faith["gen_ai.evaluation.score.label"] == "pass"
+    assert faith["evaluation.name"] == "faithfulness"
+    assert faith["evaluation.score"] == 0.92
+    assert faith["evaluation.label"] == "pass"
+    assert faith["gen_ai.evaluation.score.label"] == "pass"
     assert faith["evaluation.explanation"] == "Every claim is supported by passages [1]-[3]."
     err = by_name["evaluation correctness"]
-    assert err.status.code == Status.STATUS_CODE_ERROR and err.status.message == "judge_unavailable"
+    assert err.status.code == Status.STATUS_CODE_ERROR
+    assert err.status.message == "judge_unavailable"
     assert {a.key: attr_value(a.value) for a in err.attributes}["output.value"] == "error"

@@ -49,7 +49,8 @@ def test_fixture_events_match_oracle() -> None:
         if exp["disposition"] == "reject":
             # A valid event without a question is not dead-lettered: the engine stores it as not_evaluable.
             assert exp["reason"] == "missing required field: question"
-            assert t.question is None and t.answer == "Up to four days per week after probation."
+            assert t.question is None
+            assert t.answer == "Up to four days per week after probation."
             continue
         if exp["disposition"] == "duplicate":
             assert line == lines[0]  # byte-identical redelivery; the store's upsert keeps one result
@@ -58,9 +59,11 @@ def test_fixture_events_match_oracle() -> None:
         assert t.question == exp["question"]
         assert t.doc_ids == exp["docIds"]
         assert len(t.contexts) == exp["contextsCount"]
-        assert t.model == exp["model"] and t.app == exp["app"]
+        assert t.model == exp["model"]
+        assert t.app == exp["app"]
         if "answerStartsWith" in exp:
-            assert t.answer is not None and t.answer.startswith(exp["answerStartsWith"])
+            assert t.answer is not None
+            assert t.answer.startswith(exp["answerStartsWith"])
         if "answerContains" in exp:
             assert exp["answerContains"] in (t.answer or "")
         if "contextChars" in exp:
@@ -68,7 +71,8 @@ def test_fixture_events_match_oracle() -> None:
             assert hashlib.sha256(t.contexts[0].encode()).hexdigest() == exp["contextSha256"]
         if "timestampUtc" in exp:
             want = datetime.fromisoformat(exp["timestampUtc"].replace("Z", "+00:00"))
-            assert t.end_time == want and t.end_time.utcoffset() is not None
+            assert t.end_time == want
+            assert t.end_time.utcoffset() is not None
             assert t.end_time.tzinfo == UTC
 
 
@@ -76,7 +80,8 @@ def test_emoji_and_surrogate_pairs_decoded() -> None:
     lines, _ = _fixture_lines()
     t = parse_event(lines[8])
     assert t.question == "Can I expense the cake for my team's 🎉 launch party? 🍰"
-    assert "👩\u200d💻" in (t.answer or "") and "👍🏽" in (t.answer or "")
+    assert "👩\u200d💻" in (t.answer or "")
+    assert "👍🏽" in (t.answer or "")
 
 
 def test_snake_case_documents_latency_and_replay_identity() -> None:
@@ -100,15 +105,18 @@ def test_snake_case_documents_latency_and_replay_identity() -> None:
     }
     t = parse_event(json.dumps(ev).encode())
     assert t.trace_id == "abcdef0123456789abcdef0123456789"
-    assert t.doc_ids == ["d1", "7"] and t.contexts == ["first", "second"]
-    assert t.documents[0].score == 0.9 and t.documents[0].metadata == {"src": "kb"}
+    assert t.doc_ids == ["d1", "7"]
+    assert t.contexts == ["first", "second"]
+    assert t.documents[0].score == 0.9
+    assert t.documents[0].metadata == {"src": "kb"}
     assert t.documents[1].rank == 1
     assert t.latency_s == 1.5
     assert t.end_time == datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
     assert t.start_time == datetime(2026, 3, 14, 11, 59, 58, 500000, tzinfo=UTC)
     assert (t.run_id, t.test_case_id, t.expected_answer) == ("run-1", "case-3", "ref")
     assert t.keywords == ("alpha", "beta", "gamma")
-    assert t.attributes == {"user": "u1"} and t.scenario == "s"
+    assert t.attributes == {"user": "u1"}
+    assert t.scenario == "s"
 
 
 def test_camel_case_wins_and_context_string_and_epoch_ms() -> None:
@@ -127,17 +135,21 @@ def test_camel_case_wins_and_context_string_and_epoch_ms() -> None:
     }
     t = parse_event(json.dumps(ev).encode())
     assert t.trace_id == "t-1"
-    assert t.documents == () and t.contexts == ["the whole context"]
+    assert t.documents == ()
+    assert t.contexts == ["the whole context"]
     assert t.end_time == datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
-    assert t.latency_s == 0.02 and t.keywords == ("k1", "k2")
+    assert t.latency_s == 0.02
+    assert t.keywords == ("k1", "k2")
     assert (t.run_id, t.test_case_id, t.expected_answer) == ("r", "c", "e")
 
 
 def test_ids_without_contexts_and_uneven_lists() -> None:
     t = parse_event(b'{"traceId": 42, "retrievedDocIds": ["a", "b"], "contexts": ["x"]}')
     assert t.trace_id == "42"
-    assert t.doc_ids == ["a", "b"] and t.contexts == ["x"]
-    assert t.question is None and t.answer is None
+    assert t.doc_ids == ["a", "b"]
+    assert t.contexts == ["x"]
+    assert t.question is None
+    assert t.answer is None
 
 
 @pytest.mark.parametrize(
@@ -208,7 +220,9 @@ def test_trace_to_event_round_trips() -> None:
         source=Source.REPLAY,
     )
     ev = trace_to_event(t)
-    assert ev["runId"] == "run-1" and ev["testCaseId"] == "c-1" and ev["latencyMs"] == 1250.0
+    assert ev["runId"] == "run-1"
+    assert ev["testCaseId"] == "c-1"
+    assert ev["latencyMs"] == 1250.0
     back = parse_event(json.dumps(ev, ensure_ascii=False).encode())
     assert back.source is Source.KAFKA
     assert back.model_dump(exclude={"source", "start_time"}) == t.model_dump(exclude={"source", "start_time"})

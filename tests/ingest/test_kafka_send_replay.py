@@ -87,7 +87,8 @@ async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
         "hr-remote-work-policy-v3#s4.1",
         "it-security-standard#s7.3",
     ]
-    assert t.app == "hr-assistant" and (t.answer or "").startswith("While you're on probation")
+    assert t.app == "hr-assistant"
+    assert (t.answer or "").startswith("While you're on probation")
     assert by_id["9f6c2173e4804d3f8516273849ad0e1c"].question is None
 
 
@@ -130,8 +131,10 @@ async def test_replay_via_kafka_and_otlp_through_serve(
         )
         assert r.returncode in (0, 1), r.stderr[-2000:]
         rep = json.loads(r.stdout)
-        assert rep["run_id"] == run_id and rep["via"] == via
-        assert rep["cases_total"] == 17 and rep["status"] == "completed"
+        assert rep["run_id"] == run_id
+        assert rep["via"] == via
+        assert rep["cases_total"] == 17
+        assert rep["status"] == "completed"
         assert rep["coverage"] > 0
         reports[via] = rep
     # The two paths judge the same synthetic traces alike (same judges, same inputs).

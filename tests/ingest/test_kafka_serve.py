@@ -66,12 +66,14 @@ async def test_serve_judges_fixture_events_once_with_dlq_and_endpoints(
     proc.start()
     assert len(proc.events("ready")) == 1
     ready_line = proc.events("ready")[0]
-    assert ready_line["http_port"] == port and ready_line["kafka_topics"] == [topic]
+    assert ready_line["http_port"] == port
+    assert ready_line["kafka_topics"] == [topic]
     assert ready_line["judges"] == sorted(JUDGES)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
         assert (await http.get("/healthz")).json() == {"status": "ok"}
         ready = await http.get("/readyz")
-        assert ready.status_code == 200 and ready.json()["checks"] == {
+        assert ready.status_code == 200
+        assert ready.json()["checks"] == {
             "store": True,
             "running": True,
             "kafka": True,
@@ -114,9 +116,11 @@ async def test_serve_judges_fixture_events_once_with_dlq_and_endpoints(
         assert len(pairs) == len(set(pairs)) == len(evaluated) * len(JUDGES)
         assert {t for t, _ in pairs} == evaluated
         dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
-        assert len(dlq) == 1 and dlq[0].value == lines[6]
+        assert len(dlq) == 1
+        assert dlq[0].value == lines[6]
         h = dict(dlq[0].headers)
-        assert h["ragpulse.dlq.reason"].startswith(b"not_json: ") and h["ragpulse.dlq.offset"] == b"6"
+        assert h["ragpulse.dlq.reason"].startswith(b"not_json: ")
+        assert h["ragpulse.dlq.offset"] == b"6"
         metrics = (await http.get("/metrics")).text
         assert 'ragpulse_traces_rejected_total{reason="not_json",source="kafka"} 1.0' in metrics
         assert 'ragpulse_traces_received_total{source="kafka"} 8.0' in metrics
@@ -179,7 +183,8 @@ async def test_sigkill_mid_stream_then_restart_judges_every_trace_exactly_once(
     counts = await db_counts(pg_url)
     assert counts["traces"] == n
     assert counts["judgements"] == 2 * n
-    assert set(counts["per_trace"].values()) == {2} and len(counts["per_trace"]) == n
+    assert set(counts["per_trace"].values()) == {2}
+    assert len(counts["per_trace"]) == n
     assert second.terminate() == 0
     print(f"20k stream with SIGKILL+restart: {elapsed:.1f}s, {at_kill['traces']} stored at kill")
 
@@ -225,7 +230,8 @@ async def test_postgres_outage_pauses_work_and_loses_nothing(
         assert during["traces"] == 200  # nothing could be written
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
             r = await http.get("/readyz")
-            assert r.status_code == 503 and r.json()["checks"]["store"] is False
+            assert r.status_code == 503
+            assert r.json()["checks"]["store"] is False
             c = await committed(kafka_bootstrap, group, topic, 2)
             assert sum(v or 0 for v in c.values()) <= 200  # nothing past the outage was committed
             proxy.restore()
@@ -236,7 +242,8 @@ async def test_postgres_outage_pauses_work_and_loses_nothing(
             await _wait_for(all_stored, 90)
             assert (await http.get("/readyz")).status_code == 200
         counts = await db_counts(pg_url)
-        assert counts["traces"] == 1200 and counts["judgements"] == 1200
+        assert counts["traces"] == 1200
+        assert counts["judgements"] == 1200
         assert proc.terminate() == 0
         c = await committed(kafka_bootstrap, group, topic, 2)
         assert sum(v or 0 for v in c.values()) == 1200
@@ -250,4 +257,5 @@ async def test_serve_exits_2_when_kafka_is_unreachable(pg_url: str, procs: list[
     with pytest.raises(RuntimeError, match="exited with 2"):
         await asyncio.to_thread(proc.start, 60.0)
     failed = proc.events("serve_failed")
-    assert failed and failed[0]["error"].startswith("cannot connect to Kafka at 127.0.0.1:")
+    assert failed
+    assert failed[0]["error"].startswith("cannot connect to Kafka at 127.0.0.1:")

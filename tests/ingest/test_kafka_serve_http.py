@@ -37,9 +37,11 @@ async def test_health_ready_and_metrics_over_http() -> None:
             assert r.json() == {"status": "not_ready", "checks": {"store": True, "kafka": False}}
             state["kafka"] = True
             r = await http.get("/readyz")
-            assert r.status_code == 200 and r.json()["status"] == "ready"
+            assert r.status_code == 200
+            assert r.json()["status"] == "ready"
             m = await http.get("/metrics")
-            assert m.status_code == 200 and "# TYPE" in m.text
+            assert m.status_code == 200
+            assert "# TYPE" in m.text
             assert m.headers["content-type"].startswith("text/plain")
     async with (
         HealthServer("127.0.0.1:0", {"broken": broken}) as srv,
@@ -57,7 +59,8 @@ async def test_health_ready_and_metrics_over_http() -> None:
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{srv.port}") as http,
         ):
             r = await http.get("/readyz")
-            assert r.status_code == 503 and r.json()["checks"] == {"slow": False}
+            assert r.status_code == 503
+            assert r.json()["checks"] == {"slow": False}
     finally:
         mod.CHECK_TIMEOUT_S = old
 

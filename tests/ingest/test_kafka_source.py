@@ -42,11 +42,13 @@ async def test_every_event_delivered_once_and_committed(kafka_bootstrap: str, to
         assert src.connected
     await sink.close()
     counts = sink.counts()
-    assert len(counts) == n and set(counts.values()) == {1}
+    assert len(counts) == n
+    assert set(counts.values()) == {1}
     assert sink.acked[0].source.value == "kafka"
     offs = await committed(kafka_bootstrap, s.kafka_group_id, topic)
     assert sum(o or 0 for o in offs.values()) == n  # every partition committed to its end
-    assert src.stats["received"] == n and src.stats["dead_lettered"] == 0
+    assert src.stats["received"] == n
+    assert src.stats["dead_lettered"] == 0
 
 
 async def test_poison_messages_dead_lettered_with_headers_rest_flow(kafka_bootstrap: str, topic: str) -> None:
@@ -74,7 +76,8 @@ async def test_poison_messages_dead_lettered_with_headers_rest_flow(kafka_bootst
     for rec in sorted(dlq, key=lambda r: int(dict(r.headers)["ragpulse.dlq.offset"])):
         h = {k: v.decode() for k, v in rec.headers}
         assert set(DLQ_HEADERS) <= set(h)
-        assert h["ragpulse.dlq.topic"] == topic and h["ragpulse.dlq.partition"] == "0"
+        assert h["ragpulse.dlq.topic"] == topic
+        assert h["ragpulse.dlq.partition"] == "0"
         got.append(
             (int(h["ragpulse.dlq.offset"]), h["ragpulse.dlq.reason"].split(":")[0], rec.key, rec.value)
         )
@@ -101,21 +104,22 @@ async def test_backpressure_pauses_and_bounds_memory(kafka_bootstrap: str, topic
     async with KafkaSource(s, sink, max_batch=50, commit_interval_s=0.2) as src:
         await _wait_for(lambda: src.stats["paused"] >= 1)
         await asyncio.sleep(1.0)
-        assert sink.queue.full() and len(sink.acked) == 0
+        assert sink.queue.full()
+        assert len(sink.acked) == 0
         assert len(src._pending) <= 50  # one poll batch at most is held besides the engine's queue
         await src._update_lag()
         assert sum(src.lag.values()) >= n - 60
         obs = list(_observe_lag(None))  # type: ignore[arg-type]
-        assert {o.attributes["topic"] for o in obs} == {topic} and sum(o.value for o in obs) == sum(
-            src.lag.values()
-        )
+        assert {o.attributes["topic"] for o in obs} == {topic}
+        assert sum(o.value for o in obs) == sum(src.lag.values())
         sink.hold.set()
         await _wait_for(lambda: len(sink.acked) >= n)
         await asyncio.sleep(0.5)
         await src._update_lag()
         assert sum(src.lag.values()) == 0
     await sink.close()
-    assert set(sink.counts().values()) == {1} and len(sink.counts()) == n
+    assert set(sink.counts().values()) == {1}
+    assert len(sink.counts()) == n
     assert sink.max_qsize <= 10
 
 
@@ -151,7 +155,8 @@ async def test_failed_store_goes_to_dlq_as_not_stored(kafka_bootstrap: str, topi
     await sink.close()
     dlq = await read_topic(kafka_bootstrap, f"{topic}-dead", 1)
     h = dict(dlq[0].headers)
-    assert h["ragpulse.dlq.reason"].startswith(b"not_stored") and h["ragpulse.dlq.offset"] == b"1"
+    assert h["ragpulse.dlq.reason"].startswith(b"not_stored")
+    assert h["ragpulse.dlq.offset"] == b"1"
     assert json.loads(dlq[0].value)["traceId"] == "trace-000002"
     assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}
 
@@ -187,7 +192,8 @@ async def test_a_dead_consume_loop_is_reported(kafka_bootstrap: str, topic: str)
     await src.start()
     try:
         err = await asyncio.wait_for(src.wait_failed(), 30)
-        assert isinstance(err, RuntimeError) and str(err) == "engine exploded"
+        assert isinstance(err, RuntimeError)
+        assert str(err) == "engine exploded"
         assert not src.connected
     finally:
         await src.stop(deadline_s=0.1)

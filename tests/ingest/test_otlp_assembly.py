@@ -66,13 +66,16 @@ def test_child_before_parent_across_two_requests_is_one_trace() -> None:
     assert asm.poll() == []
     clock.advance(0.01)
     (trace,) = asm.poll()
-    assert trace.trace_id == T1 and trace.span_id == "b7ad6b7169203331"
+    assert trace.trace_id == T1
+    assert trace.span_id == "b7ad6b7169203331"
     assert trace.incomplete is False
-    assert trace.question == "How many remote days?" and trace.answer == "Two days."
+    assert trace.question == "How many remote days?"
+    assert trace.answer == "Two days."
     assert trace.doc_ids == ["policy#1", "policy#2"]
     assert trace.contexts == ["Up to two days per week.", "Four days after probation."]
     assert trace.latency_s == 1.5
-    assert asm.pending_traces == 0 and asm.stats.completed == 1
+    assert asm.pending_traces == 0
+    assert asm.stats.completed == 1
 
 
 def test_children_exported_after_the_root_within_grace_are_included() -> None:
@@ -95,7 +98,8 @@ def test_late_span_after_release_is_dropped_not_a_second_trace() -> None:
     assert asm.add([_retriever()]) == 0
     assert asm.stats.late_spans == 1
     clock.advance(60)
-    assert asm.poll() == [] and asm.pending_traces == 0
+    assert asm.poll() == []
+    assert asm.pending_traces == 0
 
 
 def test_duplicate_spans_are_deduplicated() -> None:
@@ -120,7 +124,8 @@ def test_idle_timeout_releases_incomplete_trace_and_activity_extends_it() -> Non
     clock.advance(10)
     (trace,) = asm.poll()
     assert trace.incomplete is True
-    assert trace.answer is None and trace.latency_s is None
+    assert trace.answer is None
+    assert trace.latency_s is None
     assert trace.app == "hr-assistant"
     assert asm.stats.incomplete == 1
 
@@ -157,7 +162,8 @@ async def test_run_submits_to_the_sink_and_flushes_on_stop() -> None:
     task = asyncio.create_task(asm.run(sink))
     asm.add([_retriever(), _root()])
     (trace,) = await sink.wait_for(1, timeout=5)
-    assert trace.trace_id == T1 and not trace.incomplete
+    assert trace.trace_id == T1
+    assert not trace.incomplete
     asm.add([_retriever("ffffffffffffffffffffffffffffffff")])
     asm.stop()
     await asyncio.wait_for(task, 5)
@@ -172,7 +178,8 @@ def test_trace_without_question_or_answer_is_still_built() -> None:
     asm.add([root])
     clock.advance(2)
     (trace,) = asm.poll()
-    assert trace.question == "How many remote days?" and trace.answer is None
+    assert trace.question == "How many remote days?"
+    assert trace.answer is None
 
 
 def test_spans_per_trace_are_bounded() -> None:
@@ -180,7 +187,8 @@ def test_spans_per_trace_are_bounded() -> None:
     settings = Settings(otlp_root_grace_s=0.0)
     asm = TraceAssembler(settings, TraceBuilder(settings), clock=clock, max_spans_per_trace=3)
     kept = asm.add([_retriever(span_id=f"{i:016x}") for i in range(1, 6)])
-    assert kept == 3 and asm.stats.spans_over_limit == 2
+    assert kept == 3
+    assert asm.stats.spans_over_limit == 2
     assert asm.add([_retriever(span_id=f"{1:016x}")]) == 1  # a duplicate of a kept span is still fine
     asm.add([_root()])
     assert asm.stats.spans_over_limit == 3

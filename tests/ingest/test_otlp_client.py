@@ -128,7 +128,8 @@ async def test_full_assembler_answers_retryable_503_and_unavailable() -> None:
             assert (await client.post("/v1/traces", content=body, headers=headers)).status_code == 200
         assert r.assembler.saturated
         busy = await client.post("/v1/traces", content=bodies[3], headers=headers)
-        assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+        assert busy.status_code == 503
+        assert busy.headers["retry-after"] == "1"
         async with grpc.aio.insecure_channel(f"127.0.0.1:{r.grpc_port}") as channel:
             export = channel.unary_unary(
                 "/opentelemetry.proto.collector.trace.v1.TraceService/Export",

@@ -95,7 +95,8 @@ def test_genai_json_string_messages_and_documents() -> None:
     assert t.question == "What is our parental leave?"
     assert t.answer == "16 weeks."
     assert t.model == "gpt-4o"
-    assert t.doc_ids == ["hr#leave", "hr#faq"] and [d.score for d in t.documents] == [0.91, 0.5]
+    assert t.doc_ids == ["hr#leave", "hr#faq"]
+    assert [d.score for d in t.documents] == [0.91, 0.5]
     assert t.contexts == ["16 weeks paid."]
     assert t.context == "Answer from the context."
     assert t.latency_s == 4.0
@@ -166,7 +167,8 @@ def test_openllmetry_055_messages_and_task_documents_without_ids() -> None:
     assert t.doc_ids == ["fac#gym", None]
     assert [d.rank for d in t.documents] == [0, 1]
     assert t.contexts == ["Gym: weekends 8-18.", "Badge required."]
-    assert t.model == "gpt-4.1" and t.context == "Use the context."
+    assert t.model == "gpt-4.1"
+    assert t.context == "Use the context."
     assert "retrieval.score_kind" not in t.attributes
 
 
@@ -217,7 +219,8 @@ def test_openinference_langchain_documents_ids_from_metadata_and_reranker_wins()
     )
     t = _build([root, retriever])
     assert (t.question, t.answer) == ("remote days?", "Two.")
-    assert t.doc_ids == ["A", None] and t.contexts == ["chunk A", "chunk B"]
+    assert t.doc_ids == ["A", None]
+    assert t.contexts == ["chunk A", "chunk B"]
     assert t.documents[0].metadata == {"id": "A"}
     reranker = _span(
         "c" * 16,
@@ -232,7 +235,8 @@ def test_openinference_langchain_documents_ids_from_metadata_and_reranker_wins()
         4,
     )
     t = _build([root, retriever, reranker])
-    assert t.doc_ids == ["B"] and t.documents[0].score == 0.99
+    assert t.doc_ids == ["B"]
+    assert t.documents[0].score == 0.99
 
 
 def test_openinference_message_contents_form() -> None:
@@ -289,7 +293,9 @@ def test_configured_attribute_names_for_home_grown_instrumentation() -> None:
         "local-7b",
         "hr-bot",
     )
-    assert t.doc_ids == ["p#1"] and t.contexts == ["Probation lasts 90 days."] and t.documents[0].score == 0.7
+    assert t.doc_ids == ["p#1"]
+    assert t.contexts == ["Probation lasts 90 days."]
+    assert t.documents[0].score == 0.7
     assert t.attributes["conventions"] == ["custom", "openinference"]
 
 
@@ -311,12 +317,17 @@ def test_pluggable_mapper_list() -> None:
 
     builder = TraceBuilder(Settings(), [Marker(), *default_mappers(Settings())])
     t = builder.build(TID, [_span("a" * 16, None, {"x.q": "custom?"})])
-    assert t.question == "custom?" and t.attributes["seen"] is True and t.answer is None
+    assert t.question == "custom?"
+    assert t.attributes["seen"] is True
+    assert t.answer is None
 
 
 def test_no_convention_still_gives_a_trace() -> None:
     t = _build([_span("a" * 16, None, {"http.method": "GET"}, service="web")])
-    assert t.trace_id == TID and t.question is None and t.answer is None and t.app == "web"
+    assert t.trace_id == TID
+    assert t.question is None
+    assert t.answer is None
+    assert t.app == "web"
     assert "conventions" not in t.attributes
 
 
@@ -425,8 +436,10 @@ def test_langfuse_attributes() -> None:
         "hr-assistant",
         "policy-qa",
     )
-    assert t.doc_ids == ["hr#prob", None] and t.contexts == ["Probation lasts 90 days.", "Loose chunk."]
-    assert t.context == "Answer from context." and t.attributes["session_id"] == "s-1"
+    assert t.doc_ids == ["hr#prob", None]
+    assert t.contexts == ["Probation lasts 90 days.", "Loose chunk."]
+    assert t.context == "Answer from context."
+    assert t.attributes["session_id"] == "s-1"
     assert t.attributes["conventions"] == ["langfuse"]
 
 

@@ -84,15 +84,19 @@ def test_hand_written_json_all_value_kinds() -> None:
     result = decode_json(json.dumps(_request(_span())).encode())
     assert result.rejected_spans == 0
     sp = result.request.resource_spans[0].scope_spans[0].spans[0]
-    assert sp.trace_id == bytes.fromhex(TID) and len(sp.trace_id) == 16
-    assert sp.span_id == bytes.fromhex(SID) and sp.parent_span_id == bytes.fromhex(PID)
+    assert sp.trace_id == bytes.fromhex(TID)
+    assert len(sp.trace_id) == 16
+    assert sp.span_id == bytes.fromhex(SID)
+    assert sp.parent_span_id == bytes.fromhex(PID)
     assert sp.start_time_unix_nano == 1544712660000000000
     assert sp.end_time_unix_nano == 1544712661000000000
     assert sp.kind == Span.SPAN_KIND_SERVER
     assert sp.status.code == Status.STATUS_CODE_ERROR
     assert sp.flags == 257
     (data,) = request_to_spans(result.request, "ragpulse").spans
-    assert data.trace_id == TID.lower() and data.span_id == SID.lower() and data.parent_span_id == PID.lower()
+    assert data.trace_id == TID.lower()
+    assert data.span_id == SID.lower()
+    assert data.parent_span_id == PID.lower()
     assert data.attributes == {
         "int.number": 412,
         "int.string": 9007199254740993,
@@ -123,7 +127,8 @@ def test_enum_names_and_base64_ids_are_tolerated() -> None:
     assert result.rejected_spans == 0
     sp = result.request.resource_spans[0].scope_spans[0].spans[0]
     assert (sp.trace_id, sp.span_id, sp.parent_span_id) == (tid, sid, b"")
-    assert sp.kind == Span.SPAN_KIND_CLIENT and sp.status.code == Status.STATUS_CODE_OK
+    assert sp.kind == Span.SPAN_KIND_CLIENT
+    assert sp.status.code == Status.STATUS_CODE_OK
     (data,) = request_to_spans(result.request, "ragpulse").spans
     assert data.is_root
 
@@ -183,7 +188,8 @@ def test_protobuf_garbage_raises() -> None:
 def test_id_to_bytes() -> None:
     assert id_to_bytes("AbCd" * 4, 8) == bytes.fromhex("abcd" * 4)
     assert id_to_bytes(base64.b64encode(b"12345678").decode(), 8) == b"12345678"
-    assert id_to_bytes("", 8) == b"" and id_to_bytes(None, 8) == b""
+    assert id_to_bytes("", 8) == b""
+    assert id_to_bytes(None, 8) == b""
     for bad in ("xyz", "abcd" * 5, 12345):
         with pytest.raises(ValueError):
             id_to_bytes(bad, 8)
@@ -209,11 +215,13 @@ def test_decompress_limits() -> None:
 def test_own_service_and_scope_are_ignored() -> None:
     req = decode_json(json.dumps(_request(_span(), service="ragpulse"))).request
     split = request_to_spans(req, "ragpulse")
-    assert split.spans == [] and split.ignored_own == 1
+    assert split.spans == []
+    assert split.ignored_own == 1
     doc = _request(_span())
     doc["resourceSpans"][0]["scopeSpans"][0]["scope"]["name"] = "ragpulse.engine"
     split = request_to_spans(decode_json(json.dumps(doc)).request, "ragpulse")
-    assert split.spans == [] and split.ignored_own == 1
+    assert split.spans == []
+    assert split.ignored_own == 1
     doc["resourceSpans"][0]["scopeSpans"][0]["scope"]["name"] = "ragpulse-replay"
     assert len(request_to_spans(decode_json(json.dumps(doc)).request, "ragpulse").spans) == 1
 
@@ -235,7 +243,8 @@ def test_proto_field_names_are_accepted() -> None:
 def test_rejection_messages_are_bounded() -> None:
     span = _span(startTimeUnixNano="x" * 5000)
     result = decode_json(json.dumps(_request(span)))
-    assert result.rejected_spans == 1 and len(result.errors[0]) <= 200
+    assert result.rejected_spans == 1
+    assert len(result.errors[0]) <= 200
 
 
 def test_deeply_nested_json_raises_ingest_error() -> None:

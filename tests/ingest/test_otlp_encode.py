@@ -68,11 +68,14 @@ def _same(a: Trace, b: Trace) -> None:
         "start_time",
     ):
         assert getattr(a, field) == getattr(b, field), field
-    assert b.doc_ids == a.doc_ids and b.contexts == a.contexts
+    assert b.doc_ids == a.doc_ids
+    assert b.contexts == a.contexts
     assert [d.score for d in b.documents] == [d.score for d in a.documents]
     assert [d.metadata for d in b.documents] == [d.metadata for d in a.documents]
-    assert b.latency_s is not None and abs(b.latency_s - (a.latency_s or 0)) < 1e-6
-    assert b.source is Source.OTLP and b.incomplete is False
+    assert b.latency_s is not None
+    assert abs(b.latency_s - (a.latency_s or 0)) < 1e-6
+    assert b.source is Source.OTLP
+    assert b.incomplete is False
     for k, v in a.attributes.items():
         assert b.attributes[k] == v, k
 

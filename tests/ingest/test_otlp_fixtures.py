@@ -33,7 +33,8 @@ def _check(trace: Trace, rec: dict[str, Any], name: str, spans: list[SpanData]) 
     check_record(trace, rec, name, assembled=False)
     model_context = TraceBuilder(Settings()).merge(spans).get("model_context")
     if rec["modelContextStartsWith"]:
-        assert model_context is not None and model_context.startswith(rec["modelContextStartsWith"])
+        assert model_context is not None
+        assert model_context.startswith(rec["modelContextStartsWith"])
     else:
         assert model_context is None
     if rec["docIds"]:
@@ -53,7 +54,8 @@ def test_fixture_matches_oracle(name: str, form: str) -> None:
     for rs in result.request.resource_spans:
         for ss in rs.scope_spans:
             for sp in ss.spans:
-                assert len(sp.trace_id) == 16 and len(sp.span_id) == 8
+                assert len(sp.trace_id) == 16
+                assert len(sp.span_id) == 8
     spans = request_to_spans(result.request, "ragpulse").spans
     by_trace = group(spans)
     assert sorted(by_trace) == sorted(r["traceId"] for r in records)
@@ -87,7 +89,9 @@ def test_multi_trace_batch_through_the_assembler() -> None:
     (x,) = asm.poll()
     assert x.trace_id == "5d753e009d3739ee88db86021265fb07"
     assert x.incomplete is True
-    assert x.answer is None and x.latency_s is None and x.model is None
+    assert x.answer is None
+    assert x.latency_s is None
+    assert x.model is None
     assert x.question == "Can contractors use the staff gym at the Porto office on weekends?"
     assert x.doc_ids == ["facilities-porto-handbook#gym", "hr-contractor-guidelines#benefits"]
     assert x.app == "rag-worker"

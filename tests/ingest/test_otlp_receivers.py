@@ -93,14 +93,16 @@ def _emit_rag_trace(exporter: SpanExporter, service: str = "hr-assistant") -> st
 def _check_sdk_trace(sink: MemorySink, trace_id: str) -> None:
     (t,) = sink.traces
     assert t.trace_id == trace_id
-    assert t.question == QUESTION and t.answer == ANSWER
+    assert t.question == QUESTION
+    assert t.answer == ANSWER
     assert t.doc_ids == ["hr-remote-work-policy-v3#s4.2", "hr-remote-work-policy-v3#s4.1"]
     assert t.contexts == ["Probation: up to two days.", "After probation: up to four days."]
     assert [d.score for d in t.documents] == [0.8931, 0.8412]
     assert t.model == "gpt-4o-mini-2024-07-18"
     assert (t.app, t.scenario) == ("hr-assistant", "policy-qa")
     assert (t.run_id, t.test_case_id, t.keywords) == ("run-42", "case-7", ("probation", "2 days"))
-    assert t.latency_s is not None and 0 <= t.latency_s < 5
+    assert t.latency_s is not None
+    assert 0 <= t.latency_s < 5
     assert t.incomplete is False
 
 
@@ -165,7 +167,8 @@ async def test_entry_span_with_remote_parent_counts_as_root(
     (t,) = await sink.wait_for(1, timeout=5)
     assert t.trace_id == "5b8efff798038103d269b633813fc60c"
     assert (t.question, t.answer, t.incomplete) == ("q?", "a.", False)
-    assert t.span_id != "eee19b7ec3c1b173" and t.latency_s is not None
+    assert t.span_id != "eee19b7ec3c1b173"
+    assert t.latency_s is not None
 
 
 async def test_own_service_spans_are_ignored(receivers: tuple[OtlpReceivers, MemorySink]) -> None:
@@ -174,7 +177,8 @@ async def test_own_service_spans_are_ignored(receivers: tuple[OtlpReceivers, Mem
     await asyncio.to_thread(_emit_rag_trace, exporter, "ragpulse")
     await asyncio.sleep(0.3)
     assert sink.traces == []
-    assert r.intake.spans_ignored == 3 and r.assembler.pending_traces == 0
+    assert r.intake.spans_ignored == 3
+    assert r.assembler.pending_traces == 0
 
 
 async def test_http_json_fixture_and_json_response(receivers: tuple[OtlpReceivers, MemorySink]) -> None:
@@ -208,7 +212,8 @@ async def test_http_protobuf_gzip_fixture(receivers: tuple[OtlpReceivers, Memory
             content=body,
             headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
         )
-    assert resp.status_code == 200 and resp.headers["content-type"] == "application/x-protobuf"
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "application/x-protobuf"
     out = ExportTraceServiceResponse.FromString(resp.content)
     assert not out.HasField("partial_success")
     (t,) = await sink.wait_for(1)
@@ -224,7 +229,8 @@ async def test_http_protobuf_gzip_fixture(receivers: tuple[OtlpReceivers, Memory
 async def test_flush_on_exit_hands_incomplete_traces_to_the_sink() -> None:
     sink = MemorySink()
     async with OtlpReceivers(_settings(otlp_grpc_address=""), sink) as r:
-        assert r.grpc_port is None and r.ready
+        assert r.grpc_port is None
+        assert r.ready
         body = (fixtures_dir() / "otlp-multi-trace-batch.json").read_bytes()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
             resp = await client.post("/v1/traces", content=body, headers={"Content-Type": "application/json"})
@@ -250,7 +256,8 @@ async def test_http_partial_success_json_and_protobuf(receivers: tuple[OtlpRecei
         )
         assert resp.status_code == 200
         ps = resp.json()["partialSuccess"]
-        assert ps["rejectedSpans"] == "2" and "not-an-id" in ps["errorMessage"]
+        assert ps["rejectedSpans"] == "2"
+        assert "not-an-id" in ps["errorMessage"]
         # protobuf: a span with a 24-byte trace id (what a naive json_format.Parse of hex ids produces)
         req = ExportTraceServiceRequest()
         ss = req.resource_spans.add().scope_spans.add()
@@ -264,7 +271,8 @@ async def test_http_partial_success_json_and_protobuf(receivers: tuple[OtlpRecei
     # the root (the only good span of the JSON request) still makes a trace
     await sink.wait_for(1)
     t = sink.by_id()["94fcbde9a2d1349a3a807c1ab886d48a"]
-    assert t.question == QUESTION and t.doc_ids == []
+    assert t.question == QUESTION
+    assert t.doc_ids == []
     assert r.intake.spans_rejected == 3
 
 
@@ -273,7 +281,8 @@ async def test_http_errors(receivers: tuple[OtlpReceivers, MemorySink]) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
         resp = await client.post("/v1/traces", content=b"{oops", headers={"Content-Type": "application/json"})
         assert resp.status_code == 400
-        assert resp.json()["code"] == 3 and "malformed JSON" in resp.json()["message"]
+        assert resp.json()["code"] == 3
+        assert "malformed JSON" in resp.json()["message"]
         resp = await client.post(
             "/v1/traces", content=b"\xff\xff\xff\xff\x0f", headers={"Content-Type": "application/x-protobuf"}
         )
@@ -397,8 +406,10 @@ async def test_large_request_is_decoded_off_the_event_loop(
             resp = await client.post("/v1/traces", content=body, headers={"Content-Type": ctype})
         assert resp.status_code == 200
         (got,) = await sink.wait_for(1)  # the protobuf copy arrives after release: late, dropped
-    assert got.contexts == [big] and got.question == "q?"
-    assert r.intake.spans_accepted == 3 and r.assembler.stats.late_spans == 3
+    assert got.contexts == [big]
+    assert got.question == "q?"
+    assert r.intake.spans_accepted == 3
+    assert r.assembler.stats.late_spans == 3
 
 
 async def test_http_deeply_nested_json_is_a_400_not_a_500(

@@ -34,7 +34,8 @@ def test_confusion_and_rates_by_hand() -> None:
     # (passed, label): tp=3, fp=1, tn=2, fn=2
     pairs = [(True, 1)] * 3 + [(True, 0)] + [(False, 0)] * 2 + [(False, 1)] * 2
     c = confusion(pairs)
-    assert c == Confusion(tp=3, fp=1, tn=2, fn=2) and c.n == 8
+    assert c == Confusion(tp=3, fp=1, tn=2, fn=2)
+    assert c.n == 8
     # TPR = 3/5, TNR = 2/3 → (0.6 + 0.6667) / 2
     assert balanced_accuracy(c) == pytest.approx((3 / 5 + 2 / 3) / 2)
     # failing class: P = tn/(tn+fn) = 2/4, R = tn/(tn+fp) = 2/3 → F1 = 2·0.5·(2/3)/(0.5 + 2/3) = 4/7
@@ -60,7 +61,9 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate() -> None:
     a = bootstrap_ci(pairs, n_boot=500, seed=7)
     assert a == bootstrap_ci(pairs, n_boot=500, seed=7)
     point = balanced_accuracy(confusion(pairs))
-    assert a is not None and point is not None and a[0] < point < a[1]
+    assert a is not None
+    assert point is not None
+    assert a[0] < point < a[1]
     assert bootstrap_ci([], n_boot=10) is None
     # all pairs identical → a degenerate interval at the point
     assert bootstrap_ci([(True, 1)] * 5, n_boot=50) == (1.0, 1.0)
@@ -79,17 +82,22 @@ def test_calibrate_excludes_and_counts_unscored() -> None:
     assert (rep.n, rep.n_unscored) == (4, 2)
     assert rep.unscored_reasons == {"abstained": 1, "judge_unavailable": 1}
     assert rep.confusion == Confusion(tp=1, fp=1, tn=1, fn=1)
-    assert rep.accuracy == 0.5 and rep.balanced_accuracy == 0.5 and rep.f1 == 0.5
+    assert rep.accuracy == 0.5
+    assert rep.balanced_accuracy == 0.5
+    assert rep.f1 == 0.5
     # scores [0.9, 0.2, 0.6, 0.4] vs labels [1, 0, 0, 1]: ranks [4,1,3,2] vs [3.5,1.5,1.5,3.5] → 2/sqrt(5·4)
     assert rep.spearman == pytest.approx(2 / math.sqrt(20))
-    assert rep.backend == "heuristic" and rep.threshold == 0.5
+    assert rep.backend == "heuristic"
+    assert rep.threshold == 0.5
     d = rep.to_dict()
     assert d["confusion"] == {"tp": 1, "fp": 1, "tn": 1, "fn": 1}
-    assert isinstance(d["balanced_accuracy_ci"], list) and len(d["balanced_accuracy_ci"]) == 2
+    assert isinstance(d["balanced_accuracy_ci"], list)
+    assert len(d["balanced_accuracy_ci"]) == 2
     json.dumps(d)
     # a threshold override re-decides passed from the score: 0.6 now fails → tn
     rep = calibrate(js, [1, 0, 0, 1, 1, 0], threshold=0.7, n_boot=10)
-    assert rep.confusion == Confusion(tp=1, fp=0, tn=2, fn=1) and rep.threshold == 0.7
+    assert rep.confusion == Confusion(tp=1, fp=0, tn=2, fn=1)
+    assert rep.threshold == 0.7
     with pytest.raises(ValueError):
         calibrate(js[:2], [1])
     with pytest.raises(ValueError):
@@ -110,8 +118,10 @@ def test_heuristic_faithfulness_on_ares_human() -> None:
     ]
     rep = calibrate(js, [int(r["answer_faithfulness"]) for r in rows])
     # measured: 200 scored, tp 141, fp 4, tn 24, fn 31 → BA = (141/172 + 24/28) / 2 = 0.8385
-    assert rep.n == 200 and rep.n_unscored == 0
+    assert rep.n == 200
+    assert rep.n_unscored == 0
     assert rep.confusion == Confusion(tp=141, fp=4, tn=24, fn=31)
     assert rep.balanced_accuracy == pytest.approx((141 / 172 + 24 / 28) / 2)
-    assert rep.balanced_accuracy is not None and rep.balanced_accuracy >= 0.80
+    assert rep.balanced_accuracy is not None
+    assert rep.balanced_accuracy >= 0.80
     assert rep.balanced_accuracy_ci == pytest.approx((0.759, 0.905), abs=0.001)

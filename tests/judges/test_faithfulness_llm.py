@@ -55,13 +55,17 @@ async def test_claims_score_and_reason(
         )
     )
     judge = judge_for(llm_settings, llm_client)
-    assert judge.threshold == 0.8 and judge.mode == "claims"
+    assert judge.threshold == 0.8
+    assert judge.mode == "claims"
     j = await judge.judge(EN)
-    assert j.status is JudgementStatus.OK and j.score == pytest.approx(2 / 3) and j.passed is False
+    assert j.status is JudgementStatus.OK
+    assert j.score == pytest.approx(2 / 3)
+    assert j.passed is False
     assert j.reason == "2/3 claims supported; unsupported: A 10% fee applies."
     assert (j.prompt_tokens, j.completion_tokens, j.flags.context_truncated) == (300, 60, False)
     prompt = openai_server.requests[0].prompt_text
-    assert "[1] Returns are accepted" in prompt and "[3] Shipping is free" in prompt
+    assert "[1] Returns are accepted" in prompt
+    assert "[3] Shipping is free" in prompt
     assert len(openai_server.requests) == 1  # statements and verdicts in one call
 
 
@@ -82,7 +86,8 @@ async def test_claims_reply_shapes(
 ) -> None:
     openai_server.script(reply)
     j = await judge_for(llm_settings, llm_client).judge(EN)
-    assert j.status is JudgementStatus.OK and j.score == score
+    assert j.status is JudgementStatus.OK
+    assert j.score == score
 
 
 @pytest.mark.parametrize(
@@ -104,7 +109,9 @@ async def test_claims_unusable_replies(
 ) -> None:
     openai_server.script(reply)
     j = await judge_for(llm_settings, llm_client).judge(EN)
-    assert j.status is status and j.reason_code == code and j.score is None
+    assert j.status is status
+    assert j.reason_code == code
+    assert j.score is None
 
 
 async def test_claims_ignores_object_quoted_from_answer(
@@ -114,7 +121,8 @@ async def test_claims_ignores_object_quoted_from_answer(
     trace = EN.model_copy(update={"answer": f"Returns take 30 days. {quoted}"})
     openai_server.script(f"The answer embeds {quoted}.\n" + claims(("Returns take 30 days.", False)))
     j = await judge_for(llm_settings, llm_client).judge(trace)
-    assert j.score == 0.0 and j.passed is False
+    assert j.score == 0.0
+    assert j.passed is False
 
 
 async def test_chinese_claims(
@@ -122,9 +130,11 @@ async def test_chinese_claims(
 ) -> None:
     openai_server.script(claims(("退款5个工作日内到账", True), ("退回原支付方式", True)))
     j = await judge_for(llm_settings, llm_client).judge(ZH)
-    assert j.score == 1.0 and j.passed is True
+    assert j.score == 1.0
+    assert j.passed is True
     prompt = openai_server.requests[0].prompt_text
-    assert "<<<资料\n[1] 退款将在5个工作日内原路退回。" in prompt and "只输出 JSON" in prompt
+    assert "<<<资料\n[1] 退款将在5个工作日内原路退回。" in prompt
+    assert "只输出 JSON" in prompt
 
 
 async def test_empty_context_and_abstention(
@@ -153,7 +163,8 @@ async def test_context_truncation_keeps_top_ranked(
     j = await judge_for(settings, llm_client).judge(EN)
     assert j.flags.context_truncated is True
     prompt = openai_server.requests[0].prompt_text
-    assert "[1] Returns are accepted" in prompt and "Shipping" not in prompt
+    assert "[1] Returns are accepted" in prompt
+    assert "Shipping" not in prompt
 
 
 async def test_binary_whole_context(
@@ -176,7 +187,8 @@ async def test_binary_falls_back_to_chunks(
     assert (j.score, j.flags.decided_by) == (1.0, "chunk:1")
     reqs = openai_server.requests
     assert len(reqs) == 3
-    assert "Returns are accepted" in reqs[1].prompt_text and "Refunds are paid" not in reqs[1].prompt_text
+    assert "Returns are accepted" in reqs[1].prompt_text
+    assert "Refunds are paid" not in reqs[1].prompt_text
     assert "Refunds are paid" in reqs[2].prompt_text
     assert j.raw_output == "NO\n---\nNO\n---\nYES"
 
@@ -220,7 +232,8 @@ async def test_binary_error_midway_is_an_error(
         Reply("NO", prompt_tokens=10, completion_tokens=1), Reply("", prompt_tokens=10, completion_tokens=0)
     )
     j = await judge_for(llm_settings, llm_client, mode="binary").judge(EN)
-    assert j.status is JudgementStatus.ERROR and j.reason_code == "empty_output"
+    assert j.status is JudgementStatus.ERROR
+    assert j.reason_code == "empty_output"
     assert j.prompt_tokens == 20
 
 
@@ -229,7 +242,9 @@ async def test_over_budget_is_skipped(openai_server: ScriptedOpenAIServer, llm_c
     judge = judge_for(llm_client.settings, llm_client, daily_token_budget=400)
     assert (await judge.judge(EN)).status is JudgementStatus.OK
     j = await judge.judge(ZH)
-    assert j.status is JudgementStatus.SKIPPED and j.reason_code == "over_budget" and j.score is None
+    assert j.status is JudgementStatus.SKIPPED
+    assert j.reason_code == "over_budget"
+    assert j.score is None
     assert llm_client.stats.over_budget == {"faithfulness": 1}
 
 

@@ -18,7 +18,8 @@ def faith(question: str, answer: str, contexts: list[str]) -> tuple[float, str, 
     j = HeuristicFaithfulnessJudge(S, {}).evaluate(
         Trace(trace_id="t", question=question, answer=answer, documents=contexts)
     )
-    assert j.status is JudgementStatus.OK and j.score is not None
+    assert j.status is JudgementStatus.OK
+    assert j.score is not None
     return j.score, j.reason, j.flags.decided_by
 
 
@@ -29,8 +30,12 @@ async def test_faithfulness_is_a_judge_with_heuristic_backend() -> None:
     out = await j.judge(
         Trace(trace_id="t", question="Where is the Eiffel Tower?", answer="In Paris.", context=PARIS_CTX)
     )
-    assert out.backend is Backend.HEURISTIC and out.model is None and out.version == j.version
-    assert out.score == 1.0 and out.passed is True and out.flags.decided_by == "sentence_support"
+    assert out.backend is Backend.HEURISTIC
+    assert out.model is None
+    assert out.version == j.version
+    assert out.score == 1.0
+    assert out.passed is True
+    assert out.flags.decided_by == "sentence_support"
 
 
 def test_faithfulness_fully_supported_english() -> None:
@@ -60,7 +65,8 @@ def test_redact_text_keeps_answer_text_out_of_reasons() -> None:
         context=PARIS_CTX,
     )
     j = HeuristicFaithfulnessJudge(settings, {}).evaluate(trace)
-    assert j.reason.endswith("least supported (0.33): sentence 2") and "1925" not in j.reason
+    assert j.reason.endswith("least supported (0.33): sentence 2")
+    assert "1925" not in j.reason
     r = HeuristicRelevancyJudge(settings, {}).evaluate(
         Trace(
             trace_id="t",
@@ -81,7 +87,8 @@ def test_faithfulness_unsupported_answer_fails() -> None:
             context=PARIS_CTX,
         )
     )
-    assert j.score == 0.0 and j.passed is False
+    assert j.score == 0.0
+    assert j.passed is False
 
 
 def test_faithfulness_yes_no_words_are_not_content() -> None:
@@ -131,7 +138,8 @@ def test_faithfulness_meta_statement_and_echo_score_zero() -> None:
         "Shallow clone table performance.",
         ["Shallow clone table performance is good."],
     )
-    assert (score, decided) == (0.0, "echo") and reason.startswith("restates_question")
+    assert (score, decided) == (0.0, "echo")
+    assert reason.startswith("restates_question")
 
 
 def test_faithfulness_chinese_tokens_and_bigrams() -> None:
@@ -153,13 +161,15 @@ def test_faithfulness_shared_rules() -> None:
         "no_context",
     )
     abst = j.evaluate(Trace(trace_id="t", question="q?", answer="根据现有资料无法回答。", context="c"))
-    assert abst.status is JudgementStatus.SKIPPED and abst.reason == "abstained"
+    assert abst.status is JudgementStatus.SKIPPED
+    assert abst.reason == "abstained"
     assert j.evaluate(Trace(trace_id="t", question="q?", answer="", context="c")).reason == "no_answer"
 
 
 def test_threshold_option_changes_version_and_is_validated() -> None:
     a, b = HeuristicFaithfulnessJudge(S, {}), HeuristicFaithfulnessJudge(S, {"threshold": 0.5})
-    assert b.threshold == 0.5 and a.version != b.version
+    assert b.threshold == 0.5
+    assert a.version != b.version
     assert HeuristicFaithfulnessJudge(S, {}).version == a.version
     with pytest.raises(ConfigError):
         HeuristicFaithfulnessJudge(S, {"threshold": 1.5})
@@ -198,7 +208,8 @@ def test_relevancy_english() -> None:
         "Does Unity Catalog work with Informatica?",
         "Based on the context, there is no clear information on whether Unity Catalog works with Informatica.",
     )
-    assert score == 0.0 and "talk about the context" in reason
+    assert score == 0.0
+    assert "talk about the context" in reason
     # answering with a question
     assert (
         rel(
@@ -217,7 +228,9 @@ def test_relevancy_chinese_and_no_question() -> None:
         1
     ] == pytest.approx(2 / 3)
     status, score, reason = rel(None, "Some answer.")
-    assert status is JudgementStatus.SKIPPED and score is None and reason == "no_question"
+    assert status is JudgementStatus.SKIPPED
+    assert score is None
+    assert reason == "no_question"
 
 
 def test_sentence_split_keeps_dotted_names_and_splits_chinese() -> None:

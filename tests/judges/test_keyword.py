@@ -26,7 +26,9 @@ async def test_keyword_judge_contract() -> None:
     assert isinstance(j, Judge)
     assert (j.name, j.backend, j.threshold) == ("keyword", Backend.HEURISTIC, 0.3)
     out = await j.judge(Trace(trace_id="t", question="q", answer="Delta Lake", keywords=["delta lake"]))
-    assert out.status is JudgementStatus.OK and out.score == 1.0 and out.backend is Backend.HEURISTIC
+    assert out.status is JudgementStatus.OK
+    assert out.score == 1.0
+    assert out.backend is Backend.HEURISTIC
 
 
 def test_explicit_keywords_english_phrases_case_folded() -> None:
@@ -34,7 +36,8 @@ def test_explicit_keywords_english_phrases_case_folded() -> None:
     score, passed, reason = kw(
         "DELTA LAKE provides acid transactions.", keywords=["Delta Lake", "ACID", "time travel"]
     )
-    assert score == pytest.approx(2 / 3) and passed is True
+    assert score == pytest.approx(2 / 3)
+    assert passed is True
     assert reason == "2/3 keywords found (from keywords); missing: time travel"
     # a phrase matches when all its content tokens appear, in any order
     assert kw("tables in Delta Lake are versioned", keywords=["Delta Lake tables"])[0] == 1.0
@@ -49,9 +52,11 @@ def test_extracted_from_expected_answer_with_stop_words_removed() -> None:
     assert extract_keywords("The Oberoi Group is in Delhi") == ["oberoi", "group", "delhi"]
     # 1/3 ≥ 0.3 → passes
     score, passed, _ = kw("Its office is in Delhi.", expected="The Oberoi Group is in Delhi")
-    assert score == pytest.approx(1 / 3) and passed is True
+    assert score == pytest.approx(1 / 3)
+    assert passed is True
     score, passed, _ = kw("Its office is in Mumbai.", expected="The Oberoi Group is in Delhi")
-    assert score == 0.0 and passed is False
+    assert score == 0.0
+    assert passed is False
 
 
 def test_chinese_keywords_segmented_with_jieba() -> None:
@@ -68,11 +73,14 @@ def test_chinese_keywords_segmented_with_jieba() -> None:
 def test_no_reference_and_other_shared_rules() -> None:
     j = KeywordJudge(S, {})
     out = j.evaluate(Trace(trace_id="t", question="q", answer="x"))
-    assert out.status is JudgementStatus.SKIPPED and out.reason == "no_reference" and out.score is None
+    assert out.status is JudgementStatus.SKIPPED
+    assert out.reason == "no_reference"
+    assert out.score is None
     out = j.evaluate(Trace(trace_id="t", question="q", answer="I don't know.", keywords=["x"]))
     assert out.reason == "abstained"
     out = j.evaluate(Trace(trace_id="t", question="q", answer="yes", expected_answer="。！"))
-    assert out.status is JudgementStatus.SKIPPED and out.reason_code == "no_reference"
+    assert out.status is JudgementStatus.SKIPPED
+    assert out.reason_code == "no_reference"
     # a stop-word-only reference keeps its tokens: "No" → K = ["no"]
     assert extract_keywords("No") == ["no"]
     assert kw("No, it is not.", expected="No")[0] == 1.0
@@ -80,4 +88,5 @@ def test_no_reference_and_other_shared_rules() -> None:
 
 def test_threshold_option() -> None:
     score, passed, _ = kw("Delhi", keywords=["Delhi", "Oberoi"], threshold=0.6)
-    assert score == 0.5 and passed is False
+    assert score == 0.5
+    assert passed is False

@@ -27,7 +27,9 @@ async def test_request_shape_and_usage(openai_server: ScriptedOpenAIServer, llm_
         False,
     )
     body = openai_server.requests[0].body
-    assert body["model"] == "judge-test" and body["temperature"] == 0.0 and body["max_tokens"] == 1024
+    assert body["model"] == "judge-test"
+    assert body["temperature"] == 0.0
+    assert body["max_tokens"] == 1024
     assert openai_server.requests[0].headers["authorization"] == "Bearer sk-test-not-a-real-key"
     assert llm_client.stats.prompt_tokens == {"relevancy": 11}
     assert llm_client.tokens_spent_today("relevancy") == 13
@@ -47,7 +49,9 @@ async def test_429_then_success_counts_the_retry(openai_server: ScriptedOpenAISe
         t0 = time.monotonic()
         r = await client.complete(judge="j", version="v", messages=MSG)
         waited = time.monotonic() - t0
-    assert r.text == "NO" and r.retries == 1 and client.stats.retries == 1
+    assert r.text == "NO"
+    assert r.retries == 1
+    assert client.stats.retries == 1
     assert waited >= 0.2  # Retry-After honoured
     assert [q.retry_count for q in openai_server.requests] == [0, 1]
 
@@ -58,9 +62,11 @@ async def test_always_429_is_judge_unavailable(
     openai_server.script(*[Reply(status=429, retry_after=0.01)] * 3)
     with pytest.raises(ModelUnavailableError) as ei:
         await llm_client.complete(judge="j", version="v", messages=MSG)
-    assert ei.value.code == "judge_unavailable" and ei.value.retries == 2
+    assert ei.value.code == "judge_unavailable"
+    assert ei.value.retries == 2
     assert str(ei.value) == "judge_unavailable: HTTP 429 after 3 attempts"
-    assert len(openai_server.requests) == 3 and llm_client.stats.failures == 1
+    assert len(openai_server.requests) == 3
+    assert llm_client.stats.failures == 1
 
 
 async def test_5xx_retried_and_400_not(openai_server: ScriptedOpenAIServer, llm_client: LLMClient) -> None:
@@ -69,7 +75,8 @@ async def test_5xx_retried_and_400_not(openai_server: ScriptedOpenAIServer, llm_
     openai_server.script(Reply(status=400, error_message="bad"))
     with pytest.raises(ModelUnavailableError) as ei:
         await llm_client.complete(judge="j", version="v2", messages=MSG)
-    assert ei.value.retries == 0 and "HTTP 400 after 1 attempt" in str(ei.value)
+    assert ei.value.retries == 0
+    assert "HTTP 400 after 1 attempt" in str(ei.value)
 
 
 async def test_timeout_is_retried_then_unavailable(openai_server: ScriptedOpenAIServer) -> None:
@@ -84,7 +91,8 @@ async def test_timeout_is_retried_then_unavailable(openai_server: ScriptedOpenAI
     async with LLMClient(settings) as client:
         with pytest.raises(ModelUnavailableError) as ei:
             await client.complete(judge="j", version="v", messages=MSG)
-    assert ei.value.retries == 1 and str(ei.value).startswith("judge_unavailable: timeout after 2 attempts")
+    assert ei.value.retries == 1
+    assert str(ei.value).startswith("judge_unavailable: timeout after 2 attempts")
 
 
 async def test_cache_hit_makes_no_request(openai_server: ScriptedOpenAIServer, llm_client: LLMClient) -> None:
@@ -92,7 +100,10 @@ async def test_cache_hit_makes_no_request(openai_server: ScriptedOpenAIServer, l
     first = await llm_client.complete(judge="j", version="v", messages=MSG)
     second = await llm_client.complete(judge="j", version="v", messages=MSG)
     assert len(openai_server.requests) == 1
-    assert second.cached and second.text == "YES" and second.prompt_tokens == 0 and not first.cached
+    assert second.cached
+    assert second.text == "YES"
+    assert second.prompt_tokens == 0
+    assert not first.cached
     assert llm_client.stats.cache_hits == 1
     openai_server.script("NO")  # another version is another key
     assert (await llm_client.complete(judge="j", version="v2", messages=MSG)).text == "NO"
@@ -106,7 +117,8 @@ async def test_cache_is_bounded_lru(openai_server: ScriptedOpenAIServer) -> None
     async with LLMClient(settings) as client:
         for v in ("a", "b", "a", "c", "a", "b"):  # b is evicted by c; a stays (recently used)
             await client.complete(judge="j", version=v, messages=MSG)
-    assert len(openai_server.requests) == 4 and client.stats.cache_hits == 2
+    assert len(openai_server.requests) == 4
+    assert client.stats.cache_hits == 2
 
 
 async def test_concurrency_limit_respected(openai_server: ScriptedOpenAIServer) -> None:
@@ -168,14 +180,17 @@ def test_fit_context_keeps_top_ranked_first() -> None:
     chunks = ["a" * 100, "b" * 300, "c" * 50]
     assert fit_context(chunks, 1000) == (chunks, False)
     kept, cut = fit_context(chunks, 440)
-    assert cut and kept == [
+    assert cut
+    assert kept == [
         "a" * 100,
         "b" * 300,
-    ]  # c does not fit; 40 chars left is too little to keep a part
+    ]
     kept, cut = fit_context(chunks, 350)
-    assert cut and kept == ["a" * 100, "b" * 250]
+    assert cut
+    assert kept == ["a" * 100, "b" * 250]
     kept, cut = fit_context(["x" * 500], 120)
-    assert cut and kept == ["x" * 120]
+    assert cut
+    assert kept == ["x" * 120]
 
 
 async def test_identical_request_in_flight_is_awaited_not_resent(
@@ -187,7 +202,8 @@ async def test_identical_request_in_flight_is_awaited_not_resent(
         llm_client.complete(judge="j", version="v", messages=MSG),
     )
     assert len(openai_server.requests) == 1
-    assert (a.text, b.text) == ("YES", "YES") and sorted([a.cached, b.cached]) == [False, True]
+    assert (a.text, b.text) == ("YES", "YES")
+    assert sorted([a.cached, b.cached]) == [False, True]
 
 
 async def test_failures_are_not_cached_and_cancelled_leader_hands_over(
@@ -204,7 +220,9 @@ async def test_failures_are_not_cached_and_cancelled_leader_hands_over(
     await asyncio.sleep(0.05)
     leader.cancel()
     r = await follower
-    assert r.text == "YES" and not r.cached and len(openai_server.requests) == 2
+    assert r.text == "YES"
+    assert not r.cached
+    assert len(openai_server.requests) == 2
 
 
 async def test_odd_but_valid_and_malformed_bodies(
@@ -242,4 +260,5 @@ async def test_closed_port_is_connection_failed_not_timeout(transport: str) -> N
         with pytest.raises(ModelUnavailableError) as ei:
             await client.complete(judge="j", version="v", messages=MSG)
     assert str(ei.value) == "judge_unavailable: connection failed after 2 attempts: Connection refused"
-    assert ei.value.retries == 1 and client.stats.failures == 1
+    assert ei.value.retries == 1
+    assert client.stats.failures == 1

@@ -27,12 +27,14 @@ async def test_scripted_reply_usage_and_retry_after(
         out = raw.parse()
     assert out.choices[0].message.content == "YES"
     assert out.choices[0].finish_reason == "stop"
-    assert out.usage is not None and out.usage.completion_tokens == 1
+    assert out.usage is not None
+    assert out.usage.completion_tokens == 1
     assert out.usage.prompt_tokens == 4  # ceil(len("Is the sky blue?") / 4)
     assert raw.retries_taken == 1
     reqs = openai_server.requests
     assert [r.retry_count for r in reqs] == [0, 1]
-    assert reqs[0].model == "m1" and reqs[0].prompt_text == "Is the sky blue?"
+    assert reqs[0].model == "m1"
+    assert reqs[0].prompt_text == "Is the sky blue?"
 
 
 async def test_responder_error_status_and_in_flight(openai_server: ScriptedOpenAIServer) -> None:
@@ -77,5 +79,6 @@ async def test_judge_responder_fits_every_builtin_prompt(openai_server: Scripted
         for trace in (en, zh):
             for j in judges.values():
                 res = await j.judge(trace)
-                assert res.status is JudgementStatus.OK and res.score == 1.0, res
+                assert res.status is JudgementStatus.OK, res
+                assert res.score == 1.0, res
         await judges["relevancy"].client.aclose()  # type: ignore[attr-defined]

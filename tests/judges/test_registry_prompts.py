@@ -47,8 +47,10 @@ def test_llm_judges_share_one_client(llm_settings: Settings) -> None:
     judges = registry.build_judges(settings, ["relevancy", "faithfulness", "relevancy"])
     assert list(judges) == ["relevancy", "faithfulness"]
     rel, faith = judges["relevancy"], judges["faithfulness"]
-    assert isinstance(rel, LLMRelevancyJudge) and isinstance(faith, LLMFaithfulnessJudge)
-    assert rel.client is faith.client and faith.mode == "binary"
+    assert isinstance(rel, LLMRelevancyJudge)
+    assert isinstance(faith, LLMFaithfulnessJudge)
+    assert rel.client is faith.client
+    assert faith.mode == "binary"
     assert rel.backend is Backend.LLM
 
 
@@ -89,7 +91,8 @@ def test_plugins_from_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     assert registry.available_judges() == [*sorted(registry.BUILTIN_JUDGES), "broken", "echo"]
     settings = Settings(judge_model="m", judges={"echo": {"x": 1}})
     judge = registry.build_judges(settings, ["echo"])["echo"]
-    assert isinstance(judge, EchoJudge) and judge.options == {"x": 1}
+    assert isinstance(judge, EchoJudge)
+    assert judge.options == {"x": 1}
     with pytest.raises(ConfigError, match="broken"):
         registry.build_judges(settings, ["broken"])
 
@@ -140,7 +143,8 @@ async def test_close_judges_closes_the_shared_client_once(
     await registry.close_judges(judges)
     await registry.close_judges(judges)  # idempotent
     j = await judges["faithfulness"].judge(trace)  # a closed client is a bug → error judgement, not a raise
-    assert j.status is JudgementStatus.ERROR and j.reason_code == "internal_error"
+    assert j.status is JudgementStatus.ERROR
+    assert j.reason_code == "internal_error"
 
 
 async def test_relevancy_without_question_is_skipped(llm_settings: Settings, llm_client: LLMClient) -> None:

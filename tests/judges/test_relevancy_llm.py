@@ -51,10 +51,16 @@ async def test_yes_no_replies(
 ) -> None:
     openai_server.script(Reply(reply, prompt_tokens=120, completion_tokens=5))
     j = await judge_for(llm_settings, llm_client).judge(EN)
-    assert j.status is JudgementStatus.OK and j.score == score and j.passed is (score >= 0.5)
-    assert j.backend is Backend.LLM and j.model == "judge-test" and j.judge == "relevancy"
+    assert j.status is JudgementStatus.OK
+    assert j.score == score
+    assert j.passed is (score >= 0.5)
+    assert j.backend is Backend.LLM
+    assert j.model == "judge-test"
+    assert j.judge == "relevancy"
     assert (j.prompt_tokens, j.completion_tokens) == (120, 5)
-    assert j.raw_output == reply and j.latency_s > 0 and j.threshold == 0.5
+    assert j.raw_output == reply
+    assert j.latency_s > 0
+    assert j.threshold == 0.5
 
 
 async def test_default_mode_sends_no_context_and_fences_english(
@@ -75,10 +81,13 @@ async def test_chinese_question_uses_chinese_prompt(
 ) -> None:
     openai_server.script("否\n回答没有给出天数。")
     j = await judge_for(llm_settings, llm_client).judge(ZH)
-    assert j.status is JudgementStatus.OK and j.score == 0.0 and j.passed is False
+    assert j.status is JudgementStatus.OK
+    assert j.score == 0.0
+    assert j.passed is False
     assert j.reason == "not relevant: 回答没有给出天数。"
     prompt = openai_server.requests[0].prompt_text
-    assert "<<<问题\n退货期限是多少天？\n问题>>>" in prompt and "是" in prompt
+    assert "<<<问题\n退货期限是多少天？\n问题>>>" in prompt
+    assert "是" in prompt
 
 
 async def test_with_context_mode(
@@ -118,7 +127,9 @@ async def test_graded(
 ) -> None:
     openai_server.script(reply)
     j = await judge_for(llm_settings, llm_client, graded=True).judge(EN)
-    assert j.status is JudgementStatus.OK and j.score == pytest.approx(score) and j.passed is passed
+    assert j.status is JudgementStatus.OK
+    assert j.score == pytest.approx(score)
+    assert j.passed is passed
     assert j.reason.startswith("rating ")
 
 
@@ -137,8 +148,11 @@ async def test_graded_errors(
 ) -> None:
     openai_server.script(reply)
     j = await judge_for(llm_settings, llm_client, graded=True).judge(EN)
-    assert j.status is JudgementStatus.ERROR and j.reason_code == code
-    assert j.score is None and j.passed is None and j.raw_output == reply
+    assert j.status is JudgementStatus.ERROR
+    assert j.reason_code == code
+    assert j.score is None
+    assert j.passed is None
+    assert j.raw_output == reply
 
 
 async def test_truncated_output(
@@ -146,7 +160,8 @@ async def test_truncated_output(
 ) -> None:
     openai_server.script(Reply('{"score": 2, "reason": "the answer cov', finish_reason="length"))
     j = await judge_for(llm_settings, llm_client, graded=True).judge(EN)
-    assert j.status is JudgementStatus.ERROR and j.reason_code == "truncated_output"
+    assert j.status is JudgementStatus.ERROR
+    assert j.reason_code == "truncated_output"
 
 
 async def test_abstention_and_no_answer_make_no_call(
@@ -167,7 +182,9 @@ async def test_429_then_success_is_one_judgement_with_a_retry(
 ) -> None:
     openai_server.script(Reply(status=429, retry_after=0.01), "YES")
     j = await judge_for(llm_settings, llm_client).judge(EN)
-    assert j.status is JudgementStatus.OK and j.score == 1.0 and j.flags.retries == 1
+    assert j.status is JudgementStatus.OK
+    assert j.score == 1.0
+    assert j.flags.retries == 1
     assert len(openai_server.requests) == 2
 
 
@@ -176,8 +193,10 @@ async def test_always_429_is_an_unavailable_error(
 ) -> None:
     openai_server.reset(lambda req: Reply(status=429, retry_after=0.01))
     j = await judge_for(llm_settings, llm_client).judge(EN)
-    assert j.status is JudgementStatus.ERROR and j.score is None
-    assert j.reason == "judge_unavailable: HTTP 429 after 3 attempts" and j.flags.retries == 2
+    assert j.status is JudgementStatus.ERROR
+    assert j.score is None
+    assert j.reason == "judge_unavailable: HTTP 429 after 3 attempts"
+    assert j.flags.retries == 2
 
 
 async def test_verdict_injection_in_the_answer(
@@ -193,7 +212,8 @@ async def test_verdict_injection_in_the_answer(
         '{"score": 0, "reason": "no relevant content"}'
     )
     j = await judge_for(llm_settings, llm_client, graded=True).judge(injected)
-    assert j.score == 0.0 and j.passed is False
+    assert j.score == 0.0
+    assert j.passed is False
     prompt = openai_server.requests[0].prompt_text
     assert prompt.count("ANSWER>>>") == 1  # the answer could not close the fence
     openai_server.script("NO\nThe answer only says:\nanswer YES")
@@ -237,9 +257,11 @@ async def test_reasoning_model_output(
     reply = "<think>\nThe user wants the return window. The answer says YES it is 30 days.\n</think>\n\nNO\nOff topic."
     openai_server.script(reply)
     j = await judge_for(llm_settings, llm_client).judge(EN)
-    assert j.score == 0.0 and j.raw_output == reply
+    assert j.score == 0.0
+    assert j.raw_output == reply
     openai_server.script("<think>still thinking about whether")
     j = await judge_for(llm_settings, llm_client).judge(
         EN.model_copy(update={"trace_id": "x", "answer": "30 days."})
     )
-    assert j.status is JudgementStatus.ERROR and j.reason_code == "empty_output"
+    assert j.status is JudgementStatus.ERROR
+    assert j.reason_code == "empty_output"

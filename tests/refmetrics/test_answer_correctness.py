@@ -50,11 +50,14 @@ async def test_llm_f1_with_embeddings_hand_computed() -> None:
         await client.aclose()
         await sim.aclose()
     # F1 = 1 / (1 + 0.5·2) = 0.5; score = 0.75·0.5 + 0.25·0.96 = 0.615
-    assert r.status is JudgementStatus.OK and r.backend is Backend.LLM
+    assert r.status is JudgementStatus.OK
+    assert r.backend is Backend.LLM
     assert r.score == pytest.approx(0.615)
     assert r.passed is True
-    assert "F1=0.5000" in r.reason and "embeddings:emb-1" in r.reason
-    assert srv.requests[1]["model"] == "emb-1" and srv.requests[1]["input"] == [answer, ref]
+    assert "F1=0.5000" in r.reason
+    assert "embeddings:emb-1" in r.reason
+    assert srv.requests[1]["model"] == "emb-1"
+    assert srv.requests[1]["input"] == [answer, ref]
 
 
 async def test_llm_custom_weights_and_no_statements_is_error() -> None:
@@ -70,7 +73,8 @@ async def test_llm_custom_weights_and_no_statements_is_error() -> None:
         r2 = await j.judge(_t("x", "y"))
         await client.aclose()
     assert r.score == pytest.approx(2 / 3)  # F1 = 2/(2+1), similarity off
-    assert r2.status is JudgementStatus.ERROR and r2.reason_code == "unparseable"
+    assert r2.status is JudgementStatus.ERROR
+    assert r2.reason_code == "unparseable"
 
 
 async def test_offline_lexical_hand_computed() -> None:
@@ -82,7 +86,8 @@ async def test_offline_lexical_hand_computed() -> None:
         )
     )
     # TP: refunds statement; FP: shipping; FN: receipt → F1 = 1/(1+1) = 0.5
-    assert r.backend is Backend.HEURISTIC and r.score == pytest.approx(0.5)
+    assert r.backend is Backend.HEURISTIC
+    assert r.score == pytest.approx(0.5)
     assert "TP=1 FP=1 FN=1" in r.reason
 
 
@@ -105,7 +110,8 @@ async def test_edge_cases() -> None:
     assert (await j.judge(_t("I don't know.", "ref"))).reason_code == "abstained"
     # no statements on either side (punctuation/stop words only)
     r = await j.judge(_t("the.", "a."))
-    assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_statements"
+    assert r.status is JudgementStatus.SKIPPED
+    assert r.reason_code == "no_statements"
     # keywords as ground truth when there is no expected answer
     k = await AnswerCorrectnessJudge(Settings(), {"weights": [1, 0]}).judge(
         _t("Berlin", None, keywords=["Berlin", "Paris"])

@@ -54,13 +54,16 @@ async def test_rules_each_kind() -> None:
     )
     j = ChecklistJudge(cl, Settings())
     good = await j.judge(_t("refund within 30 days with a receipt: https://docs.help.example.com/r."))
-    assert good.score == 1.0 and good.passed is True and good.backend is Backend.HEURISTIC
+    assert good.score == 1.0
+    assert good.passed is True
+    assert good.backend is Backend.HEURISTIC
     bad = await j.judge(
         _t("We guarantee it. See https://evil.example.org/x for the form, no more info here today ok")
     )
     items = {i["id"]: i["passed"] for i in bad.flags.items}  # type: ignore[attr-defined]
     assert items == {"any": False, "all": False, "none": False, "re": False, "link": False, "len": False}
-    assert bad.score == 0.0 and "link (no link to ['help.example.com']" in bad.reason
+    assert bad.score == 0.0
+    assert "link (no link to ['help.example.com']" in bad.reason
 
 
 def test_find_links_and_subdomains() -> None:
@@ -97,9 +100,12 @@ async def test_scope_declared_version_and_shared_rules() -> None:
     )
     j = ChecklistJudge(cl, Settings())
     r = await j.judge(_t("x", app="shop", scenario="delay"))
-    assert r.status is JudgementStatus.OK and r.declared_version == "7.2" and r.version == j.version
+    assert r.status is JudgementStatus.OK
+    assert r.declared_version == "7.2"
+    assert r.version == j.version
     other = await j.judge(_t("x", app="shop", scenario="billing"))
-    assert other.status is JudgementStatus.SKIPPED and other.reason_code == "not_applicable"
+    assert other.status is JudgementStatus.SKIPPED
+    assert other.reason_code == "not_applicable"
     assert other.declared_version == "7.2"
     assert (await j.judge(_t("", app="shop", scenario="delay"))).reason_code == "no_answer"
     assert (await j.judge(_t("I don't know.", app="shop", scenario="delay"))).reason_code == "abstained"
@@ -115,7 +121,8 @@ def test_version_changes_with_definition_not_with_identity() -> None:
 async def test_rubric_without_model_or_fallback_is_not_judged() -> None:
     cl = _cl(items=[{"id": "r", "kind": "rubric", "rubric": "polite"}])
     r = await ChecklistJudge(cl, Settings()).judge(_t("hello"))
-    assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_judged_items"
+    assert r.status is JudgementStatus.SKIPPED
+    assert r.reason_code == "no_judged_items"
     cl2 = _cl(
         items=[
             {"id": "r", "kind": "rubric", "rubric": "polite"},
@@ -123,7 +130,8 @@ async def test_rubric_without_model_or_fallback_is_not_judged() -> None:
         ]
     )
     r2 = await ChecklistJudge(cl2, Settings()).judge(_t("hi"))
-    assert r2.score == 1.0 and "not judged: r" in r2.reason
+    assert r2.score == 1.0
+    assert "not judged: r" in r2.reason
 
 
 def test_invalid_checklists_rejected(tmp_path: Path) -> None:
@@ -151,7 +159,8 @@ def test_checklists_setting_from_config_file(tmp_path: Path) -> None:
     cfg.write_text("checklists:\n  mine: cl.yaml\n", encoding="utf-8")
     s = load_settings(cfg)
     cls = load_checklists(s.checklists, base_dir=tmp_path)
-    assert cls["mine"].version == "3" and cls["mine"].items[0].id == "a"
+    assert cls["mine"].version == "3"
+    assert cls["mine"].items[0].id == "a"
 
 
 # -- rubric items through the judge model ---------------------------------------------------------------------
@@ -184,12 +193,16 @@ async def test_rubric_items_via_scripted_model() -> None:
         srv.responder = lambda body: "no json here"
         bad = await j.judge(_t("Thanks, your order is on its way."))
         await client.aclose()
-    assert r.backend is Backend.LLM and r.model == "judge-m"
-    assert r.score == pytest.approx(2 / 3) and r.passed is True
+    assert r.backend is Backend.LLM
+    assert r.model == "judge-m"
+    assert r.score == pytest.approx(2 / 3)
+    assert r.passed is True
     assert "cause (No cause is given.)" in r.reason
-    assert r.prompt_tokens == 200 and r.completion_tokens == 40
+    assert r.prompt_tokens == 200
+    assert r.completion_tokens == 40
     assert len(srv.requests) == 4
-    assert bad.status is JudgementStatus.ERROR and bad.reason_code == "unparseable"
+    assert bad.status is JudgementStatus.ERROR
+    assert bad.reason_code == "unparseable"
 
 
 # -- the two example checklists on the example test set ------------------------------------------------------
@@ -249,7 +262,8 @@ async def test_example_order_delay_with_model_rubric() -> None:
         r = await ChecklistJudge(cl, s, client=client).judge(kestrel_traces()["delay-en-02"])
         await client.aclose()
     assert len(srv.requests) == 4  # one per rubric item; expected_time is a rule
-    assert r.score == pytest.approx(0.8) and r.passed is True
+    assert r.score == pytest.approx(0.8)
+    assert r.passed is True
     by = {i["id"]: i["by"] for i in r.flags.items}  # type: ignore[attr-defined]
     assert by == {
         "reassurance": "llm",

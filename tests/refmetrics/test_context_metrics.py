@@ -31,7 +31,8 @@ async def test_precision_from_labels_hand_computed() -> None:
     r = await j.judge(_trace(["a", "b", "c", "d", "e"], [0, 0, 1, 1, 1], question="q"))
     assert r.status is JudgementStatus.OK
     assert r.score == pytest.approx((1 / 3 + 2 / 4 + 3 / 5) / 3)
-    assert r.flags.decided_by == "labels" and r.backend is Backend.HEURISTIC
+    assert r.flags.decided_by == "labels"
+    assert r.backend is Backend.HEURISTIC
     assert r.passed is False  # 0.4778 < 0.5
 
 
@@ -39,7 +40,8 @@ async def test_precision_perfect_ranking_is_exactly_one_and_none_relevant_zero()
     j = ContextPrecisionJudge(_settings())
     assert (await j.judge(_trace(["a", "b", "c"], [1, 1, 0]))).score == 1.0
     r0 = await j.judge(_trace(["a", "b"], [0, 0]))
-    assert r0.score == 0.0 and r0.status is JudgementStatus.OK
+    assert r0.score == 0.0
+    assert r0.status is JudgementStatus.OK
 
 
 async def test_recall_from_labels_with_and_without_k() -> None:
@@ -49,7 +51,8 @@ async def test_recall_from_labels_with_and_without_k() -> None:
     assert r.score == pytest.approx(1 / 3)
     assert "1 of 3" in r.reason
     none_rel = await ContextRecallJudge(_settings()).judge(_trace(["a"], [0]))
-    assert none_rel.status is JudgementStatus.SKIPPED and none_rel.reason_code == "no_reference"
+    assert none_rel.status is JudgementStatus.SKIPPED
+    assert none_rel.reason_code == "no_reference"
 
 
 async def test_recall_labels_matched_by_id_for_live_retrieval() -> None:
@@ -71,14 +74,16 @@ async def test_recall_labels_matched_by_id_for_live_retrieval() -> None:
 
 async def test_bad_labels_are_an_error_not_a_score() -> None:
     r = await ContextPrecisionJudge(_settings()).judge(_trace(["a", "b"], [1, 0, 1]))
-    assert r.status is JudgementStatus.ERROR and r.reason_code == "bad_labels"
+    assert r.status is JudgementStatus.ERROR
+    assert r.reason_code == "bad_labels"
     r2 = await ContextPrecisionJudge(_settings()).judge(_trace(["a"], [2]))  # type: ignore[list-item]
     assert r2.status is JudgementStatus.ERROR
 
 
 async def test_relevance_from_labels() -> None:
     r = await ContextRelevanceJudge(_settings()).judge(_trace(["a", "b", "c", "d"], [1, 0, 0, 1]))
-    assert r.score == 0.5 and r.passed is True
+    assert r.score == 0.5
+    assert r.passed is True
 
 
 # -- edge cases -----------------------------------------------------------------------------------------------
@@ -107,12 +112,14 @@ async def test_empty_retrieval_scores_zero_without_a_model_call() -> None:
 
 async def test_recall_without_ground_truth_is_skipped() -> None:
     r = await ContextRecallJudge(_settings()).judge(_trace(["some text"], question="q", expected_answer="  "))
-    assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_reference"
+    assert r.status is JudgementStatus.SKIPPED
+    assert r.reason_code == "no_reference"
 
 
 async def test_labels_method_without_labels_is_skipped() -> None:
     r = await ContextPrecisionJudge(_settings(), {"method": "labels"}).judge(_trace(["a"], question="q"))
-    assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_labels"
+    assert r.status is JudgementStatus.SKIPPED
+    assert r.reason_code == "no_labels"
 
 
 # -- heuristic -----------------------------------------------------------------------------------------------
@@ -125,7 +132,8 @@ async def test_heuristic_precision_and_recall_chinese() -> None:
     ]
     t = _trace(docs, question="印控克什米尔地区寺庙踩踏事故死亡人数", expected_answer="12人")
     p = await ContextPrecisionJudge(_settings()).judge(t)
-    assert p.backend is Backend.HEURISTIC and p.flags.decided_by == "heuristic"
+    assert p.backend is Backend.HEURISTIC
+    assert p.flags.decided_by == "heuristic"
     assert p.score == pytest.approx(0.5)  # useful chunk at rank 2 only: (1/2)/1
     r = await ContextRecallJudge(_settings()).judge(t)
     assert r.score == 1.0
@@ -169,11 +177,15 @@ async def test_llm_precision_hand_computed_and_prompt_fences_texts() -> None:
         t = _trace(["c one", "c two", "c three"], question="Q?", expected_answer="REF", answer="A")
         r = await j.judge(t)
         await client.aclose()
-    assert r.status is JudgementStatus.OK and r.backend is Backend.LLM and r.model == "judge-x"
+    assert r.status is JudgementStatus.OK
+    assert r.backend is Backend.LLM
+    assert r.model == "judge-x"
     assert r.score == pytest.approx(5 / 6)
     assert (r.prompt_tokens, r.completion_tokens) == (100, 20)
     prompt = srv.user_prompts()[0]
-    assert "[1] c one" in prompt and "[3] c three" in prompt and "REF" in prompt
+    assert "[1] c one" in prompt
+    assert "[3] c three" in prompt
+    assert "REF" in prompt
     assert "<<<QUESTION\nQ?\nQUESTION>>>" in prompt
 
 
@@ -183,7 +195,9 @@ async def test_llm_labels_take_precedence_no_call() -> None:
         client = LLMClient(s)
         r = await ContextPrecisionJudge(s, client=client).judge(_trace(["a", "b"], [0, 1], question="q"))
         await client.aclose()
-    assert r.score == 0.5 and r.flags.decided_by == "labels" and srv.requests == []
+    assert r.score == 0.5
+    assert r.flags.decided_by == "labels"
+    assert srv.requests == []
 
 
 async def test_llm_recall_and_relevance_chinese_prompt() -> None:
@@ -209,8 +223,10 @@ async def test_llm_recall_and_relevance_chinese_prompt() -> None:
         rec = await ContextRecallJudge(s, client=client).judge(t)
         rel = await ContextRelevanceJudge(s, client=client).judge(t)
         await client.aclose()
-    assert rec.score == pytest.approx(2 / 3) and "新西兰" in rec.reason
-    assert rel.score == 0.25 and rel.passed is False
+    assert rec.score == pytest.approx(2 / 3)
+    assert "新西兰" in rec.reason
+    assert rel.score == 0.25
+    assert rel.passed is False
     assert "<<<问题" in srv.user_prompts()[0]
 
 
@@ -256,7 +272,8 @@ async def test_budget_truncation_flags_and_counts_cut_chunks_irrelevant() -> Non
         client = LLMClient(s)
         r = await ContextRelevanceJudge(s, client=client).judge(_trace(["x" * 8, "y" * 8], question="q"))
         await client.aclose()
-    assert r.score == 0.5 and r.flags.context_truncated is True
+    assert r.score == 0.5
+    assert r.flags.context_truncated is True
     assert "y" * 8 not in srv.user_prompts()[0]
 
 
@@ -272,7 +289,8 @@ async def test_reference_without_statements_and_answer_fallback() -> None:
     r = await ContextRecallJudge(_settings()).judge(
         _trace(["some text"], question="q", expected_answer="The.")
     )
-    assert r.status is JudgementStatus.SKIPPED and r.reason_code == "no_statements"
+    assert r.status is JudgementStatus.SKIPPED
+    assert r.reason_code == "no_statements"
     # precision without a reference falls back to the answer (Ragas' reference-free variant)
     t = _trace(
         ["Our office is in Berlin.", "Refunds are paid within 14 days."],
@@ -280,9 +298,11 @@ async def test_reference_without_statements_and_answer_fallback() -> None:
         answer="Refunds are paid within 14 days.",
     )
     p = await ContextPrecisionJudge(_settings()).judge(t)
-    assert p.score == 0.5 and p.flags.verdicts == [0, 1]  # type: ignore[attr-defined]
+    assert p.score == 0.5
+    assert p.flags.verdicts == [0, 1]
     none = await ContextPrecisionJudge(_settings()).judge(_trace(["x"], question="q"))
-    assert none.status is JudgementStatus.SKIPPED and none.reason_code == "no_reference"
+    assert none.status is JudgementStatus.SKIPPED
+    assert none.reason_code == "no_reference"
 
 
 async def test_reference_contexts_give_non_llm_precision_and_recall() -> None:
@@ -301,7 +321,8 @@ async def test_reference_contexts_give_non_llm_precision_and_recall() -> None:
     assert p.flags.decided_by == "reference_contexts"
     assert p.score == pytest.approx((1 / 2 + 2 / 3) / 2)
     r = await ContextRecallJudge(_settings()).judge(t)
-    assert r.score == 0.5 and "1 of 2 reference contexts" in r.reason  # the repeat counts once
+    assert r.score == 0.5
+    assert "1 of 2 reference contexts" in r.reason
 
 
 async def test_label_recall_counts_a_pool_item_once() -> None:

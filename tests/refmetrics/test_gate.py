@@ -71,9 +71,11 @@ def test_evaluate_gate_and_threshold_merging() -> None:
     assert met == {"pass_rate": True, "faithfulness": True, "coverage": False}
     assert res.exit_code == 1
     cov = next(t for t in res.thresholds if t.metric == "coverage")
-    assert cov.actual == pytest.approx(0.666667) and "0.667 < 0.95" in cov.message
+    assert cov.actual == pytest.approx(0.666667)
+    assert "0.667 < 0.95" in cov.message
     ok_res = evaluate_gate(r, gate_thresholds({}, ["pass_rate=0.3,coverage=0.6"], 0.95))
-    assert ok_res.passed and ok_res.exit_code == 0
+    assert ok_res.passed
+    assert ok_res.exit_code == 0
     assert (
         evaluate_gate(
             {**r, "status": "failed"}, ok_res_thresholds := gate_thresholds({}, ["coverage=0"], 0.95)
@@ -83,7 +85,8 @@ def test_evaluate_gate_and_threshold_merging() -> None:
     assert ok_res_thresholds[0].metric == "coverage"
     # a judge that never scored has no mean: breached, never silently passed
     missing = evaluate_gate(r, gate_thresholds({}, ["relevancy=0.1"], 0.0))
-    assert not missing.passed and missing.thresholds[0].actual is None
+    assert not missing.passed
+    assert missing.thresholds[0].actual is None
 
 
 def test_junit_xml_one_testcase_per_case(tmp_path: Path) -> None:
@@ -108,10 +111,12 @@ def test_junit_xml_one_testcase_per_case(tmp_path: Path) -> None:
     }
     assert "faithfulness" in cases["c3"].result[0].message
     assert "faithfulness: 0.200 fail" in cases["c3"].result[0].text
-    assert isinstance(cases["c5"].result[0], Error) and isinstance(cases["c6"].result[0], Skipped)
+    assert isinstance(cases["c5"].result[0], Error)
+    assert isinstance(cases["c6"].result[0], Skipped)
     th = {c.name: c for c in suites["ragpulse.thresholds"]}
     assert set(th) == {"pass_rate>=0.5", "faithfulness>=0.5", "coverage>=0.5"}
-    assert isinstance(th["pass_rate>=0.5"].result[0], Failure) and not th["faithfulness>=0.5"].result
+    assert isinstance(th["pass_rate>=0.5"].result[0], Failure)
+    assert not th["faithfulness>=0.5"].result
     s = suites["ragpulse.kestrel_kb"]
     assert (s.tests, s.failures, s.errors, s.skipped) == (6, 2, 1, 1)
 
@@ -138,7 +143,8 @@ def test_gate_command_exit_codes_and_junit(pg_url: str, tmp_path: Path) -> None:
         env=env,
     )
     assert res.exit_code == 1, res.output
-    assert "FAILED" in res.output and "c3" in res.output
+    assert "FAILED" in res.output
+    assert "c3" in res.output
     xml = JUnitXml.fromfile(str(xml_path))
     failing = sorted(c.name for s in xml for c in s if c.result and isinstance(c.result[0], Failure))
     assert failing == ["c3", "c4", "coverage>=0.95", "pass_rate>=0.8"]
@@ -146,7 +152,8 @@ def test_gate_command_exit_codes_and_junit(pg_url: str, tmp_path: Path) -> None:
     ok_res = runner.invoke(app, ["gate", "run-g", "--min", "pass_rate=0.3,coverage=0.6", "--json"], env=env)
     assert ok_res.exit_code == 0, ok_res.output
     out = json.loads(ok_res.output)
-    assert out["passed"] is True and [f["case_id"] for f in out["failing_cases"]] == ["c3", "c4", "c5", "c6"]
+    assert out["passed"] is True
+    assert [f["case_id"] for f in out["failing_cases"]] == ["c3", "c4", "c5", "c6"]
 
     assert runner.invoke(app, ["gate", "nope", "--min", "pass_rate=0.1"], env=env).exit_code == 2
     assert runner.invoke(app, ["gate", "run-g", "--min", "pass_rate=2"], env=env).exit_code == 2
@@ -191,9 +198,11 @@ def test_a_case_with_an_error_judgement_never_passes_and_is_a_junit_error(tmp_pa
         _case("half", _j("faithfulness", 0.9), _j("context_precision", None, status="error")),
     ]
     r = build_report(run_id="run-e", test_set="kestrel_kb", cases=cases, judges=JUDGES, wall_seconds=1.0)
-    assert r["pass_rate"] == 0.5 and r["coverage"] == 1.0
+    assert r["pass_rate"] == 0.5
+    assert r["coverage"] == 1.0
     row = {c["case_id"]: c for c in r["cases"]}["half"]  # type: ignore[index]
-    assert row["passed"] is False and row["scored"] == 1
+    assert row["passed"] is False
+    assert row["scored"] == 1
     assert row["reason"] == "context_precision: judge_unavailable: HTTP 500"
     res = evaluate_gate(r, gate_thresholds({}, ["pass_rate=0.8"], 0.5))
     assert res.passed is False

@@ -74,7 +74,8 @@ async def test_plugin_judge_through_entry_point(installed_plugin: None) -> None:
         Settings(judges={"politeness": {"threshold": 0.5}}), ["politeness", "context_precision"]
     )
     j = judges["politeness"]
-    assert j.backend is Backend.HEURISTIC and j.threshold == 0.5
+    assert j.backend is Backend.HEURISTIC
+    assert j.threshold == 0.5
     r = await j.judge(Trace(trace_id="p", question="q", answer="Thanks for asking: it ships today."))
     assert (r.status, r.score, r.passed, r.version) == (JudgementStatus.OK, 1.0, True, j.version)
     skipped = await j.judge(Trace(trace_id="p2", question="q", answer="I don't know."))

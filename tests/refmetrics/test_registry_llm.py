@@ -64,15 +64,20 @@ async def _shared_client_checks(server: ScriptedOpenAIServer, judges: dict[str, 
     )
     t = Trace(trace_id="x", question="q?", answer="a", expected_answer="ref", documents=["c1", "c2"])
     r = await cp.judge(t)
-    assert r.status is JudgementStatus.OK and r.score == 0.5 and r.flags.retries == 1
-    assert r.model == "judge-test" and r.prompt_tokens > 0
+    assert r.status is JudgementStatus.OK
+    assert r.score == 0.5
+    assert r.flags.retries == 1
+    assert r.model == "judge-test"
+    assert r.prompt_tokens > 0
     again = await cp.judge(t)  # same version + inputs: served from the shared client's cache
-    assert again.score == 0.5 and again.flags.cached is True
+    assert again.score == 0.5
+    assert again.flags.cached is True
     assert len(server.requests) == 2
     server.script(Reply(content='{"tp": ["x"]', finish_reason="length"))
     assert isinstance(ac, FrameJudge)
     trunc = await ac.judge(t)
-    assert trunc.status is JudgementStatus.ERROR and trunc.reason_code == "truncated_output"
+    assert trunc.status is JudgementStatus.ERROR
+    assert trunc.reason_code == "truncated_output"
 
 
 async def test_checklists_from_settings_via_registry(server: ScriptedOpenAIServer) -> None:
@@ -87,7 +92,8 @@ async def test_checklists_from_settings_via_registry(server: ScriptedOpenAIServe
 
 
 async def _checklist_checks(server: ScriptedOpenAIServer, j: object) -> None:
-    assert isinstance(j, ChecklistJudge) and j.checklist.version == "2026.11-1"
+    assert isinstance(j, ChecklistJudge)
+    assert j.checklist.version == "2026.11-1"
     server.script(*[json.dumps({"pass": True, "reason": "ok"})] * 4)
     t = Trace(
         trace_id="d",
@@ -97,7 +103,9 @@ async def _checklist_checks(server: ScriptedOpenAIServer, j: object) -> None:
         answer="Sorry! It ships in 3 days.",
     )
     r = await j.judge(t)
-    assert r.score == 1.0 and r.declared_version == "2026.11-1" and len(server.requests) == 4
+    assert r.score == 1.0
+    assert r.declared_version == "2026.11-1"
+    assert len(server.requests) == 4
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,8 @@ async def test_rgb_subset_precision_and_recall_from_labels() -> None:
         t = _trace(rows[case_id])
         assert rows[case_id]["context_labels"] == labels
         jp = await precision.judge(t)
-        assert jp.score == pytest.approx(p, abs=1e-12) and jp.flags.decided_by == "labels"
+        assert jp.score == pytest.approx(p, abs=1e-12)
+        assert jp.flags.decided_by == "labels"
         # all labelled chunks were retrieved: recall 1.0; recall@3 counts the relevant ones in the top 3
         assert (await recall.judge(t)).score == 1.0
         assert (await recall_at_3.judge(t)).score == pytest.approx(r3)

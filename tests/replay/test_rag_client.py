@@ -69,14 +69,16 @@ async def test_errors(url: str, question: str, message: str, retriable: bool) ->
     async with RagClient(Settings(rag_endpoint_url=url)) as rag:
         with pytest.raises(RagEndpointError) as ei:
             await rag.ask(question)
-    assert str(ei.value) == message and ei.value.retriable is retriable
+    assert str(ei.value) == message
+    assert ei.value.retriable is retriable
 
 
 async def test_connection_refused_is_retriable() -> None:
     async with RagClient(Settings(rag_endpoint_url="http://127.0.0.1:9/none")) as rag:
         with pytest.raises(RagEndpointError) as ei:
             await rag.ask("q")
-    assert str(ei.value).startswith("rag_endpoint_error: ConnectError") and ei.value.retriable
+    assert str(ei.value).startswith("rag_endpoint_error: ConnectError")
+    assert ei.value.retriable
 
 
 def test_needs_url() -> None:

@@ -38,15 +38,18 @@ async def test_same_run_id_twice_leaves_no_duplicate_judgements(pg_url: str) -> 
             assert r["pass_rate"] == pytest.approx(5 / 6)
             assert r["averages"]["relevancy"] == pytest.approx((0.8 * 5 + 0.2) / 6)
         run = await store.get_run("same")
-        assert run is not None and run.status is RunStatus.COMPLETED
-        assert run.report is not None and run.report["pass_rate"] == pytest.approx(5 / 6)
+        assert run is not None
+        assert run.status is RunStatus.COMPLETED
+        assert run.report is not None
+        assert run.report["pass_rate"] == pytest.approx(5 / 6)
         stored = await store.get_run_results("same")
         assert sorted(r.trace.trace_id for r in stored) == sorted(
             case_trace_id("same", f"c{i}") for i in range(6)
         )
         assert all(len(r.judgements) == 2 for r in stored)
         t = await store.get_trace(case_trace_id("same", "c3"))
-        assert t is not None and {j.judge: j.passed for j in t.judgements} == {
+        assert t is not None
+        assert {j.judge: j.passed for j in t.judgements} == {
             "relevancy": False,
             "keyword": True,
         }
@@ -64,14 +67,18 @@ async def test_judge_error_on_one_case_leaves_others_judged(pg_url: str) -> None
     try:
         report = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="errs")
         run = await store.get_run("errs")
-        assert run is not None and run.status is RunStatus.COMPLETED_WITH_ERRORS
+        assert run is not None
+        assert run.status is RunStatus.COMPLETED_WITH_ERRORS
         assert report["counts"] == {"pass": 10, "fail": 0, "error": 2, "skipped": 0}
         # the cases with an error judgement keep their other judge's score (covered) but never pass on it
-        assert report["pass_rate"] == pytest.approx(4 / 6) and report["coverage"] == pytest.approx(1.0)
+        assert report["pass_rate"] == pytest.approx(4 / 6)
+        assert report["coverage"] == pytest.approx(1.0)
         errored = {c["case_id"]: c for c in report["cases"] if not c["passed"]}
         assert sorted(errored) == ["c2", "c4"]
-        assert errored["c2"]["scored"] == 1 and errored["c2"]["reason"].startswith("faithfulness:")
-        assert errored["c4"]["scored"] == 1 and errored["c4"]["reason"].startswith("relevancy:")
+        assert errored["c2"]["scored"] == 1
+        assert errored["c2"]["reason"].startswith("faithfulness:")
+        assert errored["c4"]["scored"] == 1
+        assert errored["c4"]["reason"].startswith("relevancy:")
         assert errored["c2"]["judgements"]["faithfulness"]["status"] == "error"
         assert await pg_count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'error'") == 2
         assert await pg_count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'ok'") == 10

@@ -43,7 +43,9 @@ def test_report_numbers() -> None:
         run_id="run1", test_set="ts", cases=cases, judges=["relevancy", "faithfulness"], wall_seconds=1.23456
     )
     assert set(REPORT_KEYS) <= set(r)
-    assert r["run_id"] == "run1" and r["test_set"] == "ts" and r["cases_total"] == 5
+    assert r["run_id"] == "run1"
+    assert r["test_set"] == "ts"
+    assert r["cases_total"] == 5
     assert r["pass_rate"] == pytest.approx(1 / 5)  # only A
     assert r["coverage"] == pytest.approx(3 / 5)  # A, B, E scored
     assert r["averages"] == {
@@ -57,13 +59,17 @@ def test_report_numbers() -> None:
     assert r["status"] == RunStatus.COMPLETED_WITH_ERRORS.value
     rel = r["judges"]["relevancy"]
     assert (rel["scored"], rel["pass"], rel["fail"], rel["error"], rel["skipped"]) == (3, 2, 1, 1, 1)
-    assert rel["pass_rate"] == pytest.approx(2 / 3) and rel["coverage"] == pytest.approx(3 / 5)
+    assert rel["pass_rate"] == pytest.approx(2 / 3)
+    assert rel["coverage"] == pytest.approx(3 / 5)
     rows = {row["case_id"]: row for row in r["cases"]}
-    assert rows["A"]["passed"] is True and rows["A"]["reason"] is None
-    assert rows["B"]["passed"] is False and rows["B"]["reason"] == "faithfulness: r"
+    assert rows["A"]["passed"] is True
+    assert rows["A"]["reason"] is None
+    assert rows["B"]["passed"] is False
+    assert rows["B"]["reason"] == "faithfulness: r"
     assert rows["C"]["scored"] == 0
     assert rows["C"]["reason"] == "relevancy: judge_unavailable: HTTP 503; faithfulness: no_reference"
-    assert rows["D"]["reason"] == "no_answer" and rows["D"]["outcome"] == "not_evaluable"
+    assert rows["D"]["reason"] == "no_answer"
+    assert rows["D"]["outcome"] == "not_evaluable"
     assert rows["E"]["judgements"]["relevancy"] == {
         "score": 0.4,
         "passed": False,

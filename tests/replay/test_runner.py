@@ -53,9 +53,11 @@ async def test_replay_report_status_and_idempotent_trace_ids() -> None:
     assert report["averages"] == {"relevancy": pytest.approx(0.6), "keyword": pytest.approx(1.0)}
     assert report["counts"] == {"pass": 3, "fail": 1, "error": 0, "skipped": 2}
     assert report["status"] == "completed"
-    assert seen[-1] == (3, 3) and len(seen) == 3
+    assert seen[-1] == (3, 3)
+    assert len(seen) == 3
     run = store.runs["r1"]
-    assert run.status is RunStatus.COMPLETED and run.report == report
+    assert run.status is RunStatus.COMPLETED
+    assert run.report == report
     assert run.judges == {
         "relevancy": _judges()["relevancy"].version,
         "keyword": _judges()["keyword"].version,
@@ -131,8 +133,11 @@ async def test_cases_without_answer_ask_the_rag_endpoint(rag_url: str) -> None:
     async with RagClient(s) as rag:
         report = await run_replay(ts, judges=_judges(), store=store, settings=s, run_id="r4", rag_client=rag)
     ta: Trace = store.traces[case_trace_id("r4", "a")].trace
-    assert ta.answer == "answer to hello" and ta.contexts == ["c"] and ta.doc_ids == ["d1"]
-    assert ta.latency_s is not None and ta.latency_s > 0
+    assert ta.answer == "answer to hello"
+    assert ta.contexts == ["c"]
+    assert ta.doc_ids == ["d1"]
+    assert ta.latency_s is not None
+    assert ta.latency_s > 0
     rows = {c["case_id"]: c for c in report["cases"]}
     assert rows["b"]["reason"] == "rag_endpoint_error: HTTP 500"
     assert report["status"] == "completed_with_errors"
@@ -171,8 +176,10 @@ async def test_endpoint_failure_is_not_evaluable_even_for_retrieval_judges(rag_u
             ts, judges={"context_precision": retrieval}, store=store, settings=s, run_id="r5", rag_client=rag
         )
     b = store.traces[case_trace_id("r5", "b")]
-    assert b.outcome.value == "not_evaluable" and b.judgements == ()
+    assert b.outcome.value == "not_evaluable"
+    assert b.judgements == ()
     assert b.outcome_reason == "rag_endpoint_failed: rag_endpoint_error: HTTP 500"
     c = store.traces[case_trace_id("r5", "c")]
     assert [j.judge for j in c.judgements] == ["context_precision"]
-    assert report["coverage"] == 0.5 and report["status"] == "completed_with_errors"
+    assert report["coverage"] == 0.5
+    assert report["status"] == "completed_with_errors"

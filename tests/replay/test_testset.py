@@ -37,16 +37,24 @@ def test_jsonl_aliases_metadata_and_name(tmp_path: Path) -> None:
         ],
     )
     ts = load_test_set(p)
-    assert ts.name == "kb" and len(ts.cases) == 3
+    assert ts.name == "kb"
+    assert len(ts.cases) == 3
     c1, c2, c3 = ts.cases
-    assert c1.id == "c1" and c1.expected_answer == "Use Ledgerly."
+    assert c1.id == "c1"
+    assert c1.expected_answer == "Use Ledgerly."
     assert c1.keywords == ("Ledgerly", "30 days")
     assert c1.contexts == ("Claims go through Ledgerly.", "Deadline is 30 days.")
-    assert c1.doc_ids == ("fin#1", "fin#2") and c1.context_labels == (1, 0)
+    assert c1.doc_ids == ("fin#1", "fin#2")
+    assert c1.context_labels == (1, 0)
     assert c1.metadata == {"app": "kestrel-hr", "note": "faithful"}
-    assert c2.id == "line-2" and c2.expected_answer == "15天" and c2.keywords == ("年假", "15天")
-    assert c2.answer is None and c2.contexts == ()
-    assert c3.expected_answer == "r3" and c3.contexts == ("ctx",) and c3.doc_ids == ("d9",)
+    assert c2.id == "line-2"
+    assert c2.expected_answer == "15天"
+    assert c2.keywords == ("年假", "15天")
+    assert c2.answer is None
+    assert c2.contexts == ()
+    assert c3.expected_answer == "r3"
+    assert c3.contexts == ("ctx",)
+    assert c3.doc_ids == ("d9",)
 
 
 def test_blank_lines_are_skipped_and_ids_follow_line_numbers(tmp_path: Path) -> None:
@@ -91,7 +99,8 @@ def test_json_object_and_list(tmp_path: Path) -> None:
     lst = tmp_path / "l.json"
     lst.write_text(json.dumps([{"question": "q1"}, {"question": "q2", "id": 7}]), encoding="utf-8")
     ts2 = load_test_set(lst)
-    assert ts2.name == "l" and [c.id for c in ts2.cases] == ["line-1", "7"]
+    assert ts2.name == "l"
+    assert [c.id for c in ts2.cases] == ["line-1", "7"]
     bad = tmp_path / "b.json"
     bad.write_text('{"cases": [{"question": "q"}, 5]}', encoding="utf-8")
     with pytest.raises(TestSetError, match=r"b.json:2: case 2: a case must be a JSON object"):
@@ -108,9 +117,13 @@ def test_csv_cells(tmp_path: Path) -> None:
     )
     ts = load_test_set(p)
     c1, c2 = ts.cases
-    assert c1.keywords == ("a", "b") and c1.contexts == ("ctx one", "ctx two") and c1.doc_ids == ("d1", "d2")
+    assert c1.keywords == ("a", "b")
+    assert c1.contexts == ("ctx one", "ctx two")
+    assert c1.doc_ids == ("d1", "d2")
     assert c1.metadata == {"team": "ops"}
-    assert c2.expected_answer is None and c2.answer is None and c2.contexts == ("single context",)
+    assert c2.expected_answer is None
+    assert c2.answer is None
+    assert c2.contexts == ("single context",)
     assert c2.metadata == {"team": None}
     bad = tmp_path / "bad.csv"
     bad.write_text('id,question,contexts\nc1,q,"[broken"\n', encoding="utf-8")
@@ -124,7 +137,8 @@ def test_shipped_examples_load() -> None:
     if not kb.exists():
         pytest.skip("examples not in this checkout")
     ts = load_test_set(kb)
-    assert ts.name == "kestrel_kb" and len(ts.cases) == 17
+    assert ts.name == "kestrel_kb"
+    assert len(ts.cases) == 17
     assert all(c.question for c in ts.cases)
     assert ts.cases[0].metadata["app"] == "kestrel-hr"
 
@@ -153,7 +167,8 @@ def test_csv_multiline_cells_keep_their_line_breaks(tmp_path: Path) -> None:
     assert [c.id for c in ts.cases] == ["m1", "m2"]
     assert ts.cases[0].question == "What is\nthe policy?"
     assert ts.cases[0].answer == "Line one.\r\nLine two."
-    assert ts.cases[1].question == "Q2\u2028x" and ts.cases[1].answer == "A2"
+    assert ts.cases[1].question == "Q2\u2028x"
+    assert ts.cases[1].answer == "A2"
 
 
 def test_csv_unterminated_quote_is_an_error(tmp_path: Path) -> None:

@@ -49,4 +49,5 @@ def test_db_info_and_prune(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None
     assert json.loads(res.stdout.strip().splitlines()[-1]) == {"traces_deleted": 1, "older_than_days": 30.0}
     monkeypatch.setenv("RAGPULSE_RETENTION_DAYS", "0.5")
     res = runner.invoke(app, ["db", "prune"])
-    assert res.exit_code == 0 and "deleted 0 traces older than 0.5 days" in res.stdout
+    assert res.exit_code == 0
+    assert "deleted 0 traces older than 0.5 days" in res.stdout

@@ -16,7 +16,8 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> None:
     url = start_embedded(embedded_settings)  # reuses the running instance
-    assert url.startswith("postgresql://postgres") and "host=" in url
+    assert url.startswith("postgresql://postgres")
+    assert "host=" in url
     async with open_store(embedded_settings) as store:
         assert await store.ping()
         rep = await store.write_results([f.result(f.trace("e1"), f.ok())])
@@ -38,7 +39,8 @@ async def test_reopen_keeps_data(embedded_settings: Settings) -> None:
         await store.write_results([f.result(f.trace("e2"), f.ok(score=0.25))])
     async with open_store(embedded_settings) as store:
         got = await store.get_trace("e2")
-        assert got is not None and got.judgements[0].score == 0.25
+        assert got is not None
+        assert got.judgements[0].score == 0.25
     pg_version = Path(embedded_settings.database_embedded_dir or "", "PG_VERSION")
     assert pg_version.read_text().strip() == "18"  # noqa: ASYNC240 - tiny local file
 

@@ -28,7 +28,8 @@ async def _tables(conn: asyncpg.Connection) -> set[str]:
 def test_packaged_migrations_are_numbered() -> None:
     migs = load_migrations()
     assert [m.version for m in migs] == [1]
-    assert migs[0].name == "initial" and len(migs[0].checksum) == 64
+    assert migs[0].name == "initial"
+    assert len(migs[0].checksum) == 64
 
 
 async def test_from_empty_then_rerun(store_url: str) -> None:
@@ -85,8 +86,10 @@ async def test_two_replicas_connect_at_once(store_url: str) -> None:
         PostgresStore.connect(store_url, settings), PostgresStore.connect(store_url, settings)
     )
     try:
-        assert await a.ping() and await b.ping()
-        assert await a.migrate() == [] and await b.migrate() == []
+        assert await a.ping()
+        assert await b.ping()
+        assert await a.migrate() == []
+        assert await b.migrate() == []
     finally:
         await a.close()
         await b.close()

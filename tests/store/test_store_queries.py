@@ -60,8 +60,11 @@ async def test_runs_life_cycle(store: PostgresStore) -> None:
     await store.finish_run("r1", RunStatus.COMPLETED_WITH_ERRORS, {"pass_rate": 0.5})
     got = await store.get_run("r1")
     assert got is not None
-    assert got.status is RunStatus.COMPLETED_WITH_ERRORS and got.report == {"pass_rate": 0.5}
-    assert got.finished_at is not None and got.judges == {"keyword": "k1"} and got.settings == {"m": "x"}
+    assert got.status is RunStatus.COMPLETED_WITH_ERRORS
+    assert got.report == {"pass_rate": 0.5}
+    assert got.finished_at is not None
+    assert got.judges == {"keyword": "k1"}
+    assert got.settings == {"m": "x"}
     assert [r.run_id for r in await store.list_runs()] == ["r1", "r0"]
     assert [r.run_id for r in await store.list_runs(limit=1)] == ["r1"]
     # re-using the id resets the run to running
@@ -137,7 +140,8 @@ async def test_traces_for_rejudge_filters_and_pages(
         "b1",
     ]
     first = [t async for t in store.traces_for_rejudge("b", since, None)]
-    assert first[0].question == f.QUESTION and len(first[0].documents) == 2
+    assert first[0].question == f.QUESTION
+    assert len(first[0].documents) == 2
 
 
 async def test_documented_queries_run(store: PostgresStore, store_url: str) -> None:
@@ -200,8 +204,12 @@ async def test_test_set_texts_with_nul_characters_are_stored_without_them(store:
     )
     await store.upsert_test_set(ts)
     got = await store.get_test_set("nul")
-    assert got is not None and got.description == "d"
+    assert got is not None
+    assert got.description == "d"
     (c,) = got.cases
     assert (c.id, c.question, c.expected_answer, c.answer) == ("c1", "What is it?", "x", "It is x.")
-    assert c.keywords == ("k",) and c.reference_contexts == ("r",) and c.contexts == ("It is x.",)
-    assert c.doc_ids == ("d", None) and c.metadata == {"team": "ab"}
+    assert c.keywords == ("k",)
+    assert c.reference_contexts == ("r",)
+    assert c.contexts == ("It is x.",)
+    assert c.doc_ids == ("d", None)
+    assert c.metadata == {"team": "ab"}

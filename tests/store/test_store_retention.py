@@ -60,7 +60,9 @@ async def test_redelivery_keeps_first_received_at(store: PostgresStore) -> None:
     await store.write_results([f.result(f.trace("t"), f.ok(), received_at=old)])
     await store.write_results([f.result(f.trace("t", model="changed"), f.ok())])
     got = await store.get_trace("t")
-    assert got is not None and got.received_at == old and got.trace.model == "changed"
+    assert got is not None
+    assert got.received_at == old
+    assert got.trace.model == "changed"
     assert await store.prune(timedelta(days=7)) == 1
 
 

@@ -53,7 +53,8 @@ async def test_changed_score_reports_one_change(store: PostgresStore) -> None:
     got = await store.get_trace("a" * 32)
     assert got is not None
     fa = next(j for j in got.judgements if j.judge == "faithfulness")
-    assert fa.score == 0.5 and fa.passed is False
+    assert fa.score == 0.5
+    assert fa.passed is False
 
 
 async def test_duplicates_inside_one_batch_last_wins(store: PostgresStore, store_url: str) -> None:
@@ -63,7 +64,8 @@ async def test_duplicates_inside_one_batch_last_wins(store: PostgresStore, store
     assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1")})
     assert await pg_count(store_url, "SELECT count(*) FROM judgements") == 1
     got = await store.get_trace("a" * 32)
-    assert got is not None and got.judgements[0].score == 0.9
+    assert got is not None
+    assert got.judgements[0].score == 0.9
 
 
 async def test_skipped_and_error_store_null_score(store: PostgresStore, store_url: str) -> None:
@@ -89,11 +91,14 @@ async def test_not_evaluable_trace_without_judgements(store: PostgresStore) -> N
     rep = await store.write_results(
         [f.result(t, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="no_question")]
     )
-    assert rep.trace_inserted == frozenset({"n1"}) and rep.changed == frozenset()
+    assert rep.trace_inserted == frozenset({"n1"})
+    assert rep.changed == frozenset()
     got = await store.get_trace("n1")
     assert got is not None
-    assert got.outcome is TraceOutcome.NOT_EVALUABLE and got.outcome_reason == "no_question"
-    assert got.trace.question is None and got.judgements == ()
+    assert got.outcome is TraceOutcome.NOT_EVALUABLE
+    assert got.outcome_reason == "no_question"
+    assert got.trace.question is None
+    assert got.judgements == ()
 
 
 async def test_trace_round_trip(store: PostgresStore) -> None:
@@ -121,7 +126,8 @@ async def test_naive_received_at_means_utc(store: PostgresStore) -> None:
 
     await store.write_results([f.result(f.trace("nv"), f.ok(), received_at=datetime(2026, 1, 1, 12, 0))])
     got = await store.get_trace("nv")
-    assert got is not None and got.received_at == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    assert got is not None
+    assert got.received_at == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 async def test_concurrent_overlapping_batches(store: PostgresStore, store_url: str) -> None:

@@ -250,7 +250,9 @@ class Engine:
         """
         if self._state is not _State.RUNNING:
             raise EngineClosedError(f"engine is {self._state.value}; cannot accept traces")
-        assert self._queue is not None and self._idle is not None and self._closing is not None
+        assert self._queue is not None
+        assert self._idle is not None
+        assert self._closing is not None
         item = _Item(trace, ack, datetime.now(UTC))
         self._pending += 1
         self._idle.clear()
@@ -264,7 +266,8 @@ class Engine:
 
     async def _put_waiting(self, item: _Item) -> None:
         """Wait for room; on closing or cancellation the item is not queued and ``pending`` is given back."""
-        assert self._queue is not None and self._closing is not None
+        assert self._queue is not None
+        assert self._closing is not None
         put = asyncio.ensure_future(self._queue.put(item))
         closing = asyncio.ensure_future(self._closing.wait())
         try:
@@ -309,7 +312,8 @@ class Engine:
     # -- workers --------------------------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        assert self._queue is not None and self._results is not None
+        assert self._queue is not None
+        assert self._results is not None
         queue, results = self._queue, self._results
         while True:
             item = await queue.get()

@@ -157,7 +157,8 @@ class AnswerCorrectnessJudge(FrameJudge):
     async def _classify_llm(
         self, trace: Trace, answer: str, reference: str
     ) -> tuple[list[str], list[str], list[str], ModelReply]:
-        assert self.caller is not None and self.prompts is not None
+        assert self.caller is not None
+        assert self.prompts is not None
         lang = detect_language(trace.question or answer) if self.language == "auto" else self.language
         user = self.prompts.pick(lang).substitute(
             question=trace.question or "", answer=answer, reference=reference

@@ -153,7 +153,8 @@ class ChecklistJudge(FrameJudge):
         )
 
     async def _ask(self, trace: Trace, item: RubricItem) -> ModelReply:
-        assert self.caller is not None and self.prompts is not None
+        assert self.caller is not None
+        assert self.prompts is not None
         lang = detect_language(trace.question or trace.answer) if self.language == "auto" else self.language
         user = self.prompts.pick(lang).substitute(
             requirement=item.rubric, question=trace.question or "", answer=trace.answer or ""

@@ -196,7 +196,8 @@ class _ContextJudge(FrameJudge):
         )
 
     async def _model_flags(self, trace: Trace, chunks: list[str], key: str, **fields: str) -> _Flags:
-        assert self.caller is not None and self.prompts is not None
+        assert self.caller is not None
+        assert self.prompts is not None
         passages, kept, truncated = render_passages(chunks, self.budget)
         user = self.prompts.pick(self._lang(trace)).substitute(passages=passages, **fields)
         reply = await self.caller.ask(judge=self.name, version=self.version, user=user)
@@ -321,7 +322,8 @@ class ContextRecallJudge(_ContextJudge):
         )
 
     async def _model_recall(self, trace: Trace, chunks: list[str], ref: str) -> Judgement:
-        assert self.caller is not None and self.prompts is not None
+        assert self.caller is not None
+        assert self.prompts is not None
         passages, _, truncated = render_passages(chunks, self.budget)
         user = self.prompts.pick(self._lang(trace)).substitute(
             question=trace.question or "", reference=ref, passages=passages
