@@ -70,7 +70,7 @@ async def main() -> None:
         otlp_max_pending_traces=max(10000, args.traces),
     )
     sink = CountingSink(args.traces)
-    async with OtlpReceivers(settings, sink) as r:
+    async with OtlpReceivers(settings.otlp, sink) as r:
         port = r.http_port if args.transport == "http" else r.grpc_port
         queue: asyncio.Queue[list[Trace]] = asyncio.Queue()
         for b in batches:

@@ -19,9 +19,9 @@ from ragpulse.testing.fakes import ScriptedJudge
 
 async def _seed(url: str) -> None:
     s = Settings(database_url=url)
-    store = await PostgresStore.connect(url, s)
+    store = await PostgresStore.connect(url, s.store)
     try:
-        async with Engine({"keyword": ScriptedJudge("keyword", 0.1)}, store, s) as eng:
+        async with Engine({"keyword": ScriptedJudge("keyword", 0.1)}, store, s.engine) as eng:
             for i, app_name in enumerate(["shop", "shop", "hr"]):
                 await eng.submit(
                     Trace(

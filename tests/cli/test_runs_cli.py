@@ -28,7 +28,7 @@ def _ts() -> TestSet:
 
 async def _seed(url: str) -> None:
     s = Settings(database_url=url)
-    store = await PostgresStore.connect(url, s)
+    store = await PostgresStore.connect(url, s.store)
     try:
         good = {"relevancy": ScriptedJudge("relevancy", 0.9)}
         await run_replay(_ts(), judges=good, store=store, settings=s, run_id="base")

@@ -94,8 +94,8 @@ def test_compose_services_env_and_ports() -> None:
     s = Settings(
         **{k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if k.startswith("RAGPULSE_")}
     )
-    assert s.kafka_bootstrap_servers == "kafka:9092"
-    assert s.kafka_topics == ["rag-traces"]
+    assert s.kafka.bootstrap_servers == "kafka:9092"
+    assert s.kafka.topics == ["rag-traces"]
     host_ports = {int(p.split(":")[1]) for p in rp["ports"]}
     assert (
         host_ports
@@ -155,16 +155,16 @@ def test_k8s_consumer_is_a_kafka_group_with_replicas_and_otlp_off() -> None:
     assert dep["spec"]["replicas"] >= 2
     env = _container_env(dep["spec"]["template"]["spec"]["containers"][0], docs)
     s = Settings(**{k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if v is not None})
-    assert s.kafka_bootstrap_servers
-    assert s.kafka_group_id == "ragpulse"
-    assert s.kafka_topics == ["rag-traces"]
-    assert s.otlp_grpc_address == ""
-    assert s.otlp_http_address == ""
+    assert s.kafka.bootstrap_servers
+    assert s.kafka.group_id == "ragpulse"
+    assert s.kafka.topics == ["rag-traces"]
+    assert s.otlp.grpc_address == ""
+    assert s.otlp.http_address == ""
     # Secrets come from a Secret, never from the ConfigMap.
     cm = next(d for d in docs if d["kind"] == "ConfigMap")
     assert not any("PASSWORD" in k or "API_KEY" in k for k in cm["data"])
     grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > Settings().shutdown_deadline_s
+    assert grace > Settings().engine.shutdown_deadline_s
 
 
 def test_k8s_sidecar_app_exports_to_loopback() -> None:

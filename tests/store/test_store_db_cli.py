@@ -15,7 +15,7 @@ from ragpulse.store.postgres import PostgresStore
 
 
 async def _seed(url: str) -> None:
-    store = await PostgresStore.connect(url, f.store_settings(url))
+    store = await PostgresStore.connect(url, f.store_settings(url).store)
     try:
         old = datetime.now(UTC) - timedelta(days=40)
         await store.write_results(

@@ -19,6 +19,9 @@ TABLES = {
     "traces",
 }
 
+#: Every packaged migration version.
+ALL = [m.version for m in load_migrations()]
+
 
 async def _tables(conn: asyncpg.Connection) -> set[str]:
     rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
@@ -27,19 +30,20 @@ async def _tables(conn: asyncpg.Connection) -> set[str]:
 
 def test_packaged_migrations_are_numbered() -> None:
     migs = load_migrations()
-    assert [m.version for m in migs] == [1]
+    assert [m.version for m in migs] == list(range(1, len(migs) + 1))
     assert migs[0].name == "initial"
-    assert len(migs[0].checksum) == 64
+    assert migs[1].name == "trace_fields"
+    assert all(len(m.checksum) == 64 for m in migs)
 
 
 async def test_from_empty_then_rerun(store_url: str) -> None:
     conn = await asyncpg.connect(store_url)
     try:
         assert await _tables(conn) == set()
-        assert await migrate(conn) == [1]
+        assert await migrate(conn) == ALL
         assert await _tables(conn) == TABLES
         assert await migrate(conn) == []
-        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL)
         # the lock is released after migrating
         assert (
             await conn.fetchval(
@@ -55,8 +59,8 @@ async def test_concurrent_migrations_apply_once(store_url: str) -> None:
     a, b = await asyncpg.connect(store_url), await asyncpg.connect(store_url)
     try:
         done = await asyncio.gather(migrate(a), migrate(b))
-        assert sorted(done) == [[], [1]]
-        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert sorted(done) == [[], ALL]
+        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL)
     finally:
         await a.close()
         await b.close()
@@ -71,7 +75,7 @@ async def test_migrate_waits_for_advisory_lock(store_url: str) -> None:
         assert not task.done()
         assert await _tables(holder) == set()  # nothing ran while another replica held the lock
         await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
-        assert await asyncio.wait_for(task, 10) == [1]
+        assert await asyncio.wait_for(task, 10) == ALL
     finally:
         await holder.close()
         await runner.close()
@@ -83,7 +87,7 @@ async def test_two_replicas_connect_at_once(store_url: str) -> None:
 
     settings = Settings(database_url=store_url, database_pool_max=2)
     a, b = await asyncio.gather(
-        PostgresStore.connect(store_url, settings), PostgresStore.connect(store_url, settings)
+        PostgresStore.connect(store_url, settings.store), PostgresStore.connect(store_url, settings.store)
     )
     try:
         assert await a.ping()

@@ -43,8 +43,8 @@ def settings(*, service: bool = False, **overrides: Any) -> Settings:
         s = load_settings(STATE.config_path, **overrides)
     except ConfigError as e:
         raise fail(str(e)) from e
-    level = s.log_level if service or "log_level" in s.model_fields_set else "WARNING"
-    configure_logging(level, json=s.log_json)
+    level = s.log.level if service or "level" in s.log.model_fields_set else "WARNING"
+    configure_logging(level, json=s.log.json_)
     for name in unknown_env_vars():
         get_logger("ragpulse.config").warning("unknown_setting_env", variable=name)
     return s

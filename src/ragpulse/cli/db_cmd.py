@@ -38,9 +38,9 @@ def info(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     async def main() -> dict[str, Any]:
         from ragpulse.store import open_store
 
-        async with open_store(settings) as store:
+        async with open_store(settings.store) as store:
             facts = await store.info()
-        facts["embedded"] = not settings.database_url
+        facts["embedded"] = not settings.store.database_url
         return facts
 
     facts = _run(main())
@@ -60,14 +60,14 @@ def prune(
 ) -> None:
     """Delete traces (with their judgements) and dead letters older than the given age."""
     settings = _common.settings()
-    days = older_than_days if older_than_days is not None else settings.retention_days
+    days = older_than_days if older_than_days is not None else settings.store.retention_days
     if days is None:
         raise _common.fail("give --older-than-days or set retention_days")
 
     async def main() -> int:
         from ragpulse.store import open_store
 
-        async with open_store(settings) as store:
+        async with open_store(settings.store) as store:
             return await store.prune(timedelta(days=days))
 
     deleted = _run(main())

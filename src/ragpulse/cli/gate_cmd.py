@@ -27,7 +27,7 @@ async def _load_report(settings: Settings, run_id: str) -> dict[str, Any]:
     from ragpulse.cli.runs_cmd import report_of
     from ragpulse.store import open_store
 
-    async with open_store(settings) as store:
+    async with open_store(settings.store) as store:
         run = await store.get_run(run_id)
         if run is None:
             raise _common.fail(f"run {run_id!r} not found")
@@ -51,7 +51,7 @@ def gate(
 
     settings = _common.settings()
     try:
-        thresholds = gate_thresholds(settings.gate_min, minimum, settings.coverage_threshold)
+        thresholds = gate_thresholds(settings.replay.gate_min, minimum, settings.replay.coverage_threshold)
     except ConfigError as e:
         raise _common.fail(str(e)) from e
     try:

@@ -43,7 +43,7 @@ async def open_judges(
         ConfigError: unknown judge name or bad judge configuration.
     """
     client = None
-    if settings.uses_llm:
+    if settings.judge.uses_llm:
         client = await stack.enter_async_context(LLMClient(settings))
     return build_judges(settings, names, client=client)
 
@@ -100,9 +100,9 @@ async def replay_async(
     async with AsyncExitStack() as stack:
         selection = default_replay_judges(settings, test_set, judge_names)
         judges = await open_judges(stack, settings, selection.names)
-        store = await stack.enter_async_context(open_store(settings))
+        store = await stack.enter_async_context(open_store(settings.store))
         rag = None
-        if settings.rag_endpoint_url:
+        if settings.rag.endpoint_url:
             rag = await stack.enter_async_context(RagClient(settings))
         with progress_bar(len(test_set.cases), f"replay {test_set.name}", enabled=progress) as cb:
             report: dict[str, Any] = await run_replay(
@@ -160,7 +160,7 @@ def replay(
         raise _common.fail(str(e)) from e
     from ragpulse.export import build_exporters, push_to_gateway, shutdown_exporters
 
-    exporters = build_exporters(s)
+    exporters = build_exporters(s.export, redact_text=s.store.redact_text)
     try:
         if via:
             from ragpulse.cli.replay_via import Via, replay_via_async
@@ -182,13 +182,13 @@ def replay(
         raise _common.fail(f"store: {e}") from e
     finally:
         shutdown_exporters(exporters)
-    if s.pushgateway_url:
-        push_to_gateway(s, report["run_id"])
+    if s.export.pushgateway_url:
+        push_to_gateway(s.export, report["run_id"])
     if json_out:
         typer.echo(json.dumps(report, ensure_ascii=False))
     else:
         _render.print_report(report, cases=cases)
-    breaches = evaluate_thresholds(report, thresholds, default_coverage=s.coverage_threshold)
+    breaches = evaluate_thresholds(report, thresholds, default_coverage=s.replay.coverage_threshold)
     if breaches:
         for b in breaches:
             typer.secho(f"threshold breached: {b.message}", err=True, fg=typer.colors.RED)

@@ -77,15 +77,15 @@ async def run_replay_via(
         test_set,
         judges,
         run_id=run_id,
-        settings={"via": via.value, "judge_model": settings.judge_model},
+        settings={"via": via.value, "judge_model": settings.judge.model},
     )
     traces = [case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.cases]
     log.info("replay_via_started", run_id=run_id, via=via.value, cases=len(traces))
     if via is Via.KAFKA:
         values = [json.dumps(trace_to_event(t), ensure_ascii=False).encode("utf-8") for t in traces]
-        await publish_kafka(settings, values, topic)
+        await publish_kafka(settings.kafka, values, topic)
     else:
-        await publish_otlp(settings, traces, endpoint)
+        await publish_otlp(settings.otlp, traces, endpoint)
     wanted = {c.id for c in test_set.cases}
     got: dict[str, TraceResult] = {}
     deadline = time.monotonic() + wait_s
@@ -96,7 +96,7 @@ async def run_replay_via(
         if len(got) >= len(wanted) or time.monotonic() >= deadline:
             break
         await asyncio.sleep(POLL_INTERVAL_S)
-    router = Router(judges, settings.judge_routes)
+    router = Router(judges, settings.judge.routes)
     cases: list[CaseResult] = []
     for case, trace in zip(test_set.cases, traces, strict=True):
         result = got.get(case.id)
@@ -145,7 +145,7 @@ async def replay_via_async(
 
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, judge_names)
-        store = await stack.enter_async_context(open_store(settings))
+        store = await stack.enter_async_context(open_store(settings.store))
         return await run_replay_via(
             test_set, via, judges=judges, store=store, settings=settings, run_id=run_id, wait_s=wait_s
         )

@@ -57,7 +57,7 @@ def _with_store(settings: Settings, fn: Callable[[Any], Awaitable[_T]]) -> _T:
     from ragpulse.store import open_store
 
     async def main() -> _T:
-        async with open_store(settings) as store:
+        async with open_store(settings.store) as store:
             return await fn(store)
 
     try:
@@ -253,12 +253,14 @@ async def rejudge_async(
         for j in result.judgements:
             counts[j.outcome] += 1
 
-    engine_settings = settings.model_copy(update={"sampling_rate": 1.0})
+    engine_settings = settings.engine.model_copy(update={"sampling_rate": 1.0})
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, judge_names)
         summary["judges"] = {n: j.version for n, j in judges.items()}
-        store = await stack.enter_async_context(open_store(settings))
-        engine = await stack.enter_async_context(Engine(judges, store, engine_settings, exporters))
+        store = await stack.enter_async_context(open_store(settings.store))
+        engine = await stack.enter_async_context(
+            Engine(judges, store, engine_settings, exporters, routes=settings.judge.routes)
+        )
         async for t in store.traces_for_rejudge(app, since, limit):
             await engine.submit(t, ack)
             summary["traces"] += 1
@@ -284,7 +286,7 @@ def rejudge(
         raise _common.fail(str(e)) from e
     from ragpulse.export import build_exporters, shutdown_exporters
 
-    exporters = build_exporters(s)
+    exporters = build_exporters(s.export, redact_text=s.store.redact_text)
     try:
         summary = asyncio.run(
             rejudge_async(

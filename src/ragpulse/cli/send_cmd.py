@@ -54,17 +54,17 @@ def send(
     skipped = 0
     try:
         if to is Target.KAFKA:
-            n = asyncio.run(publish_kafka(settings, lines, topic))
-            typer.echo(f"sent {n} events to Kafka topic {topic or settings.kafka_topics[0]}")
+            n = asyncio.run(publish_kafka(settings.kafka, lines, topic))
+            typer.echo(f"sent {n} events to Kafka topic {topic or settings.kafka.topics[0]}")
         else:
             traces: list[Trace] = []
             for i, ln in numbered:
                 try:
-                    traces.append(parse_event(ln, max_bytes=settings.kafka_max_message_bytes))
+                    traces.append(parse_event(ln, max_bytes=settings.kafka.max_message_bytes))
                 except EventRejected as e:
                     skipped += 1
                     typer.secho(f"line {i}: skipped: {e.reason}", err=True, fg=typer.colors.YELLOW)
-            n = asyncio.run(publish_otlp(settings, traces, endpoint))
+            n = asyncio.run(publish_otlp(settings.otlp, traces, endpoint))
             typer.echo(f"sent {n} traces as OTLP spans ({skipped} lines skipped)")
     except RagpulseError as e:
         raise _common.fail(str(e)) from e

@@ -88,7 +88,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
     if stop is None:
         stop = asyncio.Event()
         _install_signals(stop)
-    exporters = build_exporters(settings)
+    exporters = build_exporters(settings.export, redact_text=settings.store.redact_text)
     sources: dict[str, Any] = {}
     stopping = False
     failure: BaseException | None = None
@@ -107,8 +107,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         return check
 
     checks: dict[str, Check] = {"store": store_ok, "running": running}
-    otlp_on = bool(settings.otlp_grpc_address.strip() or settings.otlp_http_address.strip())
-    kafka_on = bool(settings.kafka_bootstrap_servers)
+    otlp_on = bool(settings.otlp.grpc_address.strip() or settings.otlp.http_address.strip())
+    kafka_on = bool(settings.kafka.bootstrap_servers)
     if otlp_on:
         checks["otlp"] = source_check("otlp")
     if kafka_on:
@@ -116,36 +116,49 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
 
     try:
         async with AsyncExitStack() as stack:
-            store = await stack.enter_async_context(open_store(settings))
+            store = await stack.enter_async_context(open_store(settings.store))
             http = await stack.enter_async_context(
-                HealthServer(settings.http_address, checks, metrics_asgi_app())
+                HealthServer(settings.http.address, checks, metrics_asgi_app())
             )
             judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
-            engine = await stack.enter_async_context(Engine(judges, store, settings, exporters))
+            engine = await stack.enter_async_context(
+                Engine(judges, store, settings.engine, exporters, routes=settings.judge.routes)
+            )
             if otlp_on:
                 from ragpulse.ingest.otlp import OtlpReceivers
 
-                sources["otlp"] = await stack.enter_async_context(OtlpReceivers(settings, engine))
+                sources["otlp"] = await stack.enter_async_context(
+                    OtlpReceivers(
+                        settings.otlp,
+                        engine,
+                        own_service=settings.export.service_name,
+                        shutdown_deadline_s=settings.engine.shutdown_deadline_s,
+                    )
+                )
             if kafka_on:
                 from ragpulse.ingest.kafka import KafkaSource
 
-                sources["kafka"] = await stack.enter_async_context(KafkaSource(settings, engine))
+                sources["kafka"] = await stack.enter_async_context(
+                    KafkaSource(
+                        settings.kafka, engine, shutdown_deadline_s=settings.engine.shutdown_deadline_s
+                    )
+                )
             retention: asyncio.Task[None] | None = None
-            if settings.retention_days:
-                retention = asyncio.create_task(_retention_loop(store, settings.retention_days))
+            if settings.store.retention_days:
+                retention = asyncio.create_task(_retention_loop(store, settings.store.retention_days))
             _log().info(
                 "ready",
                 http_port=http.port,
-                otlp_grpc=settings.otlp_grpc_address or None,
-                otlp_http=settings.otlp_http_address or None,
-                kafka_topics=list(settings.kafka_topics) if kafka_on else None,
+                otlp_grpc=settings.otlp.grpc_address or None,
+                otlp_http=settings.otlp.http_address or None,
+                kafka_topics=list(settings.kafka.topics) if kafka_on else None,
                 judges=sorted(judges),
             )
             failure = await _wait_stop_or_failure(stop, sources.get("kafka"))
             stopping = True
             if failure is not None:
                 _log().error("source_failed", source="kafka", error=str(failure))
-            _log().info("stopping", deadline_s=settings.shutdown_deadline_s)
+            _log().info("stopping", deadline_s=settings.engine.shutdown_deadline_s)
             if retention is not None:
                 retention.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -33,7 +33,7 @@ from typing import Self
 import structlog
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import EngineSettings, JudgeRoute
 from ragpulse.engine.routing import Router
 from ragpulse.engine.sampling import is_sampled
 from ragpulse.errors import RagpulseError, StoreError
@@ -41,7 +41,7 @@ from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport, judge_needs_answer
 
-__all__ = ["NOT_EVALUABLE_ATTRIBUTE", "Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
+__all__ = ["Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
 
 log = get_logger("ragpulse.engine")
 
@@ -96,21 +96,16 @@ class _Item:
     received_at: datetime
 
 
-#: Trace attribute by which a producer marks a trace as not evaluable with a reason (replay sets it when the
-#: RAG endpoint failed for a case, so that no judge scores contexts the endpoint never returned).
-NOT_EVALUABLE_ATTRIBUTE = "ragpulse.not_evaluable"
-
-
 def not_evaluable_reason(trace: Trace) -> str | None:
     """Why ``trace`` cannot be judged, else ``None``.
 
-    The :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs), else ``no_question`` /
+    The producer's reason in ``trace.not_evaluable`` when set (no judge runs; replay sets it when the RAG
+    endpoint failed for a case, so that no judge scores contexts the endpoint never returned), else ``no_question`` /
     ``no_answer`` when the trace lacks one (missing or blank; without an answer the judges that need none still
     run).
     """
-    marked = trace.attributes.get(NOT_EVALUABLE_ATTRIBUTE)
-    if isinstance(marked, str) and marked.strip():
-        return marked.strip()
+    if trace.not_evaluable:
+        return trace.not_evaluable
     if not trace.question or not trace.question.strip():
         return "no_question"
     if not trace.answer or not trace.answer.strip():
@@ -135,26 +130,30 @@ def _skipped_no_answer(judge: Judge) -> Judgement:
 class Engine:
     """Judges traces asynchronously and stores every judgement; implements :class:`~ragpulse.protocols.TraceSink`.
 
-    Use as ``async with Engine(judges, store, settings, exporters) as engine: await engine.submit(trace, ack)``.
+    Use as ``async with Engine(judges, store, settings.engine, exporters, routes=settings.judge.routes) as
+    engine: await engine.submit(trace, ack)``.
     Leaving the block closes the engine gracefully (:meth:`aclose`).
 
     Args:
-        judges: judge name → judge; which of them run per trace follows ``settings.judge_routes``
-            (first match by app/scenario), else all of them.
+        judges: judge name → judge; which of them run per trace follows ``routes`` (first match by
+            app/scenario), else all of them.
         store: where results are written (``write_results``).
-        settings: engine settings (``engine_*``, ``sampling_rate``, ``shutdown_deadline_s``, ``judge_routes``).
+        settings: the ``engine`` section (queue, workers, batches, store retries, sampling, shutdown deadline).
         exporters: receive ``on_stored(result, changed)`` after each successful write.
+        routes: the ``judge.routes`` setting.
     """
 
     def __init__(
         self,
         judges: Mapping[str, Judge],
         store: ResultStore,
-        settings: Settings,
+        settings: EngineSettings,
         exporters: Sequence[Exporter] = (),
+        *,
+        routes: Sequence[JudgeRoute] = (),
     ) -> None:
         self._judges = dict(judges)
-        self._router = Router(self._judges, settings.judge_routes)
+        self._router = Router(self._judges, routes)
         self._store = store
         self._settings = settings
         self._exporters = tuple(exporters)
@@ -180,21 +179,19 @@ class Engine:
         if self._state is not _State.NEW:
             raise RuntimeError(f"engine already {self._state.value}")
         s = self._settings
-        self._queue = asyncio.Queue(maxsize=s.engine_queue_size)
-        self._results = asyncio.Queue(maxsize=max(s.engine_batch_size * s.engine_writers, s.engine_workers))
+        self._queue = asyncio.Queue(maxsize=s.queue_size)
+        self._results = asyncio.Queue(maxsize=max(s.batch_size * s.writers, s.workers))
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = asyncio.Event()
         self._tasks = [
-            asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}")
-            for i in range(s.engine_workers)
+            asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}") for i in range(s.workers)
         ]
         self._tasks.extend(
-            asyncio.create_task(self._writer(), name=f"ragpulse-engine-writer-{i}")
-            for i in range(s.engine_writers)
+            asyncio.create_task(self._writer(), name=f"ragpulse-engine-writer-{i}") for i in range(s.writers)
         )
         self._state = _State.RUNNING
-        log.debug("engine_started", workers=s.engine_workers, queue_size=s.engine_queue_size)
+        log.debug("engine_started", workers=s.workers, queue_size=s.queue_size)
 
     async def aclose(self, deadline_s: float | None = None) -> bool:
         """Stop accepting traces, drain in-flight work within ``deadline_s`` (default ``shutdown_deadline_s``
@@ -401,8 +398,8 @@ class Engine:
     async def _writer(self) -> None:
         assert self._results is not None
         results = self._results
-        size = self._settings.engine_batch_size
-        interval = self._settings.engine_flush_interval_s
+        size = self._settings.batch_size
+        interval = self._settings.flush_interval_s
         loop = asyncio.get_running_loop()
         while True:
             batch = [await results.get()]
@@ -458,8 +455,8 @@ class Engine:
             await self._ack(ack, result, True)
 
     async def _write_with_retry(self, results: list[TraceResult]) -> WriteReport:
-        attempts = self._settings.engine_store_retries
-        backoff = self._settings.engine_store_backoff_s
+        attempts = self._settings.store_retries
+        backoff = self._settings.store_backoff_s
         for attempt in range(1, attempts + 1):
             try:
                 return await self._store.write_results(results)

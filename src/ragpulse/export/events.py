@@ -42,7 +42,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from ragpulse import __version__
-from ragpulse.config import Settings
+from ragpulse.config import ExportSettings
 from ragpulse.errors import ExportError
 from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.model import Judgement, JudgementStatus, Trace
@@ -107,15 +107,16 @@ class EvaluationEventExporter(BatchedOtelExporter):
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: ExportSettings | None = None,
         *,
+        redact_text: bool = False,
         log_exporter: LogRecordExporter | None = None,
         protocol: str = "http/protobuf",
         max_queue_size: int = 4096,
         schedule_delay_s: float = 1.0,
         max_export_batch_size: int = 512,
     ) -> None:
-        settings = settings or Settings()
+        settings = settings or ExportSettings()
         processor = BatchLogRecordProcessor(
             log_exporter or _default_log_exporter(protocol),
             schedule_delay_millis=schedule_delay_s * 1000,
@@ -125,7 +126,7 @@ class EvaluationEventExporter(BatchedOtelExporter):
         resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
         provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_log_record_processor(processor)
-        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=settings.redact_text)
+        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=redact_text)
         self._logger = provider.get_logger("ragpulse.evaluation", __version__)
 
     def _emit(self, trace: Trace, j: Judgement) -> None:
@@ -150,7 +151,7 @@ class EvaluationEventExporter(BatchedOtelExporter):
 def event_attributes(trace: Trace, j: Judgement, *, redact: bool = False) -> dict[str, AttributeValue]:
     """The attributes of the ``gen_ai.evaluation.result`` event for judgement ``j`` on ``trace``.
 
-    With ``redact`` (``settings.redact_text``) a judge's free-text reason is left out (it may quote the answer
+    With ``redact`` (``settings.store.redact_text``) a judge's free-text reason is left out (it may quote the answer
     or the context): ``skipped``/``error`` events keep only the machine reason code as explanation.
     """
     attrs: dict[str, AttributeValue] = {
@@ -179,7 +180,9 @@ def event_attributes(trace: Trace, j: Judgement, *, redact: bool = False) -> dic
     return attrs
 
 
-def build_event_exporter(settings: Settings) -> EvaluationEventExporter | None:
+def build_event_exporter(
+    settings: ExportSettings, *, redact_text: bool = False
+) -> EvaluationEventExporter | None:
     """An :class:`EvaluationEventExporter` when an OTLP logs endpoint is configured, else ``None``.
 
     Raises:
@@ -190,7 +193,7 @@ def build_event_exporter(settings: Settings) -> EvaluationEventExporter | None:
     if otlp_endpoint("logs") is None:
         return None
     try:
-        return EvaluationEventExporter(settings, protocol=otlp_protocol("logs"))
+        return EvaluationEventExporter(settings, redact_text=redact_text, protocol=otlp_protocol("logs"))
     except ExportError:
         raise
     except Exception as e:

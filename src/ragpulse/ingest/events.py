@@ -267,7 +267,7 @@ def trace_to_event(trace: Trace) -> dict[str, Any]:
         "keywords": list(trace.keywords) if trace.keywords else None,
         "runId": trace.run_id,
         "testCaseId": trace.test_case_id,
-        "attributes": trace.attributes or None,
+        "attributes": trace.wire_attributes() or None,
     }
     ev.update({k: v for k, v in scalars.items() if v is not None})
     return ev

@@ -36,7 +36,7 @@ from aiokafka.structs import TopicPartition
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import KafkaSettings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.events import EventRejected, parse_event
 from ragpulse.ingest.kafka_client import client_options, dlq_topic_for
@@ -86,15 +86,16 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaSource:
-    """Consumes trace events from ``settings.kafka_topics`` in consumer group ``settings.kafka_group_id``.
+    """Consumes trace events from ``settings.topics`` in consumer group ``settings.group_id``.
 
     Use as an async context manager (``async with KafkaSource(settings, engine) as src``); the consume loop
-    runs in a background task until :meth:`stop`. Reads settings ``kafka_*`` (see
-    :mod:`ragpulse.ingest.kafka_client`) and ``shutdown_deadline_s``.
+    runs in a background task until :meth:`stop`.
 
     Args:
-        settings: ragpulse settings; ``kafka_bootstrap_servers`` must be set.
+        settings: the ``kafka`` section (see :mod:`ragpulse.ingest.kafka_client`); ``bootstrap_servers`` must
+            be set.
         sink: the engine (a :class:`~ragpulse.protocols.TraceSink`).
+        shutdown_deadline_s: default drain deadline of :meth:`stop` (the ``engine.shutdown_deadline_s`` setting).
         client_id: Kafka client id.
         commit_interval_s: how often finished offsets are committed, seconds.
         max_batch: most records taken from one poll (bounds memory).
@@ -107,15 +108,17 @@ class KafkaSource:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: KafkaSettings,
         sink: TraceSink,
         *,
+        shutdown_deadline_s: float = 30.0,
         client_id: str = "ragpulse",
         commit_interval_s: float = 1.0,
         max_batch: int = 500,
         revoke_wait_s: float = 10.0,
     ) -> None:
         self._settings = settings
+        self._shutdown_deadline_s = shutdown_deadline_s
         self._sink = sink
         self._opts = client_options(settings)
         self._client_id = client_id
@@ -152,12 +155,12 @@ class KafkaSource:
         if self._consumer is not None:
             raise RuntimeError("KafkaSource already started")
         s = self._settings
-        fetch = max(1024 * 1024, s.kafka_max_message_bytes + 64 * 1024)
+        fetch = max(1024 * 1024, s.max_message_bytes + 64 * 1024)
         self._consumer = AIOKafkaConsumer(
             client_id=self._client_id,
-            group_id=s.kafka_group_id,
+            group_id=s.group_id,
             enable_auto_commit=False,
-            auto_offset_reset=s.kafka_auto_offset_reset,
+            auto_offset_reset=s.auto_offset_reset,
             max_partition_fetch_bytes=fetch,
             **self._opts,
         )
@@ -172,14 +175,12 @@ class KafkaSource:
             await self._consumer.start()
         except KafkaError as e:
             await self._close_clients()
-            raise IngestError(
-                f"cannot connect to Kafka at {s.kafka_bootstrap_servers}: {e}", retriable=True
-            ) from e
-        self._consumer.subscribe(list(s.kafka_topics), listener=_Rebalance(self))
+            raise IngestError(f"cannot connect to Kafka at {s.bootstrap_servers}: {e}", retriable=True) from e
+        self._consumer.subscribe(list(s.topics), listener=_Rebalance(self))
         self._connected = True
         _SOURCES.add(self)
         self._task = asyncio.create_task(self._run(), name="ragpulse-kafka")
-        log.info("kafka_started", topics=list(s.kafka_topics), group=s.kafka_group_id)
+        log.info("kafka_started", topics=list(s.topics), group=s.group_id)
 
     async def stop(self, deadline_s: float | None = None) -> None:
         """Stop consuming, wait for in-flight traces (up to ``deadline_s``, default ``shutdown_deadline_s``),
@@ -188,9 +189,7 @@ class KafkaSource:
         if self._stopping:
             return
         self._stopping = True
-        deadline = time.monotonic() + (
-            deadline_s if deadline_s is not None else self._settings.shutdown_deadline_s
-        )
+        deadline = time.monotonic() + (deadline_s if deadline_s is not None else self._shutdown_deadline_s)
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout=2.0)
@@ -300,7 +299,7 @@ class KafkaSource:
                 continue  # revoked meanwhile: the new owner reads it
             self._tracker.add(tp, rec.offset)
             try:
-                trace = parse_event(rec.value, max_bytes=self._settings.kafka_max_message_bytes)
+                trace = parse_event(rec.value, max_bytes=self._settings.max_message_bytes)
             except EventRejected as e:
                 await self._dead_letter(rec, e.reason, e.code)
                 self._tracker.done(tp, rec.offset)
@@ -341,7 +340,7 @@ class KafkaSource:
                 await self._producer.send_and_wait(topic, value=value, key=rec.key, headers=headers)
                 break
             except MessageSizeTooLargeError:
-                limit = self._settings.kafka_max_message_bytes
+                limit = self._settings.max_message_bytes
                 value = (value or b"")[:limit]
                 headers = [*headers, ("ragpulse.dlq.truncated", b"true")]
             except KafkaError as e:

@@ -15,7 +15,7 @@ import httpx
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from ragpulse.config import Settings
+from ragpulse.config import KafkaSettings, OtlpSettings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.kafka_client import client_options
 from ragpulse.model import Trace
@@ -39,7 +39,7 @@ def event_key(value: bytes) -> bytes | None:
     return str(tid).encode("utf-8") if isinstance(tid, str | int) and str(tid).strip() else None
 
 
-async def publish_kafka(settings: Settings, values: Iterable[bytes], topic: str | None = None) -> int:
+async def publish_kafka(settings: KafkaSettings, values: Iterable[bytes], topic: str | None = None) -> int:
     """Produce every value to ``topic`` (default: the first of ``kafka_topics``); return how many were sent.
 
     Messages are keyed by trace id (:func:`event_key`) so redeliveries of one trace share a partition.
@@ -48,12 +48,12 @@ async def publish_kafka(settings: Settings, values: Iterable[bytes], topic: str 
         ConfigError: no bootstrap servers configured.
         IngestError: the brokers could not be reached or refused a message.
     """
-    target = topic or settings.kafka_topics[0]
+    target = topic or settings.topics[0]
     producer = AIOKafkaProducer(
         client_id="ragpulse-send",
         acks="all",
         linger_ms=10,
-        max_request_size=max(settings.kafka_max_message_bytes + 64 * 1024, 1024 * 1024),
+        max_request_size=max(settings.max_message_bytes + 64 * 1024, 1024 * 1024),
         **client_options(settings),
     )
     n = 0
@@ -78,7 +78,7 @@ async def publish_kafka(settings: Settings, values: Iterable[bytes], topic: str 
     return n
 
 
-def otlp_traces_url(settings: Settings, endpoint: str | None = None) -> str:
+def otlp_traces_url(settings: OtlpSettings, endpoint: str | None = None) -> str:
     """``endpoint`` (a base URL or a full ``…/v1/traces`` URL), else ``http://<otlp_http_address>/v1/traces``.
 
     Raises:
@@ -89,13 +89,13 @@ def otlp_traces_url(settings: Settings, endpoint: str | None = None) -> str:
     if endpoint:
         base = endpoint.rstrip("/")
         return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
-    if not settings.otlp_http_address.strip():
+    if not settings.http_address.strip():
         raise ConfigError("otlp_http_address is empty; pass an OTLP/HTTP endpoint")
-    return f"http://{settings.otlp_http_address.strip()}/v1/traces"
+    return f"http://{settings.http_address.strip()}/v1/traces"
 
 
 async def publish_otlp(
-    settings: Settings, traces: Sequence[Trace], endpoint: str | None = None, *, batch_size: int = 50
+    settings: OtlpSettings, traces: Sequence[Trace], endpoint: str | None = None, *, batch_size: int = 50
 ) -> int:
     """POST ``traces`` as OpenInference spans to an OTLP/HTTP receiver; return how many traces were sent.
 

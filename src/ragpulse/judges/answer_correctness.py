@@ -66,7 +66,7 @@ class AnswerCorrectnessJudge(FrameJudge):
         self.caller = caller
         self.sim = similarity or similarity_from_settings(settings)
         self.min_coverage = float(options.get("min_coverage", 0.6))
-        self.language = settings.judge_language
+        self.language = settings.judge.language
         self.prompts: PromptPair | None = None
         vs: dict[str, Any] = {
             "weights": list(self.weights),
@@ -75,7 +75,7 @@ class AnswerCorrectnessJudge(FrameJudge):
         }
         if caller is not None:
             self.prompts = load_prompts(
-                "answer_correctness", ("question", "answer", "reference"), settings.judge_prompts_dir
+                "answer_correctness", ("question", "answer", "reference"), settings.judge.prompts_dir
             )
             vs["prompt"] = self.prompts.text
         super().__init__(

@@ -57,12 +57,12 @@ class ChecklistJudge(FrameJudge):
         self.checklist = checklist
         has_rubric = any(isinstance(i, RubricItem) for i in checklist.items)
         self.caller = caller if has_rubric else None
-        self.language = settings.judge_language
+        self.language = settings.judge.language
         self.prompts: PromptPair | None = None
         vs: dict[str, Any] = {"checklist": checklist.model_dump(mode="json")}
         if self.caller is not None:
             self.prompts = load_prompts(
-                "checklist_item", ("requirement", "question", "answer"), settings.judge_prompts_dir
+                "checklist_item", ("requirement", "question", "answer"), settings.judge.prompts_dir
             )
             vs["prompt"] = self.prompts.text
         super().__init__(
@@ -171,13 +171,13 @@ class ChecklistJudge(FrameJudge):
 
 
 def build_checklist_judge(settings: Settings, name: str, *, client: object | None = None) -> ChecklistJudge:
-    """Build the judge of checklist ``name`` from ``settings.checklists`` (see
+    """Build the judge of checklist ``name`` from ``settings.judge.checklists`` (see
     :func:`ragpulse.judges.checklist_spec.load_checklists`).
 
     Raises:
         ConfigError: the checklist is unknown, its file is missing, or its definition is invalid.
     """
-    raw = settings.checklists.get(name)
+    raw = settings.judge.checklists.get(name)
     if raw is None:
         raise ConfigError(f"unknown checklist {name!r}")
     checklist = load_checklists({name: raw})[name]

@@ -132,13 +132,13 @@ class _ContextJudge(FrameJudge):
         if self.k is not None and self.k < 1:
             raise ConfigError(f"{self.judge_name}: k must be >= 1")
         self.min_coverage = float(options.get("min_coverage", self.default_coverage))
-        self.budget = settings.judge_context_budget_chars
-        self.language = settings.judge_language
+        self.budget = settings.judge.context_budget_chars
+        self.language = settings.judge.language
         self.prompts: PromptPair | None = None
         vs: dict[str, Any] = {"method": self.method, "k": self.k, "min_coverage": self.min_coverage}
         if self.caller is not None:
             self.prompts = load_prompts(
-                self.prompt_name, self.prompt_placeholders, settings.judge_prompts_dir
+                self.prompt_name, self.prompt_placeholders, settings.judge.prompts_dir
             )
             vs["prompt"] = self.prompts.text
             vs["budget"] = self.budget

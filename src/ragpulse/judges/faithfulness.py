@@ -1,6 +1,6 @@
 """LLM faithfulness judge: is the answer supported by the retrieved context?
 
-Two modes (``settings.judges.faithfulness.mode``):
+Two modes (``settings.judge.options.faithfulness.mode``):
 
 ``claims`` (default; the Ragas/TruLens method)
     One model call splits the answer into atomic claims and marks each supported or not by the context (one

@@ -67,7 +67,7 @@ class HeuristicFaithfulnessJudge(OfflineJudge):
 
     4. score = mean sentence support (0–1); ``passed`` = score ≥ threshold (default
        :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence (quoted, or by position
-       when ``settings.redact_text`` is on, so no answer text reaches the store).
+       when ``settings.store.redact_text`` is on, so no answer text reaches the store).
 
     The idea of checking each answer statement against the context is the one of Ragas/TruLens
     faithfulness (Es et al., 2023, "RAGAS"), done with token support instead of an LLM verdict.
@@ -77,7 +77,7 @@ class HeuristicFaithfulnessJudge(OfflineJudge):
     contexts make chance matches of common words likelier. The threshold was chosen in the middle of the
     range where balanced accuracy was stable on both halves of ares_human (see ``docs/judges.md``).
 
-    Options (``settings.judges["faithfulness"]``): ``threshold`` (0–1). Other options (LLM modes) are ignored.
+    Options (``settings.judge.options["faithfulness"]``): ``threshold`` (0–1). Other options (LLM modes) are ignored.
 
     Raises:
         ConfigError: (constructor) the threshold option is not a number in [0, 1].
@@ -129,7 +129,7 @@ class HeuristicFaithfulnessJudge(OfflineJudge):
         worst = supports[worst_i]
         unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
         # With redact_text the store keeps no answer text, so the reason names the sentence by position only.
-        where = f"sentence {worst_i + 1}" if self._settings.redact_text else _snippet(worst[1])
+        where = f"sentence {worst_i + 1}" if self._settings.store.redact_text else _snippet(worst[1])
         reason = (
             f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
             f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"
@@ -161,7 +161,7 @@ class HeuristicRelevancyJudge(OfflineJudge):
     tokens and may fail; a short off-topic answer ("Banana.") passes as a direct answer. Use the LLM backend
     where that matters.
 
-    Options (``settings.judges["relevancy"]``): ``threshold`` (0–1). Other options are ignored.
+    Options (``settings.judge.options["relevancy"]``): ``threshold`` (0–1). Other options are ignored.
 
     Raises:
         ConfigError: (constructor) the threshold option is not a number in [0, 1].
@@ -209,6 +209,6 @@ class HeuristicRelevancyJudge(OfflineJudge):
         reason = f"covers {len(q_keys & a_keys)}/{len(q_keys)} question terms"
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
-        if missing and not self._settings.redact_text:
+        if missing and not self._settings.store.redact_text:
             reason += f"; missing: {', '.join(missing)}"
         return self._ok(score, reason, "question_coverage", start)

@@ -73,7 +73,7 @@ def keyword_matches(keyword: str, answer_folded: str, answer_tokens: frozenset[s
 class KeywordJudge(OfflineJudge):
     """Keyword overlap between the reference keywords and the answer (``backend=heuristic``).
 
-    Options (``settings.judges["keyword"]``): ``threshold`` (0–1, default :data:`DEFAULT_THRESHOLD`).
+    Options (``settings.judge.options["keyword"]``): ``threshold`` (0–1, default :data:`DEFAULT_THRESHOLD`).
 
     Raises:
         ConfigError: (constructor) the threshold option is not a number in [0, 1].

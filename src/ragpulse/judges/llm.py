@@ -3,12 +3,12 @@
 :class:`LLMClient` wraps ``openai.AsyncOpenAI`` and adds what every LLM judge needs:
 
 - **Transport**: openai's aiohttp transport (``openai.DefaultAioHttpClient``) when
-  ``settings.judge_http_transport == "aiohttp"`` (its CPU per call stays flat as requests in flight grow),
+  ``settings.judge.http_transport == "aiohttp"`` (its CPU per call stays flat as requests in flight grow),
   else openai's httpx transport; either way the connection pool holds ``judge_max_concurrency`` connections.
-- **Requests**: ``temperature = settings.judge_temperature`` (0), ``max_tokens = settings.judge_max_tokens``,
-  ``timeout = settings.judge_timeout_s`` seconds per attempt. The API key comes from the settings, which read it
+- **Requests**: ``temperature = settings.judge.temperature`` (0), ``max_tokens = settings.judge.max_tokens``,
+  ``timeout = settings.judge.timeout_s`` seconds per attempt. The API key comes from the settings, which read it
   only from the environment (``RAGPULSE_JUDGE_API_KEY`` or ``OPENAI_API_KEY``).
-- **Retries**: the openai client's own retry machinery (``max_retries = settings.judge_max_retries``): 408, 409,
+- **Retries**: the openai client's own retry machinery (``max_retries = settings.judge.max_retries``): 408, 409,
   429 and 5xx responses, timeouts and connection errors are retried with exponential backoff (0.5 s doubling,
   at most 8 s, up to 25 % jitter) and a server's ``Retry-After``/``retry-after-ms`` header is honoured (up to
   two minutes). The attempts of each call are counted by a request hook on the HTTP client and reported as
@@ -187,14 +187,14 @@ class LLMClient:
             ``judge_http_transport``.
 
     Raises:
-        ConfigError: ``settings.judge_model`` is not set.
+        ConfigError: ``settings.judge.model`` is not set.
     """
 
     def __init__(self, settings: Settings) -> None:
-        if not settings.judge_model:
+        if not settings.judge.model:
             raise ConfigError("the LLM judge backend needs RAGPULSE_JUDGE_MODEL (judge_model)")
         self.settings = settings
-        self.model: str = settings.judge_model
+        self.model: str = settings.judge.model
         self.stats = LLMStats()
         self._cache: OrderedDict[str, LLMResult] = OrderedDict()
         self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens)
@@ -204,26 +204,26 @@ class LLMClient:
     # -- lifecycle -------------------------------------------------------------------------------------
     def _build_state(self, loop: asyncio.AbstractEventLoop) -> _LoopState:
         s = self.settings
-        n = s.judge_max_concurrency
+        n = s.judge.max_concurrency
         # The Limits class of whichever HTTP library this openai release is built on (httpx or httpx2).
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
         hooks = {"request": [_count_attempt]}
-        if s.judge_http_transport == "aiohttp":
+        if s.judge.http_transport == "aiohttp":
             http_client = openai.DefaultAioHttpClient(
-                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+                limits=limits, timeout=s.judge.timeout_s, event_hooks=hooks
             )
         else:
             http_client = openai.DefaultAsyncHttpxClient(
-                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+                limits=limits, timeout=s.judge.timeout_s, event_hooks=hooks
             )
         client = openai.AsyncOpenAI(
-            api_key=s.judge_api_key.get_secret_value() if s.judge_api_key else "not-set",
-            base_url=s.judge_base_url,
-            timeout=s.judge_timeout_s,
-            max_retries=s.judge_max_retries,
+            api_key=s.judge.api_key.get_secret_value() if s.judge.api_key else "not-set",
+            base_url=s.judge.base_url,
+            timeout=s.judge.timeout_s,
+            max_retries=s.judge.max_retries,
             http_client=http_client,
         )
-        limiter = _RateLimiter(s.judge_requests_per_minute) if s.judge_requests_per_minute else None
+        limiter = _RateLimiter(s.judge.requests_per_minute) if s.judge.requests_per_minute else None
         return _LoopState(loop=loop, client=client, semaphore=asyncio.Semaphore(n), limiter=limiter)
 
     def _loop_state(self) -> _LoopState:
@@ -279,8 +279,8 @@ class LLMClient:
             judge: judge name (budget and token accounting, logs).
             version: judge version (part of the cache key).
             messages: chat messages (``role``/``content``).
-            max_tokens: completion limit, default ``settings.judge_max_tokens``.
-            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge_daily_token_budget``.
+            max_tokens: completion limit, default ``settings.judge.max_tokens``.
+            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge.daily_token_budget``.
 
         Returns:
             The reply; a ``finish_reason`` of ``length`` is returned as is (callers report
@@ -291,7 +291,7 @@ class LLMClient:
             ModelUnavailableError: code ``judge_unavailable``: HTTP error after retries, timeout or connection
                 failure; ``retries`` says how many retries were taken.
         """
-        cache_size = self.settings.judge_cache_size
+        cache_size = self.settings.judge.cache_size
         key = self._cache_key(version, self.model, messages) if cache_size else ""
         if cache_size:
             hit = self._cache.get(key)
@@ -299,7 +299,7 @@ class LLMClient:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return LLMResult(text=hit.text, finish_reason=hit.finish_reason, cached=True)
-        budget = daily_token_budget or self.settings.judge_daily_token_budget
+        budget = daily_token_budget or self.settings.judge.daily_token_budget
         if budget is not None and self.tokens_spent_today(judge) >= budget:
             self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
             raise JudgeError("over_budget", f"daily token budget of {budget} spent")
@@ -364,8 +364,8 @@ class LLMClient:
                         body={
                             "model": self.model,
                             "messages": [dict(m) for m in messages],
-                            "temperature": self.settings.judge_temperature,
-                            "max_tokens": max_tokens or self.settings.judge_max_tokens,
+                            "temperature": self.settings.judge.temperature,
+                            "max_tokens": max_tokens or self.settings.judge.max_tokens,
                         },
                     )
                 except openai.APIError as e:

@@ -18,8 +18,8 @@ unexpected exception (a bug)           ``error``  ``internal_error: <type>``
 Every judgement carries the tokens from the API's ``usage`` (summed over calls), ``flags.retries`` (summed),
 ``flags.cached`` (every call came from the cache), ``flags.context_truncated`` and the raw output (bounded).
 
-Common options (``settings.judges[<name>]``): ``threshold`` (0–1), ``language`` (``auto``/``en``/``zh``,
-default ``settings.judge_language``), ``max_tokens`` (completion limit), ``daily_token_budget`` (tokens/day).
+Common options (``settings.judge.options[<name>]``): ``threshold`` (0–1), ``language`` (``auto``/``en``/``zh``,
+default ``settings.judge.language``), ``max_tokens`` (completion limit), ``daily_token_budget`` (tokens/day).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class LLMJudge:
 
     Args:
         settings: process settings (judge model, language, context budget, prompts dir).
-        options: this judge's options (``settings.judges.get(name, {})``).
+        options: this judge's options (``settings.judge.options.get(name, {})``).
         client: the shared :class:`~ragpulse.judges.llm.LLMClient`; a new one is made when omitted.
 
     Raises:
@@ -124,7 +124,7 @@ class LLMJudge:
             _log.warning("judge_options_ignored", judge=self.name, options=unknown)
         self.client = client or LLMClient(settings)
         self.model: str = self.client.model
-        language = str(self.options.get("language", settings.judge_language))
+        language = str(self.options.get("language", settings.judge.language))
         if language not in ("auto", *LANGUAGES):
             raise ConfigError(f"judges.{self.name}.language must be auto, en or zh, not {language!r}")
         self.language = language
@@ -134,7 +134,7 @@ class LLMJudge:
         self.threshold: float = self._threshold()
         langs = LANGUAGES if language == "auto" else (language,)
         self.templates: dict[tuple[str, str], PromptTemplate] = {
-            (t, lang): load_prompt(t, lang, settings.judge_prompts_dir)
+            (t, lang): load_prompt(t, lang, settings.judge.prompts_dir)
             for t in template_names
             for lang in langs
         }
@@ -145,9 +145,9 @@ class LLMJudge:
                 **version_settings,
                 "threshold": self.threshold,
                 "model": self.model,
-                "temperature": settings.judge_temperature,
-                "max_tokens": self.max_tokens or settings.judge_max_tokens,
-                "context_budget_chars": settings.judge_context_budget_chars,
+                "temperature": settings.judge.temperature,
+                "max_tokens": self.max_tokens or settings.judge.max_tokens,
+                "context_budget_chars": settings.judge.context_budget_chars,
                 "language": language,
                 "prompts": {f"{t}.{lang}": tpl.text for (t, lang), tpl in sorted(self.templates.items())},
             },
@@ -204,8 +204,8 @@ class LLMJudge:
         return detect_language(trace.question or trace.answer)
 
     def _context(self, trace: Trace, log: CallLog) -> list[str]:
-        """Retrieved chunks cut to ``settings.judge_context_budget_chars`` (top-ranked kept first)."""
-        kept, truncated = fit_context(trace.contexts, self.settings.judge_context_budget_chars)
+        """Retrieved chunks cut to ``settings.judge.context_budget_chars`` (top-ranked kept first)."""
+        kept, truncated = fit_context(trace.contexts, self.settings.judge.context_budget_chars)
         log.context_truncated = log.context_truncated or truncated
         return kept
 
@@ -230,7 +230,7 @@ class LLMJudge:
         if result.finish_reason == "length":
             raise JudgeError(
                 "truncated_output",
-                f"the judge model hit max_tokens ({self.max_tokens or self.settings.judge_max_tokens})",
+                f"the judge model hit max_tokens ({self.max_tokens or self.settings.judge.max_tokens})",
             )
         return strip_reasoning(result.text)
 

@@ -27,7 +27,7 @@ class OfflineJudge:
 
     Args:
         settings: ragpulse settings (``redact_text`` keeps answer text out of reasons).
-        options: ``settings.judges[<name>]``: ``name`` (default ``DEFAULT_NAME``), ``threshold`` (0–1).
+        options: ``settings.judge.options[<name>]``: ``name`` (default ``DEFAULT_NAME``), ``threshold`` (0–1).
 
     Raises:
         ConfigError: (constructor) the threshold option is not a number in [0, 1].

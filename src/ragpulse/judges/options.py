@@ -1,4 +1,4 @@
-"""Reading per-judge options (``settings.judges[<name>]``) shared by the offline judges."""
+"""Reading per-judge options (``settings.judge.options[<name>]``) shared by the offline judges."""
 
 from __future__ import annotations
 

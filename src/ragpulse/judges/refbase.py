@@ -170,7 +170,7 @@ def resolve_caller(settings: Any, client: object | None) -> ModelCaller | None:
 
 
 def check_options(judge: str, options: Any, allowed: set[str]) -> dict[str, Any]:
-    """Validate a judge's options mapping (``settings.judges[judge]``): known keys only, 0–1 numbers.
+    """Validate a judge's options mapping (``settings.judge.options[judge]``): known keys only, 0–1 numbers.
 
     Raises:
         ConfigError: not a mapping, an unknown key (typos such as ``treshold``), or ``threshold`` /

@@ -2,7 +2,7 @@
 
 Templates are package data ``ragpulse/judges/prompts/<name>.<lang>.txt`` (``lang`` is ``en`` or ``zh``) using
 ``$placeholder`` syntax (:class:`string.Template`, so JSON braces in the text need no escaping). A file of the
-same name in ``settings.judge_prompts_dir`` overrides the packaged one. A template missing a required
+same name in ``settings.judge.prompts_dir`` overrides the packaged one. A template missing a required
 placeholder is rejected at load with :class:`~ragpulse.errors.ConfigError`.
 """
 

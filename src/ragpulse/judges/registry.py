@@ -2,15 +2,15 @@
 
 Built-in judges are a table, :data:`BUILTIN_JUDGES`: name → :class:`JudgeSpec` naming the class for each
 backend as ``"module:Class"`` (imported lazily, so a judge's dependencies load only when it is used). When
-``settings.judge_model`` is set a judge with an ``llm`` class gets it, else its ``heuristic`` class; a judge
+``settings.judge.model`` is set a judge with an ``llm`` class gets it, else its ``heuristic`` class; a judge
 with only one backend always uses that one (``keyword`` is always heuristic).
 
-Every judge class is called as ``cls(settings, options)`` where ``options = settings.judges.get(name, {})``;
+Every judge class is called as ``cls(settings, options)`` where ``options = settings.judge.options.get(name, {})``;
 LLM classes also get ``client=`` the one :class:`~ragpulse.judges.llm.LLMClient` shared by all judges built
 in the same :func:`build_judges` call (so one connection pool, one concurrency limit, one rate limit, one
 cache per process when the process calls it once).
 
-Checklists: every key of ``settings.checklists`` is also a judge name (a
+Checklists: every key of ``settings.judge.checklists`` is also a judge name (a
 :class:`~ragpulse.judges.checklist.ChecklistJudge`); it may not clash with a built-in name.
 
 Plugins: an entry point in the group ``ragpulse.judges`` whose name is the judge name and whose object is a
@@ -114,10 +114,10 @@ def _load_class(path: str, judge: str) -> Any:
 def build_judges(
     settings: Settings, names: Sequence[str] | None = None, *, client: LLMClient | None = None
 ) -> dict[str, Judge]:
-    """Build the named judges (default ``settings.enabled_judges``), in the given order.
+    """Build the named judges (default ``settings.judge.enabled``), in the given order.
 
     Args:
-        settings: process settings; ``settings.judge_model`` picks the LLM backend.
+        settings: process settings; ``settings.judge.model`` picks the LLM backend.
         names: judge names; duplicates are built once.
         client: the LLM client to share (default: one new :class:`LLMClient`, made only if an LLM judge is
             built).
@@ -129,13 +129,15 @@ def build_judges(
         ConfigError: an unknown judge name, a judge that needs a judge model when none is configured, a bad
             option or prompt template, or a plugin that fails to load or returns no :class:`Judge`.
     """
-    wanted = list(dict.fromkeys(names if names is not None else settings.enabled_judges))
+    wanted = list(dict.fromkeys(names if names is not None else settings.judge.enabled))
     plugins = _plugins()
-    clash = sorted(set(settings.checklists) & set(BUILTIN_JUDGES))
+    clash = sorted(set(settings.judge.checklists) & set(BUILTIN_JUDGES))
     if clash:
         raise ConfigError(f"checklist name(s) {', '.join(clash)} clash with built-in judges")
     unknown = [
-        n for n in wanted if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.checklists
+        n
+        for n in wanted
+        if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.judge.checklists
     ]
     if unknown:
         raise ConfigError(
@@ -145,8 +147,8 @@ def build_judges(
     # otherwise be ignored silently while the real judge runs with its defaults.
     stray = sorted(
         n
-        for n in settings.judges
-        if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.checklists
+        for n in settings.judge.options
+        if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.judge.checklists
     )
     if stray:
         raise ConfigError(
@@ -154,15 +156,15 @@ def build_judges(
         )
     judges: dict[str, Judge] = {}
     for name in wanted:
-        options = settings.judges.get(name, {})
+        options = settings.judge.options.get(name, {})
         spec = BUILTIN_JUDGES.get(name)
         judge: Any
-        if spec is None and name in settings.checklists:
+        if spec is None and name in settings.judge.checklists:
             from ragpulse.judges.checklist import build_checklist_judge
 
-            if settings.uses_llm and client is None:
+            if settings.judge.uses_llm and client is None:
                 client = LLMClient(settings)
-            judge = build_checklist_judge(settings, name, client=client if settings.uses_llm else None)
+            judge = build_checklist_judge(settings, name, client=client if settings.judge.uses_llm else None)
         elif spec is None:
             try:
                 factory = plugins[name].load()
@@ -171,8 +173,8 @@ def build_judges(
                 raise
             except Exception as e:
                 raise ConfigError(f"judge plugin {name!r} failed to load: {e}") from e
-        elif spec.llm is not None and (settings.uses_llm or spec.heuristic is None):
-            if not settings.uses_llm:
+        elif spec.llm is not None and (settings.judge.uses_llm or spec.heuristic is None):
+            if not settings.judge.uses_llm:
                 raise ConfigError(f"judge {name!r} needs a judge model (RAGPULSE_JUDGE_MODEL)")
             if client is None:
                 client = LLMClient(settings)

@@ -5,7 +5,7 @@ and does not overlap with faithfulness; the ``with_context`` mode also asks whet
 the retrieved context (Spring AI ``RelevancyEvaluator`` behaviour). The model answers YES/NO (score 1 or 0) or,
 with ``graded: true``, a 0–3 rating with a one-sentence reason, normalised to 0–1 (``rating / 3``).
 
-Options (``settings.judges.relevancy``): ``mode`` (``question`` default, ``with_context``), ``graded`` (bool,
+Options (``settings.judge.options.relevancy``): ``mode`` (``question`` default, ``with_context``), ``graded`` (bool,
 default false), ``threshold`` (default 0.5: YES passes, NO fails; graded 2–3 pass, 0–1 fail) and the common
 LLM-judge options (see :mod:`ragpulse.judges.llm_judge`). ``with_context`` needs retrieved context: without
 any the judgement is ``ok``, score 0, reason ``no_context``. A trace without a question is ``skipped`` with

@@ -2,9 +2,9 @@
 
 Thresholds use the syntax of ``replay --fail-under`` (:mod:`ragpulse.replay.thresholds`): ``NAME=x`` is a
 judge's mean score, ``NAME.pass_rate=x`` its pass rate, ``NAME.coverage=x`` its coverage, plus the run's
-``pass_rate`` and ``coverage``. They come from ``settings.gate_min`` (config file / environment) and the
+``pass_rate`` and ``coverage``. They come from ``settings.replay.gate_min`` (config file / environment) and the
 command line (``--min``, which wins for the same metric). A ``coverage`` threshold is always checked: when
-none is given, ``coverage >= settings.coverage_threshold`` (default 0.95) is added, so a run that scored too
+none is given, ``coverage >= settings.replay.coverage_threshold`` (default 0.95) is added, so a run that scored too
 few cases fails. A run whose status is ``failed`` fails the gate whatever its numbers.
 """
 

@@ -14,7 +14,7 @@ commas (``pass_rate=0.8,coverage=0.95``). Metrics:
 A threshold is met when the report's value is ≥ the minimum. A judge with no scored case has no mean: its
 thresholds are breached (an unscored judge never passes silently), as is a judge missing from the report.
 When thresholds are given without a ``coverage`` one, ``coverage ≥ default_coverage``
-(``settings.coverage_threshold``, 0.95) is added, so a run that scored too few cases fails even when its pass
+(``settings.replay.coverage_threshold``, 0.95) is added, so a run that scored too few cases fails even when its pass
 rate looks fine.
 """
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
-from ragpulse.config import Settings
+from ragpulse.config import StoreSettings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
@@ -89,7 +89,7 @@ class PostgresStore:
     # -- life cycle ---------------------------------------------------------------------------------------------
     @classmethod
     async def connect(
-        cls, url: str, settings: Settings | None = None, *, run_migrations: bool = True
+        cls, url: str, settings: StoreSettings | None = None, *, run_migrations: bool = True
     ) -> PostgresStore:
         """Open a pool on ``url`` (any asyncpg DSN, unix-socket URIs included) and apply pending migrations.
 
@@ -98,19 +98,19 @@ class PostgresStore:
         Raises:
             StoreError: cannot connect (``retriable=True``) or a migration failed.
         """
-        s = settings or Settings()
+        s = settings or StoreSettings()
         try:
             pool = await asyncpg.create_pool(
                 url,
-                min_size=min(s.database_pool_min, s.database_pool_max),
-                max_size=s.database_pool_max,
-                command_timeout=s.database_command_timeout_s,
-                timeout=s.database_command_timeout_s,  # connection establishment
+                min_size=min(s.pool_min, s.pool_max),
+                max_size=s.pool_max,
+                command_timeout=s.command_timeout_s,
+                timeout=s.command_timeout_s,  # connection establishment
                 init=_init_connection,
             )
         except Exception as e:
             raise to_store_error(e, "connect") from e
-        store = cls(pool, redact_text=s.redact_text, acquire_timeout_s=s.database_command_timeout_s)
+        store = cls(pool, redact_text=s.redact_text, acquire_timeout_s=s.command_timeout_s)
         if run_migrations:
             try:
                 await store.migrate()

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import OtlpSettings
 from ragpulse.ingest.otlp.conventions import TraceBuilder
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.logging import get_logger
@@ -90,15 +90,15 @@ class TraceAssembler:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: OtlpSettings,
         builder: TraceBuilder,
         clock: Clock = time.monotonic,
         max_spans_per_trace: int = 10_000,
     ) -> None:
         self._max_spans = max_spans_per_trace
-        self._grace = settings.otlp_root_grace_s
-        self._idle = settings.otlp_idle_timeout_s
-        self._max = settings.otlp_max_pending_traces
+        self._grace = settings.root_grace_s
+        self._idle = settings.idle_timeout_s
+        self._max = settings.max_pending_traces
         self._builder = builder
         self._clock = clock
         # Least recently updated first.

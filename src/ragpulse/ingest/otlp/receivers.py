@@ -6,10 +6,10 @@
         assert otlp.ready
         ...  # traces flow into engine.submit
 
-- gRPC listens on ``settings.otlp_grpc_address`` (``host:port``; default ``127.0.0.1:4317``), HTTP on
-  ``settings.otlp_http_address`` (default ``127.0.0.1:4318``); an empty address disables that receiver and
+- gRPC listens on ``settings.grpc_address`` (``host:port``; default ``127.0.0.1:4317``), HTTP on
+  ``settings.http_address`` (default ``127.0.0.1:4318``); an empty address disables that receiver and
   port ``0`` picks a free port (see :attr:`OtlpReceivers.grpc_port` / :attr:`OtlpReceivers.http_port`).
-- Requests larger than ``settings.otlp_max_request_bytes`` answer 413 / ``RESOURCE_EXHAUSTED``.
+- Requests larger than ``settings.max_request_bytes`` answer 413 / ``RESOURCE_EXHAUSTED``.
 - Handlers only decode and hand spans to the :class:`~ragpulse.ingest.otlp.assembly.TraceAssembler`; a
   background task releases finished traces and awaits ``sink.submit`` (engine back-pressure never holds an
   OTLP response).
@@ -33,7 +33,7 @@ from typing import Self
 import grpc
 
 from ragpulse.asgi_server import EmbeddedAsgiServer, parse_address
-from ragpulse.config import Settings
+from ragpulse.config import OtlpSettings
 from ragpulse.errors import ConfigError
 from ragpulse.ingest.otlp.assembly import Clock, TraceAssembler
 from ragpulse.ingest.otlp.conventions import ConventionMapper, TraceBuilder
@@ -52,8 +52,10 @@ class OtlpReceivers:
     """gRPC + HTTP OTLP trace receivers feeding ``sink`` (see the module docstring).
 
     Args:
-        settings: ``otlp_*`` settings and ``service_name``.
+        settings: the ``otlp`` section.
         sink: the engine (or any :class:`~ragpulse.protocols.TraceSink`).
+        own_service: the ``export.service_name`` setting; spans of that service are ignored.
+        shutdown_deadline_s: how long closing waits for the assembler (the ``engine.shutdown_deadline_s`` setting).
         mappers: convention mappers replacing the defaults.
         clock: monotonic clock for the assembler (tests).
 
@@ -63,16 +65,19 @@ class OtlpReceivers:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: OtlpSettings,
         sink: TraceSink,
         *,
+        own_service: str = "ragpulse",
+        shutdown_deadline_s: float = 30.0,
         mappers: Sequence[ConventionMapper] | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         self._settings = settings
+        self._shutdown_deadline_s = shutdown_deadline_s
         self._sink = sink
         self.assembler = TraceAssembler(settings, TraceBuilder(settings, mappers), clock=clock)
-        self.intake = OtlpIntake(self.assembler, settings.service_name)
+        self.intake = OtlpIntake(self.assembler, own_service)
         self._grpc: grpc.aio.Server | None = None
         self._http: EmbeddedAsgiServer | None = None
         self._assembler_task: asyncio.Task[None] | None = None
@@ -111,17 +116,17 @@ class OtlpReceivers:
         s = self._settings
         self._assembler_task = asyncio.create_task(self.assembler.run(self._sink), name="otlp-assembler")
         try:
-            if s.otlp_grpc_address.strip():
-                await self._start_grpc(s.otlp_grpc_address)
-            if s.otlp_http_address.strip():
-                await self._start_http(s.otlp_http_address)
+            if s.grpc_address.strip():
+                await self._start_grpc(s.grpc_address)
+            if s.http_address.strip():
+                await self._start_http(s.http_address)
         except BaseException:
             await self.close()
             raise
 
     async def _start_grpc(self, address: str) -> None:
         host, port = parse_address(address)
-        limit = self._settings.otlp_max_request_bytes
+        limit = self._settings.max_request_bytes
         server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)]
         )
@@ -139,7 +144,7 @@ class OtlpReceivers:
         log.info("otlp_grpc_listening", address=f"{host}:{bound}")
 
     async def _start_http(self, address: str) -> None:
-        app = build_http_app(self.intake, self._settings.otlp_max_request_bytes)
+        app = build_http_app(self.intake, self._settings.max_request_bytes)
         self._http = EmbeddedAsgiServer(app, address, what="OTLP/HTTP", task_name="otlp-http")
         await self._http.start()
         self.http_port = self._http.port
@@ -157,7 +162,7 @@ class OtlpReceivers:
         if self._assembler_task is not None:
             self.assembler.stop()
             try:
-                await asyncio.wait_for(self._assembler_task, timeout=self._settings.shutdown_deadline_s)
+                await asyncio.wait_for(self._assembler_task, timeout=self._shutdown_deadline_s)
             except TimeoutError:
                 log.warning("otlp_flush_timeout", pending=self.assembler.pending_traces)
         log.info(

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ragpulse.config import Settings
+from ragpulse.config import OtlpSettings
 from ragpulse.ingest.otlp.conventions.base import (
     ConventionMapper,
     MappedFields,
@@ -59,14 +59,14 @@ __all__ = [
 _SCALARS = ("question", "answer", "context", "model_context", "model", "app", "scenario")
 
 
-def default_mappers(settings: Settings) -> list[ConventionMapper]:
+def default_mappers(settings: OtlpSettings) -> list[ConventionMapper]:
     """The built-in mappers, preceded by the ``otlp_attributes`` mapper when that setting is non-empty.
 
     Raises:
-        ConfigError: ``settings.otlp_attributes`` is invalid.
+        ConfigError: ``settings.attributes`` is invalid.
     """
     mappers: list[ConventionMapper] = []
-    custom = AttributeMapper(settings.otlp_attributes)
+    custom = AttributeMapper(settings.attributes)
     if custom.configured:
         mappers.append(custom)
     mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), LangfuseMapper(), GenAiMapper()]
@@ -108,7 +108,7 @@ class TraceBuilder:
         mappers: replaces the default mapper list.
     """
 
-    def __init__(self, settings: Settings, mappers: Sequence[ConventionMapper] | None = None) -> None:
+    def __init__(self, settings: OtlpSettings, mappers: Sequence[ConventionMapper] | None = None) -> None:
         self.mappers: list[ConventionMapper] = (
             list(mappers) if mappers is not None else default_mappers(settings)
         )
