@@ -185,11 +185,21 @@ async def test_trace_list_pages_and_filters(store: PostgresStore) -> None:
 
 
 async def test_trace_detail_claims_and_copy(store: PostgresStore) -> None:
-    claims = [{"text": "Answer 1.", "supported": True}, {"text": "It is green.", "supported": False}]
+    claims = [
+        {
+            "text": "Answer 1.",
+            "start": 0,
+            "end": 9,
+            "verdict": "supported",
+            "evidence": {"doc_id": "d1", "rank": 0},
+        },
+        {"start": 10, "end": 22, "verdict": "unsupported", "evidence": None},
+    ]
     await store.write_results([_r(1, _j("faithfulness", 0.5, claims=claims))])
     d = await traces.get_trace(store, f"{1:032X}")
     assert d.question == "question number 1"
-    assert [c.text for c in traces.unsupported_claims(d)] == ["It is green."]
+    assert [(c.text, c.start) for c in traces.unsupported_claims(d)] == [("It is green.", 10)]
+    assert d.judgements[0].claims[0].evidence == {"doc_id": "d1", "rank": 0}
     assert d.judgements[0].decided_by == "claims"
     assert d.documents[0].content == "context 1"
     with pytest.raises(NotFound):

@@ -20,6 +20,10 @@ TABLES = {
 }
 
 
+#: Every packaged migration version, ascending.
+ALL_VERSIONS = [m.version for m in load_migrations()]
+
+
 async def _tables(conn: asyncpg.Connection) -> set[str]:
     rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     return {r["tablename"] for r in rows}
@@ -27,7 +31,9 @@ async def _tables(conn: asyncpg.Connection) -> set[str]:
 
 def test_packaged_migrations_are_numbered() -> None:
     migs = load_migrations()
-    assert [m.version for m in migs] == [1]
+    versions = [m.version for m in migs]
+    assert versions[0] == 1
+    assert versions == sorted(set(versions))
     assert migs[0].name == "initial"
     assert len(migs[0].checksum) == 64
 
@@ -36,10 +42,10 @@ async def test_from_empty_then_rerun(store_url: str) -> None:
     conn = await asyncpg.connect(store_url)
     try:
         assert await _tables(conn) == set()
-        assert await migrate(conn) == [1]
+        assert await migrate(conn) == ALL_VERSIONS
         assert await _tables(conn) == TABLES
         assert await migrate(conn) == []
-        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL_VERSIONS)
         # the lock is released after migrating
         assert (
             await conn.fetchval(
@@ -55,8 +61,8 @@ async def test_concurrent_migrations_apply_once(store_url: str) -> None:
     a, b = await asyncpg.connect(store_url), await asyncpg.connect(store_url)
     try:
         done = await asyncio.gather(migrate(a), migrate(b))
-        assert sorted(done) == [[], [1]]
-        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert sorted(done) == [[], ALL_VERSIONS]
+        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL_VERSIONS)
     finally:
         await a.close()
         await b.close()
@@ -71,7 +77,7 @@ async def test_migrate_waits_for_advisory_lock(store_url: str) -> None:
         assert not task.done()
         assert await _tables(holder) == set()  # nothing ran while another replica held the lock
         await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
-        assert await asyncio.wait_for(task, 10) == [1]
+        assert await asyncio.wait_for(task, 10) == ALL_VERSIONS
     finally:
         await holder.close()
         await runner.close()

@@ -24,6 +24,8 @@ from ragpulse.store import PostgresStore
 
 __all__ = [
     "NAME_PATTERN",
+    "ImportFormat",
+    "ImportMode",
     "ImportResult",
     "ImportRow",
     "KnowledgeBase",

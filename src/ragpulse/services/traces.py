@@ -29,6 +29,7 @@ __all__ = [
     "TraceSummary",
     "copy_to_test_set",
     "get_trace",
+    "judgement_view",
     "list_traces",
     "unsupported_claims",
 ]
@@ -97,14 +98,18 @@ class TraceSummary(BaseModel):
 
 
 class Claim(BaseModel):
-    """One claim (or answer sentence) a judge checked: its ``text``, whether the context ``supported`` it,
-    and where in the answer it is (``start``/``end`` character offsets) when the judge said so."""
+    """One claim (or answer sentence) a judge checked, from the judgement's ``flags.claims``
+    (``{"text", "start", "end", "verdict", "evidence"}``, see docs/llm-judges.md): its ``text`` (taken from the
+    answer by ``start``/``end`` when the judge left it out), the ``verdict`` (``supported``, ``unsupported``,
+    ``contradicted``, ``unchecked``), ``supported`` (``None`` when unchecked/unknown), the character offsets
+    into the answer when known, and ``evidence`` (``{"doc_id", "rank"}`` of the supporting chunk)."""
 
     text: str
+    verdict: str | None = None
     supported: bool | None = None
     start: int | None = None
     end: int | None = None
-    reason: str | None = None
+    evidence: dict[str, Any] | None = None
 
 
 class JudgementView(BaseModel):
@@ -165,43 +170,42 @@ class TraceDetail(BaseModel):
     judgements: list[JudgementView] = []
 
 
-def _claims(flags: dict[str, Any]) -> list[Claim]:
-    """Per-claim details from ``flags.claims`` (a list of objects with ``text``/``claim``/``sentence`` and
-    ``supported`` / ``verdict``); anything else is ignored."""
+_VERDICT_SUPPORTED = {"supported": True, "unsupported": False, "contradicted": False}
+
+
+def _claims(flags: dict[str, Any], answer: str | None) -> list[Claim]:
+    """Per-claim details from ``flags.claims``; malformed entries are skipped."""
     raw = flags.get("claims")
     out: list[Claim] = []
     if not isinstance(raw, list):
         return out
     for c in raw:
-        if isinstance(c, str):
-            out.append(Claim(text=c))
-            continue
         if not isinstance(c, dict):
             continue
-        text = c.get("text") or c.get("claim") or c.get("sentence") or c.get("statement")
+        start, end = c.get("start"), c.get("end")
+        start = start if isinstance(start, int) and not isinstance(start, bool) else None
+        end = end if isinstance(end, int) and not isinstance(end, bool) else None
+        text = c.get("text")
         if not isinstance(text, str) or not text:
+            ok_span = answer is not None and start is not None and end is not None and 0 <= start < end
+            text = answer[start:end] if ok_span and answer is not None and end is not None else None
+        if not text:
             continue
-        sup = c.get("supported")
-        if sup is None and isinstance(c.get("verdict"), str | int | bool):
-            v = str(c["verdict"]).strip().lower()
-            sup = v in ("1", "yes", "true", "supported")
-        span = c.get("span") if isinstance(c.get("span"), list) else None
-        start = c.get("start", span[0] if span and len(span) == 2 else None)
-        end = c.get("end", span[1] if span and len(span) == 2 else None)
-        reason = c.get("reason") if isinstance(c.get("reason"), str) else None
+        verdict = c.get("verdict")
+        verdict = verdict.strip().lower() if isinstance(verdict, str) else None
+        supported = _VERDICT_SUPPORTED.get(verdict or "")
+        if verdict is None and isinstance(c.get("supported"), bool):
+            supported = c["supported"]
+            verdict = "supported" if supported else "unsupported"
+        evidence = c.get("evidence") if isinstance(c.get("evidence"), dict) else None
         out.append(
-            Claim(
-                text=text,
-                supported=bool(sup) if isinstance(sup, bool | int) else None,
-                start=start if isinstance(start, int) else None,
-                end=end if isinstance(end, int) else None,
-                reason=reason,
-            )
+            Claim(text=text, verdict=verdict, supported=supported, start=start, end=end, evidence=evidence)
         )
     return out
 
 
-def _view(j: Judgement) -> JudgementView:
+def judgement_view(j: Judgement, answer: str | None) -> JudgementView:
+    """``j`` as shown, with its per-claim details (texts taken from ``answer`` by offset when left out)."""
     flags = j.flags.model_dump()
     return JudgementView(
         judge=j.judge,
@@ -220,7 +224,7 @@ def _view(j: Judgement) -> JudgementView:
         completion_tokens=j.completion_tokens,
         latency_s=j.latency_s,
         flags=flags,
-        claims=_claims(flags),
+        claims=_claims(flags, answer),
     )
 
 
@@ -316,7 +320,7 @@ async def get_trace(store: PostgresStore, trace_id: str) -> TraceDetail:
         incomplete=t.incomplete,
         redacted=(t.question or "").startswith("sha256:") or (t.answer or "").startswith("sha256:"),
         attributes=t.attributes,
-        judgements=[_view(j) for j in r.judgements],
+        judgements=[judgement_view(j, t.answer) for j in r.judgements],
     )
 
 
