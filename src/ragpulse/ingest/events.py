@@ -29,6 +29,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticValidationError
 
 from ragpulse.errors import IngestError
+from ragpulse.jsonutil import strict_loads
 from ragpulse.model import Document, Source, Trace
 
 __all__ = [
@@ -104,10 +105,6 @@ def _schema_reason(err: ValidationError) -> str:
     return f"schema: {_pointer(err.absolute_path)}: {_short(err.message)}"
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
 def _decode(value: bytes | None, max_bytes: int) -> Any:
     if value is None or not value.strip():
         raise EventRejected("not_json: empty message")
@@ -118,7 +115,7 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
     except UnicodeDecodeError as e:
         raise EventRejected(f"not_json: not UTF-8 ({e.reason} at byte {e.start})") from e
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return strict_loads(text)
     except (json.JSONDecodeError, ValueError) as e:
         raise EventRejected(f"not_json: {_short(str(e))}") from e
     except RecursionError as e:  # a poison message must be dead-lettered, not kill the consume loop
