@@ -145,3 +145,31 @@ def test_calibrate_bad_rows_are_one_line_errors(tmp_path: Path) -> None:
         assert expected[name] in res.output
         assert "Traceback" not in res.output
         assert "errors.pydantic.dev" not in res.output
+
+
+def test_calibrate_empty_file_is_an_error(tmp_path: Path) -> None:
+    for name, text in {"empty.jsonl": "", "blank.jsonl": "\n  \n"}.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        res = runner.invoke(app, ["calibrate", str(path), "--judge", "faithfulness", "--label", "y"])
+        assert res.exit_code == 2, res.output
+        assert f"{path}: no cases (the file is empty or has only blank lines)" in res.output
+
+
+def test_calibrate_one_label_class_prints_na(cases: Path, tmp_path: Path) -> None:
+    # rows 1 and 3 of ROWS (both faithful): scores 1.0 (tp) and 1/3 (fn) → TPR 0.5, no label 0
+    path = tmp_path / "one_class.jsonl"
+    path.write_text("\n".join(json.dumps(ROWS[i]) for i in (0, 2)) + "\n", encoding="utf-8")
+    res = runner.invoke(app, ["calibrate", str(path), "--judge", "faithfulness", "--label", "faithful"])
+    assert res.exit_code == 0, res.output
+    assert "warning: only label 1 among the 2 scored cases: balanced accuracy is undefined" in res.stderr
+    row = next(line for line in res.stdout.splitlines() if "balanced accuracy" in line)
+    assert "n/a" in row
+    assert "0.500" not in row
+    out = run_json(str(path), "--judge", "faithfulness", "--label", "faithful")
+    assert (out["balanced_accuracy"], out["balanced_accuracy_ci"], out["label_counts"]) == (
+        None,
+        None,
+        {"0": 0, "1": 2},
+    )
+    assert out["confusion"] == {"tp": 1, "fp": 0, "tn": 0, "fn": 1}

@@ -7,7 +7,8 @@ reference fields are passed to the judge too: ``expected_answer`` (or ``ground_t
 
 The judge is built the way the sidecar builds it (``ragpulse.judges.registry.build_judges``), so with no
 judge model configured this calibrates the offline heuristic backend. Metrics: see
-:mod:`ragpulse.judges.calibration`.
+:mod:`ragpulse.calibration`. A file with no cases is an error (exit 2); with one label class only the
+balanced accuracy is ``n/a`` and a warning says why.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from ragpulse.calibration import CalibrationReport, calibrate
 from ragpulse.cli import _common
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
-from ragpulse.judges.calibration import CalibrationReport, calibrate
 from ragpulse.model import Judgement, Trace
 
 __all__ = ["load_cases", "run_calibration"]
@@ -49,7 +50,7 @@ def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[T
     """Read FILE into traces and labels (in file order; blank lines skipped).
 
     Raises:
-        ValueError: a line is not a JSON object or its label is missing / not 0/1.
+        ValueError: a line is not a JSON object or its label is missing / not 0/1, or the file has no case.
         OSError: the file cannot be read.
     """
     traces: list[Trace] = []
@@ -91,6 +92,8 @@ def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[T
                 where = ".".join(str(x) for x in err["loc"])
                 raise ValueError(f"line {line_no}: {where}: {err['msg']}") from e
             traces.append(trace)
+    if not traces:
+        raise ValueError("no cases (the file is empty or has only blank lines)")
     return traces, labels
 
 
@@ -126,7 +129,7 @@ def run_calibration(
 ) -> CalibrationReport:
     """Judge every case of ``path`` with the judge ``build_judges`` makes and compare with the labels.
 
-    Metrics: see :func:`ragpulse.judges.calibration.calibrate`.
+    Metrics: see :func:`ragpulse.calibration.calibrate`.
 
     Raises:
         ConfigError: the judge cannot be built (unknown name, bad options, needs a judge model).
@@ -141,8 +144,8 @@ def run_calibration(
     return calibrate(judgements, labels, threshold=threshold)
 
 
-def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:.3f}"
+def _fmt(v: float | None, none: str = "—") -> str:
+    return none if v is None else f"{v:.3f}"
 
 
 def _print_table(report: CalibrationReport, judge: str, path: Path, label: str) -> None:
@@ -158,7 +161,7 @@ def _print_table(report: CalibrationReport, judge: str, path: Path, label: str) 
     table.add_row("accuracy", _fmt(report.accuracy))
     table.add_row(
         "balanced accuracy (95% CI)",
-        f"{_fmt(report.balanced_accuracy)} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "—",
+        f"{_fmt(report.balanced_accuracy)} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "n/a",
     )
     table.add_row("F1 of failing class (label 0)", _fmt(report.f1))
     table.add_row("Spearman (score vs label)", _fmt(report.spearman))
@@ -193,6 +196,8 @@ def calibrate_command(
         raise _common.fail(str(e)) from e
     except (OSError, ValueError) as e:
         raise _common.fail(f"{file}: {e}") from e
+    for warning in report.warnings:
+        typer.secho(f"warning: {warning}", err=True, fg=typer.colors.YELLOW)
     if json_out:
         typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
