@@ -143,7 +143,9 @@ def replay(
     ),
     name: str | None = typer.Option(None, "--name", help="Test set name (default: the file name)."),
     encoding: str | None = typer.Option(
-        None, "--encoding", help="Text encoding of the file, e.g. gbk (default: UTF-8, or its byte-order mark)."
+        None,
+        "--encoding",
+        help="Text encoding of the file, e.g. gbk (default: UTF-8, or its byte-order mark).",
     ),
     csv_delimiter: str | None = typer.Option(
         None,
