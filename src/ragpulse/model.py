@@ -162,6 +162,9 @@ class Trace(BaseModel):
         attributes: extra attributes (string keys, JSON-able values).
         source: where the trace came from.
         incomplete: assembled after an idle timeout rather than a finished root span.
+        time_replaced: the source's time was implausible (before 2000 or more than a day ahead) and was
+            replaced by the receive time (``ragpulse.ingest.timestamps``); kept out of the evaluation-lag
+            histogram.
         run_id / test_case_id: replay identity (``source == replay`` or replay sent via Kafka/OTLP).
         expected_answer / keywords: reference data, from a test case or the event.
     """
@@ -183,6 +186,7 @@ class Trace(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
     source: Source = Source.REPLAY
     incomplete: bool = False
+    time_replaced: bool = False
     run_id: str | None = None
     test_case_id: str | None = None
     expected_answer: str | None = None
