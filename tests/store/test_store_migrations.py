@@ -8,7 +8,6 @@ from pathlib import Path
 import asyncpg
 
 import ragpulse.store
-
 from ragpulse.store.migrate import MIGRATION_LOCK_KEY, load_migrations, migrate
 
 TABLES = {
