@@ -1,1 +1,2 @@
-"""The service layer: library functions that the CLI and the HTTP API share (no logic only in one of them)."""
+"""Library services under the CLI and the HTTP API: each CLI command and API route is a thin adapter over
+these functions."""
