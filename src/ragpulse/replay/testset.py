@@ -21,6 +21,10 @@ the case's ``metadata`` (``app`` and ``scenario`` there route the case's trace).
 
 Errors
 ------
+Text is read leniently (:mod:`ragpulse.textclean`): invalid UTF-8 bytes and lone surrogates (``"\\ud83d"``)
+become U+FFFD and NUL characters are removed. Each case remembers where it came from (``origin``,
+``file:line``), so a case that still cannot be stored is reported with its line.
+
 :class:`TestSetError` (a :class:`~ragpulse.errors.ConfigError`) names the file and line (or row) of every
 problem: invalid JSON, a row that is not an object, a field of the wrong type, a duplicate case id, no cases.
 """
@@ -37,6 +41,7 @@ from typing import Any
 
 from ragpulse.errors import ConfigError
 from ragpulse.model import TestCase, TestSet
+from ragpulse.textclean import clean_json
 
 __all__ = ["FIELD_ALIASES", "TestSetError", "load_test_set", "parse_case"]
 
@@ -187,7 +192,7 @@ def _build(path: Path, rows: Iterable[tuple[int, Any]], unit: str, *, name: str,
     seen: dict[str, int] = {}
     for n, row in rows:
         try:
-            case = parse_case(row, f"line-{n}")
+            case = parse_case(clean_json(row), f"line-{n}").model_copy(update={"origin": f"{path}:{n}"})
         except ValueError as e:
             raise TestSetError(f"{path}:{n}: {unit} {n}: {e}") from e
         if case.id in seen:
@@ -268,10 +273,12 @@ def load_test_set(path: str | Path, name: str | None = None) -> TestSet:
     """
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8-sig")  # no newline translation: CSV cells keep "\r\n"
+        # Lenient (ragpulse.textclean): invalid UTF-8 bytes become U+FFFD, lone surrogates U+FFFD and NUL is
+        # removed, so one bad character never costs a case. No newline translation: CSV cells keep "\r\n".
+        text = p.read_bytes().decode("utf-8-sig", errors="replace")
     except FileNotFoundError as e:
         raise TestSetError(f"{p}: test set file not found") from e
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise TestSetError(f"{p}: cannot read test set: {e}") from e
     suffix = p.suffix.lower()
     if suffix == ".csv":
