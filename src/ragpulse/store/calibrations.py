@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import timedelta
+
 from ragpulse.model import CalibrationProfile
 from ragpulse.store.migrate import Conn
 from ragpulse.store.rows import clean
 
-__all__ = ["latest_profile", "list_profiles", "save_profile"]
+__all__ = ["latest_profile", "list_profiles", "save_profile", "window_pass_counts"]
 
 _COLUMNS = tuple(CalibrationProfile.model_fields)
 
@@ -43,3 +46,30 @@ async def latest_profile(conn: Conn, judge: str, judge_version: str) -> Calibrat
         judge_version,
     )
     return CalibrationProfile(**dict(row)) if row else None
+
+
+async def window_pass_counts(
+    conn: Conn, judge_versions: Mapping[str, str], window: timedelta
+) -> list[tuple[str, str | None, int, int]]:
+    """``(judge, app, passed, scored)`` of live traffic's ``ok`` judgements made in the last ``window``.
+
+    Only each judge's given version counts; live traffic means traces from Kafka or OTLP that belong to no run
+    (replays, and traces sent with a run id, are test traffic).
+    """
+    if not judge_versions:
+        return []
+    rows = await conn.fetch(
+        """SELECT j.judge, j.app, count(*) FILTER (WHERE j.passed) AS passed, count(*) AS scored
+           FROM judgements j
+           JOIN unnest($1::text[], $2::text[]) AS v(judge, version)
+             ON j.judge = v.judge AND j.version = v.version
+           JOIN traces t ON t.trace_id = j.trace_id
+           WHERE j.status = 'ok' AND j.created_at >= now() - $3::interval
+             AND t.source IN ('kafka', 'otlp') AND t.run_id IS NULL
+           GROUP BY j.judge, j.app
+           ORDER BY j.judge, j.app""",
+        list(judge_versions),
+        list(judge_versions.values()),
+        window,
+    )
+    return [(r["judge"], r["app"], int(r["passed"]), int(r["scored"])) for r in rows]

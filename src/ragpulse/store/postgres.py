@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -363,6 +363,15 @@ class PostgresStore:
         """The newest profile of exactly ``judge`` at ``judge_version`` (the one corrected pass rates use)."""
         return await self._run(
             "latest_calibration_profile", lambda c: calibrations.latest_profile(c, judge, judge_version)
+        )
+
+    async def window_pass_counts(
+        self, judge_versions: Mapping[str, str], window: timedelta
+    ) -> list[tuple[str, str | None, int, int]]:
+        """``(judge, app, passed, scored)`` of live traffic in the last ``window`` for each judge's version
+        (see :func:`ragpulse.store.calibrations.window_pass_counts`)."""
+        return await self._run(
+            "window_pass_counts", lambda c: calibrations.window_pass_counts(c, judge_versions, window)
         )
 
     # -- retention and dead letters -------------------------------------------------------------------------------
