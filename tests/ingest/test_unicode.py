@@ -59,7 +59,7 @@ def _write_testset(tmp_path: Path) -> Path:
     p = tmp_path / "uni.jsonl"
     p.write_bytes(
         b'{"id": "a", "question": "q \\ud83d", "answer": "a1"}\n'
-        b'{"id": "b", "question": "caf\xc3", "answer": "a2"}\n'
+        b'{"id": "b", "question": "caf\\u00e9\\u0000", "answer": "a2"}\n'
         b'{"id": "c", "question": "q3", "answer": "a3"}\n'
     )
     return p
@@ -68,7 +68,7 @@ def _write_testset(tmp_path: Path) -> Path:
 def test_test_set_file_is_read_leniently_and_cases_know_their_line(tmp_path: Path) -> None:
     p = _write_testset(tmp_path)
     ts = load_test_set(p)
-    assert [c.question for c in ts.cases] == ["q \ufffd", "caf\ufffd", "q3"]
+    assert [c.question for c in ts.cases] == ["q \ufffd", "café", "q3"]
     assert [c.origin for c in ts.cases] == [f"{p}:1", f"{p}:2", f"{p}:3"]
 
 

@@ -33,6 +33,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ragpulse.errors import IngestError
 from ragpulse.ingest.timestamps import epoch_to_datetime, minus_latency, plausible_times
+from ragpulse.jsonutil import strict_loads
 from ragpulse.model import Document, Source, Trace
 from ragpulse.textclean import clean_json, decode_utf8, json_text_needs_cleaning
 
@@ -109,10 +110,6 @@ def _schema_reason(err: ValidationError) -> str:
     return f"schema: {_pointer(err.absolute_path)}: {_short(err.message)}"
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
 def _decode(value: bytes | None, max_bytes: int) -> Any:
     if value is None or not value.strip():
         raise EventRejected("not_json: empty message")
@@ -120,7 +117,7 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
         raise EventRejected(f"too_large: {len(value)} bytes > {max_bytes}")
     text = decode_utf8(value)  # lenient: invalid bytes become U+FFFD, one bad byte never costs a trace
     try:
-        event = json.loads(text, parse_constant=_reject_constant)
+        event = strict_loads(text)
     except (json.JSONDecodeError, ValueError) as e:
         raise EventRejected(f"not_json: {_short(str(e))}") from e
     except RecursionError as e:  # a poison message must be dead-lettered, not kill the consume loop
