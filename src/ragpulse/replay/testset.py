@@ -266,7 +266,7 @@ def _cases(rows: Iterable[tuple[int, Any]], unit: str, col: _Collector) -> list[
             col.problem(n, str(row), f"{unit} {n}: {row}")
             continue
         try:
-            case = parse_case(clean_json(row), f"line-{n}").model_copy(update={"origin": f"{path}:{n}"})
+            case = parse_case(clean_json(row), f"line-{n}").model_copy(update={"origin": f"{col.label}:{n}"})
         except ValueError as e:
             col.problem(n, str(e), f"{unit} {n}: {e}")
             continue
