@@ -15,6 +15,32 @@ from ragpulse.testing.openai_server import ScriptedOpenAIServer
 #: Server for tests (the machine's PostgreSQL, trust auth). Override with RAGPULSE_TEST_PG_ADMIN_URL.
 ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
+#: Prefixes of the variables that configure ragpulse, the openai client and OpenTelemetry: no test may see
+#: the developer's values.
+CLEARED_PREFIXES = ("RAGPULSE_", "OPENAI_", "OTEL_")
+#: The test-only variables the suite itself reads (docs/dev/testing.md); they are kept.
+TEST_VARIABLES = frozenset({"RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL"})
+
+
+def _shell_settings() -> list[str]:
+    return [k for k in os.environ if k.startswith(CLEARED_PREFIXES) and k not in TEST_VARIABLES]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Clear the shell's settings once for the whole process, before collection and session fixtures (servers
+    and brokers started for a whole session inherit the clean environment)."""
+    for key in _shell_settings():
+        del os.environ[key]
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (and every CLI subprocess it starts with the inherited environment) runs without
+    ``RAGPULSE_*``, ``OPENAI_*`` and ``OTEL_*`` settings, except :data:`TEST_VARIABLES`; a test that needs one
+    sets it with ``monkeypatch.setenv`` (undone after the test)."""
+    for key in _shell_settings():
+        monkeypatch.delenv(key)
+
 
 def _run(coro: object) -> object:
     return asyncio.run(coro)  # type: ignore[arg-type]
