@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -11,15 +12,26 @@ import asyncpg
 import pytest
 
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
+from testsupport import CLEARED_PREFIXES, TEST_VARIABLES
 
 #: Server for tests (the machine's PostgreSQL, trust auth). Override with RAGPULSE_TEST_PG_ADMIN_URL.
 ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
-#: Prefixes of the variables that configure ragpulse, the openai client and OpenTelemetry: no test may see
-#: the developer's values.
-CLEARED_PREFIXES = ("RAGPULSE_", "OPENAI_", "OTEL_")
-#: The test-only variables the suite itself reads (docs/dev/testing.md); they are kept.
-TEST_VARIABLES = frozenset({"RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL"})
+
+#: Fixtures that start or need an outside service (PostgreSQL, embedded PostgreSQL, the tansu Kafka broker,
+#: promtool/Prometheus, a browser): a test using any of them, directly or through another fixture, is marked
+#: ``integration``. Tests that need such a service without a fixture carry the marker themselves.
+INTEGRATION_FIXTURES = frozenset(
+    {
+        "pg_url",
+        "pg_url_session",
+        "store_url",
+        "embedded_settings",
+        "kafka_bootstrap",
+        "promtool",
+        "prometheus_bin",
+    }
+)
 
 
 def _shell_settings() -> list[str]:
@@ -31,6 +43,32 @@ def pytest_configure(config: pytest.Config) -> None:
     and brokers started for a whole session inherit the clean environment)."""
     for key in _shell_settings():
         del os.environ[key]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses an :data:`INTEGRATION_FIXTURES` fixture as ``integration``, so
+    ``pytest -m "not integration"`` is the fast lane (docs/dev/testing.md). Nothing is deselected by default."""
+    for item in items:
+        if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def promtool() -> str:
+    """Path of ``promtool`` (Debian package ``prometheus``); the test is skipped without it."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    return found
+
+
+@pytest.fixture
+def prometheus_bin() -> str:
+    """Path of the ``prometheus`` server binary; the test is skipped without it."""
+    found = shutil.which("prometheus")
+    if found is None:
+        pytest.skip("prometheus not installed (Debian package prometheus)")
+    return found
 
 
 @pytest.fixture(autouse=True)
