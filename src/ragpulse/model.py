@@ -75,6 +75,8 @@ class Source(StrEnum):
     KAFKA = "kafka"
     OTLP = "otlp"
     REPLAY = "replay"
+    #: ``POST /api/v1/evaluate`` (drafts judged on request; left out of live-traffic statistics by default)
+    API = "api"
 
 
 class Backend(StrEnum):
@@ -173,6 +175,9 @@ class Trace(BaseModel):
         attributes: extra attributes (string keys, JSON-able values).
         source: where the trace came from.
         incomplete: assembled after an idle timeout rather than a finished root span.
+        time_replaced: the source's time was implausible (before 2000 or more than a day ahead) and was
+            replaced by the receive time (``ragpulse.ingest.timestamps``); kept out of the evaluation-lag
+            histogram.
         run_id / test_case_id: replay identity (``source == replay`` or replay sent via Kafka/OTLP).
         expected_answer / keywords: reference data, from a test case or the event.
         not_evaluable: why no judge may score this trace, set by its producer (e.g. ``rag_endpoint_failed: …``,
@@ -182,7 +187,6 @@ class Trace(BaseModel):
             entry when those are given: the chunks the labels belong to, matched against the retrieved ones).
         answer_span_id: the span that supplied the answer and context (OTLP), when chosen among several.
         answer_candidates: span ids of the LLM calls that could have been the answer (OTLP).
-        time_replaced: the reported time was implausible and was replaced by the receive time.
         error: trace-level error reported by the source (e.g. OTLP root status ERROR), one line.
 
     Older producers put ``not_evaluable`` (as ``ragpulse.not_evaluable``), ``reference_contexts``,
@@ -208,6 +212,7 @@ class Trace(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
     source: Source = Source.REPLAY
     incomplete: bool = False
+    time_replaced: bool = False
     run_id: str | None = None
     test_case_id: str | None = None
     expected_answer: str | None = None
@@ -219,7 +224,6 @@ class Trace(BaseModel):
     labelled_doc_ids: tuple[str, ...] | None = None
     answer_span_id: str | None = None
     answer_candidates: tuple[str, ...] = ()
-    time_replaced: bool = False
     error: str | None = None
 
     @model_validator(mode="before")
@@ -483,6 +487,7 @@ class TestCase(BaseModel):
         contexts / doc_ids: retrieved contexts (and their ids) that came with the recorded answer.
         context_labels: 0/1 relevance label per retrieved context, when labelled (e.g. RGB).
         metadata: every other field of the input row.
+        origin: where the case was read from (``file:line``), for reports; not stored.
     """
 
     __test__ = False  # not a pytest class
@@ -498,6 +503,7 @@ class TestCase(BaseModel):
     doc_ids: tuple[str | None, ...] = ()
     context_labels: tuple[int, ...] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    origin: str | None = Field(default=None, exclude=True)
 
 
 class TestSet(BaseModel):
@@ -519,6 +525,10 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     COMPLETED_WITH_ERRORS = "completed_with_errors"
     FAILED = "failed"
+    #: waiting in the run queue (started from the portal/API)
+    QUEUED = "queued"
+    #: cancelled while queued or running (no further judge call is made for it)
+    CANCELLED = "cancelled"
 
 
 class RunRecord(BaseModel):
@@ -544,3 +554,43 @@ class RunRecord(BaseModel):
     judges: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     report: dict[str, Any] | None = None
+
+
+class CalibrationProfile(BaseModel):
+    """A judge version's measured error rates against human labels (``ragpulse calibrate --save NAME``).
+
+    Label 1 ("good") is the positive class and ``passed`` the judge's prediction, so ``sensitivity`` is the
+    share of good answers the judge passes and ``specificity`` the share of bad answers it fails. The
+    intervals are 95 % Wilson score intervals. Used to correct observed pass rates (Rogan–Gladen, see
+    :mod:`ragpulse.corrected_pass_rate`) for traces judged by exactly this ``judge`` and ``judge_version``.
+
+    Attributes:
+        name: the data set name given to ``--save`` (one profile per name, judge and version; re-saving
+            replaces it).
+        judge / judge_version: the calibrated judge and its version string.
+        dataset_sha256: SHA-256 of the calibration file's bytes.
+        n: scored cases (status ``ok``); tp/fp/tn/fn: confusion counts on them.
+        threshold / backend: the pass threshold and backend the judge ran with.
+        created_at: UTC time the profile was saved; for one judge and version the newest profile wins.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    judge: str
+    judge_version: str
+    dataset_sha256: str
+    n: int
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    sensitivity: float | None
+    sensitivity_lower: float | None
+    sensitivity_upper: float | None
+    specificity: float | None
+    specificity_lower: float | None
+    specificity_upper: float | None
+    threshold: float | None = None
+    backend: str | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

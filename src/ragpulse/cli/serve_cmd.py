@@ -80,6 +80,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         StoreError: the database cannot be reached at start-up.
         IngestError: the Kafka brokers cannot be reached at start-up.
     """
+    from ragpulse.api.server import open_portal
     from ragpulse.cli.replay_cmd import open_judges
     from ragpulse.engine import Engine
     from ragpulse.export import build_exporters, metrics_asgi_app, shutdown_exporters
@@ -124,6 +125,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             engine = await stack.enter_async_context(
                 Engine(judges, store, settings.engine, exporters, routes=settings.judge.routes)
             )
+            # the portal (REST API + web UI) on its own listener; None when RAGPULSE_API_ADDRESS is empty
+            portal = await open_portal(stack, settings, store=store, judges=judges, engine=engine)
             if otlp_on:
                 from ragpulse.ingest.otlp import OtlpReceivers
 
@@ -149,6 +152,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             _log().info(
                 "ready",
                 http_port=http.port,
+                api_port=portal.port if portal is not None else None,
                 otlp_grpc=settings.otlp.grpc_address or None,
                 otlp_http=settings.otlp.http_address or None,
                 kafka_topics=list(settings.kafka.topics) if kafka_on else None,

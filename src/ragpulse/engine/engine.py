@@ -35,7 +35,7 @@ import structlog
 from ragpulse import telemetry
 from ragpulse.config import EngineSettings, JudgeRoute
 from ragpulse.engine.routing import Router
-from ragpulse.engine.sampling import is_sampled
+from ragpulse.engine.sampling import SamplingPolicy
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
@@ -141,6 +141,8 @@ class Engine:
         settings: the ``engine`` section (queue, workers, batches, store retries, sampling, shutdown deadline).
         exporters: receive ``on_stored(result, changed)`` after each successful write.
         routes: the ``judge.routes`` setting.
+        sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: the
+            global ``sampling_rate`` only (test traffic is always judged either way).
     """
 
     def __init__(
@@ -151,8 +153,10 @@ class Engine:
         exporters: Sequence[Exporter] = (),
         *,
         routes: Sequence[JudgeRoute] = (),
+        sampling: SamplingPolicy | None = None,
     ) -> None:
         self._judges = dict(judges)
+        self._sampling = sampling or SamplingPolicy(rate=settings.sampling_rate)
         self._router = Router(self._judges, routes)
         self._store = store
         self._settings = settings
@@ -331,7 +335,7 @@ class Engine:
 
     async def _evaluate(self, item: _Item) -> TraceResult:
         trace = item.trace
-        if not is_sampled(trace.trace_id, self._settings.sampling_rate):
+        if not self._sampling.decide(trace).sampled:
             self.stats.not_sampled += 1
             return TraceResult(trace=trace, outcome=TraceOutcome.NOT_SAMPLED, received_at=item.received_at)
         reason = not_evaluable_reason(trace)
