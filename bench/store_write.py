@@ -103,7 +103,7 @@ async def main(args: argparse.Namespace) -> None:
     await conn.close()
     url = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
     try:
-        store = await PostgresStore.connect(url, Settings(database_url=url))
+        store = await PostgresStore.connect(url, Settings(database_url=url).store)
         first = make_results(args.traces, args.judges, 0.0)
         changed = make_results(args.traces, args.judges, 0.5)
         for label, data in (("first write", first), ("redelivery", first), ("all scores changed", changed)):

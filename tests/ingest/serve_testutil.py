@@ -24,6 +24,7 @@ class ServeProcess:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
+        self.env["RAGPULSE_API_ADDRESS"] = ""  # the portal's fixed default port would clash between tests
         self.env.update(env)
         self.env["PYTHONPATH"] = str(REPO / "src")
         self.env["RAGPULSE_LOG_JSON"] = "true"

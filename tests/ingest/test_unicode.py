@@ -31,7 +31,7 @@ def test_lone_surrogate_and_cut_bytes_become_replacement_character() -> None:
 
 
 async def test_lone_surrogate_trace_is_stored(pg_url: str) -> None:
-    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url))
+    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url).store)
     try:
         t = parse_event(SURROGATE_EVENT)
         # The store is the last line of defence too: a trace built in code with a lone surrogate is stored.
