@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from portal_testutil import Portal, seed
 
+from portal_testutil import Portal, seed
 from ragpulse.model import (
     Backend,
     Document,
