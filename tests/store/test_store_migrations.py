@@ -25,21 +25,26 @@ async def _tables(conn: asyncpg.Connection) -> set[str]:
     return {r["tablename"] for r in rows}
 
 
+#: Every packaged migration version, ascending (other issues add theirs; each test below applies all of them).
+ALL = [m.version for m in load_migrations()]
+
+
 def test_packaged_migrations_are_numbered() -> None:
     migs = load_migrations()
-    assert [m.version for m in migs] == [1]
-    assert migs[0].name == "initial"
-    assert len(migs[0].checksum) == 64
+    assert sorted(set(ALL)) == ALL
+    assert (migs[0].version, migs[0].name) == (1, "initial")
+    assert {m.name for m in migs if m.version == 13} == {"runs"}
+    assert all(len(m.checksum) == 64 for m in migs)
 
 
 async def test_from_empty_then_rerun(store_url: str) -> None:
     conn = await asyncpg.connect(store_url)
     try:
         assert await _tables(conn) == set()
-        assert await migrate(conn) == [1]
+        assert await migrate(conn) == ALL
         assert await _tables(conn) == TABLES
         assert await migrate(conn) == []
-        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL)
         # the lock is released after migrating
         assert (
             await conn.fetchval(
@@ -55,8 +60,8 @@ async def test_concurrent_migrations_apply_once(store_url: str) -> None:
     a, b = await asyncpg.connect(store_url), await asyncpg.connect(store_url)
     try:
         done = await asyncio.gather(migrate(a), migrate(b))
-        assert sorted(done) == [[], [1]]
-        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert sorted(done) == [[], ALL]
+        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL)
     finally:
         await a.close()
         await b.close()
@@ -71,7 +76,7 @@ async def test_migrate_waits_for_advisory_lock(store_url: str) -> None:
         assert not task.done()
         assert await _tables(holder) == set()  # nothing ran while another replica held the lock
         await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
-        assert await asyncio.wait_for(task, 10) == [1]
+        assert await asyncio.wait_for(task, 10) == ALL
     finally:
         await holder.close()
         await runner.close()

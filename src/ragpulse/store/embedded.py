@@ -45,6 +45,7 @@ from typing import Any
 from ragpulse.config import Settings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
+from ragpulse.store.process import pid_alive
 
 __all__ = ["default_data_dir", "embedded_url", "prune_dead_users", "start_embedded"]
 
@@ -108,16 +109,6 @@ def start_embedded(settings: Settings) -> str:
 USERS_FILE = ".handle_pids.json"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by another user
-        return True
-    return True
-
-
 def prune_dead_users(ep: Any, pgdata: Path) -> list[int]:
     """Remove the pids of dead processes from ``<pgdata>/.handle_pids.json``; return the removed pids.
 
@@ -132,7 +123,7 @@ def prune_dead_users(ep: Any, pgdata: Path) -> list[int]:
             return []
         if not isinstance(pids, list):
             return []
-        dead = [p for p in pids if isinstance(p, int) and p != os.getpid() and not _pid_alive(p)]
+        dead = [p for p in pids if isinstance(p, int) and p != os.getpid() and not pid_alive(p)]
         if dead:
             path.write_text(json.dumps([p for p in pids if p not in dead]))
             _log.warning("embedded_postgres_stale_users_removed", pgdata=str(pgdata), pids=dead)
