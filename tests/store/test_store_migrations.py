@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncpg
 
+import ragpulse.store
 from ragpulse.store.migrate import MIGRATION_LOCK_KEY, load_migrations, migrate
 
 TABLES = {
+    "calibration_profiles",
     "dead_letters",
     "judgements",
     "run_cases",
@@ -18,6 +21,8 @@ TABLES = {
     "test_sets",
     "traces",
 }
+#: Every packaged migration version, read from the file names (``NNN_name.sql``).
+ALL = sorted(int(p.name[:3]) for p in (Path(ragpulse.store.__file__).parent / "migrations").glob("*.sql"))
 
 
 async def _tables(conn: asyncpg.Connection) -> set[str]:
@@ -25,16 +30,13 @@ async def _tables(conn: asyncpg.Connection) -> set[str]:
     return {r["tablename"] for r in rows}
 
 
-#: Every packaged migration version, ascending (other issues add theirs; each test below applies all of them).
-ALL = [m.version for m in load_migrations()]
-
-
 def test_packaged_migrations_are_numbered() -> None:
     migs = load_migrations()
-    assert sorted(set(ALL)) == ALL
-    assert (migs[0].version, migs[0].name) == (1, "initial")
+    assert [m.version for m in migs] == ALL
+    assert ALL[0] == 1
+    assert migs[0].name == "initial"
+    assert len(migs[0].checksum) == 64
     assert {m.name for m in migs if m.version == 13} == {"runs"}
-    assert all(len(m.checksum) == 64 for m in migs)
 
 
 async def test_from_empty_then_rerun(store_url: str) -> None:
