@@ -79,6 +79,8 @@ class Source(StrEnum):
     KAFKA = "kafka"
     OTLP = "otlp"
     REPLAY = "replay"
+    #: ``POST /api/v1/evaluate`` (drafts judged on request; left out of live-traffic statistics by default)
+    API = "api"
 
 
 class Backend(StrEnum):
@@ -485,6 +487,11 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     COMPLETED_WITH_ERRORS = "completed_with_errors"
     FAILED = "failed"
+    #: waiting in the run queue (started from the portal/API)
+    QUEUED = "queued"
+    #: cancelled while queued or running (no further judge call is made for it)
+    CANCELLED = "cancelled"
+    #: never stored: a stored ``running`` run whose process is gone (see the class docstring)
     INTERRUPTED = "interrupted"
 
 
