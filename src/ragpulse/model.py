@@ -427,6 +427,7 @@ class TestCase(BaseModel):
         contexts / doc_ids: retrieved contexts (and their ids) that came with the recorded answer.
         context_labels: 0/1 relevance label per retrieved context, when labelled (e.g. RGB).
         metadata: every other field of the input row.
+        origin: where the case was read from (``file:line``), for reports; not stored.
     """
 
     __test__ = False  # not a pytest class
@@ -442,6 +443,7 @@ class TestCase(BaseModel):
     doc_ids: tuple[str | None, ...] = ()
     context_labels: tuple[int, ...] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    origin: str | None = Field(default=None, exclude=True)
 
 
 class TestSet(BaseModel):
@@ -488,3 +490,43 @@ class RunRecord(BaseModel):
     judges: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     report: dict[str, Any] | None = None
+
+
+class CalibrationProfile(BaseModel):
+    """A judge version's measured error rates against human labels (``ragpulse calibrate --save NAME``).
+
+    Label 1 ("good") is the positive class and ``passed`` the judge's prediction, so ``sensitivity`` is the
+    share of good answers the judge passes and ``specificity`` the share of bad answers it fails. The
+    intervals are 95 % Wilson score intervals. Used to correct observed pass rates (Rogan–Gladen, see
+    :mod:`ragpulse.corrected_pass_rate`) for traces judged by exactly this ``judge`` and ``judge_version``.
+
+    Attributes:
+        name: the data set name given to ``--save`` (one profile per name, judge and version; re-saving
+            replaces it).
+        judge / judge_version: the calibrated judge and its version string.
+        dataset_sha256: SHA-256 of the calibration file's bytes.
+        n: scored cases (status ``ok``); tp/fp/tn/fn: confusion counts on them.
+        threshold / backend: the pass threshold and backend the judge ran with.
+        created_at: UTC time the profile was saved; for one judge and version the newest profile wins.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    judge: str
+    judge_version: str
+    dataset_sha256: str
+    n: int
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    sensitivity: float | None
+    sensitivity_lower: float | None
+    sensitivity_upper: float | None
+    specificity: float | None
+    specificity_lower: float | None
+    specificity_upper: float | None
+    threshold: float | None = None
+    backend: str | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
