@@ -8,7 +8,7 @@ import math
 import pytest
 
 from ragpulse.config import Settings
-from ragpulse.judges.base import error, ok, skipped
+from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.judges.calibration import (
     Confusion,
     average_ranks,
@@ -19,7 +19,7 @@ from ragpulse.judges.calibration import (
     f1_failing,
     spearman,
 )
-from ragpulse.judges.heuristic import HeuristicFaithfulnessJudge
+from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
 from ragpulse.model import Backend, Judgement, Trace
 from testsupport import shared_dir
 

@@ -12,10 +12,10 @@ import pytest
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges import registry
-from ragpulse.judges.faithfulness import LLMFaithfulnessJudge
-from ragpulse.judges.llm import LLMClient
-from ragpulse.judges.prompts import REQUIRED_PLACEHOLDERS, load_prompt
-from ragpulse.judges.relevancy import LLMRelevancyJudge
+from ragpulse.judges.answer.faithfulness import LLMFaithfulnessJudge
+from ragpulse.judges.model.client import LLMClient
+from ragpulse.judges.model.prompts import REQUIRED_PLACEHOLDERS, load_prompt
+from ragpulse.judges.answer.relevancy import LLMRelevancyJudge
 from ragpulse.model import Backend, Judgement, JudgementStatus, Trace
 from ragpulse.testing.openai_server import ScriptedOpenAIServer, judge_responder
 
@@ -58,7 +58,7 @@ def test_unknown_judge_and_missing_model() -> None:
     with pytest.raises(ConfigError, match="unknown judge"):
         registry.build_judges(Settings(judge_model="m"), ["nope"])
     registry.BUILTIN_JUDGES["llm_only"] = registry.JudgeSpec(
-        llm="ragpulse.judges.relevancy:LLMRelevancyJudge"
+        llm="ragpulse.judges.answer.relevancy:LLMRelevancyJudge"
     )
     try:
         with pytest.raises(ConfigError, match="needs a judge model"):
@@ -69,15 +69,15 @@ def test_unknown_judge_and_missing_model() -> None:
 
 def test_heuristic_backend_without_model() -> None:
     """Without a judge model, built-ins come from the heuristic classes (skipped until those are merged)."""
-    pytest.importorskip("ragpulse.judges.heuristic")
-    pytest.importorskip("ragpulse.judges.keyword")
+    pytest.importorskip("ragpulse.judges.answer.faithfulness")
+    pytest.importorskip("ragpulse.judges.answer.keyword")
     judges = registry.build_judges(Settings(judge_model=None), ["relevancy", "faithfulness", "keyword"])
     assert {j.backend for j in judges.values()} == {Backend.HEURISTIC}
 
 
 def test_keyword_is_always_heuristic(llm_settings: Settings) -> None:
     assert registry.BUILTIN_JUDGES["keyword"].llm is None
-    pytest.importorskip("ragpulse.judges.keyword")
+    pytest.importorskip("ragpulse.judges.answer.keyword")
     assert registry.build_judges(llm_settings, ["keyword"])["keyword"].backend is Backend.HEURISTIC
 
 

@@ -20,9 +20,9 @@ from ragpulse.model import Judgement
 from ragpulse.store import open_store
 from testsupport import serve_http
 
-from .kestrel import CHECKLISTS, KESTREL
-from .shared_data import rgb_path, rgb_rows
-from .test_checklist import EXPECTED_OFFLINE
+from refmetrics.kestrel import CHECKLISTS, KESTREL
+from refmetrics.shared_data import rgb_path, rgb_rows
+from judges.checklist.test_checklist import EXPECTED_OFFLINE
 
 CONFIG = f"""
 checklists:

@@ -97,7 +97,7 @@ def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[T
 async def _judge_all(settings: Settings, judge_name: str, traces: Sequence[Trace]) -> list[Judgement]:
     """Build the judge inside the running loop (one shared LLM client when a model is set), judge every
     trace with at most ``settings.judge_max_concurrency`` in flight, then close the client."""
-    from ragpulse.judges.llm import LLMClient
+    from ragpulse.judges.model.client import LLMClient
     from ragpulse.judges.registry import build_judges
 
     client = LLMClient(settings) if settings.uses_llm else None
