@@ -162,6 +162,9 @@ class Trace(BaseModel):
         attributes: extra attributes (string keys, JSON-able values).
         source: where the trace came from.
         incomplete: assembled after an idle timeout rather than a finished root span.
+        time_replaced: the source's time was implausible (before 2000 or more than a day ahead) and was
+            replaced by the receive time (``ragpulse.ingest.timestamps``); kept out of the evaluation-lag
+            histogram.
         run_id / test_case_id: replay identity (``source == replay`` or replay sent via Kafka/OTLP).
         expected_answer / keywords: reference data, from a test case or the event.
     """
@@ -183,6 +186,7 @@ class Trace(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
     source: Source = Source.REPLAY
     incomplete: bool = False
+    time_replaced: bool = False
     run_id: str | None = None
     test_case_id: str | None = None
     expected_answer: str | None = None
@@ -468,3 +472,43 @@ class RunRecord(BaseModel):
     judges: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     report: dict[str, Any] | None = None
+
+
+class CalibrationProfile(BaseModel):
+    """A judge version's measured error rates against human labels (``ragpulse calibrate --save NAME``).
+
+    Label 1 ("good") is the positive class and ``passed`` the judge's prediction, so ``sensitivity`` is the
+    share of good answers the judge passes and ``specificity`` the share of bad answers it fails. The
+    intervals are 95 % Wilson score intervals. Used to correct observed pass rates (Rogan–Gladen, see
+    :mod:`ragpulse.corrected_pass_rate`) for traces judged by exactly this ``judge`` and ``judge_version``.
+
+    Attributes:
+        name: the data set name given to ``--save`` (one profile per name, judge and version; re-saving
+            replaces it).
+        judge / judge_version: the calibrated judge and its version string.
+        dataset_sha256: SHA-256 of the calibration file's bytes.
+        n: scored cases (status ``ok``); tp/fp/tn/fn: confusion counts on them.
+        threshold / backend: the pass threshold and backend the judge ran with.
+        created_at: UTC time the profile was saved; for one judge and version the newest profile wins.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    judge: str
+    judge_version: str
+    dataset_sha256: str
+    n: int
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    sensitivity: float | None
+    sensitivity_lower: float | None
+    sensitivity_upper: float | None
+    specificity: float | None
+    specificity_lower: float | None
+    specificity_upper: float | None
+    threshold: float | None = None
+    backend: str | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

@@ -142,6 +142,16 @@ def replay(
         "Adds coverage>=coverage_threshold unless given.",
     ),
     name: str | None = typer.Option(None, "--name", help="Test set name (default: the file name)."),
+    encoding: str | None = typer.Option(
+        None,
+        "--encoding",
+        help="Text encoding of the file, e.g. gbk (default: UTF-8, or its byte-order mark).",
+    ),
+    csv_delimiter: str | None = typer.Option(
+        None,
+        "--csv-delimiter",
+        help="CSV delimiter, e.g. ';' (default: detected from the header row among , ; tab |).",
+    ),
     cases: bool = typer.Option(False, "--cases", help="List every case, not only the failing ones."),
     via: str | None = typer.Option(
         None,
@@ -155,7 +165,7 @@ def replay(
     s = _common.settings()
     try:
         thresholds = parse_thresholds(fail_under)
-        ts = load_test_set(testset, name)
+        ts = load_test_set(testset, name, encoding=encoding, csv_delimiter=csv_delimiter)
     except ConfigError as e:
         raise _common.fail(str(e)) from e
     from ragpulse.export import build_exporters, push_to_gateway, shutdown_exporters

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -29,6 +29,8 @@ from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticValidationError
 
 from ragpulse.errors import IngestError
+from ragpulse.ingest.timestamps import epoch_to_datetime, minus_latency, plausible_times
+from ragpulse.jsonutil import strict_loads
 from ragpulse.model import Document, Source, Trace
 
 __all__ = [
@@ -104,10 +106,6 @@ def _schema_reason(err: ValidationError) -> str:
     return f"schema: {_pointer(err.absolute_path)}: {_short(err.message)}"
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
 def _decode(value: bytes | None, max_bytes: int) -> Any:
     if value is None or not value.strip():
         raise EventRejected("not_json: empty message")
@@ -118,7 +116,7 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
     except UnicodeDecodeError as e:
         raise EventRejected(f"not_json: not UTF-8 ({e.reason} at byte {e.start})") from e
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return strict_loads(text)
     except (json.JSONDecodeError, ValueError) as e:
         raise EventRejected(f"not_json: {_short(str(e))}") from e
     except RecursionError as e:  # a poison message must be dead-lettered, not kill the consume loop
@@ -133,22 +131,36 @@ def _pick(event: dict[str, Any], camel: str) -> Any:
 
 
 def _timestamp(v: Any) -> datetime | None:
+    """The event's ``timestamp`` as a UTC time: RFC 3339 (no zone = UTC) or a Unix epoch number whose unit
+    (s, ms, µs, ns) follows from its magnitude. ``None`` when missing or out of any representable range (the
+    plausibility rule then replaces it by the receive time)."""
     if v is None:
         return None
     if isinstance(v, bool):
-        raise EventRejected("schema: /timestamp: must be an RFC 3339 date-time or epoch milliseconds")
+        raise EventRejected("schema: /timestamp: must be an RFC 3339 date-time or a Unix epoch number")
     if isinstance(v, int | float):
-        if not math.isfinite(v):
-            raise EventRejected("schema: /timestamp: must be finite")
-        try:
-            return datetime.fromtimestamp(v / 1000.0, tz=UTC)
-        except (OverflowError, OSError, ValueError) as e:
-            raise EventRejected("schema: /timestamp: epoch milliseconds out of range") from e
+        return epoch_to_datetime(v)
     try:
         ts = datetime.fromisoformat(str(v).strip())
     except ValueError as e:
         raise EventRejected(f"schema: /timestamp: {_short(repr(v))} is not an RFC 3339 date-time") from e
-    return ts.astimezone(UTC) if ts.tzinfo else ts.replace(tzinfo=UTC)
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    try:
+        return ts.astimezone(UTC)
+    except (OverflowError, ValueError):  # e.g. 0001-01-01T00:00:00+01:00
+        return None
+
+
+def _latency_s(v: Any) -> float | None:
+    """``latencyMs`` in seconds, or ``None`` when missing or not a finite float (e.g. ``1e400``)."""
+    if v is None:
+        return None
+    try:
+        s = float(v) / 1000.0
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return s if math.isfinite(s) else None
 
 
 def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
@@ -183,19 +195,26 @@ def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
     )
 
 
-def trace_from_event(event: dict[str, Any]) -> Trace:
+def trace_from_event(event: dict[str, Any], received_at: datetime | None = None) -> Trace:
     """Map a schema-valid event (a dict) to a :class:`Trace` with ``source=kafka``.
 
     ``timestamp`` is the end of the RAG request (``end_time``); ``start_time`` is ``end_time - latency``
-    when both are known; ``latencyMs`` becomes ``latency_s`` (seconds).
+    when both are known; ``latencyMs`` becomes ``latency_s`` (seconds). An implausible or unrepresentable
+    timestamp is replaced by ``received_at`` (default: now) and the trace is flagged ``time_replaced``
+    (:func:`ragpulse.ingest.timestamps.plausible_times`).
 
     Raises:
         EventRejected: the timestamp is not a date-time (the one rule JSON Schema cannot check here).
     """
-    latency_ms = _pick(event, "latencyMs")
-    latency_s = None if latency_ms is None else float(latency_ms) / 1000.0
-    end = _timestamp(event.get("timestamp"))
-    start = end - timedelta(seconds=latency_s) if end is not None and latency_s is not None else None
+    received = received_at or datetime.now(UTC)
+    latency_s = _latency_s(_pick(event, "latencyMs"))
+    raw_ts = event.get("timestamp")
+    end = _timestamp(raw_ts)
+    replaced = raw_ts is not None and end is None
+    if replaced:
+        end = received
+    start = minus_latency(end, latency_s) if end is not None else None
+    start, end, moved = plausible_times(start, end, received, latency_s)
     return Trace(
         trace_id=_pick(event, "traceId"),
         span_id=_pick(event, "spanId"),
@@ -209,6 +228,7 @@ def trace_from_event(event: dict[str, Any]) -> Trace:
         latency_s=latency_s,
         start_time=start,
         end_time=end,
+        time_replaced=replaced or moved,
         attributes=event.get("attributes") or {},
         source=Source.KAFKA,
         run_id=_pick(event, "runId"),
@@ -218,12 +238,15 @@ def trace_from_event(event: dict[str, Any]) -> Trace:
     )
 
 
-def parse_event(value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024) -> Trace:
+def parse_event(
+    value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024, received_at: datetime | None = None
+) -> Trace:
     """Decode one Kafka message value (UTF-8 JSON) into a :class:`Trace`.
 
     Args:
         value: the raw message value (``None`` for a tombstone).
         max_bytes: largest accepted message, bytes (``Settings.kafka_max_message_bytes``).
+        received_at: when the message was received (UTC; default now): replaces an implausible timestamp.
 
     Raises:
         EventRejected: with ``reason`` ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
@@ -233,7 +256,7 @@ def parse_event(value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024) -> Tra
     if err is not None:
         raise EventRejected(_schema_reason(err))
     try:
-        return trace_from_event(event)
+        return trace_from_event(event, received_at)
     except PydanticValidationError as e:
         first = e.errors()[0]
         loc = _pointer(first["loc"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +20,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
+    CalibrationProfile,
     RunRecord,
     RunStatus,
     TestSet,
@@ -28,7 +29,7 @@ from ragpulse.model import (
     normalize_trace_id,
 )
 from ragpulse.protocols import ResultStore, WriteReport
-from ragpulse.store import catalog
+from ragpulse.store import calibrations, catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
 from ragpulse.store.rows import (
@@ -348,6 +349,30 @@ class PostgresStore:
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Run ``run_id`` or ``None``."""
         return await self._run("get_run", lambda c: catalog.get_run(c, run_id))
+
+    # -- calibration profiles (queries in :mod:`ragpulse.store.calibrations`) -------------------------------------
+    async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
+        """Store ``profile``, replacing one with the same judge, judge version and name."""
+        await self._run("save_calibration_profile", lambda c: calibrations.save_profile(c, profile))
+
+    async def list_calibration_profiles(self, judge: str | None = None) -> list[CalibrationProfile]:
+        """Stored calibration profiles (of ``judge`` when given), newest first."""
+        return await self._run("list_calibration_profiles", lambda c: calibrations.list_profiles(c, judge))
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        """The newest profile of exactly ``judge`` at ``judge_version`` (the one corrected pass rates use)."""
+        return await self._run(
+            "latest_calibration_profile", lambda c: calibrations.latest_profile(c, judge, judge_version)
+        )
+
+    async def window_pass_counts(
+        self, judge_versions: Mapping[str, str], window: timedelta
+    ) -> list[tuple[str, str | None, int, int]]:
+        """``(judge, app, passed, scored)`` of live traffic in the last ``window`` for each judge's version
+        (see :func:`ragpulse.store.calibrations.window_pass_counts`)."""
+        return await self._run(
+            "window_pass_counts", lambda c: calibrations.window_pass_counts(c, judge_versions, window)
+        )
 
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import sys
 
 import pytest
 
-from ragpulse.config import Settings
-from ragpulse.judges.frame import error, ok, skipped
-from ragpulse.judges.calibration import (
+from ragpulse.calibration import (
     Confusion,
     average_ranks,
     balanced_accuracy,
@@ -19,7 +19,9 @@ from ragpulse.judges.calibration import (
     f1_failing,
     spearman,
 )
+from ragpulse.config import Settings
 from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
+from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, Judgement, Trace
 from testsupport import shared_dir
 
@@ -40,7 +42,10 @@ def test_confusion_and_rates_by_hand() -> None:
     assert balanced_accuracy(c) == pytest.approx((3 / 5 + 2 / 3) / 2)
     # failing class: P = tn/(tn+fn) = 2/4, R = tn/(tn+fp) = 2/3 → F1 = 2·0.5·(2/3)/(0.5 + 2/3) = 4/7
     assert f1_failing(c) == pytest.approx(4 / 7)
-    assert balanced_accuracy(Confusion(tp=5)) == 1.0  # one class only: its rate alone
+    # one label class only: TPR (or TNR) alone is not a balanced accuracy
+    assert balanced_accuracy(Confusion(tp=5)) is None
+    assert balanced_accuracy(Confusion(tp=3, fn=1)) is None
+    assert balanced_accuracy(Confusion(tn=2, fp=2)) is None
     assert balanced_accuracy(Confusion()) is None
     assert f1_failing(Confusion(tp=3, fn=1)) == 0.0
 
@@ -65,8 +70,10 @@ def test_bootstrap_is_seeded_and_brackets_the_estimate() -> None:
     assert point is not None
     assert a[0] < point < a[1]
     assert bootstrap_ci([], n_boot=10) is None
-    # all pairs identical → a degenerate interval at the point
-    assert bootstrap_ci([(True, 1)] * 5, n_boot=50) == (1.0, 1.0)
+    # one label class → no interval (balanced accuracy undefined)
+    assert bootstrap_ci([(True, 1)] * 5, n_boot=50) is None
+    # both classes, all predictions right → a degenerate interval at the point
+    assert bootstrap_ci([(True, 1)] * 5 + [(False, 0)] * 5, n_boot=50) == (1.0, 1.0)
 
 
 def test_calibrate_excludes_and_counts_unscored() -> None:
@@ -125,3 +132,27 @@ def test_heuristic_faithfulness_on_ares_human() -> None:
     assert rep.balanced_accuracy is not None
     assert rep.balanced_accuracy >= 0.80
     assert rep.balanced_accuracy_ci == pytest.approx((0.759, 0.905), abs=0.001)
+
+
+def test_calibrate_one_label_class_says_so() -> None:
+    # labels all 1: tp 2 (0.9, 0.7), fn 1 (0.2) → TPR 2/3 would have been printed as "balanced accuracy"
+    rep = calibrate([judged(0.9), judged(0.7), judged(0.2)], [1, 1, 1], n_boot=50)
+    assert rep.confusion == Confusion(tp=2, fn=1)
+    assert rep.accuracy == pytest.approx(2 / 3)
+    assert rep.balanced_accuracy is None
+    assert rep.balanced_accuracy_ci is None
+    assert rep.label_counts == {"0": 0, "1": 3}
+    assert rep.warnings == [
+        "only label 1 among the 3 scored cases: balanced accuracy is undefined "
+        "(it would be the true-positive rate alone); add cases with label 0"
+    ]
+    rep = calibrate([judged(0.9), judged(0.2)], [1, 0], n_boot=50)
+    assert (rep.balanced_accuracy, rep.warnings, rep.label_counts) == (1.0, [], {"0": 1, "1": 1})
+
+
+def test_old_import_path_is_a_deprecated_alias() -> None:
+    sys.modules.pop("ragpulse.judges.calibration", None)
+    with pytest.warns(DeprecationWarning, match="import ragpulse.calibration instead"):
+        old = importlib.import_module("ragpulse.judges.calibration")
+    assert old.calibrate is calibrate
+    assert old.Confusion is Confusion
