@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ragpulse.config import Settings
+from ragpulse.errors import ConfigError
 from ragpulse.judges.registry import available_judges, build_judges
 from ragpulse.model import Backend, JudgementStatus, Trace
 
@@ -17,29 +18,24 @@ PLUGIN = '''
 """An example plugin: passes answers that thank the user (a business rule in Python)."""
 from typing import Any, Mapping
 
-from ragpulse.judges.frame import compute_version, ok, precheck
-from ragpulse.model import Backend, Judgement, Trace
+from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.model import Trace
 
 
-class PolitenessJudge:
+class PolitenessJudge(Judge):
     name = "politeness"
-    backend = Backend.HEURISTIC
+    DEFAULT_THRESHOLD = 1.0
 
-    def __init__(self, threshold: float) -> None:
-        self.threshold = threshold
-        self.version = compute_version(self.name, self.backend, {"threshold": threshold, "rule": "thanks-v1"})
+    def version_settings(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "rule": "thanks-v1"}
 
-    async def judge(self, trace: Trace) -> Judgement:
-        common = {"judge": self.name, "version": self.version, "backend": self.backend}
-        pre = precheck(trace, threshold=self.threshold, **common)
-        if pre is not None:
-            return pre
+    async def decide(self, trace: Trace, log: CallLog) -> Decision:
         polite = any(w in (trace.answer or "").lower() for w in ("thank", "谢谢"))
-        return ok(score=1.0 if polite else 0.0, threshold=self.threshold, reason="thanks" if polite else "no thanks", **common)
+        return Decision(1.0 if polite else 0.0, "thanks" if polite else "no thanks", "rule")
 
 
 def build(settings: Any, options: Mapping[str, Any]) -> PolitenessJudge:
-    return PolitenessJudge(float(options.get("threshold", 1.0)))
+    return PolitenessJudge(settings, options)
 '''
 
 
@@ -80,3 +76,7 @@ async def test_plugin_judge_through_entry_point(installed_plugin: None) -> None:
     assert (r.status, r.score, r.passed, r.version) == (JudgementStatus.OK, 1.0, True, j.version)
     skipped = await j.judge(Trace(trace_id="p2", question="q", answer="I don't know."))
     assert skipped.reason_code == "abstained"
+    with pytest.raises(
+        ConfigError, match=r"^judges\.politeness\.treshold: unknown option; allowed: threshold$"
+    ):
+        build_judges(Settings(judges={"politeness": {"treshold": 0.5}}), ["politeness"])

@@ -10,13 +10,12 @@ import pytest
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.checklist.judge import ChecklistJudge
-from ragpulse.judges.retrieval.context import ContextPrecisionJudge
+from ragpulse.judges.frame import Judge
 from ragpulse.judges.model.client import LLMClient
-from ragpulse.judges.refbase import FrameJudge
 from ragpulse.judges.registry import available_judges, build_judges
+from ragpulse.judges.retrieval.context import ContextPrecisionJudge
 from ragpulse.model import Backend, JudgementStatus, Trace
 from ragpulse.testing.openai_server import Reply, ScriptedOpenAIServer
-
 from refmetrics.kestrel import CHECKLISTS
 
 NAMES = ["context_precision", "context_recall", "context_relevance", "answer_correctness"]
@@ -43,8 +42,13 @@ def test_available_and_heuristic_build() -> None:
     assert set(NAMES) <= set(available_judges())
     judges = build_judges(Settings(), NAMES)
     assert all(j.backend is Backend.HEURISTIC for j in judges.values())
-    with pytest.raises(ConfigError, match="k must be"):
+    with pytest.raises(ConfigError, match=r"^judges\.context_precision\.k: .*greater than or equal to 1"):
         build_judges(Settings(judges={"context_precision": {"k": 0}}), ["context_precision"])
+    # checked at start-up whatever the backend, for a configured judge that is not even enabled
+    with pytest.raises(ConfigError, match=r"^judges\.faithfulness\.treshold: unknown option"):
+        build_judges(Settings(judges={"faithfulness": {"treshold": 0.7}}), ["keyword"])
+    # an LLM-only option stays valid without a judge model (the heuristic judge ignores it)
+    assert build_judges(Settings(judges={"faithfulness": {"mode": "binary"}}), ["faithfulness"])
 
 
 async def test_llm_build_shares_client_retries_and_caches(server: ScriptedOpenAIServer) -> None:
@@ -74,7 +78,7 @@ async def _shared_client_checks(server: ScriptedOpenAIServer, judges: dict[str, 
     assert again.flags.cached is True
     assert len(server.requests) == 2
     server.script(Reply(content='{"tp": ["x"]', finish_reason="length"))
-    assert isinstance(ac, FrameJudge)
+    assert isinstance(ac, Judge)
     trunc = await ac.judge(t)
     assert trunc.status is JudgementStatus.ERROR
     assert trunc.reason_code == "truncated_output"
@@ -111,12 +115,28 @@ async def _checklist_checks(server: ScriptedOpenAIServer, j: object) -> None:
 @pytest.mark.parametrize(
     ("name", "options", "needle"),
     [
-        ("context_precision", {"treshold": 0.5}, "unknown option"),
-        ("context_recall", {"k": "3"}, "k must be"),
-        ("context_relevance", {"threshold": 1.5}, "threshold must be"),
-        ("context_precision", {"method": "magic"}, "method must be"),
-        ("answer_correctness", {"weights": ["a", 1]}, "weights must be numbers"),
-        ("answer_correctness", {"min_coverage": -1}, "min_coverage must be"),
+        (
+            "context_precision",
+            {"treshold": 0.5},
+            r"^judges\.context_precision\.treshold: unknown option; allowed: ",
+        ),
+        (
+            "context_recall",
+            {"k": "3"},
+            r"^judges\.context_recall\.k: Input should be a valid integer, got '3'$",
+        ),
+        (
+            "context_relevance",
+            {"threshold": 1.5},
+            r"^judges\.context_relevance\.threshold: .*less than or equal to 1",
+        ),
+        (
+            "context_precision",
+            {"method": "magic"},
+            r"^judges\.context_precision\.method: Input should be 'auto'",
+        ),
+        ("answer_correctness", {"weights": ["a", 1]}, r"^judges\.answer_correctness\.weights: "),
+        ("answer_correctness", {"min_coverage": -1}, r"^judges\.answer_correctness\.min_coverage: "),
     ],
 )
 def test_bad_options_are_config_errors(name: str, options: dict[str, object], needle: str) -> None:

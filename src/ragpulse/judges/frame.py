@@ -280,6 +280,9 @@ class Judge:
     TEMPLATES: ClassVar[Sequence[str]] = ()
     #: System message sent before each prompt (``None``: the prompt alone).
     SYSTEM: ClassVar[str | None] = None
+    #: Set by heuristic-only judges: the method's name; the judge never uses the model, and its version
+    #: hashes the method, the threshold and :meth:`method_settings`.
+    METHOD: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -293,6 +296,8 @@ class Judge:
         self.client: LLMClient | None = client
         language = getattr(self.options, "language", None)
         self.language: str = language or settings.judge_language
+        if self.METHOD is not None:
+            self.client = None
         self.configure()
         self.backend: Backend = Backend.LLM if self.client is not None else Backend.HEURISTIC
         self.model: str | None = self.client.model if self.client is not None else None
@@ -317,8 +322,13 @@ class Judge:
         return self.DEFAULT_THRESHOLD
 
     def version_settings(self) -> dict[str, Any]:
-        """Everything that can change a verdict (hashed into ``version``)."""
-        raise NotImplementedError
+        """Everything that can change a verdict (hashed into ``version``); by default (heuristic judges)
+        :attr:`METHOD`, the threshold and :meth:`method_settings`."""
+        return {"method": self.METHOD, "threshold": self.threshold, **self.method_settings()}
+
+    def method_settings(self) -> dict[str, Any]:
+        """A heuristic method's parameters besides its name and threshold (hashed into ``version``)."""
+        return {}
 
     async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
         """Judge a trace that passed :meth:`precheck`: a :class:`Decision` (made an ``ok`` judgement) or a

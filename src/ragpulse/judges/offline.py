@@ -20,7 +20,6 @@ class OfflineJudge(Judge):
     ``_version_settings()``, ``_ok(score, reason, decided_by, started)`` and a synchronous ``evaluate``."""
 
     DEFAULT_NAME: ClassVar[str]
-    METHOD: ClassVar[str]
 
     def __init__(self, settings: Settings, options: Mapping[str, Any] | None = None) -> None:
         warnings.warn(
@@ -33,14 +32,11 @@ class OfflineJudge(Judge):
         super().__init__(settings, {k: v for k, v in opts.items() if k == "threshold"})
         self._settings = settings
 
-    def configure(self) -> None:
-        self.client = None
-
     def _version_settings(self) -> dict[str, Any]:
         return {}
 
-    def version_settings(self) -> dict[str, Any]:
-        return {"method": self.METHOD, "threshold": self.threshold, **self._version_settings()}
+    def method_settings(self) -> dict[str, Any]:
+        return self._version_settings()
 
     def _common(self) -> dict[str, Any]:
         return {"judge": self.name, "version": self.version, "backend": self.backend}

@@ -67,35 +67,29 @@ class JudgeSpec:
     heuristic: str | None = None
 
 
+def _one_class(path: str) -> JudgeSpec:
+    """A judge whose one class serves both backends (it decides per trace: labels, model or heuristic)."""
+    return JudgeSpec(llm=path, heuristic=path)
+
+
+_ANSWER = "ragpulse.judges.answer"
+_RETRIEVAL = "ragpulse.judges.retrieval.context"
+
 #: Built-in judges. Extend by adding rows.
 BUILTIN_JUDGES: dict[str, JudgeSpec] = {
     "relevancy": JudgeSpec(
-        llm="ragpulse.judges.answer.relevancy:LLMRelevancyJudge",
-        heuristic="ragpulse.judges.answer.relevancy:HeuristicRelevancyJudge",
+        llm=f"{_ANSWER}.relevancy:LLMRelevancyJudge", heuristic=f"{_ANSWER}.relevancy:HeuristicRelevancyJudge"
     ),
     "faithfulness": JudgeSpec(
-        llm="ragpulse.judges.answer.faithfulness:LLMFaithfulnessJudge",
-        heuristic="ragpulse.judges.answer.faithfulness:HeuristicFaithfulnessJudge",
+        llm=f"{_ANSWER}.faithfulness:LLMFaithfulnessJudge",
+        heuristic=f"{_ANSWER}.faithfulness:HeuristicFaithfulnessJudge",
     ),
-    "keyword": JudgeSpec(heuristic="ragpulse.judges.answer.keyword:KeywordJudge"),
-    # Reference metrics (one class per judge: labels, judge model or heuristic per trace; see
-    # docs/reference-metrics.md).
-    "context_precision": JudgeSpec(
-        llm="ragpulse.judges.retrieval.context:ContextPrecisionJudge",
-        heuristic="ragpulse.judges.retrieval.context:ContextPrecisionJudge",
-    ),
-    "context_recall": JudgeSpec(
-        llm="ragpulse.judges.retrieval.context:ContextRecallJudge",
-        heuristic="ragpulse.judges.retrieval.context:ContextRecallJudge",
-    ),
-    "context_relevance": JudgeSpec(
-        llm="ragpulse.judges.retrieval.context:ContextRelevanceJudge",
-        heuristic="ragpulse.judges.retrieval.context:ContextRelevanceJudge",
-    ),
-    "answer_correctness": JudgeSpec(
-        llm="ragpulse.judges.answer.correctness:AnswerCorrectnessJudge",
-        heuristic="ragpulse.judges.answer.correctness:AnswerCorrectnessJudge",
-    ),
+    "keyword": JudgeSpec(heuristic=f"{_ANSWER}.keyword:KeywordJudge"),
+    # Reference metrics (docs/reference-metrics.md).
+    "context_precision": _one_class(f"{_RETRIEVAL}:ContextPrecisionJudge"),
+    "context_recall": _one_class(f"{_RETRIEVAL}:ContextRecallJudge"),
+    "context_relevance": _one_class(f"{_RETRIEVAL}:ContextRelevanceJudge"),
+    "answer_correctness": _one_class(f"{_ANSWER}.correctness:AnswerCorrectnessJudge"),
 }
 
 

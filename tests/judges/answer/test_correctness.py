@@ -12,7 +12,6 @@ from ragpulse.judges.answer.correctness import AnswerCorrectnessJudge
 from ragpulse.judges.answer.similarity import EmbeddingSimilarity, LexicalSimilarity, similarity_from_settings
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
-
 from refmetrics.scripted_openai import scripted_openai
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ragpulse.config import Settings
-from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.answer.relevancy import LLMRelevancyJudge
+from ragpulse.judges.model.client import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
 from ragpulse.testing.openai_server import Reply, ScriptedOpenAIServer
 

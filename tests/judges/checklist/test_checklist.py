@@ -14,7 +14,6 @@ from ragpulse.judges.checklist.rules import find_links
 from ragpulse.judges.checklist.spec import Checklist, load_checklists
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
-
 from refmetrics.kestrel import CHECKLISTS, kestrel_traces
 from refmetrics.scripted_openai import scripted_openai
 

@@ -9,7 +9,8 @@ import pytest
 
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
-from ragpulse.judges.model.client import LLMClient, ModelUnavailableError, _RateLimiter, fit_context
+from ragpulse.judges.model.client import LLMClient, ModelUnavailableError, _RateLimiter, estimate_tokens
+from ragpulse.judges.model.context import fit_context
 from ragpulse.testing.openai_server import Reply, ScriptedOpenAIServer
 
 MSG = [{"role": "user", "content": "Is it relevant?"}]
@@ -234,10 +235,14 @@ async def test_odd_but_valid_and_malformed_bodies(
         Reply(json_body={"error": "not a completion"}),
     )
     r = await llm_client.complete(judge="j", version="1", messages=MSG)
-    assert (r.text, r.prompt_tokens, r.completion_tokens) == ("YES", 0, 0)
+    # no usage block: charged the documented estimate, ceil(characters / 4), of the prompt and of the reply
+    prompt_estimate = estimate_tokens([m["content"] for m in MSG])
+    assert (r.text, r.prompt_tokens, r.completion_tokens) == ("YES", prompt_estimate, 1)
+    assert r.tokens_estimated
+    assert llm_client.tokens_spent_today("j") == prompt_estimate + 1
     r = await llm_client.complete(judge="j", version="2", messages=MSG)
-    assert (r.text, r.finish_reason) == ("", "stop")
-    with pytest.raises(ModelUnavailableError, match="malformed"):
+    assert (r.text, r.finish_reason, r.tokens_estimated) == ("", "stop", True)
+    with pytest.raises(JudgeError, match=r"^bad_reply: the reply is not a chat completion$"):
         await llm_client.complete(judge="j", version="3", messages=MSG)
 
 

@@ -7,10 +7,9 @@ import json
 import pytest
 
 from ragpulse.config import Settings
-from ragpulse.judges.retrieval.context import ContextPrecisionJudge, ContextRecallJudge, ContextRelevanceJudge
 from ragpulse.judges.model.client import LLMClient
+from ragpulse.judges.retrieval.context import ContextPrecisionJudge, ContextRecallJudge, ContextRelevanceJudge
 from ragpulse.model import Backend, JudgementStatus, Trace
-
 from refmetrics.scripted_openai import scripted_openai
 
 

@@ -211,12 +211,6 @@ class HeuristicFaithfulnessJudge(Judge):
     DEFAULT_THRESHOLD = 0.65
     METHOD = "sentence_support/v1"
 
-    def configure(self) -> None:
-        self.client = None
-
-    def version_settings(self) -> dict[str, Any]:
-        return {"method": self.METHOD, "threshold": self.threshold}
-
     def decide_now(self, trace: Trace) -> Decision | Judgement:
         """Score how much of the answer the retrieved context supports (0–1). Pure CPU, no I/O; a few ms
         for a 5,000-character context."""

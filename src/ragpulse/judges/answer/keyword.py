@@ -26,7 +26,6 @@ Blind spots: synonyms and paraphrases do not match; a keyword can appear in a ne
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ragpulse.judges.frame import Decision, Judge
 from ragpulse.judges.options import KeywordOptions
@@ -81,12 +80,6 @@ class KeywordJudge(Judge):
     needs_reference = True
     DEFAULT_THRESHOLD = 0.3
     METHOD = "keyword_overlap/v1"
-
-    def configure(self) -> None:
-        self.client = None
-
-    def version_settings(self) -> dict[str, Any]:
-        return {"method": self.METHOD, "threshold": self.threshold}
 
     def keywords_for(self, trace: Trace) -> list[str]:
         """K for a trace: explicit keywords (deduplicated, case-insensitively) or extracted ones."""

@@ -119,16 +119,8 @@ class HeuristicRelevancyJudge(Judge):
     #: An answer with at most this many distinct content tokens, some new, is a direct (factoid) answer.
     SHORT_ANSWER_TOKENS = 4
 
-    def configure(self) -> None:
-        self.client = None
-
-    def version_settings(self) -> dict[str, Any]:
-        return {
-            "method": self.METHOD,
-            "threshold": self.threshold,
-            "stem_prefix": self.STEM_PREFIX,
-            "short_answer_tokens": self.SHORT_ANSWER_TOKENS,
-        }
+    def method_settings(self) -> dict[str, Any]:
+        return {"stem_prefix": self.STEM_PREFIX, "short_answer_tokens": self.SHORT_ANSWER_TOKENS}
 
     def decide_now(self, trace: Trace) -> Decision | Judgement:
         """Score how much the answer engages with the question (0–1). Pure CPU, no I/O."""

@@ -32,8 +32,9 @@
   without a ``usage`` block (Ollama and several compatible servers) is charged the estimate of its prompt and of
   its text (:attr:`LLMResult.tokens_estimated`), never 0. A call in flight may overshoot by its completion.
 - **Replies**: a body that is not JSON text in UTF-8, or not a chat completion, raises
-  ``JudgeError("bad_reply")`` (no traceback); an HTTP 4xx error keeps the provider's message (first 200
-  characters) in the ``judge_unavailable`` reason, e.g. a "context length exceeded" 400.
+  ``JudgeError("bad_reply")`` (no traceback); an HTTP 4xx error that is not retried (400, 401, 404, 413, …)
+  keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason, e.g. a "context
+  length exceeded" 400.
 
 Nothing here blocks the event loop. The openai client, semaphore and limiter are bound to the event loop that
 first uses them; a client used from another loop (e.g. another test) builds fresh ones.
@@ -442,7 +443,7 @@ def _int(v: object) -> int:
 def _describe(e: openai.APIError, retries: int) -> str:
     attempts = f"after {retries + 1} attempt{'s' if retries else ''}"
     if isinstance(e, openai.APIStatusError):
-        message = _provider_message(e) if 400 <= e.status_code < 500 else ""
+        message = _provider_message(e) if 400 <= e.status_code < 500 and e.status_code not in _RETRIED else ""
         return f"HTTP {e.status_code} {attempts}" + (f": {message}" if message else "")
     refused = _socket_error(e)
     if (
@@ -469,6 +470,10 @@ def _socket_error(e: BaseException) -> OSError | None:
         cur = cur.__cause__ or cur.__context__
     with_errno = [x for x in found if x.errno]  # the innermost cause names it best ("Connection refused")
     return with_errno[0] if with_errno else (found[0] if found else None)
+
+
+#: HTTP statuses the openai client retries; their bodies say "slow down", not what was wrong with the request.
+_RETRIED = frozenset({408, 409, 429})
 
 
 def _provider_message(e: openai.APIStatusError) -> str:
