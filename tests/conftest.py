@@ -1,4 +1,4 @@
-"""Fixtures shared by every test package: a private PostgreSQL database per test session."""
+"""Fixtures shared by every test package: a private PostgreSQL database per test, the scripted judge server."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from collections.abc import Iterator
 
 import asyncpg
 import pytest
+
+from ragpulse.testing.openai_server import ScriptedOpenAIServer
 
 #: Server for tests (the machine's PostgreSQL, trust auth). Override with RAGPULSE_TEST_PG_ADMIN_URL.
 ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -58,3 +60,18 @@ def pg_url() -> Iterator[str]:
 def pg_url_session() -> Iterator[str]:
     """Like :func:`pg_url` but shared by a whole test session (tests must not depend on emptiness)."""
     yield from _private_db()
+
+
+@pytest.fixture(scope="session")
+def _openai_server_session() -> Iterator[ScriptedOpenAIServer]:
+    with ScriptedOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def openai_server(_openai_server_session: ScriptedOpenAIServer) -> Iterator[ScriptedOpenAIServer]:
+    """The scripted OpenAI-compatible judge server (one per session), emptied (no queued replies, rules,
+    schedule, embeddings or records) for each test."""
+    _openai_server_session.reset()
+    yield _openai_server_session
+    _openai_server_session.reset()

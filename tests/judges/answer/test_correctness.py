@@ -12,7 +12,7 @@ from ragpulse.judges.answer.correctness import AnswerCorrectnessJudge
 from ragpulse.judges.answer.similarity import EmbeddingSimilarity, LexicalSimilarity, similarity_from_settings
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
-from refmetrics.scripted_openai import scripted_openai
+from ragpulse.testing.openai_server import ScriptedOpenAIServer
 
 
 def _t(answer: str | None, expected: str | None = None, **kw: object) -> Trace:
@@ -22,8 +22,8 @@ def _t(answer: str | None, expected: str | None = None, **kw: object) -> Trace:
 async def test_llm_f1_with_embeddings_hand_computed() -> None:
     answer = "Paris is the capital. It has 3 million people."
     ref = "Paris is the capital of France. It has 2 million people."
-    async with scripted_openai() as srv:
-        srv.replies = [
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
+        srv.script(
             json.dumps(
                 {
                     "tp": ["Paris is the capital"],
@@ -31,8 +31,8 @@ async def test_llm_f1_with_embeddings_hand_computed() -> None:
                     "fn": ["It has 2 million people"],
                 }
             )
-        ]
-        srv.vectors = {answer: [3.0, 4.0], ref: [4.0, 3.0]}  # cosine 24/25 = 0.96
+        )
+        srv.embeddings = {answer: [3.0, 4.0], ref: [4.0, 3.0]}  # cosine 24/25 = 0.96
         s = Settings(
             judge_model="m",
             judge_base_url=srv.base_url,
@@ -55,16 +55,16 @@ async def test_llm_f1_with_embeddings_hand_computed() -> None:
     assert r.passed is True
     assert "F1=0.5000" in r.reason
     assert "embeddings:emb-1" in r.reason
-    assert srv.requests[1]["model"] == "emb-1"
-    assert srv.requests[1]["input"] == [answer, ref]
+    assert srv.requests[1].body["model"] == "emb-1"
+    assert srv.requests[1].body["input"] == [answer, ref]
 
 
 async def test_llm_custom_weights_and_no_statements_is_error() -> None:
-    async with scripted_openai() as srv:
-        srv.replies = [
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
+        srv.script(
             json.dumps({"tp": ["a", "b"], "fp": [], "fn": ["c", "d"]}),
             json.dumps({"tp": [], "fp": [], "fn": []}),
-        ]
+        )
         s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
         client = LLMClient(s)
         j = AnswerCorrectnessJudge(s, {"weights": [1.0, 0.0]}, client=client)

@@ -14,8 +14,8 @@ from ragpulse.judges.checklist.rules import find_links
 from ragpulse.judges.checklist.spec import Checklist, load_checklists
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
+from ragpulse.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
 from refmetrics.kestrel import CHECKLISTS, kestrel_traces
-from refmetrics.scripted_openai import scripted_openai
 
 
 def _examples() -> dict[str, Checklist]:
@@ -175,13 +175,13 @@ async def test_rubric_items_via_scripted_model() -> None:
         threshold=0.6,
     )
 
-    def responder(body: dict[str, object]) -> str:
-        prompt = body["messages"][-1]["content"]  # type: ignore[index]
+    def responder(req: RecordedRequest) -> str:
+        prompt = req.user_text
         if "polite" in prompt:
             return '{"pass": true, "reason": "It thanks the customer."}'
         return 'Sure! {"pass": false, "reason": "No cause is given."}'
 
-    async with scripted_openai() as srv:
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
         srv.responder = responder
         s = Settings(
             judge_model="judge-m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0
@@ -189,7 +189,7 @@ async def test_rubric_items_via_scripted_model() -> None:
         client = LLMClient(s)
         j = ChecklistJudge(cl, s, client=client)
         r = await j.judge(_t("Thanks, your order is on its way."))
-        srv.responder = lambda body: "no json here"
+        srv.responder = lambda req: "no json here"
         bad = await j.judge(_t("Thanks, your order is on its way."))
         await client.aclose()
     assert r.backend is Backend.LLM
@@ -247,14 +247,14 @@ async def test_example_order_delay_with_model_rubric() -> None:
     # the model says the partial answer (delay-en-02) reassures and gives status, but no cause
     verdicts = {"reassures": True, "where the order is": True, "cause": False, "what happens next": True}
 
-    def responder(body: dict[str, object]) -> str:
-        prompt = body["messages"][-1]["content"]  # type: ignore[index]
+    def responder(req: RecordedRequest) -> str:
+        prompt = req.user_text
         for key, v in verdicts.items():
             if key in prompt:
                 return json.dumps({"pass": v, "reason": key})
         raise AssertionError(prompt)
 
-    async with scripted_openai() as srv:
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
         srv.responder = responder
         s = Settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
         client = LLMClient(s)

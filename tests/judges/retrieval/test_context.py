@@ -10,7 +10,7 @@ from ragpulse.config import Settings
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.retrieval.context import ContextPrecisionJudge, ContextRecallJudge, ContextRelevanceJudge
 from ragpulse.model import Backend, JudgementStatus, Trace
-from refmetrics.scripted_openai import scripted_openai
+from ragpulse.testing.openai_server import Reply, ScriptedOpenAIServer
 
 
 def _settings(**kw: object) -> Settings:
@@ -89,7 +89,7 @@ async def test_relevance_from_labels() -> None:
 
 
 async def test_empty_retrieval_scores_zero_without_a_model_call() -> None:
-    async with scripted_openai() as srv:
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
         s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
         client = LLMClient(s)
         t = Trace(trace_id="e", question="q?", answer="a", expected_answer="ref")
@@ -166,8 +166,8 @@ def _verdicts(key: str, flags: list[bool]) -> str:
 
 
 async def test_llm_precision_hand_computed_and_prompt_fences_texts() -> None:
-    async with scripted_openai() as srv:
-        srv.replies = ["```json\n" + _verdicts("useful", [True, False, True]) + "\n```"]
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
+        srv.script("```json\n" + _verdicts("useful", [True, False, True]) + "\n```")
         s = _settings(
             judge_model="judge-x", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0
         )
@@ -181,7 +181,7 @@ async def test_llm_precision_hand_computed_and_prompt_fences_texts() -> None:
     assert r.model == "judge-x"
     assert r.score == pytest.approx(5 / 6)
     assert (r.prompt_tokens, r.completion_tokens) == (100, 20)
-    prompt = srv.user_prompts()[0]
+    prompt = srv.requests[0].user_text
     assert "[1] c one" in prompt
     assert "[3] c three" in prompt
     assert "REF" in prompt
@@ -189,7 +189,7 @@ async def test_llm_precision_hand_computed_and_prompt_fences_texts() -> None:
 
 
 async def test_llm_labels_take_precedence_no_call() -> None:
-    async with scripted_openai() as srv:
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
         s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
         client = LLMClient(s)
         r = await ContextPrecisionJudge(s, client=client).judge(_trace(["a", "b"], [0, 1], question="q"))
@@ -200,8 +200,8 @@ async def test_llm_labels_take_precedence_no_call() -> None:
 
 
 async def test_llm_recall_and_relevance_chinese_prompt() -> None:
-    async with scripted_openai() as srv:
-        srv.replies = [
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
+        srv.script(
             json.dumps(
                 {
                     "statements": [
@@ -213,7 +213,7 @@ async def test_llm_recall_and_relevance_chinese_prompt() -> None:
                 ensure_ascii=False,
             ),
             _verdicts("relevant", [True, False, False, False]),
-        ]
+        )
         s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
         client = LLMClient(s)
         t = _trace(
@@ -226,19 +226,19 @@ async def test_llm_recall_and_relevance_chinese_prompt() -> None:
     assert "新西兰" in rec.reason
     assert rel.score == 0.25
     assert rel.passed is False
-    assert "<<<问题" in srv.user_prompts()[0]
+    assert "<<<问题" in srv.requests[0].user_text
 
 
 async def test_llm_bad_replies_are_errors_never_zero() -> None:
-    async with scripted_openai() as srv:
-        srv.replies = [
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
+        srv.script(
             "I think they are fine",
             _verdicts("useful", [True]),  # too few verdicts for 2 chunks
             json.dumps({"verdicts": [{"passage": 1, "useful": "maybe"}, {"passage": 2, "useful": True}]}),
             json.dumps({"statements": []}),
-            (429, {"error": {"message": "slow down"}}),
+            Reply(status=429, error_message="slow down"),
             "",
-        ]
+        )
         s = _settings(judge_model="m", judge_base_url=srv.base_url, judge_max_retries=0, judge_cache_size=0)
         client = LLMClient(s)
         t = _trace(["a", "b"], question="q", expected_answer="r")
@@ -259,8 +259,8 @@ async def test_llm_bad_replies_are_errors_never_zero() -> None:
 
 
 async def test_budget_truncation_flags_and_counts_cut_chunks_irrelevant() -> None:
-    async with scripted_openai() as srv:
-        srv.replies = [_verdicts("relevant", [True])]
+    with ScriptedOpenAIServer(prompt_tokens=100, completion_tokens=20) as srv:
+        srv.script(_verdicts("relevant", [True]))
         s = _settings(
             judge_model="m",
             judge_base_url=srv.base_url,
@@ -273,7 +273,7 @@ async def test_budget_truncation_flags_and_counts_cut_chunks_irrelevant() -> Non
         await client.aclose()
     assert r.score == 0.5
     assert r.flags.context_truncated is True
-    assert "y" * 8 not in srv.user_prompts()[0]
+    assert "y" * 8 not in srv.requests[0].user_text
 
 
 def test_versions_change_with_options() -> None:
