@@ -102,12 +102,53 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE_CHARS else text[: _MAX_MESSAGE_CHARS - 1] + "…"
 
 
-def _schema_reason(err: ValidationError) -> str:
+def _json_type(v: Any) -> str:
+    """The JSON type name of a decoded value (``string``, ``number``, ``integer``, ``boolean``, …)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object" if isinstance(v, dict) else type(v).__name__
+
+
+def _names(v: Any) -> str:
+    return " or ".join(v) if isinstance(v, list) else str(v)
+
+
+def _describe(err: ValidationError) -> str:
+    """What ``err`` says without quoting the value: the rule broken and the value's JSON type (and length)."""
+    got = _json_type(err.instance)
+    if isinstance(err.instance, str | list | dict):
+        got += f" of length {len(err.instance)}"
+    v = err.validator_value
+    if err.validator == "type":
+        rule = f"must be of type {_names(v)}"
+    elif err.validator == "minimum":
+        rule = f"must be >= {v}"
+    elif err.validator == "maxLength":
+        rule = f"must be at most {v} characters"
+    elif err.validator == "pattern":
+        rule = "must not be blank"
+    else:
+        rule = f"breaks the schema rule {err.validator!r}"
+    return f"{rule}, got {got}"
+
+
+def _schema_reason(err: ValidationError, log_text: bool) -> str:
     if not err.absolute_path and err.validator == "anyOf":
         return "schema: /: missing required field traceId (or trace_id)"
     if len(err.absolute_path) == 1 and err.absolute_path[0] in ("traceId", "trace_id"):
         return f"schema: {_pointer(err.absolute_path)}: must be a non-blank string or a non-negative integer"
-    return f"schema: {_pointer(err.absolute_path)}: {_short(err.message)}"
+    detail = err.message if log_text else _describe(err)
+    return f"schema: {_pointer(err.absolute_path)}: {_short(detail)}"
 
 
 def _decode(value: bytes | None, max_bytes: int) -> Any:
@@ -134,7 +175,7 @@ def _pick(event: dict[str, Any], camel: str) -> Any:
     return v
 
 
-def _timestamp(v: Any) -> datetime | None:
+def _timestamp(v: Any, log_text: bool = False) -> datetime | None:
     """The event's ``timestamp`` as a UTC time: RFC 3339 (no zone = UTC) or a Unix epoch number whose unit
     (s, ms, µs, ns) follows from its magnitude. ``None`` when missing or out of any representable range (the
     plausibility rule then replaces it by the receive time)."""
@@ -147,7 +188,8 @@ def _timestamp(v: Any) -> datetime | None:
     try:
         ts = datetime.fromisoformat(str(v).strip())
     except ValueError as e:
-        raise EventRejected(f"schema: /timestamp: {_short(repr(v))} is not an RFC 3339 date-time") from e
+        shown = _short(repr(v)) if log_text else f"a string of {len(str(v))} characters"
+        raise EventRejected(f"schema: /timestamp: {shown} is not an RFC 3339 date-time") from e
     if ts.tzinfo is None:
         return ts.replace(tzinfo=UTC)
     try:
@@ -199,7 +241,9 @@ def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
     )
 
 
-def trace_from_event(event: dict[str, Any], received_at: datetime | None = None) -> Trace:
+def trace_from_event(
+    event: dict[str, Any], received_at: datetime | None = None, *, log_text: bool = False
+) -> Trace:
     """Map a schema-valid event (a dict) to a :class:`Trace` with ``source=kafka``.
 
     ``timestamp`` is the end of the RAG request (``end_time``); ``start_time`` is ``end_time - latency``
@@ -213,7 +257,7 @@ def trace_from_event(event: dict[str, Any], received_at: datetime | None = None)
     received = received_at or datetime.now(UTC)
     latency_s = _latency_s(_pick(event, "latencyMs"))
     raw_ts = event.get("timestamp")
-    end = _timestamp(raw_ts)
+    end = _timestamp(raw_ts, log_text)
     replaced = raw_ts is not None and end is None
     if replaced:
         end = received
@@ -243,7 +287,11 @@ def trace_from_event(event: dict[str, Any], received_at: datetime | None = None)
 
 
 def parse_event(
-    value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024, received_at: datetime | None = None
+    value: bytes | None,
+    *,
+    max_bytes: int = 4 * 1024 * 1024,
+    received_at: datetime | None = None,
+    log_text: bool = False,
 ) -> Trace:
     """Decode one Kafka message value (UTF-8 JSON) into a :class:`Trace`.
 
@@ -251,6 +299,9 @@ def parse_event(
         value: the raw message value (``None`` for a tombstone).
         max_bytes: largest accepted message, bytes (``Settings.kafka_max_message_bytes``).
         received_at: when the message was received (UTC; default now): replaces an implausible timestamp.
+        log_text: quote the offending value in the rejection reason (``Settings.log_text``); when off (the
+            default) the reason names the field, the rule and the value's JSON type only, since reasons reach
+            logs and dead-letter headers and the value may be question or answer text.
 
     Raises:
         EventRejected: with ``reason`` ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
@@ -258,9 +309,9 @@ def parse_event(
     event = _decode(value, max_bytes)
     err = best_match(_validator().iter_errors(event))
     if err is not None:
-        raise EventRejected(_schema_reason(err))
+        raise EventRejected(_schema_reason(err, log_text))
     try:
-        return trace_from_event(event, received_at)
+        return trace_from_event(event, received_at, log_text=log_text)
     except PydanticValidationError as e:
         first = e.errors()[0]
         loc = _pointer(first["loc"])
