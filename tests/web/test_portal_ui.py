@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conftest import PortalPage
+from portal_browser import PortalPage
 from portal_testutil import Portal, seed
 from ragpulse.model import (
     Backend,
