@@ -74,6 +74,8 @@ class Source(StrEnum):
     KAFKA = "kafka"
     OTLP = "otlp"
     REPLAY = "replay"
+    #: ``POST /api/v1/evaluate`` (drafts judged on request; left out of live-traffic statistics by default)
+    API = "api"
 
 
 class Backend(StrEnum):
@@ -167,6 +169,11 @@ class Trace(BaseModel):
             histogram.
         run_id / test_case_id: replay identity (``source == replay`` or replay sent via Kafka/OTLP).
         expected_answer / keywords: reference data, from a test case or the event.
+        not_evaluable: why no judge may score this trace, set by its producer (e.g. ``rag_endpoint_failed: …``,
+            ``ambiguous_answer``, ``trace_error``); ``None`` = judge it if it has a question and an answer.
+        answer_span_id: the span that supplied the answer and context (OTLP), when chosen among several.
+        answer_candidates: span ids of the LLM calls that could have been the answer (OTLP).
+        error: trace-level error reported by the source (e.g. OTLP root status ERROR), one line.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -191,6 +198,17 @@ class Trace(BaseModel):
     test_case_id: str | None = None
     expected_answer: str | None = None
     keywords: tuple[str, ...] | None = None
+    not_evaluable: str | None = None
+    answer_span_id: str | None = None
+    answer_candidates: tuple[str, ...] = ()
+    error: str | None = None
+
+    @field_validator("not_evaluable", "error", mode="before")
+    @classmethod
+    def _reason(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return v.strip()[:REASON_MAX_CHARS] or None
+        return v
 
     @field_validator("trace_id", mode="before")
     @classmethod
@@ -449,6 +467,10 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     COMPLETED_WITH_ERRORS = "completed_with_errors"
     FAILED = "failed"
+    #: waiting in the run queue (started from the portal/API)
+    QUEUED = "queued"
+    #: cancelled while queued or running (no further judge call is made for it)
+    CANCELLED = "cancelled"
 
 
 class RunRecord(BaseModel):

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ragpulse.errors import StoreError
-from ragpulse.judges.base import compute_version, error, ok, skipped
+from ragpulse.judges.frame import compute_version, error, ok, skipped
 from ragpulse.model import (
     Backend,
     Judgement,
