@@ -41,7 +41,14 @@ from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport, judge_needs_answer
 
-__all__ = ["NOT_EVALUABLE_ATTRIBUTE", "Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
+__all__ = [
+    "NOT_EVALUABLE_ATTRIBUTE",
+    "TRACE_ERROR",
+    "Engine",
+    "EngineClosedError",
+    "EngineStats",
+    "not_evaluable_reason",
+]
 
 log = get_logger("ragpulse.engine")
 
@@ -101,13 +108,22 @@ class _Item:
 NOT_EVALUABLE_ATTRIBUTE = "ragpulse.not_evaluable"
 
 
+#: Reason of a trace its source reported as failed (``Trace.error``: OTLP root status ERROR, Kafka ``error``).
+TRACE_ERROR = "trace_error"
+
+
 def not_evaluable_reason(trace: Trace) -> str | None:
     """Why ``trace`` cannot be judged, else ``None``.
 
-    The :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs), else ``no_question`` /
+    ``trace.not_evaluable`` or the :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs),
+    else :data:`TRACE_ERROR` when the source reported the trace as failed (``trace.error``), else ``no_question`` /
     ``no_answer`` when the trace lacks one (missing or blank; without an answer the judges that need none still
     run).
     """
+    if trace.not_evaluable:
+        return trace.not_evaluable
+    if trace.error:
+        return TRACE_ERROR
     marked = trace.attributes.get(NOT_EVALUABLE_ATTRIBUTE)
     if isinstance(marked, str) and marked.strip():
         return marked.strip()
@@ -495,6 +511,10 @@ class Engine:
             return  # a redelivery that changed nothing: never count twice
         if inserted and result.outcome is TraceOutcome.NOT_SAMPLED:
             telemetry.TRACES_NOT_SAMPLED.add(1)
+        if inserted and result.outcome_reason == TRACE_ERROR:
+            telemetry.TRACES_ERRORED.add(
+                1, {"source": result.trace.source.value, "app": telemetry.app_label(result.trace.app)}
+            )
         # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
             try:
