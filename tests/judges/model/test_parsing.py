@@ -157,5 +157,5 @@ def test_reasoning_blocks_are_stripped() -> None:
 )
 def test_a_yes_no_judge_reads_a_clean_score_in_0_1_as_graded(text: str, score: float) -> None:
     assert parse_verdict(text) == score
-    with pytest.raises(JudgeError, match="^out_of_range"):
+    with pytest.raises(JudgeError, match=r"^out_of_range"):
         parse_verdict('{"score": 3}')
