@@ -14,9 +14,9 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from kafka_testutil import REPO, RecordingSink, create_topic, read_topic
-from serve_testutil import ServeProcess
 
+from ingest.kafka_testutil import REPO, RecordingSink, create_topic, read_topic
+from ingest.serve_testutil import ServeProcess
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp import OtlpReceivers
 from testsupport import free_port, shared_dir

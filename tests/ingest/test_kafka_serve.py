@@ -12,9 +12,9 @@ from urllib.parse import urlparse
 import asyncpg
 import httpx
 import pytest
-from kafka_testutil import committed, create_topic, produce, read_topic
-from serve_testutil import ServeProcess, TcpProxy, db_counts
 
+from ingest.kafka_testutil import committed, create_topic, produce, read_topic
+from ingest.serve_testutil import ServeProcess, TcpProxy, db_counts
 from testsupport import free_port, shared_dir
 
 JUDGES = ["relevancy", "faithfulness", "keyword"]
