@@ -96,7 +96,7 @@ async def main(args: argparse.Namespace) -> None:
     admin = args.url or os.environ.get("RAGPULSE_DATABASE_URL")
     if not admin:
         tmp = Path(tempfile.mkdtemp(prefix="ragpulse-bench-"))
-        admin = start_embedded(Settings(database_embedded_dir=tmp / "pgdata"))
+        admin = start_embedded(Settings(database_embedded_dir=tmp / "pgdata").store)
     name = f"ragpulse_bench_{uuid.uuid4().hex[:10]}"
     conn = await asyncpg.connect(admin)
     await conn.execute(f'CREATE DATABASE "{name}"')

@@ -20,8 +20,8 @@ from ragpulse.calibration import (
     spearman,
 )
 from ragpulse.config import Settings
-from ragpulse.judges.base import error, ok, skipped
-from ragpulse.judges.heuristic import HeuristicFaithfulnessJudge
+from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
+from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, Judgement, Trace
 from testsupport import shared_dir
 

@@ -36,6 +36,7 @@ def test_packaged_migrations_are_numbered() -> None:
     assert ALL[0] == 1
     assert migs[0].name == "initial"
     assert len(migs[0].checksum) == 64
+    assert {m.name for m in migs if m.version == 13} == {"runs"}
 
 
 async def test_from_empty_then_rerun(store_url: str) -> None:

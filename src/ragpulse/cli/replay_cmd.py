@@ -21,7 +21,7 @@ from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, IngestError, StoreError
-from ragpulse.judges.llm import LLMClient
+from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestSet
 from ragpulse.protocols import Exporter, Judge

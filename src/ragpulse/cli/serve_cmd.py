@@ -123,7 +123,14 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             )
             judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
             engine = await stack.enter_async_context(
-                Engine(judges, store, settings.engine, exporters, routes=settings.judge.routes)
+                Engine(
+                    judges,
+                    store,
+                    settings.engine,
+                    exporters,
+                    routes=settings.judge.routes,
+                    redelivering=True,
+                )
             )
             # the portal (REST API + web UI) on its own listener; None when RAGPULSE_API_ADDRESS is empty
             portal = await open_portal(stack, settings, store=store, judges=judges, engine=engine)
@@ -143,7 +150,10 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
 
                 sources["kafka"] = await stack.enter_async_context(
                     KafkaSource(
-                        settings.kafka, engine, shutdown_deadline_s=settings.engine.shutdown_deadline_s
+                        settings.kafka,
+                        engine,
+                        shutdown_deadline_s=settings.engine.shutdown_deadline_s,
+                        log_text=settings.log.text,
                     )
                 )
             retention: asyncio.Task[None] | None = None

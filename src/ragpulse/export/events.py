@@ -151,7 +151,7 @@ class EvaluationEventExporter(BatchedOtelExporter):
 def event_attributes(trace: Trace, j: Judgement, *, redact: bool = False) -> dict[str, AttributeValue]:
     """The attributes of the ``gen_ai.evaluation.result`` event for judgement ``j`` on ``trace``.
 
-    With ``redact`` (``settings.store.redact_text``) a judge's free-text reason is left out (it may quote the answer
+    With ``redact`` (``settings.redact_text``) a judge's free-text reason is left out (it may quote the answer
     or the context): ``skipped``/``error`` events keep only the machine reason code as explanation.
     """
     attrs: dict[str, AttributeValue] = {

@@ -98,6 +98,7 @@ class KafkaSource:
             be set.
         sink: the engine (a :class:`~ragpulse.protocols.TraceSink`).
         shutdown_deadline_s: default drain deadline of :meth:`stop` (the ``engine.shutdown_deadline_s`` setting).
+        log_text: the ``log.text`` setting: dead-letter reasons may quote the bad value.
         client_id: Kafka client id.
         commit_interval_s: how often finished offsets are committed, seconds.
         max_batch: most records taken from one poll (bounds memory).
@@ -114,6 +115,7 @@ class KafkaSource:
         sink: TraceSink,
         *,
         shutdown_deadline_s: float = 30.0,
+        log_text: bool = False,
         client_id: str = "ragpulse",
         commit_interval_s: float = 1.0,
         max_batch: int = 500,
@@ -121,6 +123,7 @@ class KafkaSource:
     ) -> None:
         self._settings = settings
         self._shutdown_deadline_s = shutdown_deadline_s
+        self._log_text = log_text
         self._sink = sink
         self._opts = client_options(settings)
         self._client_id = client_id
@@ -301,7 +304,11 @@ class KafkaSource:
                 continue  # revoked meanwhile: the new owner reads it
             self._tracker.add(tp, rec.offset)
             try:
-                trace = parse_event(rec.value, max_bytes=self._settings.max_message_bytes)
+                trace = parse_event(
+                    rec.value,
+                    max_bytes=self._settings.max_message_bytes,
+                    log_text=self._log_text,
+                )
             except EventRejected as e:
                 await self._dead_letter(rec, e.reason, e.code)
                 self._tracker.done(tp, rec.offset)
