@@ -5,6 +5,7 @@
     RagpulseError                 base of every error ragpulse raises on purpose
     ├── ConfigError               invalid configuration (file, environment, prompt template); not retriable
     ├── IngestError               a source could not read or decode input (bad event, bad OTLP payload)
+    │   └── SourceFailedError     a source of ``serve`` died on its own (exit 3)
     ├── JudgeError                a judge could not get a usable verdict (model unavailable, bad output)
     ├── StoreError                the result store failed; ``retriable`` says whether to try again
     └── ExportError               a metrics/events exporter failed (never raised to producers)
@@ -15,7 +16,15 @@ chained with ``raise … from``.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ExportError", "IngestError", "JudgeError", "RagpulseError", "StoreError"]
+__all__ = [
+    "ConfigError",
+    "ExportError",
+    "IngestError",
+    "JudgeError",
+    "RagpulseError",
+    "SourceFailedError",
+    "StoreError",
+]
 
 
 class RagpulseError(Exception):
@@ -55,3 +64,14 @@ class StoreError(RagpulseError):
 
 class ExportError(RagpulseError):
     """Raised by exporters during set-up; at run time exporters log and count instead of raising."""
+
+
+class SourceFailedError(IngestError):
+    """A source of ``ragpulse serve`` died on its own (the Kafka consume loop, the OTLP assembler): the process
+    stops so that its orchestrator restarts it. Always retriable (exit code 3: a runtime failure)."""
+
+    retriable = True
+
+    def __init__(self, source: str, cause: BaseException) -> None:
+        super().__init__(f"{source} source failed: {cause}")
+        self.source = source

@@ -21,8 +21,7 @@ from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, IngestError, StoreError
-from ragpulse.judges.model.client import LLMClient
-from ragpulse.judges.registry import build_judges
+from ragpulse.judges.registry import opened_judges
 from ragpulse.model import TestSet
 from ragpulse.protocols import Exporter, Judge
 from ragpulse.replay import evaluate_thresholds, load_test_set, parse_thresholds, run_replay
@@ -37,15 +36,13 @@ __all__ = ["open_judges", "replay", "replay_async", "split_names"]
 async def open_judges(
     stack: AsyncExitStack, settings: Settings, names: Sequence[str] | None
 ) -> dict[str, Judge]:
-    """Build the judges with one shared LLM client (when a judge model is configured) that ``stack`` closes.
+    """Build the judges (:func:`ragpulse.judges.registry.opened_judges`): ``stack`` closes what they share (the
+    LLM client) and what each holds (an embeddings client) once, on exit.
 
     Raises:
         ConfigError: unknown judge name or bad judge configuration.
     """
-    client = None
-    if settings.judge.uses_llm:
-        client = await stack.enter_async_context(LLMClient(settings))
-    return build_judges(settings, names, client=client)
+    return await stack.enter_async_context(opened_judges(settings, names))
 
 
 def split_names(value: str | None) -> list[str] | None:

@@ -3,7 +3,8 @@
 Wires, in start order: exporters (metrics SDK) → judges → store → HTTP port (``/healthz``, ``/readyz``,
 ``/metrics`` on ``http_address``) → engine → OTLP receivers (unless both ``otlp_*_address`` are empty) →
 Kafka source (when ``kafka_bootstrap_servers`` is set). Logs one ``ready`` line when every enabled source
-listens or is connected. Runs the retention loop when ``retention_days`` is set.
+listens or is connected. Runs :func:`ragpulse.store.retention.retention_loop` when ``store.retention_days`` is
+set (every ``store.retention_interval_s``).
 
 SIGTERM/SIGINT start a graceful drain in reverse order: Kafka stops reading, waits for in-flight traces and
 commits; the OTLP receivers stop accepting and flush held traces; the engine drains (``shutdown_deadline_s``);
@@ -17,7 +18,6 @@ import asyncio
 import contextlib
 import signal
 from contextlib import AsyncExitStack
-from datetime import timedelta
 from typing import Any
 
 import typer
@@ -34,20 +34,6 @@ __all__ = ["run_serve", "serve"]
 def _log() -> Any:
     # Resolved at call time: the CLI configures logging after this module is imported.
     return get_logger("ragpulse.serve")
-
-
-#: Seconds between two retention passes.
-RETENTION_INTERVAL_S = 3600.0
-
-
-async def _retention_loop(store: Any, days: float) -> None:
-    while True:
-        try:
-            n = await store.prune(timedelta(days=days))
-            _log().info("retention_pruned", traces=n, older_than_days=days)
-        except Exception as e:
-            _log().warning("retention_failed", error=str(e))
-        await asyncio.sleep(RETENTION_INTERVAL_S)
 
 
 async def _wait_stop_or_failure(stop: asyncio.Event, kafka: Any) -> BaseException | None:
@@ -85,6 +71,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
     from ragpulse.engine import Engine
     from ragpulse.export import build_exporters, metrics_asgi_app, shutdown_exporters
     from ragpulse.store import open_store
+    from ragpulse.store.retention import retention_loop
 
     if stop is None:
         stop = asyncio.Event()
@@ -158,7 +145,9 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                 )
             retention: asyncio.Task[None] | None = None
             if settings.store.retention_days:
-                retention = asyncio.create_task(_retention_loop(store, settings.store.retention_days))
+                retention = asyncio.create_task(
+                    retention_loop(store, settings.store), name="ragpulse-retention"
+                )
             _log().info(
                 "ready",
                 http_port=http.port,

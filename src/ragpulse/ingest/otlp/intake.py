@@ -6,21 +6,26 @@ Kept apart from the transports so gRPC and HTTP behave identically (same countin
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse import telemetry
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.assembly import TraceAssembler
-from ragpulse.ingest.otlp.decode import DecodeResult, decode_json, decode_protobuf, decompress
+from ragpulse.ingest.otlp.decode import DecodeResult, PayloadTooLarge, decode_json, decode_protobuf, decompress
 from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
+from ragpulse.protocols import DeadLetterSink
 
-__all__ = ["OFFLOAD_BYTES", "OWN_SPANS_IGNORED", "OtlpIntake", "Overloaded", "count_rejected"]
+__all__ = ["DEAD_LETTER_MAX_BYTES", "OFFLOAD_BYTES", "OWN_SPANS_IGNORED", "OtlpIntake", "Overloaded", "count_rejected"]
 
 #: Bodies larger than this (bytes) are decompressed and decoded in a worker thread, so one big request
 #: does not stall the event loop (engine, other requests).
 OFFLOAD_BYTES = 64 * 1024
+
+#: Most bytes of an undecodable request body kept as its dead letter.
+DEAD_LETTER_MAX_BYTES = 1024 * 1024
 
 log = get_logger(__name__)
 
@@ -53,11 +58,18 @@ class OtlpIntake:
     Args:
         assembler: where spans go.
         own_service: the ``export.service_name`` setting; spans of that service or scope are ignored.
+        dead_letters: where rejected input is kept (the store's ``dead_letters`` table): an undecodable
+            request body (cut to :data:`DEAD_LETTER_MAX_BYTES`) and the errors of rejected spans. Written in
+            the background; a failed write is logged and never changes the answer.
     """
 
-    def __init__(self, assembler: TraceAssembler, own_service: str) -> None:
+    def __init__(
+        self, assembler: TraceAssembler, own_service: str, dead_letters: DeadLetterSink | None = None
+    ) -> None:
         self._assembler = assembler
         self._own = own_service
+        self._dead_letters = dead_letters
+        self._writes: set[asyncio.Task[None]] = set()
         self.spans_accepted = 0
         self.spans_rejected = 0
         self.spans_ignored = 0
@@ -88,7 +100,18 @@ class OtlpIntake:
             result = decode_json(raw) if json else decode_protobuf(raw)
             return result, request_to_spans(result.request, self._own)
 
-        result, split = await asyncio.to_thread(work) if len(body) > OFFLOAD_BYTES else work()
+        try:
+            result, split = await asyncio.to_thread(work) if len(body) > OFFLOAD_BYTES else work()
+        except PayloadTooLarge:
+            raise
+        except IngestError as e:
+            self.dead_letter(
+                f"malformed: {e}",
+                body[:DEAD_LETTER_MAX_BYTES],
+                {"transport": transport, "format": "json" if json else "protobuf", "encoding": encoding,
+                 "bytes": len(body), "truncated": len(body) > DEAD_LETTER_MAX_BYTES},
+            )  # fmt: skip
+            raise
         return self.accept(result, transport, split)
 
     def accept(
@@ -112,6 +135,11 @@ class OtlpIntake:
             count_rejected("bad_span", result.rejected_spans)
             resp.partial_success.rejected_spans = result.rejected_spans
             resp.partial_success.error_message = "; ".join(result.errors)[:1000]
+            self.dead_letter(
+                "bad_span",
+                "\n".join(result.errors),
+                {"transport": transport, "rejected_spans": result.rejected_spans, "accepted_spans": kept},
+            )
             log.warning(
                 "otlp_spans_rejected",
                 transport=transport,
@@ -120,3 +148,24 @@ class OtlpIntake:
                 errors=result.errors,
             )
         return resp
+
+    def dead_letter(self, reason: str, payload: bytes | str, meta: dict[str, Any]) -> None:
+        """Keep rejected input in :attr:`dead_letters` (background write; never raises, never blocks)."""
+        if self._dead_letters is None:
+            return
+        sink = self._dead_letters
+
+        async def write() -> None:
+            try:
+                await sink.write_dead_letter("otlp", reason[:500], payload, meta)
+            except Exception as e:  # the store is down or refused it: the client already has its answer
+                log.warning("otlp_dead_letter_not_stored", error=str(e), reason=reason[:100])
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def flush_dead_letters(self, timeout_s: float = 5.0) -> None:
+        """Wait (up to ``timeout_s`` seconds) for dead-letter writes in flight (on close)."""
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=timeout_s)

@@ -41,7 +41,7 @@ from ragpulse.ingest.otlp.grpc_service import TraceServiceReceiver, add_receiver
 from ragpulse.ingest.otlp.http_app import build_http_app
 from ragpulse.ingest.otlp.intake import OtlpIntake
 from ragpulse.logging import get_logger
-from ragpulse.protocols import TraceSink
+from ragpulse.protocols import DeadLetterSink, TraceSink
 
 __all__ = ["OtlpReceivers", "parse_address"]
 
@@ -56,6 +56,8 @@ class OtlpReceivers:
         sink: the engine (or any :class:`~ragpulse.protocols.TraceSink`).
         own_service: the ``export.service_name`` setting; spans of that service are ignored.
         shutdown_deadline_s: how long closing waits for the assembler (the ``engine.shutdown_deadline_s`` setting).
+        dead_letters: where rejected input is kept (undecodable requests, rejected spans; the store's
+            ``dead_letters`` table).
         mappers: convention mappers replacing the defaults.
         clock: monotonic clock for the assembler (tests).
 
@@ -70,6 +72,7 @@ class OtlpReceivers:
         *,
         own_service: str = "ragpulse",
         shutdown_deadline_s: float = 30.0,
+        dead_letters: DeadLetterSink | None = None,
         mappers: Sequence[ConventionMapper] | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
@@ -77,7 +80,7 @@ class OtlpReceivers:
         self._shutdown_deadline_s = shutdown_deadline_s
         self._sink = sink
         self.assembler = TraceAssembler(settings, TraceBuilder(settings, mappers), clock=clock)
-        self.intake = OtlpIntake(self.assembler, own_service)
+        self.intake = OtlpIntake(self.assembler, own_service, dead_letters)
         self._grpc: grpc.aio.Server | None = None
         self._http: EmbeddedAsgiServer | None = None
         self._assembler_task: asyncio.Task[None] | None = None
@@ -150,6 +153,26 @@ class OtlpReceivers:
         self.http_port = self._http.port
         log.info("otlp_http_listening", address=f"{self._http.host}:{self.http_port}")
 
+    async def wait_failed(self) -> BaseException:
+        """:class:`~ragpulse.protocols.Source`: wait until the assembler task dies on its own; return why."""
+        assert self._assembler_task is not None, "not started"
+        try:
+            await asyncio.shield(self._assembler_task)
+        except asyncio.CancelledError:
+            if not self._assembler_task.cancelled():
+                raise
+            return RuntimeError("OTLP assembler was cancelled")
+        except Exception as e:
+            return e
+        if not self._closed:
+            return RuntimeError("OTLP assembler ended")
+        await asyncio.Event().wait()  # closed on purpose: never a failure
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        """:class:`~ragpulse.protocols.Source` close: :meth:`close`."""
+        await self.close()
+
     async def close(self) -> None:
         """Stop accepting, flush held traces to the sink, stop the assembler. Idempotent."""
         if self._closed:
@@ -165,6 +188,7 @@ class OtlpReceivers:
                 await asyncio.wait_for(self._assembler_task, timeout=self._shutdown_deadline_s)
             except TimeoutError:
                 log.warning("otlp_flush_timeout", pending=self.assembler.pending_traces)
+        await self.intake.flush_dead_letters()
         log.info(
             "otlp_receivers_stopped",
             spans_accepted=self.intake.spans_accepted,
