@@ -455,7 +455,7 @@ class RunRecord(BaseModel):
         status: see :class:`RunStatus`.
         judges: ``{judge name: version}`` that the run used.
         settings: non-secret settings worth comparing between runs (model, modes, thresholds, top-k, …).
-        report: the run report as JSON once finished (see ``ragpulse.replay.report``).
+        report: the run report as JSON once finished (see :class:`ragpulse.services.report_model.RunReport`).
     """
 
     model_config = ConfigDict(frozen=True)

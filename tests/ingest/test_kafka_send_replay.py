@@ -73,7 +73,7 @@ async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
             while len(sink.acked) < 7:  # noqa: ASYNC110 - the receiver feeds the sink from its own task
                 await asyncio.sleep(0.05)
     await sink.close()
-    assert r.returncode == 1  # line 7 is not JSON: reported and skipped
+    assert r.returncode == 2  # line 7 is not JSON: reported and skipped (an input error; the rest is sent)
     assert "line 7: skipped: not_json" in r.stderr
     assert r.stdout.strip() == "sent 8 traces as OTLP spans (1 lines skipped)"
     by_id = {t.trace_id: t for t in sink.acked}
