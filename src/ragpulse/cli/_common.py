@@ -113,7 +113,8 @@ class BoundaryGroup(TyperGroup):
         except (typer.Exit, typer.Abort, typer.TyperException):  # exits and usage errors: typer handles them
             raise
         except (Exception, KeyboardInterrupt) as e:
-            get_logger("ragpulse.cli").debug("command_failed", exc_info=True)
+            if (STATE.log_level or "").upper() == "DEBUG":  # asked for: the traceback, in the logs
+                get_logger("ragpulse.cli").exception("command_failed")
             _print_error(_message(e))
             raise typer.Exit(exit_code_for(e)) from None
 

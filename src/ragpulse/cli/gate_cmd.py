@@ -41,20 +41,15 @@ def gate(
 ) -> None:
     """Check a finished run against minimum thresholds (also from `gate_min` in the config); exit 0/1."""
     settings = _common.settings()
-    # Early check of the syntax and of the judge names the registry knows; the run's own judges are added
-    # once its report is loaded (a plugin judge of an old run may no longer be installed).
-    gate_thresholds(settings.gate_min, minimum, settings.coverage_threshold)
+    # Checked before the run is read: a typo is a usage error whatever the store says.
+    thresholds = gate_thresholds(
+        settings.gate_min, minimum, settings.coverage_threshold, judges=known_judge_names(settings)
+    )
 
     async def q(store: Store) -> RunReport:
         return await run_report(store, run_id)
 
     report = _common.run_with_store(settings, q)
-    thresholds = gate_thresholds(
-        settings.gate_min,
-        minimum,
-        settings.coverage_threshold,
-        judges=known_judge_names(settings) | set(report.judges),
-    )
     result = evaluate_gate(report, thresholds)
     if junit:
         try:
