@@ -153,7 +153,7 @@ class _TimedStore:
 
 
 async def _replay(ts: TestSet, settings: Settings, names: list[str], url: str) -> dict[str, Any]:
-    from ragpulse.judges.llm import LLMClient
+    from ragpulse.judges.model.client import LLMClient
 
     client = LLMClient(settings) if settings.uses_llm else None
     judges = build_judges(settings, names, client=client)

@@ -13,9 +13,11 @@ Shapes and units
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Self
@@ -25,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = [
     "RAW_OUTPUT_MAX_CHARS",
     "REASON_MAX_CHARS",
+    "RUN_HEARTBEAT_S",
+    "RUN_STALE_AFTER_S",
     "Backend",
     "Document",
     "Judgement",
@@ -38,6 +42,7 @@ __all__ = [
     "Trace",
     "TraceOutcome",
     "TraceResult",
+    "cases_hash",
     "normalize_trace_id",
 ]
 
@@ -74,6 +79,8 @@ class Source(StrEnum):
     KAFKA = "kafka"
     OTLP = "otlp"
     REPLAY = "replay"
+    #: ``POST /api/v1/evaluate`` (drafts judged on request; left out of live-traffic statistics by default)
+    API = "api"
 
 
 class Backend(StrEnum):
@@ -162,8 +169,16 @@ class Trace(BaseModel):
         attributes: extra attributes (string keys, JSON-able values).
         source: where the trace came from.
         incomplete: assembled after an idle timeout rather than a finished root span.
+        time_replaced: the source's time was implausible (before 2000 or more than a day ahead) and was
+            replaced by the receive time (``ragpulse.ingest.timestamps``); kept out of the evaluation-lag
+            histogram.
         run_id / test_case_id: replay identity (``source == replay`` or replay sent via Kafka/OTLP).
         expected_answer / keywords: reference data, from a test case or the event.
+        not_evaluable: why no judge may score this trace, set by its producer (e.g. ``rag_endpoint_failed: …``,
+            ``ambiguous_answer``, ``trace_error``); ``None`` = judge it if it has a question and an answer.
+        answer_span_id: the span that supplied the answer and context (OTLP), when chosen among several.
+        answer_candidates: span ids of the LLM calls that could have been the answer (OTLP).
+        error: trace-level error reported by the source (e.g. OTLP root status ERROR), one line.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -183,10 +198,22 @@ class Trace(BaseModel):
     attributes: dict[str, Any] = Field(default_factory=dict)
     source: Source = Source.REPLAY
     incomplete: bool = False
+    time_replaced: bool = False
     run_id: str | None = None
     test_case_id: str | None = None
     expected_answer: str | None = None
     keywords: tuple[str, ...] | None = None
+    not_evaluable: str | None = None
+    answer_span_id: str | None = None
+    answer_candidates: tuple[str, ...] = ()
+    error: str | None = None
+
+    @field_validator("not_evaluable", "error", mode="before")
+    @classmethod
+    def _reason(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return v.strip()[:REASON_MAX_CHARS] or None
+        return v
 
     @field_validator("trace_id", mode="before")
     @classmethod
@@ -407,6 +434,7 @@ class TestCase(BaseModel):
         contexts / doc_ids: retrieved contexts (and their ids) that came with the recorded answer.
         context_labels: 0/1 relevance label per retrieved context, when labelled (e.g. RGB).
         metadata: every other field of the input row.
+        origin: where the case was read from (``file:line``), for reports; not stored.
     """
 
     __test__ = False  # not a pytest class
@@ -422,6 +450,7 @@ class TestCase(BaseModel):
     doc_ids: tuple[str | None, ...] = ()
     context_labels: tuple[int, ...] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    origin: str | None = Field(default=None, exclude=True)
 
 
 class TestSet(BaseModel):
@@ -435,14 +464,57 @@ class TestSet(BaseModel):
     description: str | None = None
     cases: tuple[TestCase, ...] = ()
 
+    def content_hash(self) -> str:
+        """The hash of the cases: see :func:`cases_hash`."""
+        return cases_hash(self.cases)
+
+
+def _hashable(v: Any) -> Any:
+    # NUL-free like the store keeps every text, so a set hashes the same before and after storing
+    if isinstance(v, str):
+        return v.replace("\x00", "")
+    if isinstance(v, Mapping):
+        return {str(k).replace("\x00", ""): _hashable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_hashable(x) for x in v]
+    return v
+
+
+def cases_hash(cases: Iterable[TestCase]) -> str:
+    """``sha256:<64 hex>`` of the cases in order: one canonical JSON line per case (every field, keys sorted,
+    NUL characters removed as the store removes them). Two files with the same cases (same ids, fields and
+    order) hash the same whatever their format; any change to a case changes it."""
+    h = hashlib.sha256()
+    for c in cases:
+        line = json.dumps(_hashable(c.model_dump(mode="json")), sort_keys=True, ensure_ascii=False)
+        h.update(line.encode("utf-8", "surrogatepass"))
+        h.update(b"\n")
+    return f"sha256:{h.hexdigest()}"
+
 
 class RunStatus(StrEnum):
-    """Life cycle of a replay run."""
+    """Life cycle of a replay run.
+
+    ``interrupted`` is never stored: it is how a stored ``running`` run reads when its process is gone (the
+    owner process no longer exists on this host, or its heartbeat stopped; see ``ragpulse.store.rows``).
+    """
 
     RUNNING = "running"
     COMPLETED = "completed"
     COMPLETED_WITH_ERRORS = "completed_with_errors"
     FAILED = "failed"
+    #: waiting in the run queue (started from the portal/API)
+    QUEUED = "queued"
+    #: cancelled while queued or running (no further judge call is made for it)
+    CANCELLED = "cancelled"
+    #: never stored: a stored ``running`` run whose process is gone (see the class docstring)
+    INTERRUPTED = "interrupted"
+
+
+#: Seconds between two heartbeats of a ``running`` run's process.
+RUN_HEARTBEAT_S = 15.0
+#: A ``running`` run whose heartbeat is older than this (seconds) reads as ``interrupted``.
+RUN_STALE_AFTER_S = 90.0
 
 
 class RunRecord(BaseModel):
@@ -456,6 +528,10 @@ class RunRecord(BaseModel):
         judges: ``{judge name: version}`` that the run used.
         settings: non-secret settings worth comparing between runs (model, modes, thresholds, top-k, …).
         report: the run report as JSON once finished (see :class:`ragpulse.services.report_model.RunReport`).
+        cases_hash: :func:`cases_hash` of the cases the run replayed (``None`` for runs from before it existed
+            and runs that arrived only as events).
+        owner_host / owner_pid: the host (hostname and pid namespace) and pid of the process running it.
+        heartbeat_at: when that process last said it is alive (UTC), while the run is ``running``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -468,3 +544,47 @@ class RunRecord(BaseModel):
     judges: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     report: dict[str, Any] | None = None
+    cases_hash: str | None = None
+    owner_host: str | None = None
+    owner_pid: int | None = None
+    heartbeat_at: datetime | None = None
+
+
+class CalibrationProfile(BaseModel):
+    """A judge version's measured error rates against human labels (``ragpulse calibrate --save NAME``).
+
+    Label 1 ("good") is the positive class and ``passed`` the judge's prediction, so ``sensitivity`` is the
+    share of good answers the judge passes and ``specificity`` the share of bad answers it fails. The
+    intervals are 95 % Wilson score intervals. Used to correct observed pass rates (Rogan–Gladen, see
+    :mod:`ragpulse.corrected_pass_rate`) for traces judged by exactly this ``judge`` and ``judge_version``.
+
+    Attributes:
+        name: the data set name given to ``--save`` (one profile per name, judge and version; re-saving
+            replaces it).
+        judge / judge_version: the calibrated judge and its version string.
+        dataset_sha256: SHA-256 of the calibration file's bytes.
+        n: scored cases (status ``ok``); tp/fp/tn/fn: confusion counts on them.
+        threshold / backend: the pass threshold and backend the judge ran with.
+        created_at: UTC time the profile was saved; for one judge and version the newest profile wins.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    judge: str
+    judge_version: str
+    dataset_sha256: str
+    n: int
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    sensitivity: float | None
+    sensitivity_lower: float | None
+    sensitivity_upper: float | None
+    specificity: float | None
+    specificity_lower: float | None
+    specificity_upper: float | None
+    threshold: float | None = None
+    backend: str | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

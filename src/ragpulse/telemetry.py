@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
 
 __all__ = [
     "APP_LABELS_FOLDED",
+    "CORRECTED_PASS_RATES",
     "ENGINE_QUEUE_DEPTH",
     "EVALUATION_EVENTS",
     "EVALUATION_EVENTS_DROPPED",
@@ -33,9 +35,11 @@ __all__ = [
     "JUDGE_LATENCY",
     "JUDGE_SCORE",
     "JUDGE_TOKENS",
+    "TRACES_ERRORED",
     "TRACES_NOT_SAMPLED",
     "TRACES_RECEIVED",
     "TRACES_REJECTED",
+    "CorrectedPassRates",
     "LabelFolder",
     "app_label",
     "configure_app_label_limit",
@@ -63,6 +67,11 @@ TRACES_RECEIVED = meter.create_counter("ragpulse_traces_received", description="
 TRACES_REJECTED = meter.create_counter(
     "ragpulse_traces_rejected", description="Inputs rejected (dead-lettered)"
 )
+#: Traces the source reported as failed (OTLP root status ERROR, Kafka ``error``): stored ``not_evaluable`` with
+#: reason ``trace_error`` and kept out of the score histograms. Labels: ``source``, ``app`` (bounded).
+TRACES_ERRORED = meter.create_counter(
+    "ragpulse_traces_errored", description="Traces the source reported as failed (not judged)"
+)
 #: Traces not judged because of sampling.
 TRACES_NOT_SAMPLED = meter.create_counter(
     "ragpulse_traces_not_sampled", description="Traces skipped by sampling"
@@ -87,6 +96,76 @@ EVALUATION_EVENTS = meter.create_counter(
 EVALUATION_EVENTS_DROPPED = meter.create_counter(
     "ragpulse_evaluation_events_dropped", description="Evaluation events dropped (queue full or failure)"
 )
+
+
+class CorrectedPassRates:
+    """The latest corrected pass rates, read by observable gauges at each collection.
+
+    A periodic task (``ragpulse.services.corrected``) computes the figures from the store and calls
+    :meth:`publish`; series that are not in the latest publication disappear from ``/metrics`` instead of
+    keeping a stale last value. Gauges (attributes): ``ragpulse_judge_pass_rate_corrected`` and its
+    ``_lower``/``_upper`` bounds (judge, app; 0–1), ``ragpulse_judge_calibration_stale`` (judge; 1 when the
+    judge's current version has no calibration profile, 0 when it has one).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rates: dict[tuple[str, str], tuple[float, float, float]] = {}
+        self._stale: dict[str, int] = {}
+
+    def publish(
+        self, rates: Mapping[tuple[str, str], tuple[float, float, float]], stale: Mapping[str, bool]
+    ) -> None:
+        """Replace the figures: ``rates[(judge, app)] = (value, lower, upper)``; ``stale[judge]``."""
+        with self._lock:
+            self._rates = dict(rates)
+            self._stale = {judge: int(flag) for judge, flag in stale.items()}
+
+    def _observe(self, index: int) -> Iterable[Observation]:
+        with self._lock:
+            items = list(self._rates.items())
+        return [Observation(v[index], {"judge": judge, "app": app}) for (judge, app), v in items]
+
+    def value(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._observe(0)
+
+    def lower(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._observe(1)
+
+    def upper(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._observe(2)
+
+    def stale(self, _: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            return [Observation(flag, {"judge": judge}) for judge, flag in self._stale.items()]
+
+
+#: The process's corrected-pass-rate figures (see :class:`CorrectedPassRates`).
+CORRECTED_PASS_RATES = CorrectedPassRates()
+meter.create_observable_gauge(
+    "ragpulse_judge_pass_rate_corrected",
+    callbacks=[CORRECTED_PASS_RATES.value],
+    unit="1",
+    description="Pass rate corrected for judge error (Rogan-Gladen) over the sliding window",
+)
+meter.create_observable_gauge(
+    "ragpulse_judge_pass_rate_corrected_lower",
+    callbacks=[CORRECTED_PASS_RATES.lower],
+    unit="1",
+    description="Lower bound of the 95% interval of the corrected pass rate",
+)
+meter.create_observable_gauge(
+    "ragpulse_judge_pass_rate_corrected_upper",
+    callbacks=[CORRECTED_PASS_RATES.upper],
+    unit="1",
+    description="Upper bound of the 95% interval of the corrected pass rate",
+)
+meter.create_observable_gauge(
+    "ragpulse_judge_calibration_stale",
+    callbacks=[CORRECTED_PASS_RATES.stale],
+    description="1 when the judge's current version has no calibration profile",
+)
+
 
 _REASON_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,47}$")
 

@@ -145,3 +145,71 @@ def test_calibrate_bad_rows_are_one_line_errors(tmp_path: Path) -> None:
         assert expected[name] in res.output
         assert "Traceback" not in res.output
         assert "errors.pydantic.dev" not in res.output
+
+
+def test_calibrate_empty_file_is_an_error(tmp_path: Path) -> None:
+    for name, text in {"empty.jsonl": "", "blank.jsonl": "\n  \n"}.items():
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        res = runner.invoke(app, ["calibrate", str(path), "--judge", "faithfulness", "--label", "y"])
+        assert res.exit_code == 2, res.output
+        assert f"{path}: no cases (the file is empty or has only blank lines)" in res.output
+
+
+def test_calibrate_one_label_class_prints_na(cases: Path, tmp_path: Path) -> None:
+    # rows 1 and 3 of ROWS (both faithful): scores 1.0 (tp) and 1/3 (fn) → TPR 0.5, no label 0
+    path = tmp_path / "one_class.jsonl"
+    path.write_text("\n".join(json.dumps(ROWS[i]) for i in (0, 2)) + "\n", encoding="utf-8")
+    res = runner.invoke(app, ["calibrate", str(path), "--judge", "faithfulness", "--label", "faithful"])
+    assert res.exit_code == 0, res.output
+    assert "warning: only label 1 among the 2 scored cases: balanced accuracy is undefined" in res.stderr
+    row = next(line for line in res.stdout.splitlines() if "balanced accuracy" in line)
+    assert "n/a" in row
+    assert "0.500" not in row
+    out = run_json(str(path), "--judge", "faithfulness", "--label", "faithful")
+    assert (out["balanced_accuracy"], out["balanced_accuracy_ci"], out["label_counts"]) == (
+        None,
+        None,
+        {"0": 0, "1": 2},
+    )
+    assert out["confusion"] == {"tp": 1, "fp": 0, "tn": 0, "fn": 1}
+
+
+def test_calibrate_save_stores_a_profile_and_calibrations_list_shows_it(
+    cases: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    args = ["calibrate", str(cases), "--judge", "faithfulness", "--label", "faithful", "--threshold", "0.5"]
+    res = runner.invoke(app, [*args, "--save", "mini"])
+    assert res.exit_code == 0, res.output
+    # scores 1.0 (label 1), 0.0 (0), 1/3 (1), 1.0 (0); the abstention is skipped: tp = fn = tn = fp = 1
+    res = runner.invoke(app, ["calibrations", "list", "--json"])
+    assert res.exit_code == 0, res.output
+    (profile,) = [json.loads(line) for line in res.stdout.splitlines()]
+    assert profile["name"] == "mini"
+    assert profile["judge"] == "faithfulness"
+    assert (profile["n"], profile["tp"], profile["fn"], profile["tn"], profile["fp"]) == (4, 1, 1, 1, 1)
+    assert profile["sensitivity"] == 0.5
+    assert profile["specificity"] == 0.5
+    # Wilson 95 % interval of 1 of 2: 0.5 ± 0.4055
+    assert profile["sensitivity_lower"] == pytest.approx(0.0945, abs=5e-4)
+    assert profile["sensitivity_upper"] == pytest.approx(0.9055, abs=5e-4)
+    assert profile["threshold"] == 0.5
+    assert len(profile["dataset_sha256"]) == 64
+    # saving the same name again replaces it; another name adds a second profile, listed first (newest)
+    assert runner.invoke(app, [*args, "--save", "mini"]).exit_code == 0
+    assert runner.invoke(app, [*args, "--save", "mini-2"]).exit_code == 0
+    res = runner.invoke(app, ["calibrations", "list", "--json", "--judge", "faithfulness"])
+    assert [json.loads(line)["name"] for line in res.stdout.splitlines()] == ["mini-2", "mini"]
+    table = runner.invoke(app, ["calibrations", "list"])
+    assert table.exit_code == 0
+    assert "mini-2" in table.stdout
+    assert runner.invoke(app, ["calibrations", "list", "--json", "--judge", "relevancy"]).stdout == ""
+
+
+def test_calibrate_save_rejects_a_bad_name(cases: Path) -> None:
+    res = runner.invoke(
+        app, ["calibrate", str(cases), "--judge", "faithfulness", "--label", "faithful", "--save", "../x"]
+    )
+    assert res.exit_code == 2
+    assert "--save '../x'" in res.output

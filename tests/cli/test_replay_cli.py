@@ -41,8 +41,8 @@ def _report(args: list[str]) -> dict[str, Any]:
 
 
 offline = pytest.mark.skipif(
-    importlib.util.find_spec("ragpulse.judges.heuristic") is None
-    or importlib.util.find_spec("ragpulse.judges.keyword") is None,
+    importlib.util.find_spec("ragpulse.judges.answer.faithfulness") is None
+    or importlib.util.find_spec("ragpulse.judges.answer.keyword") is None,
     reason="offline judges not built yet",
 )
 

@@ -116,6 +116,10 @@ def test_evaluation_lag_exact(metrics_runtime: MetricsRuntime) -> None:
         j = ok(judge, 1.0, backend=Backend.HEURISTIC)
         exp.on_stored(result("lag-app", j, end_ago_s=lag, source=Source.REPLAY), [j])
     exp.on_stored(result("lag-app", ok(judge, 1.0), end_ago_s=None, source=Source.REPLAY), [ok(judge, 1.0)])
+    # A time the source replaced (implausible, e.g. epoch seconds read as ms) is kept out of the histogram.
+    r = result("lag-app", ok(judge, 1.0), end_ago_s=1.79e9, source=Source.REPLAY)
+    replaced = r.model_copy(update={"trace": r.trace.model_copy(update={"time_replaced": True})})
+    exp.on_stored(replaced, [ok(judge, 1.0)])
     after = samples(render_metrics().decode())
 
     def delta(name: str, **labels: str) -> float:
@@ -134,7 +138,7 @@ def test_evaluation_lag_exact(metrics_runtime: MetricsRuntime) -> None:
     # heuristic backend label
     text = render_metrics().decode()
     assert value(text, "ragpulse_judge_score_count", judge=judge, app="lag-app", backend="heuristic") == 6
-    assert value(text, "ragpulse_judge_score_count", judge=judge, app="lag-app", backend="llm") == 1
+    assert value(text, "ragpulse_judge_score_count", judge=judge, app="lag-app", backend="llm") == 2
 
 
 def test_redelivery_with_nothing_changed_records_nothing(metrics_runtime: MetricsRuntime) -> None:

@@ -158,25 +158,28 @@ def test_ids_without_contexts_and_uneven_lists() -> None:
         (b"", "not_json: empty message"),
         (b"   ", "not_json: empty message"),
         (None, "not_json: empty message"),
-        (b"\xff\xfe{}", "not_json: not UTF-8 (invalid start byte at byte 0)"),
+        (b"\xff\xfe{}", "not_json: Expecting value: line 1 column 1 (char 0)"),  # lenient: U+FFFD U+FFFD {}
         (b'{"traceId": "a", "question": NaN}', "not_json: NaN is not a valid JSON number"),
-        (b"[1, 2]", "schema: /: [1, 2] is not of type 'object'"),
+        (b"[1, 2]", "schema: /: must be of type object, got array of length 2"),
         (b'{"question": "q", "answer": "a"}', "schema: /: missing required field traceId (or trace_id)"),
         (b'{"traceId": "   "}', "schema: /traceId: must be a non-blank string or a non-negative integer"),
         (b'{"traceId": ["x"]}', "schema: /traceId: must be a non-blank string or a non-negative integer"),
         (
             b'{"traceId": "a", "contexts": ["ok", 3]}',
-            "schema: /contexts/1: 3 is not of type 'string', 'null'",
+            "schema: /contexts/1: must be of type string or null, got integer",
         ),
-        (b'{"traceId": "a", "question": 5}', "schema: /question: 5 is not of type 'string', 'null'"),
-        (b'{"traceId": "a", "latencyMs": -1}', "schema: /latencyMs: -1 is less than the minimum of 0"),
+        (
+            b'{"traceId": "a", "question": 5}',
+            "schema: /question: must be of type string or null, got integer",
+        ),
+        (b'{"traceId": "a", "latencyMs": -1}', "schema: /latencyMs: must be >= 0, got integer"),
         (
             b'{"traceId": "a", "documents": [{"score": "high"}]}',
-            "schema: /documents/0/score: 'high' is not of type 'number', 'null'",
+            "schema: /documents/0/score: must be of type number or null, got string of length 4",
         ),
         (
             b'{"traceId": "a", "timestamp": "yesterday"}',
-            "schema: /timestamp: 'yesterday' is not an RFC 3339 date-time",
+            "schema: /timestamp: a string of 9 characters is not an RFC 3339 date-time",
         ),
     ],
 )
@@ -185,6 +188,31 @@ def test_rejections_have_clear_reasons(raw: bytes | None, reason: str) -> None:
         parse_event(raw)
     assert ei.value.reason == reason
     assert ei.value.code == reason.split(":")[0]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (
+            b'{"traceId": "a", "question": ["my salary is 5k"]}',
+            "schema: /question: ['my salary is 5k'] is not of type 'string', 'null'",
+        ),
+        (
+            b'{"traceId": "a", "timestamp": "secret plan"}',
+            "schema: /timestamp: 'secret plan' is not an RFC 3339 date-time",
+        ),
+    ],
+)
+def test_values_are_quoted_only_with_log_text(raw: bytes, reason: str) -> None:
+    """Reasons reach logs and dead-letter headers: the value (maybe question text) only with log_text on."""
+    with pytest.raises(EventRejected) as ei:
+        parse_event(raw, log_text=True)
+    assert ei.value.reason == reason
+    with pytest.raises(EventRejected) as off:
+        parse_event(raw)
+    assert "salary" not in off.value.reason
+    assert "secret" not in off.value.reason
+    assert off.value.reason.startswith(reason.split(":", 2)[0] + ":" + reason.split(":", 2)[1])
 
 
 def test_too_large() -> None:

@@ -60,6 +60,33 @@ async def test_send_to_kafka_publishes_lines_keyed_by_trace_id(kafka_bootstrap: 
     assert part[lines[0]] == part[lines[7]]
 
 
+async def test_send_to_kafka_reports_bad_lines_and_goes_on(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    """A trace id with a lone surrogate used to crash send (UnicodeEncodeError); an oversized event stopped it."""
+    await create_topic(kafka_bootstrap, topic, 1)
+    big = json.dumps({"traceId": "big", "question": "q", "answer": "x" * 1_200_000}).encode()
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(
+        b'{"traceId": "first", "question": "q", "answer": "a"}\n'
+        b'{"traceId": "half-\\ud83d", "question": "q", "answer": "a"}\n'
+        + big
+        + b'\n{"traceId": "last", "question": "q", "answer": "a"}\n'
+    )
+    r = await asyncio.to_thread(
+        _cli,
+        ["send", str(path), "--to", "kafka", "--topic", topic],
+        # producer limit: max(max message bytes + 64 KiB, 1 MiB) = 1 MiB < the 1.2 MB event
+        {"RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGPULSE_KAFKA_MAX_MESSAGE_BYTES": "1000"},
+    )
+    assert "Traceback" not in r.stderr
+    assert r.returncode == 1, r.stderr  # some lines were skipped
+    assert r.stdout.strip() == f"sent 3 events to Kafka topic {topic} (1 lines skipped)"
+    assert "line 3: skipped: too_large: MessageSizeTooLargeError" in r.stderr
+    recs = await read_topic(kafka_bootstrap, topic, 3)
+    assert [x.key for x in recs] == [b"first", "half-\ufffd".encode(), b"last"]
+
+
 async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
     path = _fixture_file()
     sink = RecordingSink(100)

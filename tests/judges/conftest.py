@@ -1,28 +1,15 @@
-"""Fixtures for judge tests: the scripted OpenAI-compatible server and settings pointing at it."""
+"""Fixtures for judge tests: settings and a client pointing at the scripted judge server (``openai_server``,
+tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from ragpulse.config import Settings
-from ragpulse.judges.llm import LLMClient
+from ragpulse.judges.model.client import LLMClient
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
-
-
-@pytest.fixture(scope="session")
-def _openai_server_session() -> Iterator[ScriptedOpenAIServer]:
-    with ScriptedOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-def openai_server(_openai_server_session: ScriptedOpenAIServer) -> Iterator[ScriptedOpenAIServer]:
-    """A running scripted OpenAI-compatible server, emptied (no queued replies, no records) for each test."""
-    _openai_server_session.reset()
-    yield _openai_server_session
-    _openai_server_session.reset()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from ragpulse.cli import app
 from ragpulse.config import Settings
-from ragpulse.judges.base import error, ok, skipped
+from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, RunRecord, RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.replay import CaseResult
 from ragpulse.services.gate import evaluate_gate, gate_thresholds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,110 @@ def test_csv_row_with_more_cells_than_the_header_is_an_error(tmp_path: Path) -> 
         TestSetError, match=r"x.csv:2: row 2: 4 cells but the header has 3 \(unquoted comma\?\)"
     ):
         load_test_set(p)
+
+
+# --- reading the file the way the user meant (issue 13) ---
+
+
+@pytest.mark.parametrize(("delimiter", "name"), [(";", "semi"), ("\t", "tab"), ("|", "pipe")])
+def test_csv_delimiter_is_detected_from_the_header(tmp_path: Path, delimiter: str, name: str) -> None:
+    p = tmp_path / f"{name}.csv"
+    d = delimiter
+    p.write_text(
+        f"id{d}question{d}answer{d}keywords\n"
+        f"c1{d}Can I carry leave over?{d}Yes, up to 5 days.{d}5 days, carry over\n"
+        f"c2{d}Who approves?{d}Your manager, then HR.{d}manager\n",
+        encoding="utf-8",
+    )
+    ts = load_test_set(p)
+    assert [c.id for c in ts.cases] == ["c1", "c2"]
+    assert ts.cases[0].question == "Can I carry leave over?"
+    assert ts.cases[0].answer == "Yes, up to 5 days."
+    assert ts.cases[0].keywords == ("5 days", "carry over")
+    assert ts.cases[1].answer == "Your manager, then HR."
+    assert ts.cases[1].metadata == {}
+
+
+def test_csv_delimiter_option(tmp_path: Path) -> None:
+    p = tmp_path / "t.csv"
+    p.write_text("question\tanswer\nq1\ta1\n", encoding="utf-8")
+    for given in ("\t", "tab", "\\t"):
+        ts = load_test_set(p, csv_delimiter=given)
+        assert (ts.cases[0].question, ts.cases[0].answer) == ("q1", "a1")
+    # forcing the wrong delimiter: the header is one unknown column
+    with pytest.raises(
+        TestSetError, match=r"t.csv:1: no known column in the CSV header .* with --csv-delimiter ';'"
+    ):
+        load_test_set(p, csv_delimiter=";")
+    with pytest.raises(TestSetError, match="must be one character"):
+        load_test_set(p, csv_delimiter=";;")
+
+
+def test_csv_with_no_known_column_is_an_error(tmp_path: Path) -> None:
+    p = tmp_path / "de.csv"
+    p.write_text("frage;antwort\nWo?;Hier.\n", encoding="utf-8")
+    with pytest.raises(TestSetError) as ei:
+        load_test_set(p)
+    msg = str(ei.value)
+    assert msg.startswith(f"{p}:1: no known column in the CSV header 'frage;antwort' with any delimiter of ")
+    assert "expected at least one of " in msg
+    assert "question" in msg
+    assert "--csv-delimiter" in msg
+
+
+def test_gbk_file_says_it_must_be_utf8(tmp_path: Path) -> None:
+    p = tmp_path / "zh.jsonl"
+    good = json.dumps({"question": "What?"}) + "\n"
+    p.write_bytes(
+        good.encode() + json.dumps({"question": "年假有几天？"}, ensure_ascii=False).encode("gbk") + b"\n"
+    )
+    with pytest.raises(TestSetError) as ei:
+        load_test_set(p)
+    assert str(ei.value) == (
+        f"{p}:2: the file must be UTF-8 (or start with a byte-order mark): byte 0xC4 at line 2, column 15 is "
+        "not UTF-8; convert the file or pass --encoding (e.g. gbk, utf-16)"
+    )
+    ts = load_test_set(p, encoding="gbk")
+    assert [c.question for c in ts.cases] == ["What?", "年假有几天？"]
+    with pytest.raises(TestSetError, match="unknown encoding 'nope'"):
+        load_test_set(p, encoding="nope")
+
+
+def test_utf16_and_utf8_byte_order_marks_are_honoured(tmp_path: Path) -> None:
+    text = "id,question,answer\nz1,年假有几天？,15天\n"
+    for enc in ("utf-16", "utf-32", "utf-8-sig"):  # Python writes these with a BOM
+        p = tmp_path / f"{enc}.csv"
+        p.write_bytes(text.encode(enc))
+        ts = load_test_set(p)
+        assert [(c.id, c.question, c.answer) for c in ts.cases] == [("z1", "年假有几天？", "15天")]
+    p = tmp_path / "nobom.csv"
+    p.write_bytes(text.encode("utf-16-le"))
+    with pytest.raises(TestSetError, match=r"nobom.csv:1: the file must be UTF-8: it looks like UTF-16"):
+        load_test_set(p)
+    assert load_test_set(p, encoding="utf-16-le").cases[0].answer == "15天"
+
+
+def test_csv_unterminated_quote_is_reported_where_the_cell_opens(tmp_path: Path) -> None:
+    p = tmp_path / "q.csv"
+    p.write_text('id,question,answer\nc1,q1,a1\n\nc2,"unterminated,x\nc3,q,a\nc4,q,a\n', encoding="utf-8")
+    with pytest.raises(TestSetError) as ei:
+        load_test_set(p)
+    assert str(ei.value) == (
+        f"{p}:4: not valid CSV: unexpected end of data: the quoted cell of the row starting on line 4 is "
+        "never closed"
+    )
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_are_rejected(tmp_path: Path, constant: str) -> None:
+    """Python's json reads NaN/Infinity; jsonb would store them as null. Rejected like the Kafka path does."""
+    p = tmp_path / "n.jsonl"
+    p.write_text(f'{{"question": "a"}}\n{{"question": "b", "score": {constant}}}\n', encoding="utf-8")
+    with pytest.raises(TestSetError) as ei:
+        load_test_set(p)
+    name = constant if constant != "1e999" else "1e999"
+    assert str(ei.value).startswith(f"{p}:2: line 2 is not valid JSON: {name} is not a ")
+    j = tmp_path / "n.json"
+    j.write_text(f'[{{"question": "b", "meta": {{"x": [{constant}]}}}}]', encoding="utf-8")
+    with pytest.raises(TestSetError, match=f"n.json: not valid JSON: {re.escape(constant)} is not a"):
+        load_test_set(j)

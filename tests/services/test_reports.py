@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ragpulse.judges.base import error, ok, skipped
+from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, Judgement, RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.replay import CaseResult
 from ragpulse.services.report_model import RunReport

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncpg
 
+import ragpulse.store
 from ragpulse.store.migrate import MIGRATION_LOCK_KEY, load_migrations, migrate
 
 TABLES = {
+    "calibration_profiles",
     "dead_letters",
     "judgements",
     "run_cases",
@@ -18,6 +21,8 @@ TABLES = {
     "test_sets",
     "traces",
 }
+#: Every packaged migration version, read from the file names (``NNN_name.sql``).
+ALL = sorted(int(p.name[:3]) for p in (Path(ragpulse.store.__file__).parent / "migrations").glob("*.sql"))
 
 
 async def _tables(conn: asyncpg.Connection) -> set[str]:
@@ -27,19 +32,21 @@ async def _tables(conn: asyncpg.Connection) -> set[str]:
 
 def test_packaged_migrations_are_numbered() -> None:
     migs = load_migrations()
-    assert [m.version for m in migs] == [1]
+    assert [m.version for m in migs] == ALL
+    assert ALL[0] == 1
     assert migs[0].name == "initial"
     assert len(migs[0].checksum) == 64
+    assert {m.name for m in migs if m.version == 13} == {"runs"}
 
 
 async def test_from_empty_then_rerun(store_url: str) -> None:
     conn = await asyncpg.connect(store_url)
     try:
         assert await _tables(conn) == set()
-        assert await migrate(conn) == [1]
+        assert await migrate(conn) == ALL
         assert await _tables(conn) == TABLES
         assert await migrate(conn) == []
-        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert await conn.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL)
         # the lock is released after migrating
         assert (
             await conn.fetchval(
@@ -55,8 +62,8 @@ async def test_concurrent_migrations_apply_once(store_url: str) -> None:
     a, b = await asyncpg.connect(store_url), await asyncpg.connect(store_url)
     try:
         done = await asyncio.gather(migrate(a), migrate(b))
-        assert sorted(done) == [[], [1]]
-        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == 1
+        assert sorted(done) == [[], ALL]
+        assert await a.fetchval("SELECT count(*) FROM schema_migrations") == len(ALL)
     finally:
         await a.close()
         await b.close()
@@ -71,7 +78,7 @@ async def test_migrate_waits_for_advisory_lock(store_url: str) -> None:
         assert not task.done()
         assert await _tables(holder) == set()  # nothing ran while another replica held the lock
         await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
-        assert await asyncio.wait_for(task, 10) == [1]
+        assert await asyncio.wait_for(task, 10) == ALL
     finally:
         await holder.close()
         await runner.close()

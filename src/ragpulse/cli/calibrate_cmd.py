@@ -1,148 +1,59 @@
-"""``ragpulse calibrate``: agreement of a judge with human labels on a JSONL file.
+"""``ragpulse calibrate`` and ``ragpulse calibrations``: a judge's agreement with human labels, and the stored
+calibration profiles that correct pass rates for judge error.
 
-Each line of FILE is one case: ``question``, ``contexts`` (a list of strings, or one string), ``answer`` and
-the 0/1 label field named by ``--label`` (``0``/``1``, ``"0"``/``"1"`` or ``true``/``false``). Optional
-reference fields are passed to the judge too: ``expected_answer`` (or ``ground_truth`` /
-``reference_answer``) and ``keywords``. Lines without the label are an error (exit 2).
-
-The judge is built the way the sidecar builds it (``ragpulse.judges.registry.build_judges``), so with no
-judge model configured this calibrates the offline heuristic backend. Metrics: see
-:mod:`ragpulse.judges.calibration`.
+``calibrate FILE --judge J --label L`` judges every case of a labelled JSONL file the way the sidecar would
+(see :mod:`ragpulse.services.calibration` for the file format) and prints accuracy, balanced accuracy with a
+bootstrap interval, F1 of the failing class, Spearman and the confusion counts. ``--save NAME`` also stores
+the judge version's calibration profile (sensitivity and specificity with Wilson intervals) in PostgreSQL;
+``calibrations list`` shows the stored profiles. A file with no cases is an error (exit 2); with one label
+class only the balanced accuracy is ``n/a`` and a warning says why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from ragpulse.calibration import CalibrationReport
 from ragpulse.cli import _common
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
-from ragpulse.errors import ConfigError
-from ragpulse.judges.calibration import CalibrationReport, calibrate
-from ragpulse.model import Judgement, Trace
+from ragpulse.errors import ConfigError, StoreError
+from ragpulse.model import CalibrationProfile
+from ragpulse.services.calibration import profile_of, run_calibration
 
-__all__ = ["load_cases", "run_calibration"]
+__all__: list[str] = []
 
-_EXPECTED_FIELDS = ("expected_answer", "ground_truth", "reference_answer")
+#: Names of saved profiles follow the rule of test-set and run names.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-
-def _label(value: Any, field: str, line_no: int) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float) and value in (0, 1):
-        return int(value)
-    if isinstance(value, str) and value.strip() in ("0", "1"):
-        return int(value.strip())
-    raise ValueError(f"line {line_no}: label {field!r} must be 0 or 1, got {value!r}")
+calibrations_app = typer.Typer(help="Stored calibration profiles of judges (from calibrate --save).")
+_app.add_typer(calibrations_app, name="calibrations")
 
 
-def load_cases(path: Path, label: str, limit: int | None = None) -> tuple[list[Trace], list[int]]:
-    """Read FILE into traces and labels (in file order; blank lines skipped).
+async def _save(settings: Settings, profile: CalibrationProfile) -> None:
+    from ragpulse.store import open_store
 
-    Raises:
-        ValueError: a line is not a JSON object or its label is missing / not 0/1.
-        OSError: the file cannot be read.
-    """
-    traces: list[Trace] = []
-    labels: list[int] = []
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if limit is not None and len(traces) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"line {line_no}: not valid JSON: {e}") from e
-            except RecursionError as e:
-                raise ValueError(f"line {line_no}: not valid JSON: nested too deeply") from e
-            if not isinstance(row, dict):
-                raise ValueError(f"line {line_no}: expected a JSON object")
-            if label not in row or row[label] is None:
-                raise ValueError(f"line {line_no}: no label field {label!r}")
-            labels.append(_label(row[label], label, line_no))
-            contexts = row.get("contexts") or []
-            if isinstance(contexts, str):
-                contexts = [contexts]
-            expected = next((row[f] for f in _EXPECTED_FIELDS if isinstance(row.get(f), str)), None)
-            if not isinstance(contexts, list):
-                raise ValueError(f"line {line_no}: contexts must be a list of strings or a string")
-            try:
-                trace = Trace(
-                    trace_id=str(row.get("id") or f"line-{line_no}"),
-                    question=row.get("question"),
-                    documents=[str(c) for c in contexts if c is not None],
-                    answer=row.get("answer"),
-                    expected_answer=expected,
-                    keywords=row.get("keywords"),
-                )
-            except ValidationError as e:  # one line naming the field, not pydantic's multi-line report
-                err = e.errors()[0]
-                where = ".".join(str(x) for x in err["loc"])
-                raise ValueError(f"line {line_no}: {where}: {err['msg']}") from e
-            traces.append(trace)
-    return traces, labels
+    async with open_store(settings) as store:
+        await store.save_calibration_profile(profile)
 
 
-async def _judge_all(settings: Settings, judge_name: str, traces: Sequence[Trace]) -> list[Judgement]:
-    """Build the judge inside the running loop (one shared LLM client when a model is set), judge every
-    trace with at most ``settings.judge_max_concurrency`` in flight, then close the client."""
-    from ragpulse.judges.llm import LLMClient
-    from ragpulse.judges.registry import build_judges
+async def _list(settings: Settings, judge: str | None) -> list[CalibrationProfile]:
+    from ragpulse.store import open_store
 
-    client = LLMClient(settings) if settings.uses_llm else None
-    try:
-        judge = build_judges(settings, [judge_name], client=client)[judge_name]
-        sem = asyncio.Semaphore(settings.judge_max_concurrency)
-
-        async def one(trace: Trace) -> Judgement:
-            async with sem:
-                return await judge.judge(trace)
-
-        return list(await asyncio.gather(*(one(t) for t in traces)))
-    finally:
-        if client is not None:
-            await client.aclose()
+    async with open_store(settings) as store:
+        return await store.list_calibration_profiles(judge)
 
 
-def run_calibration(
-    settings: Settings,
-    path: Path,
-    *,
-    judge_name: str,
-    label: str,
-    threshold: float | None = None,
-    limit: int | None = None,
-) -> CalibrationReport:
-    """Judge every case of ``path`` with the judge ``build_judges`` makes and compare with the labels.
-
-    Metrics: see :func:`ragpulse.judges.calibration.calibrate`.
-
-    Raises:
-        ConfigError: the judge cannot be built (unknown name, bad options, needs a judge model).
-        ValueError / OSError: see :func:`load_cases`.
-    """
-    from ragpulse.judges.registry import available_judges
-
-    if judge_name not in available_judges():
-        raise ConfigError(f"unknown judge {judge_name!r}; available: {', '.join(available_judges())}")
-    traces, labels = load_cases(path, label, limit)
-    judgements = asyncio.run(_judge_all(settings, judge_name, traces))
-    return calibrate(judgements, labels, threshold=threshold)
-
-
-def _fmt(v: float | None) -> str:
-    return "—" if v is None else f"{v:.3f}"
+def _fmt(v: float | None, none: str = "—") -> str:
+    return none if v is None else f"{v:.3f}"
 
 
 def _print_table(report: CalibrationReport, judge: str, path: Path, label: str) -> None:
@@ -158,7 +69,7 @@ def _print_table(report: CalibrationReport, judge: str, path: Path, label: str) 
     table.add_row("accuracy", _fmt(report.accuracy))
     table.add_row(
         "balanced accuracy (95% CI)",
-        f"{_fmt(report.balanced_accuracy)} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "—",
+        f"{_fmt(report.balanced_accuracy)} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "n/a",
     )
     table.add_row("F1 of failing class (label 0)", _fmt(report.f1))
     table.add_row("Spearman (score vs label)", _fmt(report.spearman))
@@ -182,18 +93,71 @@ def calibrate_command(
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N cases.")] = None,
+    save: Annotated[
+        str | None,
+        typer.Option(
+            "--save",
+            metavar="NAME",
+            help="Store this judge version's calibration profile under the data set name NAME.",
+        ),
+    ] = None,
 ) -> None:
     """Measure a judge's agreement with human labels (accuracy, balanced accuracy + 95% CI, F1, Spearman)."""
     settings = _common.settings()
+    if save is not None and not _NAME.match(save):
+        raise _common.fail(f"--save {save!r}: a name is 1-128 letters, digits, '.', '_' or '-'")
     try:
-        report = run_calibration(
-            settings, file, judge_name=judge, label=label, threshold=threshold, limit=limit
-        )
+        run = run_calibration(settings, file, judge_name=judge, label=label, threshold=threshold, limit=limit)
     except ConfigError as e:
         raise _common.fail(str(e)) from e
     except (OSError, ValueError) as e:
         raise _common.fail(f"{file}: {e}") from e
+    report = run.report
+    if save is not None:
+        try:
+            asyncio.run(_save(settings, profile_of(run, save)))
+        except StoreError as e:
+            raise _common.fail(f"cannot store the calibration profile: {e}", code=3) from e
+        typer.secho(f"saved calibration profile {save!r} for {judge} version {run.judge_version}", err=True)
+    for warning in report.warnings:
+        typer.secho(f"warning: {warning}", err=True, fg=typer.colors.YELLOW)
     if json_out:
         typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
         _print_table(report, judge, file, label)
+
+
+@calibrations_app.command("list")
+def calibrations_list(
+    judge: Annotated[str | None, typer.Option("--judge", help="Only this judge's profiles.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")] = False,
+) -> None:
+    """List stored calibration profiles, newest first (the newest of a judge version is the one in use)."""
+    settings = _common.settings()
+    try:
+        profiles = asyncio.run(_list(settings, judge))
+    except StoreError as e:
+        raise _common.fail(f"cannot read calibration profiles: {e}", code=3) from e
+    if json_out:
+        for p in profiles:
+            typer.echo(p.model_dump_json())
+        return
+    if not profiles:
+        typer.echo(
+            "no calibration profiles yet: save one with ragpulse calibrate FILE --judge J --label L --save NAME"
+        )
+        return
+    table = Table(title="calibration profiles")
+    for col in ("name", "judge", "version", "n", "sensitivity [95% CI]", "specificity [95% CI]", "saved"):
+        table.add_column(col)
+    for p in profiles:
+        table.add_row(
+            p.name,
+            p.judge,
+            p.judge_version,
+            str(p.n),
+            f"{_fmt(p.sensitivity)} [{_fmt(p.sensitivity_lower)}, {_fmt(p.sensitivity_upper)}]",
+            f"{_fmt(p.specificity)} [{_fmt(p.specificity_lower)}, {_fmt(p.specificity_upper)}]",
+            p.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
+    Console().print(table)

@@ -58,16 +58,14 @@ def progress_bar(total: int, label: str, *, enabled: bool = True) -> Iterator[Pr
 async def _replay(
     s: Settings,
     *,
-    file: Path | None,
+    ts: TestSet | None,
     stored: str | None,
-    name: str | None,
     judge_names: list[str] | None,
     run_id: str | None,
     via: Via | None,
     wait_s: float,
     exporters: list[Exporter],
 ) -> RunReport:
-    ts: TestSet | None = load_test_set(file, name) if file is not None else None
     async with _common.open_cli_store(s) as store:
         if ts is None:
             assert stored is not None
@@ -130,6 +128,16 @@ def replay(
         "repeatable. Adds coverage>=coverage_threshold unless given.",
     ),
     name: str | None = typer.Option(None, "--name", help="Test set name (default: the file name)."),
+    encoding: str | None = typer.Option(
+        None,
+        "--encoding",
+        help="Text encoding of the file, e.g. gbk (default: UTF-8, or its byte-order mark).",
+    ),
+    csv_delimiter: str | None = typer.Option(
+        None,
+        "--csv-delimiter",
+        help="CSV delimiter, e.g. ';' (default: detected from the header row among , ; tab |).",
+    ),
     cases: bool = typer.Option(False, "--cases", help="List every case, not only the failing ones."),
     via: str | None = typer.Option(
         None,
@@ -150,6 +158,7 @@ def replay(
     if via is not None and via not in {v.value for v in Via}:
         raise ConfigError(f"--via must be kafka or otlp, not {via!r}")
     thresholds = parse_thresholds(fail_under, judges=known_judge_names(s))
+    ts = load_test_set(testset, name, encoding=encoding, csv_delimiter=csv_delimiter) if testset else None
     from ragpulse.export import build_exporters, push_to_gateway, shutdown_exporters
 
     exporters = build_exporters(s)
@@ -157,9 +166,8 @@ def replay(
         report = asyncio.run(
             _replay(
                 s,
-                file=testset,
+                ts=ts,
                 stored=test_set,
-                name=name,
                 judge_names=split_names(judges),
                 run_id=run_id,
                 via=Via(via) if via else None,

@@ -1,7 +1,8 @@
 """``ragpulse send FILE --to kafka|otlp``: publish trace events from a JSONL file, for trying ragpulse out.
 
 ``--to kafka`` produces every non-blank line as is (invalid lines too, so the dead-letter topic can be seen at
-work) to ``--topic`` (default: the first of ``kafka_topics``). ``--to otlp`` parses each line as a trace event
+work) to ``--topic`` (default: the first of ``kafka_topics``); a line the brokers refuse for its size is
+reported (``line N: skipped: too_large: …``) and the rest is sent. ``--to otlp`` parses each line as a trace event
 (the Kafka event schema) and posts it as OpenInference spans to the OTLP/HTTP receiver (``--endpoint``,
 default ``http://<otlp_http_address>``); lines that do not parse are reported and skipped.
 Exit codes: 0 all lines sent, 2 some lines were skipped (input error; the others were sent) or a configuration
@@ -58,17 +59,26 @@ def send(
     lines = [ln for _, ln in numbered]
     skipped = 0
     if to is Target.KAFKA:
-        n = asyncio.run(publish_kafka(settings, lines, topic))
-        typer.echo(f"sent {n} events to Kafka topic {topic or settings.kafka_topics[0]}")
+
+        def report(index: int, reason: str) -> None:
+            nonlocal skipped
+            skipped += 1
+            typer.secho(f"line {numbered[index][0]}: skipped: {reason}", err=True, fg=typer.colors.YELLOW)
+
+        n = asyncio.run(publish_kafka(settings, lines, topic, on_skip=report))
+        note = f" ({skipped} lines skipped)" if skipped else ""
+        typer.echo(f"sent {n} events to Kafka topic {topic or settings.kafka_topics[0]}{note}")
     else:
         traces: list[Trace] = []
         for i, ln in numbered:
             try:
-                traces.append(parse_event(ln, max_bytes=settings.kafka_max_message_bytes))
+                traces.append(
+                    parse_event(ln, max_bytes=settings.kafka_max_message_bytes, log_text=settings.log_text)
+                )
             except EventRejected as e:
                 skipped += 1
                 typer.secho(f"line {i}: skipped: {e.reason}", err=True, fg=typer.colors.YELLOW)
         n = asyncio.run(publish_otlp(settings, traces, endpoint))
         typer.echo(f"sent {n} traces as OTLP spans ({skipped} lines skipped)")
     if skipped:
-        raise _common.fail(f"{file}: {skipped} line(s) were not trace events and were skipped")
+        raise _common.fail(f"{file}: {skipped} line(s) were skipped (see above); the others were sent")

@@ -35,13 +35,20 @@ import structlog
 from ragpulse import telemetry
 from ragpulse.config import Settings
 from ragpulse.engine.routing import Router
-from ragpulse.engine.sampling import is_sampled
+from ragpulse.engine.sampling import SamplingPolicy
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport, judge_needs_answer
 
-__all__ = ["NOT_EVALUABLE_ATTRIBUTE", "Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
+__all__ = [
+    "NOT_EVALUABLE_ATTRIBUTE",
+    "TRACE_ERROR",
+    "Engine",
+    "EngineClosedError",
+    "EngineStats",
+    "not_evaluable_reason",
+]
 
 log = get_logger("ragpulse.engine")
 
@@ -101,13 +108,22 @@ class _Item:
 NOT_EVALUABLE_ATTRIBUTE = "ragpulse.not_evaluable"
 
 
+#: Reason of a trace its source reported as failed (``Trace.error``: OTLP root status ERROR, Kafka ``error``).
+TRACE_ERROR = "trace_error"
+
+
 def not_evaluable_reason(trace: Trace) -> str | None:
     """Why ``trace`` cannot be judged, else ``None``.
 
-    The :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs), else ``no_question`` /
+    ``trace.not_evaluable`` or the :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs),
+    else :data:`TRACE_ERROR` when the source reported the trace as failed (``trace.error``), else ``no_question`` /
     ``no_answer`` when the trace lacks one (missing or blank; without an answer the judges that need none still
     run).
     """
+    if trace.not_evaluable:
+        return trace.not_evaluable
+    if trace.error:
+        return TRACE_ERROR
     marked = trace.attributes.get(NOT_EVALUABLE_ATTRIBUTE)
     if isinstance(marked, str) and marked.strip():
         return marked.strip()
@@ -144,6 +160,8 @@ class Engine:
         store: where results are written (``write_results``).
         settings: engine settings (``engine_*``, ``sampling_rate``, ``shutdown_deadline_s``, ``judge_routes``).
         exporters: receive ``on_stored(result, changed)`` after each successful write.
+        sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: the
+            global ``sampling_rate`` only (test traffic is always judged either way).
     """
 
     def __init__(
@@ -152,8 +170,11 @@ class Engine:
         store: ResultStore,
         settings: Settings,
         exporters: Sequence[Exporter] = (),
+        *,
+        sampling: SamplingPolicy | None = None,
     ) -> None:
         self._judges = dict(judges)
+        self._sampling = sampling or SamplingPolicy(rate=settings.sampling_rate)
         self._router = Router(self._judges, settings.judge_routes)
         self._store = store
         self._settings = settings
@@ -340,7 +361,7 @@ class Engine:
 
     async def _evaluate(self, item: _Item) -> TraceResult:
         trace = item.trace
-        if not is_sampled(trace.trace_id, self._settings.sampling_rate):
+        if not self._sampling.decide(trace).sampled:
             self.stats.not_sampled += 1
             return TraceResult(trace=trace, outcome=TraceOutcome.NOT_SAMPLED, received_at=item.received_at)
         reason = not_evaluable_reason(trace)
@@ -496,6 +517,10 @@ class Engine:
             return  # a redelivery that changed nothing: never count twice
         if inserted and result.outcome is TraceOutcome.NOT_SAMPLED:
             telemetry.TRACES_NOT_SAMPLED.add(1)
+        if inserted and result.outcome_reason == TRACE_ERROR:
+            telemetry.TRACES_ERRORED.add(
+                1, {"source": result.trace.source.value, "app": telemetry.app_label(result.trace.app)}
+            )
         # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
             try:

@@ -15,8 +15,9 @@ Per changed judgement:
 - ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens (when non-zero: heuristic judges
   use none, and each measurement costs tens of microseconds in the OTel SDK).
 
-Per trace with at least one changed judgement and an ``end_time``: ``ragpulse_evaluation_lag_seconds{source}``
-← now − trace end, seconds (negative values from clock skew are recorded as 0).
+Per trace with at least one changed judgement and an ``end_time`` that the source did not replace
+(``time_replaced``): ``ragpulse_evaluation_lag_seconds{source}`` ← now − trace end, seconds (negative values
+from clock skew are recorded as 0).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class MetricsExporter:
             for j in changed:
                 self._record(j, app)
             end = result.trace.end_time
-            if end is not None:
+            if end is not None and not result.trace.time_replaced:
                 lag = max(0.0, (self._clock() - end).total_seconds())
                 telemetry.EVALUATION_LAG.record(lag, {"source": result.trace.source.value})
         except Exception as e:  # never raise into the engine

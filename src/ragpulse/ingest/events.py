@@ -7,9 +7,12 @@ cannot drift apart. See ``docs/ingestion.md`` for the field list.
 A message that cannot become a trace raises :class:`EventRejected` with a machine-readable ``reason``:
 
 - ``too_large: <n> bytes > <limit>`` – the raw message is bigger than ``kafka_max_message_bytes``;
-- ``not_json: <detail>`` – empty, not UTF-8, not JSON, or a JSON value with a bad number (NaN, Infinity);
+- ``not_json: <detail>`` – empty, not JSON, or a JSON value with a bad number (NaN, Infinity);
 - ``schema: <path>: <message>`` – JSON that breaks the schema (``<path>`` is a JSON pointer, ``/`` for the
   whole event), e.g. ``schema: /: missing required field traceId``.
+
+Text is decoded leniently (:mod:`ragpulse.textclean`): invalid UTF-8 bytes and lone surrogates become U+FFFD
+and NUL characters are removed, so one bad character never costs a trace.
 
 A valid event without a question or an answer is *not* rejected: it becomes a trace that the engine records
 as ``not_evaluable``.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -29,7 +32,10 @@ from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticValidationError
 
 from ragpulse.errors import IngestError
+from ragpulse.ingest.timestamps import epoch_to_datetime, minus_latency, plausible_times
+from ragpulse.jsonutil import strict_loads
 from ragpulse.model import Document, Source, Trace
+from ragpulse.textclean import clean_json, decode_utf8, json_text_needs_cleaning
 
 __all__ = [
     "SCHEMA_RESOURCE",
@@ -96,16 +102,53 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE_CHARS else text[: _MAX_MESSAGE_CHARS - 1] + "…"
 
 
-def _schema_reason(err: ValidationError) -> str:
+def _json_type(v: Any) -> str:
+    """The JSON type name of a decoded value (``string``, ``number``, ``integer``, ``boolean``, …)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object" if isinstance(v, dict) else type(v).__name__
+
+
+def _names(v: Any) -> str:
+    return " or ".join(v) if isinstance(v, list) else str(v)
+
+
+def _describe(err: ValidationError) -> str:
+    """What ``err`` says without quoting the value: the rule broken and the value's JSON type (and length)."""
+    got = _json_type(err.instance)
+    if isinstance(err.instance, str | list | dict):
+        got += f" of length {len(err.instance)}"
+    v = err.validator_value
+    if err.validator == "type":
+        rule = f"must be of type {_names(v)}"
+    elif err.validator == "minimum":
+        rule = f"must be >= {v}"
+    elif err.validator == "maxLength":
+        rule = f"must be at most {v} characters"
+    elif err.validator == "pattern":
+        rule = "must not be blank"
+    else:
+        rule = f"breaks the schema rule {err.validator!r}"
+    return f"{rule}, got {got}"
+
+
+def _schema_reason(err: ValidationError, log_text: bool) -> str:
     if not err.absolute_path and err.validator == "anyOf":
         return "schema: /: missing required field traceId (or trace_id)"
     if len(err.absolute_path) == 1 and err.absolute_path[0] in ("traceId", "trace_id"):
         return f"schema: {_pointer(err.absolute_path)}: must be a non-blank string or a non-negative integer"
-    return f"schema: {_pointer(err.absolute_path)}: {_short(err.message)}"
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a valid JSON number")
+    detail = err.message if log_text else _describe(err)
+    return f"schema: {_pointer(err.absolute_path)}: {_short(detail)}"
 
 
 def _decode(value: bytes | None, max_bytes: int) -> Any:
@@ -113,16 +156,16 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
         raise EventRejected("not_json: empty message")
     if len(value) > max_bytes:
         raise EventRejected(f"too_large: {len(value)} bytes > {max_bytes}")
+    text = decode_utf8(value)  # lenient: invalid bytes become U+FFFD, one bad byte never costs a trace
     try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise EventRejected(f"not_json: not UTF-8 ({e.reason} at byte {e.start})") from e
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
+        event = strict_loads(text)
     except (json.JSONDecodeError, ValueError) as e:
         raise EventRejected(f"not_json: {_short(str(e))}") from e
     except RecursionError as e:  # a poison message must be dead-lettered, not kill the consume loop
         raise EventRejected("not_json: nested too deeply") from e
+    if json_text_needs_cleaning(text):  # lone surrogates ("\ud83d") → U+FFFD, NUL removed
+        event = clean_json(event)
+    return event
 
 
 def _pick(event: dict[str, Any], camel: str) -> Any:
@@ -132,23 +175,38 @@ def _pick(event: dict[str, Any], camel: str) -> Any:
     return v
 
 
-def _timestamp(v: Any) -> datetime | None:
+def _timestamp(v: Any, log_text: bool = False) -> datetime | None:
+    """The event's ``timestamp`` as a UTC time: RFC 3339 (no zone = UTC) or a Unix epoch number whose unit
+    (s, ms, µs, ns) follows from its magnitude. ``None`` when missing or out of any representable range (the
+    plausibility rule then replaces it by the receive time)."""
     if v is None:
         return None
     if isinstance(v, bool):
-        raise EventRejected("schema: /timestamp: must be an RFC 3339 date-time or epoch milliseconds")
+        raise EventRejected("schema: /timestamp: must be an RFC 3339 date-time or a Unix epoch number")
     if isinstance(v, int | float):
-        if not math.isfinite(v):
-            raise EventRejected("schema: /timestamp: must be finite")
-        try:
-            return datetime.fromtimestamp(v / 1000.0, tz=UTC)
-        except (OverflowError, OSError, ValueError) as e:
-            raise EventRejected("schema: /timestamp: epoch milliseconds out of range") from e
+        return epoch_to_datetime(v)
     try:
         ts = datetime.fromisoformat(str(v).strip())
     except ValueError as e:
-        raise EventRejected(f"schema: /timestamp: {_short(repr(v))} is not an RFC 3339 date-time") from e
-    return ts.astimezone(UTC) if ts.tzinfo else ts.replace(tzinfo=UTC)
+        shown = _short(repr(v)) if log_text else f"a string of {len(str(v))} characters"
+        raise EventRejected(f"schema: /timestamp: {shown} is not an RFC 3339 date-time") from e
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    try:
+        return ts.astimezone(UTC)
+    except (OverflowError, ValueError):  # e.g. 0001-01-01T00:00:00+01:00
+        return None
+
+
+def _latency_s(v: Any) -> float | None:
+    """``latencyMs`` in seconds, or ``None`` when missing or not a finite float (e.g. ``1e400``)."""
+    if v is None:
+        return None
+    try:
+        s = float(v) / 1000.0
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return s if math.isfinite(s) else None
 
 
 def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
@@ -183,19 +241,28 @@ def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
     )
 
 
-def trace_from_event(event: dict[str, Any]) -> Trace:
+def trace_from_event(
+    event: dict[str, Any], received_at: datetime | None = None, *, log_text: bool = False
+) -> Trace:
     """Map a schema-valid event (a dict) to a :class:`Trace` with ``source=kafka``.
 
     ``timestamp`` is the end of the RAG request (``end_time``); ``start_time`` is ``end_time - latency``
-    when both are known; ``latencyMs`` becomes ``latency_s`` (seconds).
+    when both are known; ``latencyMs`` becomes ``latency_s`` (seconds). An implausible or unrepresentable
+    timestamp is replaced by ``received_at`` (default: now) and the trace is flagged ``time_replaced``
+    (:func:`ragpulse.ingest.timestamps.plausible_times`).
 
     Raises:
         EventRejected: the timestamp is not a date-time (the one rule JSON Schema cannot check here).
     """
-    latency_ms = _pick(event, "latencyMs")
-    latency_s = None if latency_ms is None else float(latency_ms) / 1000.0
-    end = _timestamp(event.get("timestamp"))
-    start = end - timedelta(seconds=latency_s) if end is not None and latency_s is not None else None
+    received = received_at or datetime.now(UTC)
+    latency_s = _latency_s(_pick(event, "latencyMs"))
+    raw_ts = event.get("timestamp")
+    end = _timestamp(raw_ts, log_text)
+    replaced = raw_ts is not None and end is None
+    if replaced:
+        end = received
+    start = minus_latency(end, latency_s) if end is not None else None
+    start, end, moved = plausible_times(start, end, received, latency_s)
     return Trace(
         trace_id=_pick(event, "traceId"),
         span_id=_pick(event, "spanId"),
@@ -209,6 +276,7 @@ def trace_from_event(event: dict[str, Any]) -> Trace:
         latency_s=latency_s,
         start_time=start,
         end_time=end,
+        time_replaced=replaced or moved,
         attributes=event.get("attributes") or {},
         source=Source.KAFKA,
         run_id=_pick(event, "runId"),
@@ -218,12 +286,22 @@ def trace_from_event(event: dict[str, Any]) -> Trace:
     )
 
 
-def parse_event(value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024) -> Trace:
+def parse_event(
+    value: bytes | None,
+    *,
+    max_bytes: int = 4 * 1024 * 1024,
+    received_at: datetime | None = None,
+    log_text: bool = False,
+) -> Trace:
     """Decode one Kafka message value (UTF-8 JSON) into a :class:`Trace`.
 
     Args:
         value: the raw message value (``None`` for a tombstone).
         max_bytes: largest accepted message, bytes (``Settings.kafka_max_message_bytes``).
+        received_at: when the message was received (UTC; default now): replaces an implausible timestamp.
+        log_text: quote the offending value in the rejection reason (``Settings.log_text``); when off (the
+            default) the reason names the field, the rule and the value's JSON type only, since reasons reach
+            logs and dead-letter headers and the value may be question or answer text.
 
     Raises:
         EventRejected: with ``reason`` ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
@@ -231,9 +309,9 @@ def parse_event(value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024) -> Tra
     event = _decode(value, max_bytes)
     err = best_match(_validator().iter_errors(event))
     if err is not None:
-        raise EventRejected(_schema_reason(err))
+        raise EventRejected(_schema_reason(err, log_text))
     try:
-        return trace_from_event(event)
+        return trace_from_event(event, received_at, log_text=log_text)
     except PydanticValidationError as e:
         first = e.errors()[0]
         loc = _pointer(first["loc"])

@@ -14,6 +14,7 @@ creating the run, the report, finishing or failing the run — is :mod:`ragpulse
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import re
 import uuid
@@ -251,5 +252,9 @@ async def judge_cases(
             trace = case_to_trace(case, run_id=run_id, test_set=test_set.name)
             lost = TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="lost")
             got = CaseResult(case_id=case.id, result=lost, stored=False, note=notes.get(case.id))
+        if not got.stored:  # reported with where the case came from; the other cases went on
+            if case.origin and got.note is None:
+                got = dataclasses.replace(got, note=f"store_failed: {case.origin}")
+            log.warning("replay_case_not_stored", case_id=case.id, origin=case.origin)
         results.append(got)
     return results

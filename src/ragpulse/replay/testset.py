@@ -8,7 +8,16 @@ Formats
   ``{"name": …, "knowledge_base": …, "description": …, "cases": [...]}``.
 - **CSV**: a header row, then one case per row. A cell holding a JSON array (``["a", "b"]``) is parsed;
   otherwise ``keywords`` and ``doc_ids`` are split on commas, and ``contexts`` / ``reference_contexts`` are one
-  context each. Empty cells count as missing.
+  context each. Empty cells count as missing. The delimiter is ``csv_delimiter`` when given, else the one of
+  ``,`` ``;`` tab ``|`` that splits the header row into the most known field names (below), ``,`` on a tie; a
+  header with no known field name is an error (the wrong delimiter reads ``question;answer`` as one column).
+
+Encoding
+--------
+UTF-8; a byte-order mark selects UTF-8, UTF-16 or UTF-32 instead, and ``encoding`` (``replay --encoding``)
+overrides both. Any other bytes are an error that says the file must be UTF-8 and names the line.
+JSON numbers must be finite: ``NaN``/``Infinity`` (accepted by Python's ``json``, not by the JSON standard) are
+rejected as on the Kafka path instead of becoming ``null`` in PostgreSQL's ``jsonb``.
 
 Fields and aliases (first present wins)
 ---------------------------------------
@@ -21,24 +30,43 @@ the case's ``metadata`` (``app`` and ``scenario`` there route the case's trace).
 
 Errors
 ------
+Lone surrogates (``"\\ud83d"``, half an emoji) become U+FFFD and NUL characters are removed
+(:mod:`ragpulse.textclean`); a file that is not UTF-8 is an error naming the line (below). Each case remembers where it came from (``origin``,
+``file:line``), so a case that still cannot be stored is reported with its line.
+
 :class:`TestSetError` (a :class:`~ragpulse.errors.ConfigError`) names the file and line (or row) of every
-problem: invalid JSON, a row that is not an object, a field of the wrong type, a duplicate case id, no cases.
+problem: invalid JSON, a row that is not an object, a field of the wrong type, a duplicate case id, no cases,
+a file that is not UTF-8, a CSV quote left open (reported on the line where the quoted cell starts).
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ragpulse.errors import ConfigError
+from ragpulse.jsonutil import strict_loads
 from ragpulse.model import TestCase, TestSet
+from ragpulse.textclean import clean_json
 
-__all__ = ["FIELD_ALIASES", "TestSetError", "load_test_set", "parse_case"]
+__all__ = [
+    "CSV_DELIMITERS",
+    "FIELD_ALIASES",
+    "ParsedCases",
+    "RowProblem",
+    "TestSetError",
+    "decode_text",
+    "load_test_set",
+    "parse_case",
+    "read_cases",
+]
 
 
 class TestSetError(ConfigError):
@@ -62,6 +90,17 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
 _ALL_ALIASES = frozenset(a for names in FIELD_ALIASES.values() for a in names)
 _KEYWORD_SPLIT = re.compile(r"[,，;；、\n]")
 _LIST_FIELDS = ("keywords", "reference_contexts", "contexts", "doc_ids", "context_labels")
+#: CSV delimiters tried on the header row, in order of preference on a tie.
+CSV_DELIMITERS = (",", ";", "\t", "|")
+_DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "'|'"}
+# UTF-32 first: its little-endian BOM starts with UTF-16's.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 class _RowError(ValueError):
@@ -182,35 +221,80 @@ def parse_case(row: Mapping[str, Any], default_id: str) -> TestCase:
     )
 
 
-def _build(path: Path, rows: Iterable[tuple[int, Any]], unit: str, *, name: str, **extra: Any) -> TestSet:
-    cases: list[TestCase] = []
+@dataclass(frozen=True)
+class RowProblem:
+    """A rejected input row: ``line`` (physical line for JSONL and CSV, header = line 1; 1-based element index
+    for a JSON array), ``reason`` (one line, no position) and ``message`` (the text the strict loader puts after
+    ``<file>:<line>: ``)."""
+
+    line: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ParsedCases:
+    """What :func:`read_cases` read: ``cases`` as ``(line, case)`` in input order, ``rejected`` rows (collect
+    mode only) and, for a JSON object document, its ``name``/``knowledge_base``/``description``."""
+
+    cases: list[tuple[int, TestCase]]
+    rejected: list[RowProblem]
+    name: str | None = None
+    knowledge_base: str | None = None
+    description: str | None = None
+
+
+class _Collector:
+    """Strict (raise on the first problem, naming ``label`` and the line) or collect mode."""
+
+    def __init__(self, label: str, collect: bool) -> None:
+        self.label = label
+        self.collect = collect
+        self.rejected: list[RowProblem] = []
+
+    def problem(self, line: int, reason: str, message: str) -> None:
+        if not self.collect:
+            raise TestSetError(f"{self.label}:{line}: {message}")
+        self.rejected.append(RowProblem(line, reason, message))
+
+
+def _cases(rows: Iterable[tuple[int, Any]], unit: str, col: _Collector) -> list[tuple[int, TestCase]]:
+    cases: list[tuple[int, TestCase]] = []
     seen: dict[str, int] = {}
     for n, row in rows:
+        if isinstance(row, _RowError):
+            col.problem(n, str(row), f"{unit} {n}: {row}")
+            continue
         try:
-            case = parse_case(row, f"line-{n}")
+            case = parse_case(clean_json(row), f"line-{n}").model_copy(update={"origin": f"{col.label}:{n}"})
         except ValueError as e:
-            raise TestSetError(f"{path}:{n}: {unit} {n}: {e}") from e
+            col.problem(n, str(e), f"{unit} {n}: {e}")
+            continue
         if case.id in seen:
-            raise TestSetError(f"{path}:{n}: duplicate case id {case.id!r} (first at {unit} {seen[case.id]})")
+            why = f"duplicate case id {case.id!r} (first at {unit} {seen[case.id]})"
+            col.problem(n, why, why)
+            continue
         seen[case.id] = n
-        cases.append(case)
-    if not cases:
-        raise TestSetError(f"{path}: no test cases")
-    return TestSet(name=name, cases=tuple(cases), **extra)
+        cases.append((n, case))
+    return cases
 
 
-def _jsonl_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+def _jsonl_rows(text: str, col: _Collector) -> Iterable[tuple[int, Any]]:
     # Only "\n" ends a line: str.splitlines() would also split at U+2028, U+2029, U+0085 …, which JSON
     # allows raw inside strings (json.dumps(..., ensure_ascii=False) writes them so).
     for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            yield n, json.loads(line)
+            yield n, strict_loads(line)
         except json.JSONDecodeError as e:
-            raise TestSetError(f"{path}:{n}: line {n} is not valid JSON: {e.msg} (column {e.colno})") from e
-        except RecursionError as e:
-            raise TestSetError(f"{path}:{n}: line {n} is not valid JSON: nested too deeply") from e
+            why = f"not valid JSON: {e.msg} (column {e.colno})"
+            col.problem(n, why, f"line {n} is {why}")
+        except ValueError as e:  # NaN / Infinity
+            col.problem(n, f"not valid JSON: {e}", f"line {n} is not valid JSON: {e}")
+        except RecursionError:
+            why = "not valid JSON: nested too deeply"
+            col.problem(n, why, f"line {n} is {why}")
 
 
 def _csv_cell(field: str, v: str | None) -> Any:
@@ -219,80 +303,219 @@ def _csv_cell(field: str, v: str | None) -> Any:
     s = v.strip()
     if field in _LIST_FIELDS and s.startswith("["):
         try:
-            return json.loads(s)
+            return strict_loads(s)
         except json.JSONDecodeError as e:
             raise _RowError(f"{field} looks like a JSON array but is not valid JSON: {e.msg}") from e
+        except ValueError as e:  # NaN / Infinity
+            raise _RowError(f"{field} looks like a JSON array but is not valid JSON: {e}") from e
     return v
 
 
-def _csv_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+def _header_delimiter(label: str, text: str, given: str | None) -> str:
+    """The delimiter: ``given``, else the one of :data:`CSV_DELIMITERS` whose split of the header row holds
+    the most known field names (the first on a tie).
+
+    Raises:
+        TestSetError: the header holds no known field name with the chosen delimiter.
+    """
+    first = text.split("\n", 1)[0].rstrip("\r")
+    candidates = (given,) if given else CSV_DELIMITERS
+
+    def known(delimiter: str) -> int:
+        cells = next(csv.reader([first], delimiter=delimiter), [])
+        return sum(1 for c in cells if c.strip() in _ALL_ALIASES)
+
+    best = max(candidates, key=known)  # max keeps the first of equal counts
+    if known(best) == 0:
+        hint = (
+            f"with --csv-delimiter {given!r}"
+            if given
+            else f"with any delimiter of {', '.join(_DELIMITER_NAMES[d] for d in CSV_DELIMITERS)}"
+        )
+        raise TestSetError(
+            f"{label}:1: no known column in the CSV header {first[:120]!r} {hint}; expected at least one of "
+            f"{', '.join(sorted(_ALL_ALIASES))} (set the delimiter with --csv-delimiter)"
+        )
+    return best
+
+
+def _csv_rows(text: str, delimiter: str | None, col: _Collector) -> Iterable[tuple[int, Any]]:
     # newline="" lets quoted cells keep their line breaks (RFC 4180); strict rejects broken quoting.
-    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
+    delim = _header_delimiter(col.label, text, delimiter)
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delim, strict=True)
     try:
         header = reader.fieldnames
     except csv.Error as e:
-        raise TestSetError(f"{path}:{reader.line_num}: not valid CSV: {e}") from e
+        raise TestSetError(f"{col.label}:{reader.line_num}: not valid CSV: {e}") from e
     if not header:
-        raise TestSetError(f"{path}: CSV file has no header row")
+        raise TestSetError(f"{col.label}: CSV file has no header row")
     rows = iter(reader)
     canonical = {a: f for f, names in FIELD_ALIASES.items() for a in names}
     while True:
+        row_start = reader.line_num + 1  # the physical line the next row starts on
         try:
             row = next(rows)
         except StopIteration:
             break
-        except csv.Error as e:
-            raise TestSetError(f"{path}:{reader.line_num}: not valid CSV: {e}") from e
+        except csv.Error as e:  # broken quoting: the rest cannot be split into rows reliably, so stop here
+            if "unexpected end of data" in str(e):  # the reader ran to the end looking for the closing quote
+                lines = text.split("\n")
+                while row_start < len(lines) and not lines[row_start - 1].strip():  # skipped blank lines
+                    row_start += 1
+                why = (
+                    f"not valid CSV: unexpected end of data: the quoted cell of the row starting on line "
+                    f"{row_start} is never closed"
+                )
+                col.problem(row_start, why, why)
+                return
+            col.problem(reader.line_num, f"not valid CSV: {e}", f"not valid CSV: {e}")
+            return
         n = reader.line_num
         extra = row.get(None)  # DictReader's restkey: cells beyond the header
         if extra:
             cells = len(header) + len(extra)
-            raise TestSetError(
-                f"{path}:{n}: row {n}: {cells} cells but the header has {len(header)} (unquoted comma?)"
+            yield (
+                n,
+                _RowError(
+                    f"{cells} cells but the header has {len(header)} "
+                    f"(unquoted {_DELIMITER_NAMES.get(delim, repr(delim))}?)"
+                ),
             )
+            continue
         try:
             yield n, {k: _csv_cell(canonical.get(k, k), v) for k, v in row.items() if k is not None}
         except _RowError as e:
-            raise TestSetError(f"{path}:{n}: row {n}: {e}") from e
+            yield n, e
 
 
-def load_test_set(path: str | Path, name: str | None = None) -> TestSet:
+def read_cases(
+    text: str, fmt: str, *, label: str = "<input>", collect: bool = False, csv_delimiter: str | None = None
+) -> ParsedCases:
+    """Parse test cases from ``text`` in ``fmt`` (``jsonl``, ``json`` or ``csv``; see the module docstring).
+
+    The one reader of test-set input: the CLI's :func:`load_test_set` (strict) and the portal's import
+    (``collect=True``) share it.
+
+    Args:
+        text: the decoded input.
+        fmt: ``jsonl``, ``json`` or ``csv``.
+        label: names the input in error messages (the file path).
+        collect: keep going after a bad row and list it in ``rejected`` instead of raising.
+        csv_delimiter: the CSV delimiter (default: detected from the header row).
+
+    Raises:
+        TestSetError: strict mode: the first bad row (message ``<label>:<line>: …``); both modes: the input as a
+            whole is unusable (a JSON document that does not parse or is neither a list nor an object with
+            ``cases``, a CSV header without a known column).
+    """
+    col = _Collector(label, collect)
+    if fmt == "csv":
+        return ParsedCases(_cases(_csv_rows(text, csv_delimiter, col), "row", col), col.rejected)
+    if fmt == "json":
+        try:
+            doc = strict_loads(text)
+        except json.JSONDecodeError as e:
+            raise TestSetError(f"{label}:{e.lineno}: not valid JSON: {e.msg} (column {e.colno})") from e
+        except ValueError as e:  # NaN / Infinity
+            raise TestSetError(f"{label}: not valid JSON: {e}") from e
+        except RecursionError as e:
+            raise TestSetError(f"{label}:1: not valid JSON: nested too deeply") from e
+        if isinstance(doc, list):
+            return ParsedCases(_cases(enumerate(doc, start=1), "case", col), col.rejected)
+        if isinstance(doc, dict) and isinstance(doc.get("cases"), list):
+            kb, desc = doc.get("knowledge_base"), doc.get("description")
+            return ParsedCases(
+                _cases(enumerate(doc["cases"], start=1), "case", col),
+                col.rejected,
+                name=str(doc["name"]) if doc.get("name") else None,
+                knowledge_base=kb if isinstance(kb, str) else None,
+                description=desc if isinstance(desc, str) else None,
+            )
+        raise TestSetError(f"{label}: a JSON test set is a list of cases or an object with a 'cases' list")
+    if fmt == "jsonl":
+        return ParsedCases(_cases(_jsonl_rows(text, col), "line", col), col.rejected)
+    raise ValueError(f"unknown test-set format {fmt!r}")
+
+
+def decode_text(path: Path, data: bytes, encoding: str | None = None) -> str:
+    """Decode a test-set file: ``encoding`` when given, else by its byte-order mark, else UTF-8 (strict).
+
+    Raises:
+        TestSetError: unknown ``encoding``, or bytes that do not decode (the message says the file must be
+            UTF-8, names the line, and suggests ``--encoding``).
+    """
+    if encoding:
+        try:
+            codecs.lookup(encoding)
+        except LookupError as e:
+            raise TestSetError(f"{path}: unknown encoding {encoding!r} (--encoding)") from e
+        chosen = encoding
+    else:
+        chosen = next((enc for bom, enc in _BOMS if data.startswith(bom)), "utf-8")
+    try:
+        return data.decode(chosen)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        byte = data[e.start : e.start + 1].hex().upper()
+        if encoding:
+            raise TestSetError(
+                f"{path}:{line}: not valid {encoding}: byte 0x{byte} at line {line}, column {column} ({e.reason})"
+            ) from e
+        raise TestSetError(
+            f"{path}:{line}: the file must be UTF-8 (or start with a byte-order mark): byte 0x{byte} at line "
+            f"{line}, column {column} is not UTF-8; convert the file or pass --encoding (e.g. gbk, utf-16)"
+        ) from e
+
+
+def _looks_utf16_without_bom(data: bytes) -> bool:
+    head = data[:4096]
+    return len(head) >= 4 and head.count(0) * 4 >= len(head)
+
+
+def load_test_set(
+    path: str | Path,
+    name: str | None = None,
+    *,
+    encoding: str | None = None,
+    csv_delimiter: str | None = None,
+) -> TestSet:
     """Read a test set from ``path`` (``.jsonl``, ``.json`` or ``.csv``; other suffixes are read as JSONL).
 
     Args:
         path: the file.
         name: overrides the test set's name (default: the JSON object's ``name``, else the file stem).
+        encoding: the file's text encoding (default: UTF-8, or what its byte-order mark says).
+        csv_delimiter: the CSV delimiter, one character (``tab`` and ``\\t`` mean a tab; default: detected from
+            the header row, see the module docstring).
 
     Raises:
-        TestSetError: the file is missing, unreadable or holds a bad row (message names file and line).
+        TestSetError: the file is missing, unreadable, not UTF-8 or holds a bad row (message names file and line).
     """
     p = Path(path)
+    csv_delimiter = {"tab": "\t", "\\t": "\t"}.get(csv_delimiter or "", csv_delimiter) or None
+    if csv_delimiter is not None and len(csv_delimiter) != 1:
+        raise TestSetError(f"--csv-delimiter must be one character, got {csv_delimiter!r}")
     try:
-        text = p.read_bytes().decode("utf-8-sig")  # no newline translation: CSV cells keep "\r\n"
+        data = p.read_bytes()  # no newline translation: CSV cells keep "\r\n"
     except FileNotFoundError as e:
         raise TestSetError(f"{p}: test set file not found") from e
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise TestSetError(f"{p}: cannot read test set: {e}") from e
+    if not encoding and not any(data.startswith(bom) for bom, _ in _BOMS) and _looks_utf16_without_bom(data):
+        raise TestSetError(
+            f"{p}:1: the file must be UTF-8: it looks like UTF-16 or UTF-32 without a byte-order mark "
+            "(many NUL bytes); convert it or pass --encoding (e.g. utf-16-le)"
+        )
+    text = decode_text(p, data, encoding)
     suffix = p.suffix.lower()
-    if suffix == ".csv":
-        return _build(p, _csv_rows(p, text), "row", name=name or p.stem)
-    if suffix == ".json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise TestSetError(f"{p}:{e.lineno}: not valid JSON: {e.msg} (column {e.colno})") from e
-        except RecursionError as e:
-            raise TestSetError(f"{p}:1: not valid JSON: nested too deeply") from e
-        if isinstance(doc, list):
-            return _build(p, enumerate(doc, start=1), "case", name=name or p.stem)
-        if isinstance(doc, dict) and isinstance(doc.get("cases"), list):
-            return _build(
-                p,
-                enumerate(doc["cases"], start=1),
-                "case",
-                name=name or str(doc.get("name") or p.stem),
-                knowledge_base=doc.get("knowledge_base"),
-                description=doc.get("description"),
-            )
-        raise TestSetError(f"{p}: a JSON test set is a list of cases or an object with a 'cases' list")
-    return _build(p, _jsonl_rows(p, text), "line", name=name or p.stem)
+    fmt = "csv" if suffix == ".csv" else "json" if suffix == ".json" else "jsonl"
+    parsed = read_cases(text, fmt, label=str(p), csv_delimiter=csv_delimiter)
+    if not parsed.cases:
+        raise TestSetError(f"{p}: no test cases")
+    return TestSet(
+        name=name or parsed.name or p.stem,
+        knowledge_base=parsed.knowledge_base,
+        description=parsed.description,
+        cases=tuple(c for _, c in parsed.cases),
+    )

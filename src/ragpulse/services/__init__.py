@@ -11,4 +11,5 @@ pydantic models; none prints or exits. The CLI commands and the API routes are t
 - :mod:`~ragpulse.services.gate` — thresholds (``--fail-under``, ``gate --min``) and the CI gate;
   :mod:`~ragpulse.services.junit` — its JUnit XML; :mod:`~ragpulse.services.compare` — run comparison.
 - :mod:`~ragpulse.services.judges` — building a command's judges with their shared LLM client.
+- The portal's: test sets, traces, stats, dead letters, evaluate, calibration (one module each).
 """

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
 from ragpulse.config import Settings
-from ragpulse.judges.llm import LLMClient
+from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.registry import available_judges, build_judges
 from ragpulse.protocols import Judge
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +20,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
+    CalibrationProfile,
     RunRecord,
     RunStatus,
     TestSet,
@@ -28,9 +29,10 @@ from ragpulse.model import (
     normalize_trace_id,
 )
 from ragpulse.protocols import ResultStore, WriteReport
-from ragpulse.store import catalog
+from ragpulse.store import calibrations, catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
+from ragpulse.store.portal import PortalQueries
 from ragpulse.store.rows import (
     JUDGEMENT_COLUMNS,
     TRACE_COLUMNS,
@@ -69,7 +71,7 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return cols
 
 
-class PostgresStore:
+class PostgresStore(PortalQueries):
     """Result store on PostgreSQL (asyncpg pool). Build it with :meth:`connect` or ``ragpulse.store.open_store``.
 
     Args:
@@ -328,10 +330,21 @@ class PostgresStore:
         """The stored test set ``name`` with its cases in their original order, or ``None``."""
         return await self._run("get_test_set", lambda c: catalog.get_test_set(c, name))
 
-    async def create_run(self, run: RunRecord) -> None:
+    async def test_set_hash(self, name: str) -> str | None:
+        """:func:`ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when there is no
+        such set (recomputed from the stored cases when they changed outside :meth:`upsert_test_set`)."""
+        return await self._run("test_set_hash", lambda c: catalog.test_set_hash(c, name))
+
+    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
         """Insert run ``run.run_id``; re-using an id resets it to ``run``'s values (status ``running``, no
-        finish time and no report by default)."""
-        await self._run("create_run", lambda c: catalog.create_run(c, run))
+        finish time and no report by default). The owner is this process unless ``run`` names one.
+        ``replace``: also drop the old run's trace links (the id is re-used for other cases)."""
+        await self._run("create_run", lambda c: catalog.create_run(c, run, replace=replace))
+
+    async def heartbeat_run(self, run_id: str) -> bool:
+        """Say that run ``run_id``'s process is alive (``heartbeat_at`` = now); ``False`` if it is not
+        ``running``."""
+        return await self._run("heartbeat_run", lambda c: catalog.heartbeat_run(c, run_id))
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
         """Mark run ``run_id`` finished now with ``status`` and its ``report`` (JSON-able mapping).
@@ -348,6 +361,30 @@ class PostgresStore:
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Run ``run_id`` or ``None``."""
         return await self._run("get_run", lambda c: catalog.get_run(c, run_id))
+
+    # -- calibration profiles (queries in :mod:`ragpulse.store.calibrations`) -------------------------------------
+    async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
+        """Store ``profile``, replacing one with the same judge, judge version and name."""
+        await self._run("save_calibration_profile", lambda c: calibrations.save_profile(c, profile))
+
+    async def list_calibration_profiles(self, judge: str | None = None) -> list[CalibrationProfile]:
+        """Stored calibration profiles (of ``judge`` when given), newest first."""
+        return await self._run("list_calibration_profiles", lambda c: calibrations.list_profiles(c, judge))
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        """The newest profile of exactly ``judge`` at ``judge_version`` (the one corrected pass rates use)."""
+        return await self._run(
+            "latest_calibration_profile", lambda c: calibrations.latest_profile(c, judge, judge_version)
+        )
+
+    async def window_pass_counts(
+        self, judge_versions: Mapping[str, str], window: timedelta
+    ) -> list[tuple[str, str | None, int, int]]:
+        """``(judge, app, passed, scored)`` of live traffic in the last ``window`` for each judge's version
+        (see :func:`ragpulse.store.calibrations.window_pass_counts`)."""
+        return await self._run(
+            "window_pass_counts", lambda c: calibrations.window_pass_counts(c, judge_versions, window)
+        )
 
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:

@@ -10,6 +10,11 @@ exactly 16 / 8 bytes, and rejected otherwise.
 Other rules: 64-bit integers may be decimal strings or JSON numbers; enums are integers, names are tolerated;
 unknown fields are ignored. A span that cannot be decoded (bad id, wrong types) is dropped and counted in
 :attr:`DecodeResult.rejected_spans`; the rest of the request is kept (OTLP partial success).
+
+Text is decoded leniently (:mod:`ragpulse.textclean`): invalid UTF-8 in a JSON body or in a protobuf
+``string`` field, and lone surrogates (``"\\ud83d"``) in OTLP/JSON, become U+FFFD, so one cut character never
+costs the spans around it. A protobuf payload with bad UTF-8 is parsed a second time with a schema whose
+``string`` fields are ``bytes`` (:func:`parse_lenient`), only when the strict parse fails.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from ragpulse.errors import IngestError
+from ragpulse.textclean import decode_utf8, has_escaped_surrogate, repair_json, repair_text
 
 __all__ = [
     "SPAN_ID_BYTES",
@@ -37,6 +44,7 @@ __all__ = [
     "decode_protobuf",
     "decompress",
     "id_to_bytes",
+    "parse_lenient",
 ]
 
 TRACE_ID_BYTES = 16
@@ -113,7 +121,10 @@ def decode_protobuf(data: bytes) -> DecodeResult:
     try:
         req.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise IngestError(f"malformed protobuf payload: {e}") from e
+        try:
+            req = parse_lenient(data)
+        except (DecodeError, RuntimeError, ValueError):
+            raise IngestError(f"malformed protobuf payload: {e}") from e
     result = DecodeResult(request=req)
     for rs in req.resource_spans:
         for ss in rs.scope_spans:
@@ -128,6 +139,70 @@ def decode_protobuf(data: bytes) -> DecodeResult:
                 del ss.spans[:]
                 ss.spans.extend(keep)
     return result
+
+
+def _lenient_file(fd: Any, pool: descriptor_pool.DescriptorPool, done: set[str]) -> None:
+    """Add ``fd`` (and its dependencies) to ``pool`` with every ``string`` field turned into ``bytes``."""
+    if fd.name in done:
+        return
+    for dep in fd.dependencies:
+        _lenient_file(dep, pool, done)
+    proto = descriptor_pb2.FileDescriptorProto()
+    fd.CopyToProto(proto)
+    todo = list(proto.message_type)
+    while todo:
+        msg = todo.pop()
+        todo.extend(msg.nested_type)
+        for f in msg.field:
+            if f.type == descriptor_pb2.FieldDescriptorProto.TYPE_STRING:
+                f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+    pool.Add(proto)
+    done.add(fd.name)
+
+
+_LENIENT_POOL = descriptor_pool.DescriptorPool()
+_lenient_file(ExportTraceServiceRequest.DESCRIPTOR.file, _LENIENT_POOL, set())
+_LENIENT_REQUEST = message_factory.GetMessageClass(
+    _LENIENT_POOL.FindMessageTypeByName(ExportTraceServiceRequest.DESCRIPTOR.full_name)
+)
+
+
+def _copy_lenient(src: Message, dst: Message) -> None:
+    """Copy ``src`` (lenient schema: strings as bytes) into ``dst`` (the real schema), decoding text fields as
+    UTF-8 with U+FFFD for invalid sequences."""
+    desc: Descriptor = dst.DESCRIPTOR
+    for f, value in src.ListFields():
+        target = desc.fields_by_name[f.name]
+        if target.type == FieldDescriptor.TYPE_MESSAGE:
+            if f.is_repeated:
+                box = getattr(dst, f.name)
+                for item in value:
+                    _copy_lenient(item, box.add())
+            else:
+                _copy_lenient(value, getattr(dst, f.name))
+        elif target.type == FieldDescriptor.TYPE_STRING:
+            if f.is_repeated:
+                getattr(dst, f.name).extend(decode_utf8(v) for v in value)
+            else:
+                setattr(dst, f.name, decode_utf8(value))
+        elif f.is_repeated:
+            getattr(dst, f.name).extend(value)
+        else:
+            setattr(dst, f.name, value)
+
+
+def parse_lenient(data: bytes) -> ExportTraceServiceRequest:
+    """Parse a binary ``ExportTraceServiceRequest`` whose ``string`` fields may hold invalid UTF-8 (replaced
+    by U+FFFD). Slower than ``ParseFromString``: used only after the strict parse failed.
+
+    Raises:
+        DecodeError: the bytes are not a protobuf message even with lenient strings.
+    """
+    loose = _LENIENT_REQUEST()
+    loose.ParseFromString(data)
+    req = ExportTraceServiceRequest()
+    _copy_lenient(loose, req)
+    return req
 
 
 def _binary_id_problem(sp: Span) -> str | None:
@@ -234,10 +309,19 @@ def decode_json(data: bytes | str) -> DecodeResult:
 
 
 def _decode_json(data: bytes | str) -> DecodeResult:
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = decode_utf8(data)
+    else:
+        text = repair_text(data)
     try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, ValueError) as e:
+        doc = json.loads(text)
+    except ValueError as e:
         raise IngestError(f"malformed JSON payload: {e}") from e
+    if has_escaped_surrogate(text):
+        doc = repair_json(doc)
     if not isinstance(doc, dict):
         raise IngestError("OTLP/JSON payload must be an object")
     req = ExportTraceServiceRequest()

@@ -1,0 +1,103 @@
+"""Timestamps (issue 11 item 5): epoch units by magnitude, the plausibility rule, and Kafka events using it."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ragpulse.ingest.events import EventRejected, parse_event
+from ragpulse.ingest.timestamps import epoch_to_datetime, is_plausible, plausible_times
+
+NOON = datetime(2026, 3, 14, 12, 0, tzinfo=UTC)
+RECEIVED = datetime(2026, 3, 14, 12, 0, 5, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1773489600, 1773489600.0, 1773489600000, 1773489600000000, 1773489600000000000],
+    ids=["s", "s-float", "ms", "us", "ns"],
+)
+def test_epoch_unit_follows_magnitude(value: float) -> None:
+    assert epoch_to_datetime(value) == NOON
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 10**400, 1e300, -1e300])
+def test_unrepresentable_epoch_is_none(value: float) -> None:
+    assert epoch_to_datetime(value) is None
+
+
+def test_plausibility_bounds() -> None:
+    assert is_plausible(datetime(2000, 1, 1, tzinfo=UTC), RECEIVED)
+    assert not is_plausible(datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC), RECEIVED)
+    assert is_plausible(RECEIVED + timedelta(days=1), RECEIVED)
+    assert not is_plausible(RECEIVED + timedelta(days=1, seconds=1), RECEIVED)
+
+
+def test_plausible_times_replaces_end_and_rebuilds_start() -> None:
+    start, end, replaced = plausible_times(
+        datetime(1970, 1, 1, tzinfo=UTC), datetime(1970, 1, 1, 0, 0, 2, tzinfo=UTC), RECEIVED, 2.0
+    )
+    assert replaced is True
+    assert end == RECEIVED
+    assert start == RECEIVED - timedelta(seconds=2)
+    assert plausible_times(None, None, RECEIVED) == (None, None, False)
+    assert plausible_times(NOON, RECEIVED, RECEIVED) == (NOON, RECEIVED, False)
+
+
+def _parse(**fields: Any) -> Any:
+    return parse_event(json.dumps({"traceId": "t", **fields}).encode(), received_at=RECEIVED)
+
+
+def test_epoch_seconds_event_is_not_read_as_milliseconds() -> None:
+    t = _parse(timestamp=1773489600, latencyMs=1500)
+    assert t.end_time == NOON
+    assert t.start_time == NOON - timedelta(seconds=1.5)
+    assert t.time_replaced is False
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [
+        -1,
+        0,
+        "9999-12-31T23:59:59Z",
+        "0001-01-01T00:00:00Z",
+        "0001-01-01T00:00:00+01:00",
+        "1999-12-31T23:59:59Z",
+    ],
+)
+def test_implausible_event_time_is_replaced_by_receive_time(timestamp: Any) -> None:
+    t = _parse(timestamp=timestamp, latencyMs=250)
+    assert t.time_replaced is True
+    assert t.end_time == RECEIVED
+    assert t.start_time == RECEIVED - timedelta(seconds=0.25)
+
+
+def test_more_than_a_day_ahead_is_replaced() -> None:
+    ahead = RECEIVED + timedelta(days=1, minutes=1)
+    t = _parse(timestamp=ahead.isoformat())
+    assert t.time_replaced is True
+    assert t.end_time == RECEIVED
+
+
+def test_latency_beyond_a_float_is_a_dead_letter_not_a_crash() -> None:
+    raw = b'{"traceId": "t", "timestamp": 1773489600000, "latencyMs": 1e400}'
+    with pytest.raises(EventRejected) as ei:
+        parse_event(raw, received_at=RECEIVED)
+    assert ei.value.reason == "not_json: 1e400 is not a finite JSON number"
+
+
+@pytest.mark.parametrize(
+    ("latency", "latency_s"),
+    [("1e300", 1e297), ("9" * 400, None)],
+    ids=["1e300", "400-digit"],
+)
+def test_huge_latency_with_timestamp_parses(latency: str, latency_s: float | None) -> None:
+    raw = b'{"traceId": "t", "timestamp": 1773489600000, "latencyMs": ' + latency.encode() + b"}"
+    t = parse_event(raw, received_at=RECEIVED)
+    assert t.end_time == NOON
+    assert t.latency_s == latency_s
+    assert t.start_time is None  # no start time that far back

@@ -1,0 +1,88 @@
+"""Golden versions: every built-in judge's ``version`` under fixed settings, as literal strings.
+
+A judge's version is the key under which its judgements are stored; a new version makes ``rejudge`` and
+replay judge history again. A refactor that changes no verdict must therefore change no version. The
+expected values below are literals copied from ``main`` (commit 0a55620, before the judges were moved);
+they are never recomputed here. When a change of behaviour is *meant* to give a judge a new version, edit
+its literal here and list the judge under "## Unreleased" in CHANGELOG.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ragpulse.config import Settings
+from ragpulse.judges.registry import build_judges
+
+#: The judge model settings of the LLM cases (nothing is sent: building a judge makes no request).
+LLM: dict[str, Any] = {
+    "judge_base_url": "http://127.0.0.1:9/v1",
+    "judge_model": "judge-golden",
+    "judge_api_key": "sk-golden",
+}
+
+CHECKLIST: dict[str, Any] = {
+    "version": "1",
+    "mode": "share",
+    "threshold": 0.5,
+    "apps": ["a"],
+    "items": [
+        {"id": "has_days", "kind": "regex", "pattern": "\\d+ days"},
+        {
+            "id": "polite",
+            "kind": "rubric",
+            "rubric": "The answer is polite.",
+            "offline": {"kind": "contains", "any": ["please"]},
+        },
+    ],
+}
+
+#: (backend, judge, options, version). Options valid for one backend stay valid for the other.
+GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
+    ("heuristic", "relevancy", {}, "32e8c9111615"),
+    ("heuristic", "faithfulness", {}, "0fec9fe1b69e"),
+    # LLM-only options leave the offline judge's version alone.
+    ("heuristic", "faithfulness", {"mode": "binary"}, "0fec9fe1b69e"),
+    ("heuristic", "keyword", {}, "3822e0d57dcd"),
+    ("heuristic", "context_precision", {}, "1ec92fa6a325"),
+    ("heuristic", "context_recall", {}, "07c107d1d22f"),
+    ("heuristic", "context_relevance", {}, "8a8aa404301f"),
+    ("heuristic", "answer_correctness", {}, "72cc374bd7d1"),
+    ("heuristic", "relevancy", {"threshold": 0.6}, "a06762f87e77"),
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "e731a6ecbc22"),
+    ("heuristic", "keyword", {"threshold": 0.5}, "5a6e472cfd52"),
+    ("heuristic", "context_precision", {"method": "heuristic", "k": 3}, "3846d703ebae"),
+    ("heuristic", "context_recall", {"method": "labels", "min_coverage": 0.7}, "2087f022d237"),
+    ("heuristic", "answer_correctness", {"weights": [0.5, 0.5]}, "d1cd9f0deeb8"),
+    ("llm", "relevancy", {}, "dac2074cf8ec"),
+    ("llm", "relevancy", {"mode": "with_context", "graded": True}, "e9d5007297b7"),
+    ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "6b20b2b71ece"),
+    ("llm", "faithfulness", {}, "6278e529944c"),
+    ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "0ea15fadf211"),
+    ("llm", "keyword", {}, "3822e0d57dcd"),
+    ("llm", "context_precision", {}, "3f01e2546d08"),
+    ("llm", "context_recall", {}, "3b89522544c0"),
+    ("llm", "context_relevance", {}, "8e6f02df9832"),
+    ("llm", "context_relevance", {"method": "heuristic"}, "39603930481a"),
+    ("llm", "answer_correctness", {}, "d3d378c4e294"),
+    ("heuristic", "golden_list", {}, "99a4a5ff42d3"),
+    ("llm", "golden_list", {}, "ece5877803bf"),
+]
+
+
+@pytest.mark.parametrize(
+    ("backend", "name", "options", "version"),
+    GOLDEN,
+    ids=[f"{b}-{n}-{i}" for i, (b, n, _, _) in enumerate(GOLDEN)],
+)
+def test_judge_version_is_pinned(backend: str, name: str, options: dict[str, Any], version: str) -> None:
+    kw: dict[str, Any] = dict(LLM) if backend == "llm" else {}
+    settings = Settings(
+        judges={name: options} if options else {},
+        checklists={"golden_list": CHECKLIST},
+        **kw,
+    )
+    judge = build_judges(settings, [name])[name]
+    assert judge.version == version
