@@ -19,6 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
+from ragpulse.cli._common import exit_code_for
+from ragpulse.errors import ConfigError, ExportError, IngestError, JudgeError, NotFoundError, StoreError
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
 from testsupport import free_port
 
@@ -234,3 +236,21 @@ def test_replay_whose_judgements_are_all_errors_exits_3(
     assert res.exit_code == 3, res.output
     assert re.search(r"error: every judgement of run \S+ is an error \(first: relevancy: ", res.stderr)
     assert "threshold breached" not in res.stderr  # the runtime failure wins over the breach
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (ConfigError("bad"), 2),
+        (NotFoundError("no run 'x'"), 2),
+        (ExportError("unsupported OTLP protocol"), 2),
+        (IngestError("line 3: not JSON"), 2),
+        (IngestError("Kafka source failed: broker gone", retriable=True), 3),  # serve's consume loop died
+        (StoreError("connect failed", retriable=True), 3),
+        (JudgeError("judge_unavailable"), 3),
+        (RuntimeError("a bug"), 3),
+        (KeyboardInterrupt(), 130),
+    ],
+)
+def test_exit_code_table(error: BaseException, code: int) -> None:
+    assert exit_code_for(error) == code
