@@ -154,3 +154,13 @@ def test_all_errors_means_no_judge_answered() -> None:
         build_report(run_id="x", test_set="t", cases=mixed, judges=["relevancy"], wall_seconds=0).all_errors
         is False
     )
+
+
+def test_a_run_with_a_case_that_was_not_sampled_never_ends_completed() -> None:
+    """Issue 11 item 14: replay cases are always judged; one that was not (not_sampled) marks the run."""
+    from ragpulse.services.reports import run_status
+
+    judged = _case("A", _j("relevancy", 0.8), _j("faithfulness", 0.9))
+    assert run_status([judged]) is RunStatus.COMPLETED
+    unjudged = _case("B", outcome=TraceOutcome.NOT_SAMPLED)
+    assert run_status([judged, unjudged]) is RunStatus.COMPLETED_WITH_ERRORS
