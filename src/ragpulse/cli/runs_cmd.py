@@ -46,7 +46,7 @@ def runs_list(
 
     runs = _common.run_with_store(s, q)
     if json_out:
-        _dump([r.model_dump(mode="json") for r in runs])
+        _dump([r.to_json() for r in runs])
     else:
         _render.print_runs(runs)
 
