@@ -156,6 +156,13 @@ class RejudgeSummary(BaseModel):
     counts: Counts = Field(default_factory=Counts)
     judges: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def all_errors(self) -> bool:
+        """True when judges were asked and none answered (errors, no scored judgement): the judge model is
+        down or rejects every call."""
+        c = self.counts
+        return c.error > 0 and c.pass_ == 0 and c.fail == 0
+
     def to_json(self) -> dict[str, Any]:
         """The JSON form (``rejudge --json``)."""
         return self.model_dump(mode="json", by_alias=True)
