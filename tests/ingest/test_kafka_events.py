@@ -276,3 +276,58 @@ def test_event_key_of_unreadable_values_is_none() -> None:
     assert event_key(b"{oops") is None
     assert event_key(b"\xff\xfe") is None
     assert event_key(b"[" * 100_000 + b"]" * 100_000) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("Sorry, something went wrong… upstream timeout", "Sorry, something went wrong… upstream timeout"),
+        (True, "error"),
+        ({"type": "TimeoutError", "message": "upstream\ntimeout"}, "TimeoutError: upstream timeout"),
+        ({"code": 504}, '{"code": 504}'),
+        (False, None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_error_field_marks_a_failed_request(value: object, error: str | None) -> None:
+    t = parse_event(
+        json.dumps({"traceId": "e", "question": "q", "answer": "Sorry…", "error": value}).encode()
+    )
+    assert t.error == error
+
+
+async def test_errored_kafka_event_is_stored_not_evaluable_trace_error() -> None:
+    from ragpulse.config import Settings
+    from ragpulse.engine import Engine
+    from ragpulse.model import TraceOutcome
+    from ragpulse.testing.fakes import MemoryStore, ScriptedJudge
+
+    judge = ScriptedJudge("faithfulness", 0.0)
+    store = MemoryStore()
+    async with Engine({"faithfulness": judge}, store, Settings()) as engine:
+        raw = {
+            "traceId": "err-1",
+            "question": "q",
+            "answer": "Sorry, something went wrong",
+            "error": "timeout",
+        }
+        await engine.submit(parse_event(json.dumps(raw).encode()))
+        await engine.drain(10)
+    stored = store.traces["err-1"]
+    assert stored.outcome is TraceOutcome.NOT_EVALUABLE
+    assert stored.outcome_reason == "trace_error"
+    assert stored.judgements == ()
+
+
+def test_replay_via_kafka_carries_error_and_not_evaluable() -> None:
+    from ragpulse.ingest.events import trace_to_event
+    from ragpulse.model import Trace
+
+    t = Trace(
+        trace_id="r1", question="q", run_id="run", error="boom", not_evaluable="rag_endpoint_failed: HTTP 500"
+    )
+    back = parse_event(json.dumps(trace_to_event(t)).encode())
+    assert back.error == "boom"
+    assert back.not_evaluable == "rag_endpoint_failed: HTTP 500"
+    assert back.run_id == "run"

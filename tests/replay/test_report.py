@@ -90,3 +90,13 @@ def test_empty_and_clean_runs() -> None:
         run_id="x", test_set="t", cases=[_case("A", _j("keyword", 1.0))], judges=["keyword"], wall_seconds=0
     )
     assert (r2["pass_rate"], r2["coverage"], r2["status"]) == (1.0, 1.0, "completed")
+
+
+def test_a_run_with_a_case_that_was_not_sampled_never_ends_completed() -> None:
+    """Issue 11 item 14: replay cases are always judged; one that was not (not_sampled) marks the run."""
+    from ragpulse.replay.report import run_status
+
+    judged = _case("A", _j("relevancy", 0.8), _j("faithfulness", 0.9))
+    assert run_status([judged]) is RunStatus.COMPLETED
+    unjudged = _case("B", outcome=TraceOutcome.NOT_SAMPLED)
+    assert run_status([judged, unjudged]) is RunStatus.COMPLETED_WITH_ERRORS

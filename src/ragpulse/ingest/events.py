@@ -60,6 +60,7 @@ _ALIASES = {
     "expectedAnswer": "expected_answer",
     "runId": "run_id",
     "testCaseId": "test_case_id",
+    "notEvaluable": "not_evaluable",
 }
 
 
@@ -241,6 +242,21 @@ def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
     )
 
 
+def _error(v: Any) -> str | None:
+    """The event's ``error`` as one line: the string, ``"error"`` for ``true``, an object's ``type: message``
+    (or its JSON); ``None`` for missing/null/false/blank."""
+    if v is None or v is False:
+        return None
+    if v is True:
+        return "error"
+    if isinstance(v, dict):
+        parts = [str(v[k]) for k in ("type", "message") if v.get(k) not in (None, "")]
+        text = ": ".join(parts) if parts else json.dumps(v, ensure_ascii=False)[:200]
+    else:
+        text = str(v)
+    return " ".join(text.split()) or None
+
+
 def trace_from_event(
     event: dict[str, Any], received_at: datetime | None = None, *, log_text: bool = False
 ) -> Trace:
@@ -277,6 +293,8 @@ def trace_from_event(
         start_time=start,
         end_time=end,
         time_replaced=replaced or moved,
+        error=_error(event.get("error")),
+        not_evaluable=_pick(event, "notEvaluable"),
         attributes=event.get("attributes") or {},
         source=Source.KAFKA,
         run_id=_pick(event, "runId"),
@@ -346,6 +364,8 @@ def trace_to_event(trace: Trace) -> dict[str, Any]:
         "runId": trace.run_id,
         "testCaseId": trace.test_case_id,
         "attributes": trace.attributes or None,
+        "error": trace.error,
+        "notEvaluable": trace.not_evaluable,
     }
     ev.update({k: v for k, v in scalars.items() if v is not None})
     return ev

@@ -196,10 +196,11 @@ def build_report(
 
 
 def run_status(cases: Sequence[CaseResult]) -> RunStatus:
-    """``completed_with_errors`` when any case failed to store, had a pre-judging problem (``note``) or an
-    ``error`` judgement; else ``completed``."""
+    """``completed_with_errors`` when any case failed to store, had a pre-judging problem (``note``), was not
+    judged because it was not sampled (a replay must judge every case) or has an ``error`` judgement; else
+    ``completed``."""
     for c in cases:
-        if not c.stored or c.note:
+        if not c.stored or c.note or c.result.outcome is TraceOutcome.NOT_SAMPLED:
             return RunStatus.COMPLETED_WITH_ERRORS
         if any(j.status is JudgementStatus.ERROR for j in c.result.judgements):
             return RunStatus.COMPLETED_WITH_ERRORS
