@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from portal_testutil import Portal, base_env, private_db
+
+from api.portal_testutil import Portal, base_env, private_db
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
-from portal_testutil import Portal, seed
 
+from api.portal_testutil import Portal, seed
 from ragpulse.model import (
     Backend,
     Document,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.judges.frame import error, ok, skipped
-from ragpulse.model import Backend, RunRecord, RunStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.model import Backend, Judgement, RunRecord, RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.replay.gate import evaluate_gate, gate_thresholds
 from ragpulse.replay.junit import junit_xml
 from ragpulse.replay.report import CaseResult, build_report
@@ -22,8 +23,13 @@ from ragpulse.store import open_store
 JUDGES = ("faithfulness", "context_precision")
 
 
-def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float = 0.5):  # type: ignore[no-untyped-def]
-    common = {"judge": judge, "version": "v1", "backend": Backend.HEURISTIC, "threshold": threshold}
+def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float = 0.5) -> Judgement:
+    common: dict[str, Any] = {
+        "judge": judge,
+        "version": "v1",
+        "backend": Backend.HEURISTIC,
+        "threshold": threshold,
+    }
     if status == "error":
         return error(reason="judge_unavailable: HTTP 500", **common)
     if status == "skipped":
@@ -200,7 +206,7 @@ def test_a_case_with_an_error_judgement_never_passes_and_is_a_junit_error(tmp_pa
     r = build_report(run_id="run-e", test_set="kestrel_kb", cases=cases, judges=JUDGES, wall_seconds=1.0)
     assert r["pass_rate"] == 0.5
     assert r["coverage"] == 1.0
-    row = {c["case_id"]: c for c in r["cases"]}["half"]  # type: ignore[index]
+    row = {c["case_id"]: c for c in r["cases"]}["half"]
     assert row["passed"] is False
     assert row["scored"] == 1
     assert row["reason"] == "context_precision: judge_unavailable: HTTP 500"

@@ -8,11 +8,11 @@ import os
 import sys
 
 import asyncpg
-import store_factories as f
 
 from ragpulse.model import RUN_STALE_AFTER_S, RunRecord, RunStatus, TestCase, TestSet, cases_hash
 from ragpulse.store.postgres import PostgresStore
 from ragpulse.store.process import OWNER_HOST
+from store import store_factories as f
 
 
 def _set(*cases: TestCase, name: str = "bom") -> TestSet:
