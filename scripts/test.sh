@@ -5,6 +5,9 @@
 #     finding fails the run
 #   - PostgreSQL on 127.0.0.1:5432 (started if down; installed from Debian if absent and we are root)
 #   - promtool and prometheus (Debian package `prometheus`) for the alert-rule and end-to-end metric tests
+#   - Chromium and CJK fonts (Debian packages `chromium`, `fonts-noto-cjk`) for the portal's browser tests
+#     (tests/web, Playwright for Python from the dev extras drives /usr/bin/chromium; Playwright's own browser
+#     download is not used)
 #   - the tests, in two lanes that together are the whole suite, each test once (docs/dev/testing.md):
 #       1. the fast lane (-m "not integration") with RAGPULSE_SAMPLING_RATE=0 and
 #          OTEL_EXPORTER_OTLP_PROTOCOL=bogus exported, proving that no test depends on the shell's settings;
@@ -39,6 +42,11 @@ fi
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
   echo "test.sh: installing promtool and prometheus (Debian package prometheus)" >&2
   apt_install prometheus || echo "test.sh: could not install prometheus; promtool/prometheus tests will be skipped" >&2
+fi
+
+if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "Noto Sans CJK"; then
+  echo "test.sh: installing chromium and fonts-noto-cjk (browser tests)" >&2
+  apt_install chromium fonts-noto-cjk || echo "test.sh: could not install chromium; the browser tests will fail" >&2
 fi
 
 # pytest, with exit code 5 ("no tests collected") mapped to 0.

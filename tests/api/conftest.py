@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.portal_testutil import Portal, base_env, private_db
+from portal_testutil import Portal, base_env, private_db
 
 
 @pytest.fixture(scope="module")

@@ -141,6 +141,7 @@ async def test_replay_via_kafka_and_otlp_through_serve(
         "RAGPULSE_OTLP_HTTP_ADDRESS": f"127.0.0.1:{otlp_port}",
         "RAGPULSE_OTLP_ROOT_GRACE_S": "0.2",
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
+        "RAGPULSE_API_ADDRESS": "",  # no portal (its default port may be taken by another test)
         "RAGPULSE_ENABLED_JUDGES": "relevancy,faithfulness,keyword",
     }
     proc = ServeProcess(env)

@@ -122,7 +122,9 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                 HealthServer(settings.http_address, checks, metrics_asgi_app())
             )
             judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
-            engine = await stack.enter_async_context(Engine(judges, store, settings, exporters))
+            engine = await stack.enter_async_context(
+                Engine(judges, store, settings, exporters, redelivering=True)
+            )
             # the portal (REST API + web UI) on its own listener; None when RAGPULSE_API_ADDRESS is empty
             portal = await open_portal(stack, settings, store=store, judges=judges, engine=engine)
             if otlp_on:
