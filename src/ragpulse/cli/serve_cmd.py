@@ -120,7 +120,12 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         async with AsyncExitStack() as stack:
             store = await stack.enter_async_context(open_store(settings))
             http = await stack.enter_async_context(
-                HealthServer(settings.http_address, checks, metrics_asgi_app())
+                HealthServer(
+                    settings.http_address,
+                    checks,
+                    metrics_asgi_app(),
+                    info={"database": await store.database_identity()},
+                )
             )
             judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
             engine = await stack.enter_async_context(
