@@ -2,8 +2,8 @@
 
 ``serve`` runs :func:`retention_loop` as a background task beside the engine::
 
-    async with open_store(settings) as store:
-        task = asyncio.create_task(retention_loop(store, settings))
+    async with open_store(settings.store) as store:
+        task = asyncio.create_task(retention_loop(store, settings.store))
         try:
             ...  # run the engine and sources
         finally:

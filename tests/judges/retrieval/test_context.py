@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from pydantic import ValidationError
 
 from ragpulse.config import Settings
 from ragpulse.judges.model.client import LLMClient
@@ -20,7 +19,7 @@ def _settings(**kw: object) -> Settings:
 
 def _trace(docs: list[str], labels: list[int] | None = None, **kw: object) -> Trace:
     attrs = {"context_labels": labels} if labels is not None else {}
-    return Trace(trace_id="t1", documents=docs, attributes=attrs, **kw)  # type: ignore[arg-type]
+    return Trace(trace_id="t1", documents=docs, attributes=attrs, **kw)
 
 
 # -- labels --------------------------------------------------------------------------------------------------
@@ -76,9 +75,8 @@ async def test_bad_labels_are_an_error_not_a_score() -> None:
     r = await ContextPrecisionJudge(_settings()).judge(_trace(["a", "b"], [1, 0, 1]))
     assert r.status is JudgementStatus.ERROR
     assert r.reason_code == "bad_labels"
-    # a label that is not 0/1 is refused where the trace is built (an ingest error names the field)
-    with pytest.raises(ValidationError, match="context_labels must hold 0/1 values"):
-        _trace(["a"], [2])
+    r2 = await ContextPrecisionJudge(_settings()).judge(_trace(["a"], [2]))
+    assert r2.status is JudgementStatus.ERROR
 
 
 async def test_relevance_from_labels() -> None:
@@ -300,7 +298,7 @@ async def test_reference_without_statements_and_answer_fallback() -> None:
     )
     p = await ContextPrecisionJudge(_settings()).judge(t)
     assert p.score == 0.5
-    assert p.flags.verdicts == [0, 1]
+    assert (p.flags.model_extra or {})["verdicts"] == [0, 1]
     none = await ContextPrecisionJudge(_settings()).judge(_trace(["x"], question="q"))
     assert none.status is JudgementStatus.SKIPPED
     assert none.reason_code == "no_reference"
