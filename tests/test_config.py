@@ -362,3 +362,16 @@ def test_checklist_paths_follow_one_rule(tmp_path: Path, monkeypatch: pytest.Mon
     assert s.judge.checklists == {"a": str(tmp_path / "conf" / "beside.yaml"), "b": "cwd.yaml"}
     s = load_settings(environ={"RAGPULSE_CHECKLISTS": '{"a": "beside.yaml"}'})
     assert s.judge.checklists == {"a": "beside.yaml"}
+
+
+def test_model_copy_with_a_flat_name_is_refused_not_ignored() -> None:
+    s = Settings()
+    with pytest.raises(TypeError, match=r"sampling_rate is not a section; use Settings\.replaced\(\)"):
+        s.model_copy(update={"sampling_rate": 0.5})
+    assert s.replaced(sampling_rate=0.5).engine.sampling_rate == 0.5
+    assert (
+        s.model_copy(
+            update={"engine": s.engine.model_copy(update={"sampling_rate": 0.2})}
+        ).engine.sampling_rate
+        == 0.2
+    )

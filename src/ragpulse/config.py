@@ -604,6 +604,16 @@ class Settings(BaseModel):
             out[sec] = {**base, **fields}
         return out
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
+        """Like pydantic's, but an ``update`` key must be a section name (a flat name such as
+        ``sampling_rate`` would be set silently on nothing): use :meth:`replaced` for flat names."""
+        unknown = sorted(set(update or ()) - set(SECTIONS))
+        if unknown:
+            raise TypeError(
+                f"Settings.model_copy: {', '.join(unknown)} is not a section; use Settings.replaced()"
+            )
+        return super().model_copy(update=update, deep=deep)
+
     def replaced(self, **flat: Any) -> Settings:
         """A copy with some settings replaced (flat names, e.g. ``replaced(sampling_rate=1.0)``), re-validated."""
         return Settings(**{**_set_sections(self), **flat})

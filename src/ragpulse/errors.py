@@ -8,6 +8,7 @@
     │   └── SourceFailedError     a source of ``serve`` died on its own (exit 3)
     ├── JudgeError                a judge could not get a usable verdict (model unavailable, bad output)
     ├── StoreError                the result store failed; ``retriable`` says whether to try again
+    ├── NotFoundError             a named thing (run, test set, trace) does not exist; not retriable
     └── ExportError               a metrics/events exporter failed (never raised to producers)
 
 Library errors (asyncpg, aiokafka, openai, httpx) are translated to these at one boundary per layer and
@@ -21,6 +22,7 @@ __all__ = [
     "ExportError",
     "IngestError",
     "JudgeError",
+    "NotFoundError",
     "RagpulseError",
     "SourceFailedError",
     "StoreError",
@@ -60,6 +62,10 @@ class JudgeError(RagpulseError):
 
 class StoreError(RagpulseError):
     """Raised by the store. ``retriable=True`` for connection loss/timeouts, ``False`` for bad data."""
+
+
+class NotFoundError(RagpulseError):
+    """A run, test set or trace named by the caller does not exist (CLI exit 2, HTTP 404)."""
 
 
 class ExportError(RagpulseError):

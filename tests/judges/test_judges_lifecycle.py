@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from ragpulse.cli.replay_cmd import open_judges
+from ragpulse.services.judges import open_judges
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.answer.similarity import EmbeddingSimilarity

@@ -103,7 +103,8 @@ def server() -> Iterator[ScriptedOpenAIServer]:
 
 def _expected(judge_id: str, row: tuple[str, Any, Any, Any, Any]) -> tuple[str, Any]:
     _, _, yes_no, json_judges, overrides = row
-    return overrides.get(judge_id, yes_no if judge_id in YES_NO else json_judges)
+    expected: tuple[str, Any] = overrides.get(judge_id, yes_no if judge_id in YES_NO else json_judges)
+    return expected
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -128,7 +129,7 @@ async def test_every_quoted_reply_against_every_judge(
     outcomes: dict[str, tuple[str, Any]] = {}
     async with LLMClient(settings) as client:
         for judge_id, name, options in JUDGES:
-            s = settings.model_copy(update={"judges": {name: options}})
+            s = settings.replaced(judges={name: options})
             judge = build_judges(s, [name], client=client)[name]
             server.reset()
             server.on(row[1])
