@@ -14,12 +14,16 @@ from ragpulse.model import Trace
 
 def test_a_misspelled_judge_in_routes_is_a_config_error() -> None:
     s = Settings(judge_routes=[JudgeRoute(app="hr", judges=["keyword", "faithfullness"])])
-    with pytest.raises(ConfigError, match=r"^judge\.routes names unknown judge\(s\) faithfullness; available: "):
+    with pytest.raises(
+        ConfigError, match=r"^judge\.routes names unknown judge\(s\) faithfullness; available: "
+    ):
         build_judges(s, ["keyword"])
 
 
 def test_the_typo_is_caught_from_the_environment_too() -> None:
-    s = load_settings(environ={"RAGPULSE_JUDGE_ROUTES": '[{"app": "hr", "judges": ["relevancy", "kyeword"]}]'})
+    s = load_settings(
+        environ={"RAGPULSE_JUDGE_ROUTES": '[{"app": "hr", "judges": ["relevancy", "kyeword"]}]'}
+    )
     with pytest.raises(ConfigError, match="kyeword"):
         build_judges(s)
 

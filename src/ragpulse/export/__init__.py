@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragpulse.config import ExportSettings
-from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.export.events import EvaluationEventExporter, build_event_exporter
 from ragpulse.export.metrics_exporter import MetricsExporter
 from ragpulse.export.otel_setup import (

@@ -13,12 +13,25 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragpulse import telemetry
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.assembly import TraceAssembler
-from ragpulse.ingest.otlp.decode import DecodeResult, PayloadTooLarge, decode_json, decode_protobuf, decompress
+from ragpulse.ingest.otlp.decode import (
+    DecodeResult,
+    PayloadTooLarge,
+    decode_json,
+    decode_protobuf,
+    decompress,
+)
 from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
 from ragpulse.protocols import DeadLetterSink
 
-__all__ = ["DEAD_LETTER_MAX_BYTES", "OFFLOAD_BYTES", "OWN_SPANS_IGNORED", "OtlpIntake", "Overloaded", "count_rejected"]
+__all__ = [
+    "DEAD_LETTER_MAX_BYTES",
+    "OFFLOAD_BYTES",
+    "OWN_SPANS_IGNORED",
+    "OtlpIntake",
+    "Overloaded",
+    "count_rejected",
+]
 
 #: Bodies larger than this (bytes) are decompressed and decoded in a worker thread, so one big request
 #: does not stall the event loop (engine, other requests).
