@@ -527,7 +527,7 @@ class RunRecord(BaseModel):
         status: see :class:`RunStatus`.
         judges: ``{judge name: version}`` that the run used.
         settings: non-secret settings worth comparing between runs (model, modes, thresholds, top-k, …).
-        report: the run report as JSON once finished (see ``ragpulse.replay.report``).
+        report: the run report as JSON once finished (see :class:`ragpulse.services.report_model.RunReport`).
         cases_hash: :func:`cases_hash` of the cases the run replayed (``None`` for runs from before it existed
             and runs that arrived only as events).
         owner_host / owner_pid: the host (hostname and pid namespace) and pid of the process running it.

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from portal_testutil import RAGPULSE, Portal, base_env, private_db
 
+from portal_testutil import RAGPULSE, Portal, base_env, private_db
 from ragpulse.api.context import ApiOptions
 from ragpulse.api.server import check_exposure, is_loopback
 from ragpulse.errors import ConfigError

@@ -326,10 +326,10 @@ async def test_database_cut_for_90_s_loses_nothing_and_dead_letters_nothing(
         proxy.close()
 
 
-async def test_serve_exits_2_when_kafka_is_unreachable(pg_url: str, procs: list[ServeProcess]) -> None:
+async def test_serve_exits_3_when_kafka_is_unreachable(pg_url: str, procs: list[ServeProcess]) -> None:
     proc = ServeProcess(_env(f"127.0.0.1:{free_port()}", "t", pg_url, "g", free_port()))
     procs.append(proc)
-    with pytest.raises(RuntimeError, match="exited with 2"):
+    with pytest.raises(RuntimeError, match="exited with 3"):  # a runtime failure (docs/cli.md)
         await asyncio.to_thread(proc.start, 60.0)
     failed = proc.events("serve_failed")
     assert failed

@@ -17,6 +17,7 @@ TABLES = {
     "run_cases",
     "runs",
     "schema_migrations",
+    "store_identity",
     "test_cases",
     "test_sets",
     "traces",

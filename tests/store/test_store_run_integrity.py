@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from urllib.parse import urlsplit
 
 import asyncpg
-import store_factories as f
 
 from ragpulse.model import RUN_STALE_AFTER_S, RunRecord, RunStatus, TestCase, TestSet, cases_hash
 from ragpulse.store.postgres import PostgresStore
 from ragpulse.store.process import OWNER_HOST
+from store import store_factories as f
+from store.store_factories import store_settings
 
 
 def _set(*cases: TestCase, name: str = "bom") -> TestSet:
@@ -137,3 +139,22 @@ async def test_replace_drops_the_old_runs_trace_links(store: PostgresStore) -> N
     await store.create_run(RunRecord(run_id="r", test_set="other"), replace=True)
     assert await store.get_run_results("r") == []
     assert await store.get_trace("r-c1") is not None  # the trace itself is history
+
+
+async def test_database_identity_is_stable_and_differs_between_databases(
+    store: PostgresStore, store_url: str, pg_url_session: str
+) -> None:
+    ident = await store.database_identity()
+    uuid_part, _, name = ident.partition("/")
+    assert len(uuid_part) == 36
+    assert name == urlsplit(store_url).path.lstrip("/")
+    again = await PostgresStore.connect(store_url, store_settings(store_url))
+    try:
+        assert await again.database_identity() == ident  # another connection, same database
+    finally:
+        await again.close()
+    other = await PostgresStore.connect(pg_url_session, store_settings(pg_url_session))
+    try:
+        assert await other.database_identity() != ident
+    finally:
+        await other.close()

@@ -336,6 +336,12 @@ class Engine:
             return False
         return True
 
+    def route(self, trace: Trace) -> tuple[str, ...]:
+        """Names of the judges this engine routes ``trace`` to (``judge_routes``, first match by
+        app/scenario, else every judge), whether or not the trace turns out evaluable. Replay reports a
+        not-evaluable case as ``skipped`` once per judge named here."""
+        return tuple(j.name for j in self._router.select(trace))
+
     @property
     def in_flight(self) -> int:
         """Traces submitted but not yet acked."""

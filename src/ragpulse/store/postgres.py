@@ -144,6 +144,18 @@ class PostgresStore(PortalQueries):
         except Exception:
             return False
 
+    async def database_identity(self) -> str:
+        """``<uuid>/<database name>``: the random id migration 130 gave this database, and its name. Two
+        processes see the same value exactly when they use the same database (``replay --via`` compares its
+        own with the one ``serve`` reports on ``/readyz``)."""
+
+        async def q(conn: Conn) -> str:
+            return str(
+                await conn.fetchval("SELECT id::text || '/' || current_database() FROM store_identity")
+            )
+
+        return await self._run("database_identity", q)
+
     async def info(self) -> dict[str, Any]:
         """Facts about the database: ``server_version`` (e.g. ``"18.1"``), ``schema_version`` (highest applied
         migration), ``database`` (name), ``size_bytes``, row counts ``traces``, ``judgements``, ``runs``,
