@@ -10,8 +10,9 @@ queued again and replayed from the start under the same run id (its traces' ids 
 keeps one judgement per case and judge).
 
 Cancel (:func:`cancel_run`): a queued run is cancelled at once; a running one is flagged, its worker notices
-within :data:`POLL_S`, closes the gate in front of the run's judges — from then on no judge is called for it
-(a case still queued in the engine gets ``skipped``/``cancelled``) — and stores the run as ``cancelled``.
+within :data:`POLL_S` and closes the gate in front of the run's judges — from then on no judge is called for
+it (the cases left are recorded ``skipped``/``cancelled``) — and the run is stored as ``cancelled`` with the
+report of what was judged.
 
 The request names things; it never carries a URL or a secret: ``judge_model`` names an entry of the
 ``judge.models`` setting and ``rag.endpoint`` one of ``rag.endpoints`` (URL, field names and the environment
@@ -24,17 +25,17 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragpulse.config import Settings
 from ragpulse.logging import get_logger
-from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, Trace
-from ragpulse.protocols import Judge
+from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, TestSet, Trace, TraceResult
+from ragpulse.protocols import Judge, WriteReport
 from ragpulse.services.errors import BadRequest, Conflict, NotFound
 from ragpulse.services.testsets import NAME_PATTERN, load_test_set
 from ragpulse.store import PostgresStore
@@ -167,14 +168,14 @@ async def cancel_run(store: PostgresStore, run_id: str) -> str:
         NotFound: no such run.
         Conflict: the run has finished.
     """
-    status = await store.request_cancel(run_id)
-    if status is None:
+    before = await store.request_cancel(run_id)
+    if before is None:
         raise NotFound(f"run {run_id!r} not found")
-    if status not in ("cancelled", "running"):
+    if before not in ("queued", "running"):
         raise Conflict(
-            f"run {run_id!r} has finished ({status}); only a queued or running run can be cancelled"
+            f"run {run_id!r} has finished ({before}); only a queued or running run can be cancelled"
         )
-    return status
+    return "cancelled" if before == "queued" else "running"
 
 
 class _Gate:
@@ -214,7 +215,8 @@ def _run_settings(settings: Settings, req: RunRequest) -> Settings:
     """``settings`` with the request's thresholds, judge model and RAG endpoint applied."""
     flat: dict[str, Any] = {}
     if req.thresholds:
-        judges_opts = {k: dict(v) for k, v in (getattr(settings.judge, "judges", None) or {}).items()}
+        section: Any = getattr(settings, "judge", settings)  # sectioned settings, or the flat ones
+        judges_opts = {k: dict(v) for k, v in (getattr(section, "judges", None) or {}).items()}
         for name, value in req.thresholds.items():
             judges_opts.setdefault(name, {})["threshold"] = value
         flat["judges"] = judges_opts
@@ -237,7 +239,52 @@ def _run_settings(settings: Settings, req: RunRequest) -> Settings:
         flat["rag_endpoint_timeout_s"] = e.timeout_s
         if e.api_key_env and os.environ.get(e.api_key_env):
             flat["rag_endpoint_api_key"] = os.environ[e.api_key_env]
-    return settings.replaced(**flat) if flat else settings
+    if not flat:
+        return settings
+    replaced: Any = getattr(settings, "replaced", None)
+    return replaced(**flat) if replaced is not None else settings.model_copy(update=flat)
+
+
+class _RunStore:
+    """The store as one portal run sees it: everything passes through, except that finishing the run after
+    its gate closed stores it as ``cancelled`` (with the report of what was judged until then)."""
+
+    def __init__(self, store: PostgresStore, gate: _Gate) -> None:
+        self._store = store
+        self._gate = gate
+
+    async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
+        return await self._store.write_results(results)
+
+    async def get_run_results(self, run_id: str) -> list[TraceResult]:
+        return await self._store.get_run_results(run_id)
+
+    async def get_trace(self, trace_id: str) -> TraceResult | None:
+        return await self._store.get_trace(trace_id)
+
+    def traces_for_rejudge(self, app: str | None, since: datetime, limit: int | None) -> AsyncIterator[Trace]:
+        return self._store.traces_for_rejudge(app, since, limit)
+
+    async def upsert_test_set(self, ts: TestSet) -> None:
+        await self._store.upsert_test_set(ts)
+
+    async def get_test_set(self, name: str) -> TestSet | None:
+        return await self._store.get_test_set(name)
+
+    async def create_run(self, run: RunRecord) -> None:
+        await self._store.create_run(run)
+
+    async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
+        if self._gate.closed and status is not RunStatus.FAILED:
+            status = RunStatus.CANCELLED
+            report = {**report, "status": status.value}
+        await self._store.finish_run(run_id, status, report)
+
+    async def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        return await self._store.list_runs(limit)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return await self._store.get_run(run_id)
 
 
 class RunWorker:
@@ -324,9 +371,10 @@ class RunWorker:
                 cancel = await self.store.run_progress(run_id, state["done"], state["total"])
                 reported = state["done"]
                 if cancel and not gate.closed:
+                    # no judge is called from now on; the cases left go by as skipped and the run is stored
+                    # as cancelled with the report of what was judged
                     gate.closed = True
                     log.info("run_cancelling", run_id=run_id, done=state["done"])
-                    task.cancel()
                 await asyncio.sleep(POLL_S)
             if reported != state["done"]:
                 await self.store.run_progress(run_id, state["done"], state["total"])
@@ -343,7 +391,7 @@ class RunWorker:
                 run_replay(
                     ts,
                     judges=gated,
-                    store=self.store,
+                    store=_RunStore(self.store, gate),
                     settings=settings,
                     run_id=run_id,
                     rag_client=rag,
@@ -354,18 +402,9 @@ class RunWorker:
             watcher = asyncio.create_task(watch(task))
             try:
                 await task
-            except asyncio.CancelledError:
-                if not gate.closed:  # the worker itself is stopping (serve shuts down)
-                    raise
             finally:
                 watcher.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await watcher
-        if gate.closed:
-            await self.store.run_progress(run_id, state["done"], state["total"])
-            await self.store.set_run_status(
-                run_id, "cancelled", {"run_id": run_id, "test_set": ts.name, "status": "cancelled"}
-            )
-            log.info("run_cancelled", run_id=run_id, done=state["done"], total=state["total"])
-        else:
-            log.info("run_done", run_id=run_id)
+        await self.store.run_progress(run_id, state["done"], state["total"])
+        log.info("run_cancelled" if gate.closed else "run_done", run_id=run_id, done=state["done"])

@@ -61,13 +61,16 @@ class RunDetail(RunItem):
 def _item(row: dict[str, Any]) -> RunItem:
     run = row["run"]
     rep = run.report or {}
+    done, total = row.get("progress_done"), row.get("progress_total")
+    if run.status.value in ("completed", "completed_with_errors") and isinstance(rep.get("cases_total"), int):
+        done = total = rep["cases_total"]  # finished: every case is done (progress is written every 0.25 s)
     return RunItem(
         run_id=run.run_id,
         test_set=run.test_set,
         status=run.status.value,
         started_at=run.started_at,
         finished_at=run.finished_at,
-        progress=Progress(done=row.get("progress_done"), total=row.get("progress_total")),
+        progress=Progress(done=done, total=total),
         pass_rate=rep.get("pass_rate"),
         coverage=rep.get("coverage"),
         averages=rep.get("averages") or {},

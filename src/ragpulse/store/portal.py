@@ -454,8 +454,8 @@ class PortalQueries:
 
     async def request_cancel(self, run_id: str) -> str | None:
         """Cancel run ``run_id``: a queued run becomes ``cancelled`` at once, a running one gets
-        ``cancel_requested`` (its worker stops it). Returns the run's status after the call, or ``None`` for
-        an unknown run; a finished run is left as it is (its status is returned)."""
+        ``cancel_requested`` (its worker stops it). Returns the run's status *before* the call, or ``None`` for
+        an unknown run; a finished run is left as it is."""
 
         async def q(conn: Conn) -> str | None:
             async with conn.transaction():
@@ -468,8 +468,7 @@ class PortalQueries:
                                   updated_at = now() WHERE run_id = $1""",
                         run_id,
                     )
-                    return "cancelled"
-                if status == "running":
+                elif status == "running":
                     await conn.execute(
                         "UPDATE runs SET cancel_requested = true, updated_at = now() WHERE run_id = $1",
                         run_id,
