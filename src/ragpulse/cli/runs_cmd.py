@@ -84,6 +84,8 @@ def runs_compare(
         return await run_service.compare_runs(store, run_a, run_b)
 
     cmp = _common.run_with_store(s, q)
+    if cmp.warning:
+        typer.secho(f"warning: {cmp.warning}", err=True, fg=typer.colors.YELLOW)
     if json_out:
         _dump(cmp.to_json())
     else:

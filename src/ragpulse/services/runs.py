@@ -127,11 +127,28 @@ async def report_of(store: RunStore, run: RunRecord) -> RunReport:
 async def run_report(store: RunStore, run_id: str) -> RunReport:
     """The report of run ``run_id`` (see :func:`report_of`).
 
+    A run id that only arrived with traces (``runId`` on Kafka events or ``ragpulse.run.id`` on OTLP spans,
+    no run record) is reported from those traces: test set from their ``test_set`` attribute (else ``-``),
+    status ``completed`` or ``completed_with_errors`` from the judgements.
+
     Raises:
-        NotFoundError: no such run.
+        NotFoundError: no run record and no trace with that run id.
         StoreError: the store failed.
     """
-    return await report_of(store, await get_run(store, run_id))
+    run = await store.get_run(run_id)
+    if run is not None:
+        return await report_of(store, run)
+    results = await store.get_run_results(run_id)
+    if not results:
+        raise NotFoundError(f"no run {run_id!r}")
+    names = [str(v) for r in results if isinstance(v := r.trace.attributes.get("test_set"), str)]
+    return build_report(
+        run_id=run_id,
+        test_set=names[0] if names else "-",
+        cases=[stored_case(r, ()) for r in results],
+        judges=[],
+        wall_seconds=0.0,
+    )
 
 
 async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison:
