@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,15 +40,21 @@ def shared_dir() -> Path:
     return (REPO / ".." / "shared").resolve()
 
 
-async def wait_until(cond: Callable[[], bool], timeout_s: float = 10.0, what: str = "the condition") -> None:
-    """Wait (polling every 10 ms, without blocking the event loop) until ``cond()`` is true.
+async def wait_until(
+    cond: Callable[[], bool | Awaitable[bool]], timeout_s: float = 10.0, what: str = "the condition"
+) -> None:
+    """Wait (polling every 10 ms, without blocking the event loop) until ``cond()`` is true; ``cond`` may be a
+    coroutine function (e.g. a database query).
 
     Raises:
         TimeoutError: ``cond()`` still false after ``timeout_s`` seconds; the message names ``what``.
     """
     deadline = time.monotonic() + timeout_s
     while True:
-        if cond():
+        got = cond()
+        if not isinstance(got, bool):
+            got = await got
+        if got:
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
