@@ -309,7 +309,8 @@ async def test_consumer_lag_stays_current_while_paused(kafka_bootstrap: str, top
         await _wait_for(lambda: sum(src.lag.values()) == sum(ends.values()))  # refreshed about once a second
         assert src._paused
         obs = list(_observe_lag(None))  # type: ignore[arg-type]
-        assert {o.attributes["partition"]: o.value for o in obs if o.attributes["topic"] == topic} == ends
+        points = [(dict(o.attributes or {}), o.value) for o in obs]
+        assert {a["partition"]: v for a, v in points if a["topic"] == topic} == ends
         sink.hold.set()
         await _wait_for(lambda: len(sink.acked) >= 2100, wait_s=60)
         await _wait_for(lambda: sum(src.lag.values()) == 0)
