@@ -13,7 +13,15 @@ from typing import Protocol, runtime_checkable
 
 from ragpulse.model import Backend, Judgement, Trace, TraceResult
 
-__all__ = ["AckCallback", "Exporter", "Judge", "ResultStore", "WriteReport", "judge_needs_answer"]
+__all__ = [
+    "AckCallback",
+    "Exporter",
+    "Judge",
+    "PendingStore",
+    "ResultStore",
+    "WriteReport",
+    "judge_needs_answer",
+]
 
 
 @runtime_checkable
@@ -74,6 +82,30 @@ class ResultStore(Protocol):
     """
 
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport: ...
+
+
+class PendingStore(Protocol):
+    """Durable holding area for inputs a source accepted but whose result is not stored yet (OTLP traces), so
+    an input answered "accepted" survives a restart. Rows are grouped by ``(source, key)`` (OTLP: the trace
+    id); several payloads may share a key (spans of one trace from several requests). Every method raises
+    :class:`~ragpulse.errors.StoreError` on failure.
+    """
+
+    async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep ``(key, payload)`` items, all or none (one transaction)."""
+        ...
+
+    async def load_pending(self, source: str) -> list[tuple[str, bytes]]:
+        """Every key of ``source`` with its payloads concatenated in arrival order, oldest key first."""
+        ...
+
+    async def remove_pending(self, source: str, keys: Sequence[str]) -> None:
+        """Forget the payloads of ``keys`` (their results are stored)."""
+        ...
+
+    async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
+        """Move the payloads of ``key`` into one dead letter with ``reason`` (they can never be stored)."""
+        ...
 
 
 class Exporter(Protocol):

@@ -12,7 +12,7 @@ import structlog
 from ragpulse.config import JudgeRoute, Settings
 from ragpulse.engine import Engine, EngineClosedError
 from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
-from ragpulse.testing.fakes import MemoryExporter, MemoryStore, ScriptedJudge
+from ragpulse.testing.fakes import GatedJudge, MemoryExporter, MemoryStore, ScriptedJudge
 
 
 def _settings(**kw: Any) -> Settings:
@@ -33,18 +33,6 @@ def _trace(i: int | str, **kw: Any) -> Trace:
     fields: dict[str, Any] = {"trace_id": f"t-{i}", "question": f"q{i}", "answer": f"a{i}"}
     fields.update(kw)
     return Trace(**fields)
-
-
-class GatedJudge(ScriptedJudge):
-    """A scripted judge that waits for ``gate`` before each verdict (builds back-pressure on demand)."""
-
-    def __init__(self, name: str, gate: asyncio.Event) -> None:
-        super().__init__(name)
-        self.gate = gate
-
-    async def judge(self, trace: Trace) -> Judgement:
-        await self.gate.wait()
-        return await super().judge(trace)
 
 
 class Acks:

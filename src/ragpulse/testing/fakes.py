@@ -225,6 +225,19 @@ class ScriptedJudge:
             self.active -= 1
 
 
+class GatedJudge(ScriptedJudge):
+    """A :class:`ScriptedJudge` that waits for ``gate`` before each verdict (builds back-pressure on demand)."""
+
+    def __init__(self, name: str, gate: asyncio.Event, score: float = 1.0) -> None:
+        super().__init__(name, score)
+        self.gate = gate
+
+    async def judge(self, trace: Trace) -> Judgement:
+        """Wait for the gate, then return the scripted verdict."""
+        await self.gate.wait()
+        return await super().judge(trace)
+
+
 class MemoryExporter:
     """An :class:`~ragpulse.protocols.Exporter` that records every ``on_stored`` call."""
 
