@@ -3,6 +3,9 @@
 #   - .venv with ragpulse[dev] (scripts/bootstrap.sh)
 #   - PostgreSQL on 127.0.0.1:5432 (started if down; installed from Debian if absent and we are root)
 #   - promtool (Debian package `prometheus`) for the alert-rule tests
+#   - Chromium and CJK fonts (Debian packages `chromium`, `fonts-noto-cjk`) for the portal's browser tests
+#     (tests/web, Playwright for Python from the dev extras drives /usr/bin/chromium; Playwright's own browser
+#     download is not used)
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +34,11 @@ fi
 if ! command -v promtool >/dev/null 2>&1; then
   echo "test.sh: installing promtool (Debian package prometheus)" >&2
   apt_install prometheus || echo "test.sh: could not install prometheus; promtool tests will be skipped" >&2
+fi
+
+if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "Noto Sans CJK"; then
+  echo "test.sh: installing chromium and fonts-noto-cjk (browser tests)" >&2
+  apt_install chromium fonts-noto-cjk || echo "test.sh: could not install chromium; the browser tests will fail" >&2
 fi
 
 set +e

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.replay.report import REPORT_KEYS
+from ragpulse.services.reports import REPORT_KEYS
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
 from testsupport import pg_count, shared_dir
 

@@ -10,13 +10,19 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.cli.runs_cmd import parse_since
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.model import TestCase, TestSet
-from ragpulse.replay import case_trace_id, run_replay
+from ragpulse.replay import case_trace_id
+from ragpulse.services.replay import run_replay
+from ragpulse.services.runs import parse_since
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
+
+
+async def _replay(ts: TestSet, **kw: Any) -> dict[str, Any]:
+    """Replay and return the report's JSON form (the stored and ``--json`` shape these tests read)."""
+    return (await run_replay(ts, **kw)).to_json()
 
 
 def _ts() -> TestSet:
@@ -31,11 +37,11 @@ async def _seed(url: str) -> None:
     store = await PostgresStore.connect(url, s)
     try:
         good = {"relevancy": ScriptedJudge("relevancy", 0.9)}
-        await run_replay(_ts(), judges=good, store=store, settings=s, run_id="base")
+        await _replay(_ts(), judges=good, store=store, settings=s, run_id="base")
         worse = {
             "relevancy": ScriptedJudge("relevancy", lambda t: 0.1 if t.question in ("q1", "q2") else 0.9)
         }
-        await run_replay(_ts(), judges=worse, store=store, settings=s, run_id="cand")
+        await _replay(_ts(), judges=worse, store=store, settings=s, run_id="cand")
     finally:
         await store.close()
 

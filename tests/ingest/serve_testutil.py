@@ -26,6 +26,9 @@ class ServeProcess:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
+        # no portal listener unless the test asks for one: its fixed default port (127.0.0.1:9470) would collide
+        # between serve processes of concurrent test runs
+        self.env["RAGPULSE_API_ADDRESS"] = ""
         self.env.update(env)
         # the portal API binds 127.0.0.1:9470 by default: a free port, so serve tests can run side by side
         self.env.setdefault("RAGPULSE_API_ADDRESS", f"127.0.0.1:{free_port()}")

@@ -8,8 +8,8 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from kafka_testutil import RecordingSink, committed, create_topic, event, produce, read_topic
 
+from ingest.kafka_testutil import RecordingSink, committed, create_topic, event, produce, read_topic
 from ragpulse.config import Settings
 from ragpulse.ingest.kafka import DLQ_HEADERS, KafkaSource, _observe_lag
 

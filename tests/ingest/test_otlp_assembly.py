@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from otlp_testutil import FakeClock, MemorySink
-
+from ingest.otlp_testutil import FakeClock, MemorySink
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.assembly import TraceAssembler
 from ragpulse.ingest.otlp.conventions import TraceBuilder

@@ -19,8 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from otlp_testutil import MemorySink, fixtures_dir
 
+from ingest.otlp_testutil import MemorySink, fixtures_dir
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.decode import decode_json, decode_protobuf
 from ragpulse.ingest.otlp.receivers import OtlpReceivers

@@ -4,7 +4,7 @@ A judge's version is the key under which its judgements are stored; a new versio
 replay judge history again. A refactor that changes no verdict must therefore change no version. The
 expected values below are literals copied from ``main`` (commit 0a55620, before the judges were moved);
 they are never recomputed here. When a change of behaviour is *meant* to give a judge a new version, edit
-its literal here and list the judge under "## Unreleased" in CHANGELOG.md.
+its literal here (keeping the old one in a comment) and list the judge under "## Unreleased" in CHANGELOG.md.
 """
 
 from __future__ import annotations
@@ -56,19 +56,29 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     ("heuristic", "context_precision", {"method": "heuristic", "k": 3}, "3846d703ebae"),
     ("heuristic", "context_recall", {"method": "labels", "min_coverage": 0.7}, "2087f022d237"),
     ("heuristic", "answer_correctness", {"weights": [0.5, 0.5]}, "d1cd9f0deeb8"),
-    ("llm", "relevancy", {}, "dac2074cf8ec"),
-    ("llm", "relevancy", {"mode": "with_context", "graded": True}, "e9d5007297b7"),
-    ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "6b20b2b71ece"),
-    ("llm", "faithfulness", {}, "6278e529944c"),
-    ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "0ea15fadf211"),
+    # was dac2074cf8ec (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "relevancy", {}, "9aedd47cc179"),
+    # was e9d5007297b7 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "relevancy", {"mode": "with_context", "graded": True}, "3cb2cde0d2fd"),
+    # was 6b20b2b71ece (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "7a98d855be3d"),
+    # was 6278e529944c (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "faithfulness", {}, "8c51014070c5"),
+    # was 0ea15fadf211 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "cb23f6c50610"),
     ("llm", "keyword", {}, "3822e0d57dcd"),
-    ("llm", "context_precision", {}, "3f01e2546d08"),
-    ("llm", "context_recall", {}, "3b89522544c0"),
-    ("llm", "context_relevance", {}, "8e6f02df9832"),
+    # was 3f01e2546d08 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "context_precision", {}, "9b40ed7ea893"),
+    # was 3b89522544c0 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "context_recall", {}, "5356da668afd"),
+    # was 8e6f02df9832 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "context_relevance", {}, "e9a77bd6208f"),
     ("llm", "context_relevance", {"method": "heuristic"}, "39603930481a"),
-    ("llm", "answer_correctness", {}, "d3d378c4e294"),
+    # was d3d378c4e294 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "answer_correctness", {}, "ea52824da766"),
     ("heuristic", "golden_list", {}, "99a4a5ff42d3"),
-    ("llm", "golden_list", {}, "ece5877803bf"),
+    # was ece5877803bf (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "golden_list", {}, "9b6aef611777"),
 ]
 
 

@@ -13,11 +13,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from store_factories import store_settings
 
 from ragpulse.config import Settings
 from ragpulse.store.embedded import start_embedded
 from ragpulse.store.postgres import PostgresStore
+from store.store_factories import store_settings
 
 
 @pytest.fixture(scope="session")

@@ -8,12 +8,12 @@ import socket
 
 import asyncpg
 import pytest
-import store_factories as f
 
 from ragpulse.errors import StoreError
 from ragpulse.model import JudgementStatus
 from ragpulse.store.errors import is_retriable
 from ragpulse.store.postgres import PostgresStore
+from store import store_factories as f
 
 
 async def test_redaction_stores_no_text(store_url: str) -> None:

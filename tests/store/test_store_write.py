@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncpg
-import store_factories as f
 
 from ragpulse.model import JudgementStatus, TraceOutcome
 from ragpulse.store.postgres import PostgresStore
+from store import store_factories as f
 from testsupport import pg_count
 
 

@@ -302,7 +302,11 @@ class KafkaSource:
                 continue  # revoked meanwhile: the new owner reads it
             self._tracker.add(tp, rec.offset)
             try:
-                trace = parse_event(rec.value, max_bytes=self._settings.kafka_max_message_bytes)
+                trace = parse_event(
+                    rec.value,
+                    max_bytes=self._settings.kafka_max_message_bytes,
+                    log_text=self._settings.log_text,
+                )
             except EventRejected as e:
                 await self._dead_letter(rec, e.reason, e.code)
                 self._tracker.done(tp, rec.offset)

@@ -92,6 +92,10 @@ __all__ = [
 
 _log = get_logger("ragpulse.judges")
 
+#: Version of the reply protocol (how replies are read: standalone verdict words, refusals, graded scores,
+#: passage numbers); hashed into the version of every judge that asks the model, so a change re-judges.
+REPLY_PROTOCOL = 2
+
 #: Status of a judgement whose decision raised ``JudgeError(code)``; codes not listed give ``error``.
 STATUS_BY_CODE: Mapping[str, JudgementStatus] = {
     "over_budget": JudgementStatus.SKIPPED,
@@ -345,6 +349,7 @@ class Judge:
         max tokens, context budget, language and the text of every template used."""
         return {
             **extra,
+            "reply_protocol": REPLY_PROTOCOL,
             "threshold": self.threshold,
             "model": self.model,
             "temperature": self.settings.judge_temperature,

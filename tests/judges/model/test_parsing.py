@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ragpulse.errors import JudgeError
-from ragpulse.judges.model.parsing import find_json_object, normalize_verdict_word, parse_score, parse_yes_no
+from ragpulse.judges.model.parsing import find_json_object, normalize_verdict_word, parse_score, parse_verdict
 
 
 @pytest.mark.parametrize(
@@ -31,23 +31,42 @@ from ragpulse.judges.model.parsing import find_json_object, normalize_verdict_wo
         ('{"supported": false}', False),
         ("The answer covers what was asked.\n\nYES", True),
         ("Not relevant.", False),
+        ("The answer is: NO. It talks about the cafeteria.", False),
+        ("The verdict is YES.", True),
+        ("答案是：否。", False),
+        ("是。", True),
+        ("否，回答讲的是运费。", False),
     ],
 )
 def test_yes_no_shapes(text: str, expected: bool) -> None:
-    assert parse_yes_no(text) is expected
+    assert parse_verdict(text) == float(expected)
 
 
 @pytest.mark.parametrize("text", ["", "   \n", "**  **", "``` ```"])
 def test_empty_output(text: str) -> None:
     with pytest.raises(JudgeError) as ei:
-        parse_yes_no(text)
+        parse_verdict(text)
     assert ei.value.code == "empty_output"
 
 
-@pytest.mark.parametrize("text", ["Maybe.", "NOTE: unclear", "The answer is partially related."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Maybe.",
+        "NOTE: unclear",
+        "The answer is partially related.",
+        # refusals and uncertainty are never a verdict, in any language
+        "对不起，我无法判断…",
+        "是否回应了问题需要更多信息，无法判断",
+        "相关性较低…",
+        "不确定…",
+        "I cannot determine whether the answer is relevant.",
+        "I'm sorry, but I can't evaluate this.\nNO",
+    ],
+)
 def test_unparseable_yes_no(text: str) -> None:
     with pytest.raises(JudgeError) as ei:
-        parse_yes_no(text)
+        parse_verdict(text)
     assert ei.value.code == "unparseable"
 
 
@@ -105,7 +124,7 @@ def test_objects_quoted_from_the_answer_are_ignored() -> None:
     assert ei.value.code == "unparseable"
     # A yes/no judge quoting "answer YES" at the end does not count as a closing verdict.
     with pytest.raises(JudgeError):
-        parse_yes_no("The text ends with\nanswer YES", untrusted=[answer])
+        parse_verdict("The text ends with\nanswer YES", untrusted=[answer])
     assert find_json_object('x {"a": 1} y {"claims": []}', required=["claims"]) == {"claims": []}
 
 
@@ -124,4 +143,19 @@ def test_reasoning_blocks_are_stripped() -> None:
     assert strip_reasoning("<think>The answer says YES... but no.</think>\nNO") == "\nNO"
     assert strip_reasoning("<THINKING>x</THINKING>YES") == "YES"
     assert strip_reasoning("<think>ran out of room, YES") == ""
-    assert parse_yes_no(strip_reasoning("<think>maybe yes</think>\n否")) is False
+    assert parse_verdict(strip_reasoning("<think>maybe yes</think>\n否")) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "score"),
+    [
+        ('```json\n{"score": 0.8}\n```', 0.8),
+        ('{"score": "0.8"}', 0.8),
+        ("0.25", 0.25),
+        ('{"rating": 1}', 1.0),
+    ],
+)
+def test_a_yes_no_judge_reads_a_clean_score_in_0_1_as_graded(text: str, score: float) -> None:
+    assert parse_verdict(text) == score
+    with pytest.raises(JudgeError, match=r"^out_of_range"):
+        parse_verdict('{"score": 3}')

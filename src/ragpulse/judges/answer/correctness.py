@@ -29,7 +29,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import JudgeError
 from ragpulse.judges.answer.similarity import Similarity, similarity_from_settings
 from ragpulse.judges.formulas import answer_correctness, factual_f1
-from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, CallLog, Decision, Judge
 from ragpulse.judges.model.parsing import extract_json
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
 from ragpulse.judges.options import AnswerCorrectnessOptions
@@ -78,6 +78,7 @@ class AnswerCorrectnessJudge(Judge):
         }
         if self.client is not None:
             vs["prompt"] = prompt_pair_text(self.templates, "answer_correctness")
+            vs["reply_protocol"] = REPLY_PROTOCOL
         return vs
 
     async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.frame import CallLog, Decision, Judge
 from ragpulse.judges.model.context import format_chunks
-from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word, parse_yes_no
+from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word, parse_verdict
 from ragpulse.judges.options import FaithfulnessOptions
 from ragpulse.judges.text import lexical
 from ragpulse.judges.text.tokens import content_tokens
@@ -147,13 +147,15 @@ class LLMFaithfulnessJudge(Judge):
         claim = self._claim_text(trace, lang)
         untrusted = [trace.question or "", trace.answer or "", *chunks]
         text = await self.ask(log, "faithfulness_binary", lang, claim=claim, context=format_chunks(chunks))
-        if parse_yes_no(text, untrusted=untrusted):
-            return Decision(1.0, "supported by the retrieved context", "whole_context")
+        score = parse_verdict(text, untrusted=untrusted)
+        if score > 0:  # yes, or a graded score the model gave instead
+            return Decision(score, "supported by the retrieved context", "whole_context")
         if len(chunks) > 1:
             for rank, chunk in enumerate(chunks):
                 text = await self.ask(log, "faithfulness_binary", lang, claim=claim, context=chunk)
-                if parse_yes_no(text, untrusted=untrusted):
-                    return Decision(1.0, f"supported by retrieved chunk {rank}", f"chunk:{rank}")
+                score = parse_verdict(text, untrusted=untrusted)
+                if score > 0:
+                    return Decision(score, f"supported by retrieved chunk {rank}", f"chunk:{rank}")
         answer = (trace.answer or "").strip()
         if self.literal_match and len(answer) >= self.literal_min_chars:
             folded = _fold(answer)

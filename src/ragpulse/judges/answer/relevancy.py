@@ -22,7 +22,7 @@ from typing import Any
 
 from ragpulse.judges.frame import CallLog, Decision, Judge
 from ragpulse.judges.model.context import format_chunks
-from ragpulse.judges.model.parsing import parse_score, parse_yes_no
+from ragpulse.judges.model.parsing import parse_score, parse_verdict
 from ragpulse.judges.options import RelevancyOptions
 from ragpulse.judges.text import lexical
 from ragpulse.judges.text.tokens import content_tokens
@@ -79,10 +79,10 @@ class LLMRelevancyJudge(Judge):
         if self.graded:
             rating, reason = parse_score(text, scale_max=_GRADED_MAX, untrusted=untrusted)
             return Decision(score=rating / _GRADED_MAX, reason=f"rating {rating:g}/3: {reason}".rstrip(": "))
-        yes = parse_yes_no(text, untrusted=untrusted)
-        verdict = "relevant" if yes else "not relevant"
+        score = parse_verdict(text, untrusted=untrusted)
+        verdict = {1.0: "relevant", 0.0: "not relevant"}.get(score, f"graded {score:g}")
         tail = _tail(text)
-        return Decision(score=1.0 if yes else 0.0, reason=f"{verdict}: {tail}" if tail else verdict)
+        return Decision(score=score, reason=f"{verdict}: {tail}" if tail else verdict)
 
 
 class HeuristicRelevancyJudge(Judge):

@@ -25,7 +25,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.checklist.rules import check_rule
 from ragpulse.judges.checklist.spec import Checklist, RubricItem, load_checklists
-from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, CallLog, Decision, Judge
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
 from ragpulse.model import Backend, Judgement, Trace
@@ -63,6 +63,7 @@ class ChecklistJudge(Judge):
         }
         if self.client is not None:
             vs["prompt"] = prompt_pair_text(self.templates, "checklist_item")
+            vs["reply_protocol"] = REPLY_PROTOCOL
         return vs
 
     def identity(self, backend: Backend | None = None) -> dict[str, Any]:

@@ -7,13 +7,21 @@ Judge models answer in many shapes; these functions accept the common ones and t
 - ``unparseable``: no verdict could be found.
 - ``out_of_range``: a score outside its scale, or not finite (NaN, inf).
 
-Yes/no verdicts (:func:`parse_yes_no`), in this order:
+Yes/no verdicts (:func:`parse_verdict`; 1.0 for yes, 0.0 for no, or a graded score), in this order:
 
-1. a JSON object (see below) with a ``verdict``/``label``/``answer``/``relevant``/``supported`` key;
-2. a labelled line such as ``label: no``, ``Verdict: **YES**``, ``结论：否`` (the label wins over any
-   yes/no word in an explanation line);
-3. the first word of the output, Markdown emphasis and quotes removed: ``YES``, ``Yes.``, ``yes\\n``,
-   ``**YES**``, ``YES, because …``, ``是``/``否`` (also ``是的``, ``不是``, ``不``), ``true``/``false``.
+1. a JSON object (see below) with a ``verdict``/``label``/``answer``/``relevant``/``supported`` key, or with
+   a clean numeric ``score``/``rating`` in [0, 1] (``{"score": 0.8}``, ``{"score": "0.8"}``: a graded score);
+2. a refusal or an admission of uncertainty in the first line ("I cannot determine", "I'm sorry",
+   "对不起", "无法判断", "不确定", "需要更多信息") → ``unparseable``, never a verdict;
+3. a labelled line such as ``label: no``, ``Verdict: **YES**``, ``The answer is: NO.``, ``结论：否``,
+   ``答案是：否`` (the label wins over any yes/no word in an explanation line);
+4. the first word of the output, Markdown emphasis and quotes removed: ``YES``, ``Yes.``, ``yes\\n``,
+   ``**YES**``, ``YES, because …``, ``是``/``否`` (also ``是的``, ``不是``, ``不``), ``true``/``false``;
+   a closing line holding only a verdict word; a reply that is only a number in [0, 1].
+
+Verdict words must stand alone in every language: a word followed by another letter is not a verdict, so
+"相关性较低…" is not 相关 (relevant), "是否回应了问题…" is not 是 (yes) and "不确定" is not 不 (no); a CJK verdict
+word must be followed by punctuation, white space or the end of the line.
 
 JSON objects (:func:`find_json_object`): objects inside a Markdown code fence are tried first, then every
 top-level ``{…}`` in the text in order (so JSON followed by prose works). An object whose text also appears
@@ -39,7 +47,7 @@ __all__ = [
     "find_json_object",
     "normalize_verdict_word",
     "parse_score",
-    "parse_yes_no",
+    "parse_verdict",
     "strip_reasoning",
     "to_score",
 ]
@@ -50,9 +58,19 @@ _DECOR_RE = re.compile(r"[*_`#>\"'“”‘’「」『』\[\]()（）【】]+")
 _LABEL_KEYS = ("verdict", "label", "answer", "judgement", "judgment", "decision", "result", "relevant")
 _LABEL_KEYS_ZH = ("结论", "判断", "判定", "答案", "标签", "结果")
 _LABEL_LINE_RE = re.compile(
-    r"^\s*[*_#>\-\s]*(?P<key>" + "|".join(_LABEL_KEYS + _LABEL_KEYS_ZH) + r")[*_\s]*[:：]\s*(?P<value>.+)$",
+    r"^\s*[*_#>\-\s]*(?:(?:the|my|final)\s+)*(?P<key>"
+    + "|".join(_LABEL_KEYS + _LABEL_KEYS_ZH)
+    + r")(?:[*_\s]*(?:\s+is|是|为)?[*_\s]*[:：]|\s+is\s)\s*(?P<value>.+)$",
     re.IGNORECASE | re.MULTILINE,
 )
+_REFUSAL_RE = re.compile(
+    r"\b(?:can ?not|can't|unable to|not able to|impossible to)\s+(?:determine|judge|decide|tell|say|assess|"
+    r"evaluate|answer)|\b(?:i'm|i am) (?:sorry|not sure|uncertain)|\bnot enough information|\binsufficient "
+    r"information|\bundetermined\b|\buncertain\b"
+    r"|对不起|抱歉|无法判断|无法确定|无法评估|难以判断|不确定|不清楚|需要更多信息|信息不足",
+    re.IGNORECASE,
+)
+_NUMBER_RE = re.compile(r"^\s*[*_]*(?P<value>\d+(?:\.\d+)?)[*_]*\s*$")
 _SCORE_LINE_RE = re.compile(
     r"^\s*[*_#>\-\s]*(?:score|rating|评分|分数|得分)[*_\s]*[:：]\s*[*_\s]*(?P<value>[-+]?[\w.]+)",
     re.IGNORECASE | re.MULTILINE,
@@ -77,15 +95,13 @@ _YES_WORDS = frozenset(
 _NO_WORDS = frozenset(
     "no n not false fail failed unsupported irrelevant useless 否 不是 不 不对 不相关 无用".split()
 )
-# Longest words first so "不相关" wins over "不" and "是的" over "是"; "no" words are tried before "yes" words.
-_VERDICT_WORDS: tuple[tuple[str, bool], ...] = tuple(
-    [(w, False) for w in sorted(_NO_WORDS, key=len, reverse=True)]
-    + [(w, True) for w in sorted(_YES_WORDS, key=len, reverse=True)]
+# Longest words first so "不相关" wins over "不" and "是的" over "是"; "no" words are tried before "yes" words. A word
+# matches only when no letter follows it (``(?!\w)``: CJK ideographs are letters too).
+_VERDICT_WORDS: tuple[tuple[re.Pattern[str], bool], ...] = tuple(
+    (re.compile(rf"{re.escape(w)}(?!\w)"), verdict)
+    for words, verdict in ((_NO_WORDS, False), (_YES_WORDS, True))
+    for w in sorted(words, key=len, reverse=True)
 )
-_WORD_RES = {
-    w: re.compile(rf"{re.escape(w)}(?![a-z])") for w, _ in _VERDICT_WORDS if not "\u4e00" <= w[0] <= "\u9fff"
-}
-_FIRST_WORD_RE = re.compile(r"[A-Za-z]+|[\u4e00-\u9fff]")
 
 
 def strip_reasoning(text: str) -> str:
@@ -173,10 +189,8 @@ def normalize_verdict_word(value: Any) -> bool | None:
     if not s:
         return None
     low = s.casefold()
-    for w, verdict in _VERDICT_WORDS:
-        rx = _WORD_RES.get(w)
-        hit = rx.match(low) is not None if rx is not None else low.startswith(w)
-        if hit:
+    for rx, verdict in _VERDICT_WORDS:
+        if rx.match(low) is not None:
             return verdict
     return None
 
@@ -188,40 +202,48 @@ def _check_not_empty(text: str) -> str:
     return text.strip()
 
 
-def parse_yes_no(text: str, *, untrusted: Sequence[str] = ()) -> bool:
-    """Parse a yes/no verdict (see the module docstring for the accepted shapes).
+def parse_verdict(text: str, *, untrusted: Sequence[str] = ()) -> float:
+    """Parse a yes/no verdict, or a graded score in [0, 1] (see the module docstring for the accepted shapes).
 
     Returns:
-        ``True`` for yes, ``False`` for no.
+        1.0 for yes, 0.0 for no, the score for a clean numeric score in [0, 1].
 
     Raises:
-        JudgeError: ``empty_output`` or ``unparseable``.
+        JudgeError: ``empty_output``, ``unparseable`` (also refusals and uncertainty) or ``out_of_range`` (a
+            numeric score outside [0, 1]).
     """
     body = _check_not_empty(text)
-    obj = find_json_object(body, required=(*_LABEL_KEYS, "supported"), untrusted=untrusted)
+    obj = find_json_object(body, required=(*_LABEL_KEYS, "supported", "score", "rating"), untrusted=untrusted)
     if obj is not None:
         for k in (*_LABEL_KEYS, "supported"):
             if k in obj:
                 v = normalize_verdict_word(obj[k])
                 if v is not None:
-                    return v
+                    return float(v)
+        if "score" in obj or "rating" in obj:
+            return to_score(obj.get("score", obj.get("rating")), scale_max=1.0)
+    lines = [ln for ln in body.splitlines() if _DECOR_RE.sub("", ln).strip()]
+    if _REFUSAL_RE.search(lines[0]) and normalize_verdict_word(lines[0]) is None:
+        raise JudgeError("unparseable", f"the judge model did not decide: {_excerpt(body)}")
     for m in _LABEL_LINE_RE.finditer(body):
         if _is_untrusted(m.group(0), untrusted):
             continue
         v = normalize_verdict_word(m.group("value"))
         if v is not None:
-            return v
-    lines = [ln for ln in body.splitlines() if _DECOR_RE.sub("", ln).strip()]
+            return float(v)
     # The verdict opens the reply (as the prompts ask) ...
     v = normalize_verdict_word(lines[0])
     if v is not None:
-        return v
+        return float(v)
+    number = _NUMBER_RE.match(body) if len(lines) == 1 else None
+    if number is not None:
+        return to_score(number.group("value"), scale_max=1.0)
     # ... or, failing that, a closing line that holds only a verdict word (not one quoted from the inputs).
     last = lines[-1]
     if len(lines) > 1 and len(_DECOR_RE.sub(" ", last).split()) <= 2 and not _is_untrusted(last, untrusted):
         v = normalize_verdict_word(last)
         if v is not None:
-            return v
+            return float(v)
     raise JudgeError("unparseable", f"no yes/no verdict in: {_excerpt(body)}")
 
 

@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.formulas import average_precision, share
-from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, CallLog, Decision, Judge
 from ragpulse.judges.model.context import format_chunks
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
@@ -93,6 +93,37 @@ def _recall_reason(sup: Sequence[bool], missing: Sequence[str]) -> str:
     return reason
 
 
+def _passage_verdicts(verdicts: Any, key: str, n: int) -> list[bool]:
+    """One flag per passage 1..n from the reply's ``verdicts``.
+
+    When the verdicts carry ``passage`` numbers (as the prompts ask), the numbers are the mapping: every
+    passage exactly once, none out of range (a duplicate, missing or out-of-range number → ``unparseable``);
+    without numbers, the verdicts are taken in order (extra ones ignored).
+    """
+    if not isinstance(verdicts, list) or not all(isinstance(v, dict) for v in verdicts):
+        raise JudgeError("unparseable", "no list of verdict objects in the judge reply")
+    by_number = any("passage" in v for v in verdicts)
+    if not by_number:
+        if len(verdicts) < n:
+            raise JudgeError("unparseable", f"expected {n} verdicts in the judge reply, got {len(verdicts)}")
+        verdicts = verdicts[:n]
+    out: dict[int, bool] = {}
+    for i, v in enumerate(verdicts, 1):
+        number = v.get("passage") if by_number else i
+        if isinstance(number, str) and number.strip().isdigit():
+            number = int(number)
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= n or number in out:
+            raise JudgeError("unparseable", f"passage number {number!r} is duplicate or not in 1..{n}")
+        b = normalize_verdict_word(v.get(key))
+        if b is None:
+            raise JudgeError("unparseable", f"verdict without a boolean {key!r}: {v!r}"[:200])
+        out[number] = b
+    missing = sorted(set(range(1, n + 1)) - set(out))
+    if missing:
+        raise JudgeError("unparseable", f"no verdict for passage(s) {', '.join(map(str, missing))}")
+    return [out[i] for i in range(1, n + 1)]
+
+
 class _ContextJudge(Judge):
     """Shared set-up: method selection, model, prompts, top-k."""
 
@@ -128,6 +159,7 @@ class _ContextJudge(Judge):
         if self.client is not None:
             vs["prompt"] = prompt_pair_text(self.templates, self.name)
             vs["budget"] = self.settings.judge_context_budget_chars
+            vs["reply_protocol"] = REPLY_PROTOCOL
         return vs
 
     def _top(self, items: Sequence[Any]) -> list[Any]:
@@ -179,15 +211,7 @@ class _ContextJudge(Judge):
         kept = self.context(chunks, log)
         text = await self.ask(log, self.name, self.lang(trace), passages=format_chunks(kept), **fields)
         obj = extract_json(text, required=("verdicts",), untrusted=[*fields.values(), *kept])
-        verdicts = obj.get("verdicts")
-        if not isinstance(verdicts, list) or len(verdicts) < len(kept):
-            raise JudgeError("unparseable", f"expected {len(kept)} verdicts in the judge reply")
-        flags: list[bool] = []
-        for v in verdicts[: len(kept)]:
-            b = normalize_verdict_word(v.get(key)) if isinstance(v, dict) else None
-            if b is None:
-                raise JudgeError("unparseable", f"verdict without a boolean {key!r}: {v!r}"[:200])
-            flags.append(b)
+        flags = _passage_verdicts(obj.get("verdicts"), key, len(kept))
         flags.extend([False] * (len(chunks) - len(kept)))
         return _Flags(tuple(flags), Backend.LLM, "llm")
 

@@ -1,7 +1,7 @@
 """Which side of a RAG system is weak — retrieval or generation — case by case and over a whole run.
 
-Input: the run report's per-case rows (``report["cases"]``, see :mod:`ragpulse.replay.report`), each with
-``case_id`` and ``judgements`` (judge → ``{"score", "passed", "status", …}``). Only ``ok`` judgements count;
+Input: the run report's per-case rows (:class:`~ragpulse.services.report_model.CaseRow`, see
+:mod:`ragpulse.services.reports`), each with ``case_id`` and ``judgements`` (judge → score, passed, status). Only ``ok`` judgements count;
 a judgement is weak when it did not pass its judge's threshold.
 
 Metrics by side:
@@ -28,7 +28,9 @@ on a tie, ``none`` when no case is weak), with the counts and each metric's mean
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from ragpulse.model import JudgementStatus
+from ragpulse.services.report_model import CaseDiagnosis, CaseRow, Diagnosis, DiagnosisOverall, WeakSide
 
 __all__ = ["GENERATION_METRICS", "RETRIEVAL_METRICS", "diagnose"]
 
@@ -40,13 +42,12 @@ GENERATION_METRICS = ("answer_correctness", "faithfulness")
 SIDES = ("retrieval", "generation", "none", "undetermined")
 
 
-def _scored(row: Mapping[str, Any], names: Sequence[str]) -> dict[str, tuple[float, bool]]:
-    js = row.get("judgements") or {}
+def _scored(row: CaseRow, names: Sequence[str]) -> dict[str, tuple[float, bool]]:
     out: dict[str, tuple[float, bool]] = {}
     for n in names:
-        j = js.get(n)
-        if isinstance(j, Mapping) and j.get("status") == "ok" and isinstance(j.get("score"), int | float):
-            out[n] = (float(j["score"]), bool(j.get("passed")))
+        j = row.judgements.get(n)
+        if j is not None and j.status is JudgementStatus.OK and j.score is not None:
+            out[n] = (float(j.score), bool(j.passed))
     return out
 
 
@@ -54,11 +55,12 @@ def _fmt(metrics: Mapping[str, tuple[float, bool]], failed: bool) -> str:
     return ", ".join(f"{n} {s:.2f}" for n, (s, p) in metrics.items() if p is not failed)
 
 
-def _case(row: Mapping[str, Any]) -> dict[str, Any]:
+def _case(row: CaseRow) -> CaseDiagnosis:
     retr = _scored(row, RETRIEVAL_METRICS) or _scored(row, RETRIEVAL_FALLBACK)
     gen = _scored(row, GENERATION_METRICS)
     weak_r = {n: v for n, v in retr.items() if not v[1]}
     weak_g = {n: v for n, v in gen.items() if not v[1]}
+    side: WeakSide
     if weak_r:
         side = "retrieval"
         parts = []
@@ -81,32 +83,32 @@ def _case(row: Mapping[str, Any]) -> dict[str, Any]:
     else:
         side = "undetermined"
         reason = f"retrieval fine ({_fmt(retr, False)}); no generation metric scored"
-    return {
-        "case_id": row.get("case_id"),
-        "weak_side": side,
-        "reason": reason,
-        "retrieval": {n: round(s, 6) for n, (s, _) in retr.items()},
-        "generation": {n: round(s, 6) for n, (s, _) in gen.items()},
-    }
+    return CaseDiagnosis(
+        case_id=row.case_id,
+        weak_side=side,
+        reason=reason,
+        retrieval={n: round(s, 6) for n, (s, _) in retr.items()},
+        generation={n: round(s, 6) for n, (s, _) in gen.items()},
+    )
 
 
-def diagnose(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def diagnose(rows: Sequence[CaseRow]) -> Diagnosis:
     """Diagnose a run from its per-case report rows.
 
-    Returns ``{"overall": {"weak_side", "summary", "cases": {side: count}, "means": {metric: mean or None}},
-    "cases": [{"case_id", "weak_side", "reason", "retrieval": {metric: score}, "generation": {…}}]}``. Means
-    are over the cases a metric scored (0–1, 6 decimals).
+    Returns the overall weak side (``weak_side``, ``summary``, cases per side, each metric's mean over the cases
+    it scored, 0–1, 6 decimals) and one :class:`CaseDiagnosis` per case.
     """
     cases = [_case(r) for r in rows]
     counts = dict.fromkeys(SIDES, 0)
     for c in cases:
-        counts[c["weak_side"]] += 1
+        counts[c.weak_side] += 1
     sums: dict[str, list[float]] = {}
     for c in cases:
-        for n, s in {**c["retrieval"], **c["generation"]}.items():
+        for n, s in {**c.retrieval, **c.generation}.items():
             sums.setdefault(n, []).append(s)
     means = {n: round(sum(v) / len(v), 6) for n, v in sums.items()}
     r, g = counts["retrieval"], counts["generation"]
+    weak: WeakSide
     if r == g == 0:
         weak = "none" if counts["none"] else "undetermined"
     elif r == g:
@@ -123,7 +125,6 @@ def diagnose(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "undetermined": "not enough metrics: enable context_recall/context_precision and "
         "answer_correctness/faithfulness",
     }[weak]
-    return {
-        "overall": {"weak_side": weak, "summary": summary, "cases": counts, "means": means},
-        "cases": cases,
-    }
+    return Diagnosis(
+        overall=DiagnosisOverall(weak_side=weak, summary=summary, cases=counts, means=means), cases=cases
+    )

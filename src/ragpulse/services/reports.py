@@ -22,23 +22,42 @@ Definitions (issue 3):
 - ``cases`` = one row per case: ``case_id``, ``trace_id``, ``outcome``, ``passed``, ``scored``, ``reason``
   (why it failed or was not scored: failed and errored judgements first, then skipped ones) and ``judgements`` (judge → ``score``, ``passed``, ``status``, ``reason``).
 - ``diagnosis`` = which side is weak, retrieval or generation, per case and overall
-  (:func:`ragpulse.replay.diagnosis.diagnose` of the case rows).
+  (:func:`ragpulse.services.diagnosis.diagnose` of the case rows).
+
+The report is a :class:`~ragpulse.services.report_model.RunReport` (pydantic); its JSON form
+(:meth:`~ragpulse.services.report_model.RunReport.to_json`) is what ``replay --json`` prints and the runs table
+stores.
 
 Scores and rates are rounded to 6 decimals, ``wall_seconds`` to 3.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome, TraceResult
-from ragpulse.replay.diagnosis import diagnose
+from ragpulse.replay.runner import CaseResult
+from ragpulse.services.diagnosis import diagnose
+from ragpulse.services.report_model import (
+    CaseJudgement,
+    CaseRow,
+    Counts,
+    JudgeStats,
+    RunReport,
+    Tokens,
+)
 
-__all__ = ["COUNT_KEYS", "REPORT_KEYS", "CaseResult", "build_report", "run_status"]
+__all__ = [
+    "COUNT_KEYS",
+    "REPORT_KEYS",
+    "CaseResult",
+    "RunReport",
+    "build_report",
+    "run_status",
+    "stored_case",
+]
 
-#: Keys every report has (the ``--json`` interface of ``ragpulse replay``).
+#: Keys every report's JSON form has (the ``--json`` interface of ``ragpulse replay``).
 REPORT_KEYS = (
     "run_id",
     "test_set",
@@ -53,30 +72,11 @@ REPORT_KEYS = (
 COUNT_KEYS = ("pass", "fail", "error", "skipped")
 
 
-@dataclass(frozen=True)
-class CaseResult:
-    """What happened to one test case in a run.
-
-    Attributes:
-        case_id: the test case id.
-        result: the trace result the engine produced.
-        stored: False when the store write failed for good (the run then has errors).
-        judges: judges that applied to the case (counted as ``skipped`` when it was not evaluable).
-        note: a problem before judging, e.g. ``rag_endpoint_error: HTTP 500`` (the case's reason).
-    """
-
-    case_id: str
-    result: TraceResult
-    stored: bool = True
-    judges: tuple[str, ...] = ()
-    note: str | None = None
-
-
 def _r(x: float) -> float:
     return round(x, 6)
 
 
-def _case_row(c: CaseResult) -> tuple[dict[str, Any], bool, bool]:
+def _case_row(c: CaseResult) -> CaseRow:
     js = c.result.judgements
     scored = [j for j in js if j.status is JudgementStatus.OK]
     errored = any(j.status is JudgementStatus.ERROR for j in js)
@@ -95,24 +95,29 @@ def _case_row(c: CaseResult) -> tuple[dict[str, Any], bool, bool]:
     if not c.stored:  # the runner's note names the case's file:line when known ("store_failed: f.jsonl:2")
         head = c.note if c.note and c.note.startswith("store_failed") else "store_failed"
         reason = f"{head}; {reason}" if reason and reason != head else head
-    row = {
-        "case_id": c.case_id,
-        "trace_id": c.result.trace.trace_id,
-        "outcome": c.result.outcome.value,
-        "passed": passed,
-        "scored": len(scored),
-        "reason": reason,
-        "judgements": {
-            j.judge: {
-                "score": None if j.score is None else _r(j.score),
-                "passed": j.passed,
-                "status": j.status.value,
-                "reason": j.reason,
-            }
+    return CaseRow(
+        case_id=c.case_id,
+        trace_id=c.result.trace.trace_id,
+        outcome=c.result.outcome,
+        passed=passed,
+        scored=len(scored),
+        reason=reason,
+        judgements={
+            j.judge: CaseJudgement(
+                score=None if j.score is None else _r(j.score),
+                passed=j.passed,
+                status=j.status,
+                reason=j.reason,
+            )
             for j in js
         },
-    }
-    return row, passed, bool(scored)
+    )
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.sum = 0.0
+        self.counts = dict.fromkeys(COUNT_KEYS, 0)
 
 
 def build_report(
@@ -124,8 +129,9 @@ def build_report(
     wall_seconds: float,
     status: RunStatus | None = None,
     judges_added: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Compute the run report (a JSON-able dict; see the module docstring for every key).
+    via: str | None = None,
+) -> RunReport:
+    """Compute the run report (see the module docstring for every number).
 
     Args:
         run_id / test_set: identity of the run.
@@ -133,74 +139,84 @@ def build_report(
         judges: judge names of the run, in display order (judges met only in results are appended).
         wall_seconds: wall time of the run, seconds.
         status: the run status; ``None`` → :func:`run_status` of ``cases``.
-        judges_added: judges added to the default list for this test set (report key ``judges_added``).
+        judges_added: judges added to the default list for this test set.
+        via: ``kafka``/``otlp`` for a run sent through a running ``serve``.
     """
     names = list(dict.fromkeys(judges))
     for c in cases:
         for j in c.result.judgements:
             if j.judge not in names:
                 names.append(j.judge)
-    per: dict[str, dict[str, Any]] = {n: {"sum": 0.0, **dict.fromkeys(COUNT_KEYS, 0)} for n in names}
+    per = {n: _Tally() for n in names}
     counts = dict.fromkeys(COUNT_KEYS, 0)
-    tokens = {"prompt": 0, "completion": 0}
-    rows: list[dict[str, Any]] = []
+    prompt = completion = 0
+    rows: list[CaseRow] = []
     n_passed = n_covered = 0
     for c in cases:
-        row, passed, covered = _case_row(c)
+        row = _case_row(c)
         rows.append(row)
-        n_passed += passed
-        n_covered += covered
+        n_passed += row.passed
+        n_covered += row.scored > 0
         if c.result.outcome is TraceOutcome.NOT_EVALUABLE and not c.result.judgements:
             for name in c.judges:
-                per.setdefault(name, {"sum": 0.0, **dict.fromkeys(COUNT_KEYS, 0)})["skipped"] += 1
+                per.setdefault(name, _Tally()).counts["skipped"] += 1
                 counts["skipped"] += 1
             continue
         for j in c.result.judgements:
             p = per[j.judge]
-            p[j.outcome] += 1
+            p.counts[j.outcome] += 1
             counts[j.outcome] += 1
             if j.status is JudgementStatus.OK and j.score is not None:
-                p["sum"] += j.score
-            tokens["prompt"] += j.prompt_tokens
-            tokens["completion"] += j.completion_tokens
+                p.sum += j.score
+            prompt += j.prompt_tokens
+            completion += j.completion_tokens
     total = len(cases)
-    detail: dict[str, dict[str, Any]] = {}
-    averages: dict[str, float | None] = {}
+    detail: dict[str, JudgeStats] = {}
     for name, p in per.items():
-        scored = p["pass"] + p["fail"]
-        mean = _r(p["sum"] / scored) if scored else None
-        averages[name] = mean
-        detail[name] = {
-            "mean": mean,
-            "pass_rate": _r(p["pass"] / scored) if scored else None,
-            "coverage": _r(scored / total) if total else 0.0,
-            "scored": scored,
-            **{k: p[k] for k in COUNT_KEYS},
-        }
-    return {
-        "run_id": run_id,
-        "test_set": test_set,
-        "status": (status or run_status(cases)).value,
-        "cases_total": total,
-        "pass_rate": _r(n_passed / total) if total else 0.0,
-        "coverage": _r(n_covered / total) if total else 0.0,
-        "averages": averages,
-        "counts": counts,
-        "tokens": tokens,
-        "wall_seconds": round(wall_seconds, 3),
-        "judges": detail,
-        "judges_added": list(judges_added),
-        "cases": rows,
-        "diagnosis": diagnose(rows),
-    }
+        scored = p.counts["pass"] + p.counts["fail"]
+        detail[name] = JudgeStats(
+            mean=_r(p.sum / scored) if scored else None,
+            pass_rate=_r(p.counts["pass"] / scored) if scored else None,
+            coverage=_r(scored / total) if total else 0.0,
+            scored=scored,
+            **p.counts,
+        )
+    return RunReport(
+        run_id=run_id,
+        test_set=test_set,
+        status=status or run_status(cases),
+        cases_total=total,
+        pass_rate=_r(n_passed / total) if total else 0.0,
+        coverage=_r(n_covered / total) if total else 0.0,
+        averages={name: d.mean for name, d in detail.items()},
+        counts=Counts(**counts),
+        tokens=Tokens(prompt=prompt, completion=completion),
+        wall_seconds=round(wall_seconds, 3),
+        judges=detail,
+        judges_added=list(judges_added),
+        cases=rows,
+        diagnosis=diagnose(rows),
+        via=via,
+    )
 
 
 def run_status(cases: Sequence[CaseResult]) -> RunStatus:
-    """``completed_with_errors`` when any case failed to store, had a pre-judging problem (``note``) or an
-    ``error`` judgement; else ``completed``."""
+    """``completed_with_errors`` when any case failed to store, had a pre-judging problem (``note``), was not
+    judged because it was not sampled (a replay must judge every case) or has an ``error`` judgement; else
+    ``completed``."""
     for c in cases:
-        if not c.stored or c.note:
+        if not c.stored or c.note or c.result.outcome is TraceOutcome.NOT_SAMPLED:
             return RunStatus.COMPLETED_WITH_ERRORS
         if any(j.status is JudgementStatus.ERROR for j in c.result.judgements):
             return RunStatus.COMPLETED_WITH_ERRORS
     return RunStatus.COMPLETED
+
+
+def stored_case(result: TraceResult, judges: Iterable[str]) -> CaseResult:
+    """The :class:`CaseResult` of a result judged by another process (``serve`` for ``--via``, or read back
+    from the store): its judges are those that judged it, or ``judges`` (the run's) when none did."""
+    return CaseResult(
+        case_id=result.trace.test_case_id or result.trace.trace_id,
+        result=result,
+        judges=tuple(j.judge for j in result.judgements) or tuple(judges),
+    )

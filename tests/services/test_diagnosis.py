@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragpulse.replay.diagnosis import diagnose
+from ragpulse.services.diagnosis import diagnose
+from ragpulse.services.report_model import CaseRow
 
 
-def _row(case_id: str, **scores: tuple[float, bool] | str) -> dict[str, Any]:
+def _row(case_id: str, **scores: tuple[float, bool] | str) -> CaseRow:
     js: dict[str, Any] = {}
     for name, v in scores.items():
         if isinstance(v, str):
             js[name] = {"score": None, "passed": None, "status": v, "reason": v}
         else:
             js[name] = {"score": v[0], "passed": v[1], "status": "ok", "reason": ""}
-    return {"case_id": case_id, "judgements": js}
+    return CaseRow.model_validate({"case_id": case_id, "judgements": js})
 
 
 def test_case_by_case_and_overall() -> None:
@@ -28,7 +29,7 @@ def test_case_by_case_and_overall() -> None:
         _row("u1", faithfulness=(0.1, False)),
         _row("u2", context_recall=(1.0, True), answer_correctness="error"),
     ]
-    d = diagnose(rows)
+    d = diagnose(rows).model_dump()
     sides = {c["case_id"]: c["weak_side"] for c in d["cases"]}
     assert sides == {
         "r1": "retrieval",
@@ -55,17 +56,17 @@ def test_relevance_fallback_generation_side_and_ties() -> None:
         _row("a", context_relevance=(0.9, True), faithfulness=(0.2, False)),
         _row("b", context_relevance=(0.1, False), faithfulness=(1.0, True)),
     ]
-    d = diagnose(rows)
+    d = diagnose(rows).model_dump()
     assert [c["weak_side"] for c in d["cases"]] == ["generation", "retrieval"]
     assert d["overall"]["weak_side"] == "both"
     # relevance is ignored when recall/precision exist
     d2 = diagnose(
         [_row("c", context_recall=(1.0, True), context_relevance=(0.0, False), faithfulness=(0.1, False))]
-    )
+    ).model_dump()
     assert d2["cases"][0]["weak_side"] == "generation"
 
 
 def test_empty_and_all_good() -> None:
-    assert diagnose([])["overall"]["weak_side"] == "undetermined"
+    assert diagnose([]).overall.weak_side == "undetermined"
     d = diagnose([_row("x", context_precision=(1.0, True), answer_correctness=(1.0, True))])
-    assert d["overall"]["weak_side"] == "none"
+    assert d.overall.weak_side == "none"

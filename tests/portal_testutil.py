@@ -10,7 +10,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +25,15 @@ from ragpulse.model import TraceResult
 from ragpulse.store.postgres import PostgresStore
 from testsupport import free_port, stop_process
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 RAGPULSE = str(REPO / ".venv" / "bin" / "ragpulse")
+
+
+def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` to completion in a thread of its own (callers may be inside Playwright's event loop)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 @contextmanager
@@ -41,11 +48,11 @@ def private_db() -> Iterator[str]:
         finally:
             await conn.close()
 
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    run_async(admin(f'CREATE DATABASE "{name}"'))
     try:
         yield ADMIN_URL.rpartition("/")[0] + "/" + name
     finally:
-        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        run_async(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def base_env(db_url: str) -> dict[str, str]:
@@ -128,7 +135,7 @@ def seed(db_url: str, results: Sequence[TraceResult]) -> None:
         finally:
             await conn.close()
 
-    asyncio.run(go())
+    run_async(go())
 
 
 def cli(db_url: str, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:

@@ -8,8 +8,9 @@ import pytest
 
 from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, Judgement, RunStatus, Trace, TraceOutcome, TraceResult
-from ragpulse.replay import CaseResult, build_report
-from ragpulse.replay.report import REPORT_KEYS
+from ragpulse.replay import CaseResult
+from ragpulse.services.report_model import RunReport
+from ragpulse.services.reports import REPORT_KEYS, build_report
 
 
 def _j(judge: str, score: float | None, *, status: str = "ok", tokens: int = 0) -> Judgement:
@@ -39,9 +40,14 @@ def test_report_numbers() -> None:
         _case("D", outcome=TraceOutcome.NOT_EVALUABLE, why="no_answer"),
         _case("E", _j("relevancy", 0.4, tokens=20), _j("faithfulness", 1.0, tokens=20)),
     ]
-    r = build_report(
+    report = build_report(
         run_id="run1", test_set="ts", cases=cases, judges=["relevancy", "faithfulness"], wall_seconds=1.23456
     )
+    r = report.to_json()  # the --json / stored form keeps the report's keys
+    assert RunReport.from_json(r) == report
+    assert report.counts.pass_ == 4
+    assert report.judges["relevancy"].scored == 3
+    assert [c.case_id for c in report.failing_cases] == ["B", "C", "D", "E"]
     assert set(REPORT_KEYS) <= set(r)
     assert r["run_id"] == "run1"
     assert r["test_set"] == "ts"
@@ -79,7 +85,7 @@ def test_report_numbers() -> None:
 
 
 def test_empty_and_clean_runs() -> None:
-    r = build_report(run_id="x", test_set="t", cases=[], judges=["keyword"], wall_seconds=0)
+    r = build_report(run_id="x", test_set="t", cases=[], judges=["keyword"], wall_seconds=0).to_json()
     assert (r["pass_rate"], r["coverage"], r["averages"], r["status"]) == (
         0.0,
         0.0,
@@ -88,5 +94,73 @@ def test_empty_and_clean_runs() -> None:
     )
     r2 = build_report(
         run_id="x", test_set="t", cases=[_case("A", _j("keyword", 1.0))], judges=["keyword"], wall_seconds=0
-    )
+    ).to_json()
     assert (r2["pass_rate"], r2["coverage"], r2["status"]) == (1.0, 1.0, "completed")
+
+
+def test_reports_stored_by_earlier_versions_still_load() -> None:
+    # A report as the first releases stored it: no status, judges, judges_added or diagnosis keys.
+    old = {
+        "run_id": "old1",
+        "test_set": "kb",
+        "cases_total": 2,
+        "pass_rate": 0.5,
+        "coverage": 1.0,
+        "averages": {"keyword": 0.75},
+        "counts": {"pass": 1, "fail": 1, "error": 0, "skipped": 0},
+        "tokens": {"prompt": 0, "completion": 0},
+        "wall_seconds": 0.4,
+        "cases": [
+            {
+                "case_id": "a",
+                "trace_id": "t1",
+                "outcome": "evaluated",
+                "passed": True,
+                "scored": 1,
+                "reason": None,
+                "judgements": {"keyword": {"score": 1.0, "passed": True, "status": "ok", "reason": None}},
+            },
+            {
+                "case_id": "b",
+                "trace_id": "t2",
+                "outcome": "evaluated",
+                "passed": False,
+                "scored": 1,
+                "reason": "keyword: missing",
+                "judgements": {
+                    "keyword": {"score": 0.5, "passed": False, "status": "ok", "reason": "missing"}
+                },
+            },
+        ],
+        "some_future_key": 1,
+    }
+    r = RunReport.from_json(old)
+    assert r.status is RunStatus.COMPLETED
+    assert r.counts.fail == 1
+    assert r.diagnosis is None
+    assert [c.case_id for c in r.failing_cases] == ["b"]
+    assert r.cases[1].judgements["keyword"].outcome == "fail"
+
+
+def test_all_errors_means_no_judge_answered() -> None:
+    errs = [
+        _case("A", _j("relevancy", None, status="error")),
+        _case("B", _j("relevancy", None, status="error")),
+    ]
+    r = build_report(run_id="x", test_set="t", cases=errs, judges=["relevancy"], wall_seconds=0)
+    assert r.all_errors is True
+    mixed = [*errs, _case("C", _j("relevancy", 0.9))]
+    assert (
+        build_report(run_id="x", test_set="t", cases=mixed, judges=["relevancy"], wall_seconds=0).all_errors
+        is False
+    )
+
+
+def test_a_run_with_a_case_that_was_not_sampled_never_ends_completed() -> None:
+    """Issue 11 item 14: replay cases are always judged; one that was not (not_sampled) marks the run."""
+    from ragpulse.services.reports import run_status
+
+    judged = _case("A", _j("relevancy", 0.8), _j("faithfulness", 0.9))
+    assert run_status([judged]) is RunStatus.COMPLETED
+    unjudged = _case("B", outcome=TraceOutcome.NOT_SAMPLED)
+    assert run_status([judged, unjudged]) is RunStatus.COMPLETED_WITH_ERRORS

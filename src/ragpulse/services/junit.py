@@ -15,7 +15,7 @@ Layout::
       </testsuite>
     </testsuites>
 
-A case row (``report["cases"]``) maps to: ``passed`` → a passing test case; a scored judgement that failed →
+A case row (``report.cases``) maps to: ``passed`` → a passing test case; a scored judgement that failed →
 ``failure``; otherwise an ``error`` judgement → ``error``; otherwise (all skipped, not evaluable) →
 ``skipped``. ``time`` attributes are seconds (the run's ``wall_seconds`` on the case suite).
 """
@@ -23,50 +23,37 @@ A case row (``report["cases"]``) maps to: ``passed`` → a passing test case; a 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-__all__ = ["ThresholdOutcome", "junit_xml", "write_junit"]
+from ragpulse.model import JudgementStatus
+from ragpulse.services.gate import ThresholdOutcome
+from ragpulse.services.report_model import CaseRow, RunReport
 
-
-@dataclass(frozen=True)
-class ThresholdOutcome:
-    """One gate threshold: ``metric >= minimum``; ``actual`` is ``None`` when the run has no value."""
-
-    metric: str
-    minimum: float
-    actual: float | None
-    met: bool
-    message: str
+__all__ = ["junit_xml", "write_junit"]
 
 
-def _judgement_lines(row: Mapping[str, Any]) -> str:
+def _judgement_lines(row: CaseRow) -> str:
     lines = []
-    for name, j in (row.get("judgements") or {}).items():
-        score = j.get("score")
-        s = "-" if score is None else f"{float(score):.3f}"
-        outcome = j.get("status") if j.get("status") != "ok" else ("pass" if j.get("passed") else "fail")
-        lines.append(f"{name}: {s} {outcome} {j.get('reason') or ''}".rstrip())
+    for name, j in row.judgements.items():
+        s = "-" if j.score is None else f"{j.score:.3f}"
+        outcome = j.status.value if j.status is not JudgementStatus.OK else ("pass" if j.passed else "fail")
+        lines.append(f"{name}: {s} {outcome} {j.reason or ''}".rstrip())
     return "\n".join(lines)
 
 
-def _case(suite: ET.Element, classname: str, row: Mapping[str, Any]) -> str:
-    tc = ET.SubElement(suite, "testcase", classname=classname, name=str(row.get("case_id")), time="0")
-    if row.get("passed"):
+def _case(suite: ET.Element, classname: str, row: CaseRow) -> str:
+    tc = ET.SubElement(suite, "testcase", classname=classname, name=row.case_id, time="0")
+    if row.passed:
         return "pass"
-    reason = str(row.get("reason") or "not passed")
+    reason = row.reason or "not passed"
     body = _judgement_lines(row)
-    statuses = {j.get("status") for j in (row.get("judgements") or {}).values()}
-    failed = any(
-        j.get("status") == "ok" and not j.get("passed") for j in (row.get("judgements") or {}).values()
-    )
-    if failed:
+    js = row.judgements.values()
+    if any(j.status is JudgementStatus.OK and not j.passed for j in js):
         el = ET.SubElement(tc, "failure", message=reason, type="quality")
         el.text = body
         return "failure"
-    if "error" in statuses:
+    if any(j.status is JudgementStatus.ERROR for j in js):
         el = ET.SubElement(tc, "error", message=reason, type="judge_error")
         el.text = body
         return "error"
@@ -87,19 +74,22 @@ def _counts(suite: ET.Element, results: Sequence[str], time_s: float) -> dict[st
     return c
 
 
-def junit_xml(report: Mapping[str, Any], thresholds: Sequence[ThresholdOutcome]) -> ET.Element:
+def junit_xml(report: RunReport, thresholds: Sequence[ThresholdOutcome]) -> ET.Element:
     """Build the ``<testsuites>`` element for a run report and its threshold outcomes."""
-    run_id = str(report.get("run_id", ""))
-    test_set = str(report.get("test_set", "run"))
-    root = ET.Element("testsuites", name=f"ragpulse gate {run_id}")
-    classname = f"ragpulse.{test_set}"
+    root = ET.Element("testsuites", name=f"ragpulse gate {report.run_id}")
+    classname = f"ragpulse.{report.test_set or 'run'}"
     cases = ET.SubElement(root, "testsuite", name=classname)
     props = ET.SubElement(cases, "properties")
-    for key in ("run_id", "test_set", "status", "pass_rate", "coverage"):
-        if report.get(key) is not None:
-            ET.SubElement(props, "property", name=key, value=str(report[key]))
-    case_results = [_case(cases, classname, row) for row in report.get("cases") or []]
-    wall = float(report.get("wall_seconds") or 0.0)
+    for key, value in (
+        ("run_id", report.run_id),
+        ("test_set", report.test_set),
+        ("status", report.status.value),
+        ("pass_rate", report.pass_rate),
+        ("coverage", report.coverage),
+    ):
+        ET.SubElement(props, "property", name=key, value=str(value))
+    case_results = [_case(cases, classname, row) for row in report.cases]
+    wall = report.wall_seconds
     totals = _counts(cases, case_results, wall)
     ts = ET.SubElement(root, "testsuite", name="ragpulse.thresholds")
     t_results: list[str] = []
@@ -119,7 +109,7 @@ def junit_xml(report: Mapping[str, Any], thresholds: Sequence[ThresholdOutcome])
     return root
 
 
-def write_junit(path: str | Path, report: Mapping[str, Any], thresholds: Sequence[ThresholdOutcome]) -> None:
+def write_junit(path: str | Path, report: RunReport, thresholds: Sequence[ThresholdOutcome]) -> None:
     """Write the JUnit XML (UTF-8, with an XML declaration) to ``path``, creating parent directories.
 
     Raises:
