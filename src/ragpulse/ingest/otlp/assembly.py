@@ -338,18 +338,19 @@ class TraceAssembler:
         self._in_hand += len(released)
         try:
             for tid, trace in released:
-                await self._submit_one(sink, tid, trace)
-                self._in_hand -= 1
+                await self._submit_one(sink, tid, trace)  # moves it out of _in_hand
         finally:  # cancelled mid-way: what was not handed over stays pending in the journal
             self._in_hand = 0
 
     async def _submit_one(self, sink: TraceSink, tid: str, trace: Trace | None) -> None:
         if trace is None:  # unmappable
+            self._in_hand -= 1
             if self._journal is not None:
                 await self._journal.dead_letter(tid, "unmappable")
             return
-        if self._journal is not None:
+        if self._journal is not None:  # from here on its ack takes it out of the backlog
             self._unacked += 1
+            self._in_hand -= 1
         try:
             if self._journal is not None:
                 await sink.submit(trace, self._ack_for(tid))
@@ -358,9 +359,13 @@ class TraceAssembler:
         except Exception as e:  # the engine refused it (e.g. closing); keep serving the others
             if self._journal is not None:
                 self._unacked -= 1  # still pending in the journal: resumed on the next start
+            else:
+                self._in_hand -= 1
             self.stats.submit_errors += 1
             log.error("otlp_submit_failed", trace_id=trace.trace_id, error=f"{type(e).__name__}: {e}")
             return
+        if self._journal is None:
+            self._in_hand -= 1
         self.stats.submitted += 1  # counted on TRACES_RECEIVED by the engine, once
 
     def stop(self) -> None:

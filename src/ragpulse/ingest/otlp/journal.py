@@ -12,12 +12,15 @@ and scope). Protobuf concatenation merges messages, so the rows of one trace rea
   as if it had just arrived — at-least-once, like Kafka (a stored verdict for identical content is not
   re-judged).
 
-A failure to delete rows is logged once per trace and leaves them pending (re-judged after a restart, which
-the store's idempotence absorbs); a failure to record makes the receiver answer 503 / ``UNAVAILABLE``.
+Deletes are batched: :meth:`PendingJournal.done` queues the trace id and one background task deletes what
+has queued up in one statement (an engine batch of 100 stored traces costs one ``DELETE``, not 100). A failure
+to delete is logged and leaves the rows pending (re-judged after a restart, which the store's idempotence
+absorbs); a failure to record makes the receiver answer 503 / ``UNAVAILABLE``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -70,6 +73,8 @@ class PendingJournal:
 
     def __init__(self, store: PendingStore) -> None:
         self._store = store
+        self._done: list[str] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     async def record(self, payloads: dict[str, bytes]) -> None:
         """Keep the per-trace payloads of one request (from :func:`split_by_trace`), all or none.
@@ -88,15 +93,23 @@ class PendingJournal:
         return await self._store.load_pending(SOURCE)
 
     async def done(self, trace_id: str, ok: bool) -> None:
-        """The engine acknowledged ``trace_id``: stored (``ok``) → forget it; failed for good → dead letter
-        ``not_stored``. Never raises."""
+        """The engine acknowledged ``trace_id``: stored (``ok``) → forget it (queued, see the module
+        docstring); failed for good → dead letter ``not_stored``. Never raises."""
         if not ok:
             await self.dead_letter(trace_id, "not_stored")
             return
-        try:
-            await self._store.remove_pending(SOURCE, [trace_id])
-        except StoreError as e:
-            log.warning("otlp_pending_remove_failed", trace_id=trace_id, error=str(e)[:200])
+        self._done.append(trace_id)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="otlp-journal-flush")
+
+    async def _flush(self) -> None:
+        while self._done:
+            await asyncio.sleep(0)  # let the acks of the same engine batch queue up
+            batch, self._done = self._done, []
+            try:
+                await self._store.remove_pending(SOURCE, batch)
+            except StoreError as e:
+                log.warning("otlp_pending_remove_failed", traces=len(batch), error=str(e)[:200])
 
     async def dead_letter(self, trace_id: str, reason: str) -> None:
         """Move ``trace_id``'s pending rows to the dead letters with ``reason``. Never raises."""
