@@ -12,7 +12,7 @@ from ragpulse.judges import frame
 from ragpulse.judges.frame import Decision, Judge, precheck
 from ragpulse.model import Backend, Judgement, JudgementStatus, Trace
 
-KW = {"judge": "j", "version": "v1", "backend": Backend.HEURISTIC, "threshold": 0.5}
+KW: dict[str, Any] = {"judge": "j", "version": "v1", "backend": Backend.HEURISTIC, "threshold": 0.5}
 
 
 def test_precheck_rules_in_order() -> None:

@@ -34,7 +34,7 @@ def _cl(**kw: object) -> Checklist:
 
 
 def _t(answer: str, **kw: object) -> Trace:
-    return Trace(trace_id="t", question="q", answer=answer, **kw)  # type: ignore[arg-type]
+    return Trace(trace_id="t", question="q", answer=answer, **kw)
 
 
 # -- rules ---------------------------------------------------------------------------------------------------

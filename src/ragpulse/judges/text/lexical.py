@@ -41,6 +41,7 @@ __all__ = [
     "is_meta_statement",
     "restates_question",
     "salient_terms",
+    "sentence_spans",
     "sentences",
     "token_supported",
     "token_weight",
@@ -99,14 +100,25 @@ def has_cjk(text: str) -> bool:
     return _CJK_RE.search(text) is not None
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the sentences/clauses of ``text`` that hold at least one content token, in order:
+    ``text[start:end]`` is the sentence without surrounding white space."""
+    out: list[tuple[int, int]] = []
+    cuts = [(m.start(), m.end()) for m in _SENT_SPLIT_RE.finditer(text)]
+    begin = 0
+    for cut_start, cut_end in [*cuts, (len(text), len(text))]:
+        part = text[begin:cut_start]
+        stripped = part.strip()
+        if stripped and content_tokens(stripped):
+            start = begin + (len(part) - len(part.lstrip()))
+            out.append((start, start + len(stripped)))
+        begin = cut_end
+    return out
+
+
 def sentences(text: str) -> list[str]:
     """Sentences/clauses of ``text`` that hold at least one content token, stripped, in order."""
-    out = []
-    for part in _SENT_SPLIT_RE.split(text):
-        part = part.strip()
-        if part and content_tokens(part):
-            out.append(part)
-    return out
+    return [text[a:b] for a, b in sentence_spans(text)]
 
 
 def is_meta_statement(sentence: str) -> bool:
