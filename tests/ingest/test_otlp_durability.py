@@ -15,8 +15,8 @@ from typing import Any
 
 import asyncpg
 import httpx
-from serve_testutil import ServeProcess
 
+from ingest.serve_testutil import ServeProcess
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
