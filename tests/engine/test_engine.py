@@ -12,7 +12,7 @@ import structlog
 from ragpulse.config import JudgeRoute, Settings
 from ragpulse.engine import Engine, EngineClosedError
 from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
-from ragpulse.testing.fakes import MemoryExporter, MemoryStore, ScriptedJudge
+from ragpulse.testing.fakes import GatedJudge, MemoryExporter, MemoryStore, ScriptedJudge
 from testsupport import wait_until
 
 
@@ -34,20 +34,6 @@ def _trace(i: int | str, **kw: Any) -> Trace:
     fields: dict[str, Any] = {"trace_id": f"t-{i}", "question": f"q{i}", "answer": f"a{i}"}
     fields.update(kw)
     return Trace(**fields)
-
-
-class GatedJudge(ScriptedJudge):
-    """A scripted judge that waits for ``gate`` before each verdict (builds back-pressure on demand)."""
-
-    def __init__(self, name: str, gate: asyncio.Event) -> None:
-        super().__init__(name)
-        self.gate = gate
-        self.waiting = asyncio.Event()  # set once a worker is inside judge(), held at the gate
-
-    async def judge(self, trace: Trace) -> Judgement:
-        self.waiting.set()
-        await self.gate.wait()
-        return await super().judge(trace)
 
 
 class Acks:
