@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
-from starlette.requests import ClientDisconnect
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from starlette.requests import ClientDisconnect
 
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.decode import PayloadTooLarge
