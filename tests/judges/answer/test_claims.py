@@ -78,7 +78,8 @@ async def test_sentence_check_asks_per_sentence_and_chunk_and_stores_claims(
     )
     claims = (j.flags.model_extra or {})["claims"]
     assert [c["verdict"] for c in claims] == ["supported", "unsupported", "unsupported"]
-    assert [(EN.answer or "")[c["start"] : c["end"]] for c in claims] == [c["text"] for c in claims]
+    assert EN.answer is not None
+    assert [EN.answer[c["start"] : c["end"]] for c in claims] == [c["text"] for c in claims]
     assert [c["text"] for c in claims] == [
         "Refunds are paid within 30 days.",
         "Orders ship from Berlin.",
@@ -93,7 +94,8 @@ async def test_sentence_check_caps_calls_and_says_so(openai_server: ScriptedOpen
     j = await _judge(openai_server, ZH, max_calls_per_trace=2)
     assert openai_server.request_count == 2
     claims = (j.flags.model_extra or {})["claims"]
-    assert [((ZH.answer or "")[c["start"] : c["end"]], c["verdict"]) for c in claims] == [
+    assert ZH.answer is not None
+    assert [(ZH.answer[c["start"] : c["end"]], c["verdict"]) for c in claims] == [
         ("退款在购买后30天内支付。", "supported"),
         ("订单从柏林发货。", "unchecked"),
     ]
