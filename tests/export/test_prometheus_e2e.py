@@ -78,6 +78,18 @@ async def _resend(bootstrap: str, topic: str, n: int) -> None:
         await p.stop()
 
 
+async def _committed_total(bootstrap: str, group: str, topic: str, partitions: int = 2) -> int:
+    """Sum over the partitions of ``group``'s committed offsets on ``topic`` (messages done with)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        return sum([await c.committed(TopicPartition(topic, p)) or 0 for p in range(partitions)])
+    finally:
+        await c.stop()
+
+
 async def _produce(bootstrap: str, topic: str, seconds: float) -> int:
     from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -265,7 +277,15 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         while scraped('sum(ragpulse_traces_received_total{source="kafka"})') < sent + 50:
             assert time.monotonic() < deadline, "redelivered events not received"
             time.sleep(0.5)
-        time.sleep(2.5)  # let the last batch be stored and scraped
+        # Offsets are committed after the judgements are stored: wait until every message (the sent events,
+        # the malformed one, the 50 redelivered) is committed, then for a scrape that began after that.
+        while asyncio.run(_committed_total(kafka, f"g-{topic}", topic)) < sent + 1 + 50:
+            assert time.monotonic() < deadline, "redelivered events not stored and committed"
+            time.sleep(0.2)
+        committed_at = time.time()
+        while scraped('timestamp(up{job="ragpulse"})') <= committed_at:
+            assert time.monotonic() < deadline, "no scrape after the last commit"
+            time.sleep(0.2)
         assert asyncio.run(_stored_counts(pg_url)) == before
         assert {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in before} == before
     finally:
