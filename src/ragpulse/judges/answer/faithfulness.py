@@ -56,6 +56,8 @@ _CLAIM_LABELS = {"en": ("Question", "Answer"), "zh": ("问题", "回答")}
 
 
 _SNIPPET_CHARS = 160
+#: Factor on a sentence's support when one of its entities or numbers stands in another's slot of the context.
+SWAP_PENALTY = 0.5
 #: Yes/no words: they carry the answer's polarity, which word lookup cannot verify ("no" is a stop word
 #: already), so they are not counted as unsupported content.
 _POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", "对的", "没错"})
@@ -221,7 +223,7 @@ class LLMFaithfulnessJudge(Judge):
 class HeuristicFaithfulnessJudge(Judge):
     """Faithfulness by sentence-level lexical support (answer ↔ retrieved context).
 
-    Method (``sentence_support/v1``):
+    Method (``sentence_support/v2``):
 
     1. Shared rules (:func:`ragpulse.judges.frame.precheck`): no answer / abstention → ``skipped``; no
        retrieved context → ``ok``, score 0, reason ``no_context``.
@@ -243,6 +245,10 @@ class HeuristicFaithfulnessJudge(Judge):
        - a sentence with Chinese text also gets a character-bigram support (share of its bigrams, minus
          the question's, found in the best chunk); its support is the mean of the two, because word
          boundaries are uncertain and numbers stick to their units ("2014年2月" → "20", "01", "14", "4年", …).
+       - a sentence whose support reaches the threshold is checked for a **swap**
+         (:func:`lexical.swapped_slot`): a name, number or Chinese word of it standing where the context has
+         another one next to the same rare word ("Tom Varga was appointed" when the context says Mira Osei
+         was appointed and Tom Varga moved) has its support halved (:data:`SWAP_PENALTY`).
 
     4. score = mean sentence support (0–1); ``passed`` = score ≥ threshold (default
        :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence (quoted, or by position
@@ -251,8 +257,9 @@ class HeuristicFaithfulnessJudge(Judge):
     The idea of checking each answer statement against the context is the one of Ragas/TruLens
     faithfulness (Es et al., 2023, "RAGAS"), done with token support instead of an LLM verdict.
 
-    Known blind spots: negation and wrong relations between supported words ("X does not support Y" when the
-    context says it does) pass; correct paraphrases and general knowledge not in the context fail; long
+    Known blind spots: negation passes ("X does not support Y" when the context says it does), and so do
+    swaps the slot check cannot see (two entities of one context sentence exchanged around the same verb,
+    "Sunloaf acquired Greenfield"; a swap to a common noun, "funded by the city"); correct paraphrases and general knowledge not in the context fail; long
     contexts make chance matches of common words likelier. The threshold was chosen in the middle of the
     range where balanced accuracy was stable on both halves of ares_human (see ``docs/judges.md``).
 
@@ -265,7 +272,7 @@ class HeuristicFaithfulnessJudge(Judge):
     needs_context = True
     #: Pass threshold shipped by default (mean sentence support, 0–1).
     DEFAULT_THRESHOLD = 0.65
-    METHOD = "sentence_support/v1"
+    METHOD = "sentence_support/v2"
 
     def decide_now(self, trace: Trace) -> Decision | Judgement:
         """Score how much of the answer the retrieved context supports (0–1). Pure CPU, no I/O; a few ms
@@ -299,6 +306,12 @@ class HeuristicFaithfulnessJudge(Judge):
                     q_grams = set(lexical.char_bigrams(trace.question or ""))
                 grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
                 value = (value + lexical.best_chunk_bigram_support(grams, chunks)) / 2
+            if (
+                chunk_i >= 0
+                and value >= self.threshold
+                and lexical.swapped_slot(sentence, trace.contexts[chunk_i])
+            ):
+                value *= SWAP_PENALTY  # every word is in the context, but an entity or number sits in another's place
             supports.append((value, sentence, chunk_i))
             ok_ = value >= self.threshold
             evidence = evidence_of(trace, chunk_i) if ok_ else None
