@@ -280,4 +280,4 @@ def test_entity_and_relation_swaps_are_caught() -> None:
         context="Harlow Bank appointed Mira Osei as chief risk officer in March. Her predecessor, Tom Varga, moved.",
     )
     j = judge.evaluate(tom)
-    assert (j.passed, j.flags.model_extra["claims"][0]["verdict"]) == (False, "unsupported")
+    assert (j.passed, (j.flags.model_extra or {})["claims"][0]["verdict"]) == (False, "unsupported")
