@@ -34,7 +34,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragpulse.config import Settings
 from ragpulse.logging import get_logger
-from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, TestSet, Trace, TraceResult
+from ragpulse.model import (
+    CalibrationProfile,
+    Judgement,
+    JudgementStatus,
+    RunRecord,
+    RunStatus,
+    TestSet,
+    Trace,
+    TraceResult,
+)
 from ragpulse.protocols import Judge, WriteReport
 from ragpulse.services.errors import BadRequest, Conflict, NotFound
 from ragpulse.services.testsets import NAME_PATTERN, load_test_set
@@ -261,6 +270,9 @@ class _RunStore:
 
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         return await self._store.get_trace(trace_id)
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        return await self._store.latest_calibration_profile(judge, judge_version)
 
     def traces_for_rejudge(self, app: str | None, since: datetime, limit: int | None) -> AsyncIterator[Trace]:
         return self._store.traces_for_rejudge(app, since, limit)
