@@ -88,6 +88,21 @@ class PostgresStore(PortalQueries):
         self._redact = redact_text
         self._acquire_timeout = acquire_timeout_s
 
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The connection pool (shared by stores made from this one)."""
+        return self._pool
+
+    @property
+    def redact_text(self) -> bool:
+        """Texts are stored as hashes and lengths."""
+        return self._redact
+
+    @property
+    def acquire_timeout_s(self) -> float:
+        """Longest wait for a pooled connection, seconds."""
+        return self._acquire_timeout
+
     # -- life cycle ---------------------------------------------------------------------------------------------
     @classmethod
     async def connect(
