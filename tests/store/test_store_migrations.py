@@ -13,6 +13,7 @@ from ragpulse.store.migrate import MIGRATION_LOCK_KEY, load_migrations, migrate
 TABLES = {
     "calibration_profiles",
     "dead_letters",
+    "judgement_history",
     "judgements",
     "run_cases",
     "runs",
