@@ -16,6 +16,7 @@ TABLES = {
     "dead_letters",
     "judgement_history",
     "judgements",
+    "pending_inputs",
     "run_cases",
     "runs",
     "schema_migrations",
