@@ -262,9 +262,12 @@ class GatedJudge(ScriptedJudge):
     def __init__(self, name: str, gate: asyncio.Event, score: float = 1.0) -> None:
         super().__init__(name, score)
         self.gate = gate
+        #: set once a worker is inside :meth:`judge` (held at the gate): tests wait for it instead of sleeping
+        self.waiting = asyncio.Event()
 
     async def judge(self, trace: Trace) -> Judgement:
         """Wait for the gate, then return the scripted verdict."""
+        self.waiting.set()
         await self.gate.wait()
         return await super().judge(trace)
 
