@@ -149,6 +149,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                         engine,
                         own_service=settings.export.service_name,
                         shutdown_deadline_s=settings.engine.shutdown_deadline_s,
+                        pending=store,
                     )
                 )
             if kafka_on:
