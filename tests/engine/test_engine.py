@@ -299,7 +299,7 @@ async def test_routes_pick_judges_per_app_and_scenario() -> None:
         JudgeRoute(app="shop", scenario="orders", judges=["keyword"]),
         JudgeRoute(app="shop", judges=["relevancy", "faithfulness"]),
     ]
-    async with Engine(judges, store, _settings(judge_routes=routes).engine) as eng:
+    async with Engine(judges, store, _settings().engine, routes=routes) as eng:
         await eng.submit(_trace(1, app="shop", scenario="orders"))
         await eng.submit(_trace(2, app="shop", scenario="faq"))
         await eng.submit(_trace(3, app="hr"))
