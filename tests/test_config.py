@@ -50,7 +50,10 @@ def test_unknown_setting_and_bad_value_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown setting"):
         load_settings(cfg)
     cfg.write_text("sampling_rate: 2\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"engine\.sampling_rate \(RAGPULSE_ENGINE_SAMPLING_RATE\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"engine\.sampling_rate \(sampling_rate in config file .*c\.yaml\): Input should be less",
+    ):
         load_settings(cfg)
 
 

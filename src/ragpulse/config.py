@@ -511,14 +511,22 @@ def _beside(value: Any, base: Path) -> Any:
     return value
 
 
-def _put(out: dict[str, dict[str, Any]], flat: str, value: Any, where: str) -> None:
+def _put(
+    out: dict[str, dict[str, Any]],
+    flat: str,
+    value: Any,
+    where: str,
+    origin: dict[tuple[str, str], str] | None = None,
+) -> None:
     target = FLAT_NAMES.get(flat)
     if target is None:
         raise ConfigError(f"{where}: unknown setting(s) {flat}")
     out.setdefault(target[0], {})[target[1]] = value
+    if origin is not None:
+        origin[target] = f"{flat} in {where}"
 
 
-def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
+def _read_yaml(path: Path, origin: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, Any]]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError as e:
@@ -537,14 +545,16 @@ def _read_yaml(path: Path) -> dict[str, dict[str, Any]]:
                 s = str(sub).replace("-", "_")
                 field = next((f for f in fields if _field_key(k, f) == s), None)
                 if field is None:  # an older key under its section, e.g. judge: {…} is exact, store: {…} too
-                    _put(out, f"{k}_{s}", sv, where)
+                    _put(out, f"{k}_{s}", sv, where, origin)
                 else:
                     out.setdefault(k, {})[field] = sv
+                    if origin is not None:
+                        origin[(k, field)] = f"{k}.{s} in {where}"
         elif k in FLAT_NAMES:
-            _put(out, k, value, where)
+            _put(out, k, value, where, origin)
         elif isinstance(value, dict):  # an older section, e.g. database: {url: …} → database_url
             for sub, sv in value.items():
-                _put(out, f"{k}_{str(sub).replace('-', '_')}", sv, where)
+                _put(out, f"{k}_{str(sub).replace('-', '_')}", sv, where, origin)
         else:
             raise ConfigError(f"{where}: unknown setting(s) {k}")
     secrets = sorted(f"{sec}.{f}" for sec, fields in out.items() for f in fields if (sec, f) in SECRETS)
@@ -671,8 +681,8 @@ def load_settings(
     """
     env = os.environ if environ is None else environ
     path = config_path or env.get("RAGPULSE_CONFIG") or None
-    file_layer = _read_yaml(Path(path)) if path else {}
     origin: dict[tuple[str, str], str] = {}
+    file_layer = _read_yaml(Path(path), origin) if path else {}
     data = _merge(file_layer, _read_env(env, origin), _flat_overrides(overrides))
     try:
         return Settings(**data)

@@ -4,16 +4,17 @@ through PostgreSQL, and rows written before they were columns are moved into the
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import asyncpg
-import store_factories as f
 
 from ragpulse.config import Settings
 from ragpulse.model import TraceOutcome
 from ragpulse.store.migrate import load_migrations, migrate
 from ragpulse.store.postgres import PostgresStore
+from store import store_factories as f
 
-TYPED = dict(
+TYPED: dict[str, Any] = dict(
     not_evaluable="ambiguous_answer",
     reference_contexts=("Claims are filed in the finance portal.",),
     context_labels=(True, False),

@@ -95,6 +95,7 @@ async def _open_sources(
             own_service=settings.export.service_name,
             shutdown_deadline_s=deadline,
             dead_letters=store,
+            pending=store,
         )
     if settings.kafka.bootstrap_servers:
         from ragpulse.ingest.kafka import KafkaSource

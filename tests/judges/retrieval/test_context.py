@@ -15,7 +15,7 @@ from ragpulse.testing.openai_server import Reply, ScriptedOpenAIServer
 
 
 def _settings(**kw: object) -> Settings:
-    return Settings(**kw)  # type: ignore[arg-type]
+    return Settings(**kw)
 
 
 def _trace(docs: list[str], labels: list[int] | None = None, **kw: object) -> Trace:
