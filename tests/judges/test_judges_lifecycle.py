@@ -44,8 +44,9 @@ async def test_cli_open_judges_closes_the_shared_llm_client_and_the_embeddings_c
             correctness = judges["answer_correctness"]
             sim = getattr(correctness, "sim", None)
             assert isinstance(sim, EmbeddingSimilarity)
-            client = getattr(correctness, "client", None)
-            assert isinstance(client, LLMClient)
+            found = getattr(correctness, "client", None)
+            assert isinstance(found, LLMClient)
+            client: LLMClient = found
             assert getattr(judges["faithfulness"], "client", None) is client  # one shared client
             r = await correctness.judge(_trace())
             assert r.status is JudgementStatus.OK

@@ -81,9 +81,13 @@ def _install_signals(stop: asyncio.Event) -> None:
 
 
 async def _open_sources(
-    stack: AsyncExitStack, settings: Settings, engine: TraceSink, store: PostgresStore
+    stack: AsyncExitStack,
+    settings: Settings,
+    engine: TraceSink,
+    store: PostgresStore,
+    extra: Mapping[str, Source],
 ) -> dict[str, Source]:
-    """Start the enabled sources; ``stack`` closes them (``aclose``) in reverse order."""
+    """Start the enabled sources, then ``extra``; ``stack`` closes them (``aclose``) in reverse order."""
     wanted: dict[str, Source] = {}
     deadline = settings.engine.shutdown_deadline_s
     if settings.otlp.grpc_address.strip() or settings.otlp.http_address.strip():
@@ -107,6 +111,7 @@ async def _open_sources(
             log_text=settings.log.text,
             dead_letters=store,
         )
+    wanted.update(extra)
     sources: dict[str, Source] = {}
     for name, src in wanted.items():
         stack.push_async_callback(src.aclose)  # also after a failed start: closing is idempotent
@@ -116,7 +121,11 @@ async def _open_sources(
 
 
 async def run_serve(
-    settings: Settings, stop: asyncio.Event | None = None, *, portal: PortalHook | None = None
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    *,
+    portal: PortalHook | None = None,
+    sources: Mapping[str, Source] | None = None,
 ) -> None:
     """Run the sidecar until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is not given).
 
@@ -124,6 +133,8 @@ async def run_serve(
         settings: every section is used.
         stop: set it to stop; ``None`` installs SIGTERM/SIGINT handlers that set one.
         portal: starts the portal (REST API and web UI) on its own listener; ``None``: no portal.
+        sources: more sources to run beside the configured ones (an embedding application's own input),
+            started after them and checked and closed the same way.
 
     Raises:
         ConfigError: invalid settings, unknown judges, or an address that cannot be bound.
@@ -140,7 +151,8 @@ async def run_serve(
         stop = asyncio.Event()
         _install_signals(stop)
     exporters = build_exporters(settings.export, redact_text=settings.store.redact_text)
-    sources: dict[str, Source] = {}
+    extra = dict(sources or {})
+    running_sources: dict[str, Source] = {}
     stopping = False
     failure: tuple[str, BaseException] | None = None
     store: PostgresStore | None = None
@@ -153,7 +165,7 @@ async def run_serve(
 
     def source_check(name: str) -> Check:
         async def check() -> bool:
-            src = sources.get(name)
+            src = running_sources.get(name)
             return src is not None and src.ready
 
         return check
@@ -163,6 +175,8 @@ async def run_serve(
         checks["otlp"] = source_check("otlp")
     if settings.kafka.bootstrap_servers:
         checks["kafka"] = source_check("kafka")
+    for name in extra:
+        checks[name] = source_check(name)
 
     try:
         async with AsyncExitStack() as stack:
@@ -191,7 +205,7 @@ async def run_serve(
                 if portal is not None
                 else None
             )
-            sources.update(await _open_sources(stack, settings, engine, store))
+            running_sources.update(await _open_sources(stack, settings, engine, store, extra))
             retention: asyncio.Task[None] | None = None
             if settings.store.retention_days:
                 retention = asyncio.create_task(
@@ -203,10 +217,10 @@ async def run_serve(
                 api_port=started.port if started is not None else None,
                 otlp_grpc=settings.otlp.grpc_address or None,
                 otlp_http=settings.otlp.http_address or None,
-                kafka_topics=list(settings.kafka.topics) if "kafka" in sources else None,
+                kafka_topics=list(settings.kafka.topics) if "kafka" in running_sources else None,
                 judges=sorted(judges),
             )
-            failure = await _wait_stop_or_failure(stop, sources)
+            failure = await _wait_stop_or_failure(stop, running_sources)
             stopping = True
             if failure is not None:
                 _log().error("source_failed", source=failure[0], error=str(failure[1]))
