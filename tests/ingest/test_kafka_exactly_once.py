@@ -34,7 +34,7 @@ def _event(tid: str, answer: str = "Twenty-five days a year.") -> bytes:
 
 async def _run_until(settings: Settings, store: PostgresStore, group: str, stored: int) -> Engine:
     """One ``serve`` life: fresh judges (no client cache carried over), engine and consumer in ``group``."""
-    s = settings.model_copy(update={"kafka_group_id": group})
+    s = settings.replaced(kafka_group_id=group)
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, s, ["relevancy"])
         engine = await stack.enter_async_context(
