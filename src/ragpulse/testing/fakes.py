@@ -109,6 +109,10 @@ class MemoryStore:
             }
         )
 
+    async def database_identity(self) -> str:
+        """``memory/<id of this store>``."""
+        return f"memory/{id(self):x}"
+
     async def heartbeat_run(self, run_id: str) -> bool:
         """Record a heartbeat of a running run."""
         run = self.runs.get(run_id)
