@@ -6,6 +6,7 @@ import importlib
 import json
 import math
 import sys
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, Judgement, Trace
 from testsupport import shared_dir
 
-COMMON = {"judge": "faithfulness", "version": "v", "backend": Backend.HEURISTIC}
+COMMON: dict[str, Any] = {"judge": "faithfulness", "version": "v", "backend": Backend.HEURISTIC}
 
 
 def judged(score: float, threshold: float = 0.5) -> Judgement:

@@ -12,12 +12,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ragpulse.model import Backend, Judgement, RunRecord, RunStatus, TestSet, Trace, TraceResult
+from ragpulse.model import (
+    Backend,
+    CalibrationProfile,
+    Judgement,
+    RunRecord,
+    RunStatus,
+    TestSet,
+    Trace,
+    TraceResult,
+)
 
 __all__ = [
     "AckCallback",
     "Exporter",
     "Judge",
+    "PendingStore",
     "ResultStore",
     "RunStore",
     "Store",
@@ -86,6 +96,30 @@ class ResultStore(Protocol):
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport: ...
 
 
+class PendingStore(Protocol):
+    """Durable holding area for inputs a source accepted but whose result is not stored yet (OTLP traces), so
+    an input answered "accepted" survives a restart. Rows are grouped by ``(source, key)`` (OTLP: the trace
+    id); several payloads may share a key (spans of one trace from several requests). Every method raises
+    :class:`~ragpulse.errors.StoreError` on failure.
+    """
+
+    async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep ``(key, payload)`` items, all or none (one transaction)."""
+        ...
+
+    async def load_pending(self, source: str) -> list[tuple[str, bytes]]:
+        """Every key of ``source`` with its payloads concatenated in arrival order, oldest key first."""
+        ...
+
+    async def remove_pending(self, source: str, keys: Sequence[str]) -> None:
+        """Forget the payloads of ``keys`` (their results are stored)."""
+        ...
+
+    async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
+        """Move the payloads of ``key`` into one dead letter with ``reason`` (they can never be stored)."""
+        ...
+
+
 class RunStore(ResultStore, Protocol):
     """What replay and the run services need: results, test sets and runs (``PostgresStore``, and the
     in-memory ``ragpulse.testing.MemoryStore`` of unit tests)."""
@@ -137,6 +171,10 @@ class RunStore(ResultStore, Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Run ``run_id`` or ``None``."""
+        ...
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        """The newest calibration profile of exactly ``judge`` at ``judge_version``, or ``None``."""
         ...
 
 

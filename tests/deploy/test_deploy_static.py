@@ -69,7 +69,9 @@ def test_dockerfile_env_and_ports() -> None:
     env = dict(re.findall(r"(\w+)=(\S+)", env_block.group(1)))
     assert env
     assert all(_is_setting(k) for k in env), env
-    exposed = {int(p) for p in re.search(r"^EXPOSE (.+)$", text, re.M).group(1).split()}  # type: ignore[union-attr]
+    m = re.search(r"^EXPOSE (.+)$", text, re.M)
+    assert m is not None
+    exposed = {int(p) for p in m.group(1).split()}
     assert exposed == set(DEFAULT_PORTS.values())
     for field, port in DEFAULT_PORTS.items():
         assert _port(env[f"RAGPULSE_{field.upper()}"]) == port
@@ -137,7 +139,7 @@ def test_k8s_ragpulse_env_ports_and_probes() -> None:
         assert env["RAGPULSE_HTTP_ADDRESS"] == "0.0.0.0:9464"  # probes reach the pod IP
         assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-        plain = {
+        plain: dict[str, Any] = {
             k.removeprefix("RAGPULSE_").lower(): v
             for k, v in env.items()
             if k.startswith("RAGPULSE_") and v is not None
@@ -154,7 +156,8 @@ def test_k8s_consumer_is_a_kafka_group_with_replicas_and_otlp_off() -> None:
     dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "ragpulse-consumer")
     assert dep["spec"]["replicas"] >= 2
     env = _container_env(dep["spec"]["template"]["spec"]["containers"][0], docs)
-    s = Settings(**{k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if v is not None})
+    values: dict[str, Any] = {k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if v is not None}
+    s = Settings(**values)
     assert s.kafka_bootstrap_servers
     assert s.kafka_group_id == "ragpulse"
     assert s.kafka_topics == ["rag-traces"]

@@ -154,11 +154,11 @@ async def test_replay_via_kafka_and_otlp_through_serve(
     reports = {}
     for via in ("kafka", "otlp"):
         run_id = f"via-{via}-{uuid.uuid4().hex[:6]}"
-        r = await asyncio.to_thread(
+        run = await asyncio.to_thread(
             _cli, ["replay", testset, "--via", via, "--run-id", run_id, "--json", "--wait", "90"], env, 150.0
         )
-        assert r.returncode in (0, 1), r.stderr[-2000:]
-        rep = json.loads(r.stdout)
+        assert run.returncode in (0, 1), run.stderr[-2000:]
+        rep = json.loads(run.stdout)
         assert rep["run_id"] == run_id
         assert rep["via"] == via
         assert rep["cases_total"] == 17

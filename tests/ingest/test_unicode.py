@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from ragpulse.config import Settings
 from ragpulse.errors import StoreError
 from ragpulse.ingest.events import parse_event
 from ragpulse.model import RunStatus, TraceOutcome, TraceResult
-from ragpulse.protocols import WriteReport
+from ragpulse.protocols import RunStore, WriteReport
 from ragpulse.replay import case_trace_id
 from ragpulse.replay.testset import load_test_set
 from ragpulse.services.replay import run_replay
@@ -101,7 +102,7 @@ async def test_replay_row_that_cannot_be_stored_is_reported_with_file_and_line(
         report = await run_replay(
             ts,
             judges={"keyword": ScriptedJudge("keyword", 1.0)},
-            store=bad,
+            store=cast(RunStore, bad),  # the real store behind __getattr__, which mypy cannot see
             settings=settings,
             run_id="uni-run",
         )

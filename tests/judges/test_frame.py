@@ -12,11 +12,13 @@ from ragpulse.judges import frame
 from ragpulse.judges.frame import Decision, Judge, precheck
 from ragpulse.model import Backend, Judgement, JudgementStatus, Trace
 
-KW = {"judge": "j", "version": "v1", "backend": Backend.HEURISTIC, "threshold": 0.5}
+KW: dict[str, Any] = {"judge": "j", "version": "v1", "backend": Backend.HEURISTIC, "threshold": 0.5}
 
 
 def test_precheck_rules_in_order() -> None:
-    assert precheck(Trace(trace_id="t", question="q", answer=" "), **KW).reason == "no_answer"  # type: ignore[union-attr]
+    j = precheck(Trace(trace_id="t", question="q", answer=" "), **KW)
+    assert j is not None
+    assert j.reason == "no_answer"
     j = precheck(Trace(trace_id="t", question="q", answer="x"), needs_reference=True, **KW)
     assert j is not None
     assert j.status is JudgementStatus.SKIPPED

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ragpulse import protocols
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.checklist.judge import ChecklistJudge
@@ -57,7 +58,7 @@ async def test_llm_build_shares_client_retries_and_caches(server: ScriptedOpenAI
         await _shared_client_checks(server, build_judges(s, NAMES, client=client))
 
 
-async def _shared_client_checks(server: ScriptedOpenAIServer, judges: dict[str, object]) -> None:
+async def _shared_client_checks(server: ScriptedOpenAIServer, judges: dict[str, protocols.Judge]) -> None:
     assert all(j.backend is Backend.LLM for j in judges.values())
     cp = judges["context_precision"]
     ac = judges["answer_correctness"]

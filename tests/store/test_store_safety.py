@@ -54,6 +54,7 @@ async def test_redaction_stores_no_text(store_url: str) -> None:
     assert got.trace.question == sha
     assert got.trace.documents[0].content == "sha256:" + hashlib.sha256(f.CONTEXT_1.encode()).hexdigest()
     assert got.trace.attributes["k"] == 1
+    assert chars is not None
     assert tuple(chars) == (len(f.QUESTION), len(f.ANSWER), len("ctx " + f.CONTEXT_1), True)
     reasons = {j.judge: (j.reason, j.raw_output) for j in got.judgements}
     assert reasons == {"faithfulness": ("", None), "keyword": ("no_reference", None)}

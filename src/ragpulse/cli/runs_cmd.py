@@ -1,7 +1,8 @@
 """``ragpulse runs list|show|compare``, ``ragpulse trace TRACE_ID`` and ``ragpulse rejudge``: adapters over
 :mod:`ragpulse.services.runs`.
 
-Exit codes: 0 done, 2 bad input/configuration or an unknown run or trace, 3 the store could not be opened.
+Exit codes: 0 done, 2 bad input/configuration or an unknown run or trace, 3 the store could not be opened or
+every judgement of a re-judge is an error.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def runs_list(
 
     runs = _common.run_with_store(s, q)
     if json_out:
-        _dump([r.model_dump(mode="json") for r in runs])
+        _dump([r.to_json() for r in runs])
     else:
         _render.print_runs(runs)
 
@@ -83,6 +84,8 @@ def runs_compare(
         return await run_service.compare_runs(store, run_a, run_b)
 
     cmp = _common.run_with_store(s, q)
+    if cmp.warning:
+        typer.secho(f"warning: {cmp.warning}", err=True, fg=typer.colors.YELLOW)
     if json_out:
         _dump(cmp.to_json())
     else:
@@ -186,3 +189,7 @@ def rejudge(
             f"judgements pass {c.pass_} fail {c.fail} error {c.error} skipped {c.skipped}"
         )
         typer.echo("judge versions: " + ", ".join(f"{n}={v}" for n, v in summary.judges.items()))
+    if summary.all_errors:
+        raise _common.fail(
+            f"every judgement of the {summary.traces} re-judged trace(s) is an error", _common.EXIT_RUNTIME
+        )

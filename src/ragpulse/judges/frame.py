@@ -74,6 +74,7 @@ from ragpulse.judges.model.context import fit_context
 from ragpulse.judges.model.parsing import strip_reasoning
 from ragpulse.judges.model.prompts import LANGUAGES, PromptTemplate, load_prompts
 from ragpulse.judges.options import JudgeOptions, parse_options
+from ragpulse.judges.text.scripts import unreadable_script
 from ragpulse.judges.text.tokens import detect_language, is_abstention
 from ragpulse.logging import get_logger
 from ragpulse.model import Backend, Judgement, JudgementFlags, JudgementStatus, Trace
@@ -95,6 +96,10 @@ _log = get_logger("ragpulse.judges")
 #: Version of the reply protocol (how replies are read: standalone verdict words, refusals, graded scores,
 #: passage numbers); hashed into the version of every judge that asks the model, so a change re-judges.
 REPLY_PROTOCOL = 2
+
+#: Version of the rule that heuristic judges skip text in scripts they cannot segment (hashed into their
+#: versions).
+UNREADABLE_SCRIPTS = 1
 
 #: Status of a judgement whose decision raised ``JudgeError(code)``; codes not listed give ``error``.
 STATUS_BY_CODE: Mapping[str, JudgementStatus] = {
@@ -327,8 +332,13 @@ class Judge:
 
     def version_settings(self) -> dict[str, Any]:
         """Everything that can change a verdict (hashed into ``version``); by default (heuristic judges)
-        :attr:`METHOD`, the threshold and :meth:`method_settings`."""
-        return {"method": self.METHOD, "threshold": self.threshold, **self.method_settings()}
+        :attr:`METHOD`, the threshold, the unreadable-script rule and :meth:`method_settings`."""
+        return {
+            "method": self.METHOD,
+            "threshold": self.threshold,
+            "unreadable_scripts": UNREADABLE_SCRIPTS,
+            **self.method_settings(),
+        }
 
     def method_settings(self) -> dict[str, Any]:
         """A heuristic method's parameters besides its name and threshold (hashed into ``version``)."""
@@ -369,6 +379,17 @@ class Judge:
             needs_reference=self.needs_reference,
             **self.identity(),
         )
+
+    @staticmethod
+    def require_readable(*texts: str | None) -> None:
+        """For heuristic decisions, with the texts they read: a script they cannot segment (kana, Hangul,
+        Thai, …; :mod:`ragpulse.judges.text.scripts`) raises ``JudgeError("unsupported_language")``
+        (``skipped``), never a confident wrong score."""
+        script = unreadable_script(texts)
+        if script is not None:
+            raise JudgeError(
+                "unsupported_language", f"the heuristic judge cannot read {script} text; use a judge model"
+            )
 
     def identity(self, backend: Backend | None = None) -> dict[str, Any]:
         """The fields every judgement of this judge carries (``backend`` overrides the judge's)."""
@@ -465,8 +486,12 @@ class Judge:
             JudgeError: ``truncated_output`` (``finish_reason == "length"``), ``empty_output``,
                 ``over_budget``, ``judge_unavailable``, ``bad_reply``.
         """
-        assert self.client is not None, "ask() needs the judge model"
         prompt = self.templates[(template, lang)].render(**values)
+        return await self.ask_prompt(log, prompt)
+
+    async def ask_prompt(self, log: CallLog, prompt: str) -> str:
+        """:meth:`ask` with a prompt already rendered (judged texts in it already defused)."""
+        assert self.client is not None, "ask() needs the judge model"
         messages = [{"role": "user", "content": prompt}]
         if self.SYSTEM is not None:
             messages.insert(0, {"role": "system", "content": self.SYSTEM})

@@ -35,8 +35,8 @@ class OfflineJudge(Judge):
     def _version_settings(self) -> dict[str, Any]:
         return {}
 
-    def method_settings(self) -> dict[str, Any]:
-        return self._version_settings()
+    def version_settings(self) -> dict[str, Any]:
+        return {"method": self.METHOD, "threshold": self.threshold, **self._version_settings()}
 
     def _common(self) -> dict[str, Any]:
         return {"judge": self.name, "version": self.version, "backend": self.backend}

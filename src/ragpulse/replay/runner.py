@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -44,6 +45,7 @@ from ragpulse.model import (
 )
 from ragpulse.protocols import Exporter, Judge, RunStore
 from ragpulse.replay.rag_client import RagAnswer, RagClient, RagEndpointError
+from ragpulse.store.process import OWNER_HOST
 
 __all__ = [
     "CaseResult",
@@ -110,7 +112,8 @@ async def start_run(
       error unless ``replace_test_set``; an identical one is not rewritten;
     - an existing run ``run_id`` of another test set (or of other cases) is an error unless ``replace_run``
       (then its old trace links are dropped); of the same cases it is re-run as before. A run id still
-      ``running`` in a live process is an error either way.
+      ``running`` in another live process is an error either way (a run this process claimed from the
+      portal's queue is its own).
 
     Returns the run id (``run_id``, or a new one from :func:`new_run_id`).
 
@@ -129,7 +132,8 @@ async def start_run(
     replace = False
     if run_id is not None:
         old = await store.get_run(run_id)
-        if old is not None and old.status is RunStatus.RUNNING:
+        mine = old is not None and (old.owner_host, old.owner_pid) == (OWNER_HOST, os.getpid())
+        if old is not None and old.status is RunStatus.RUNNING and not mine:  # mine: claimed from the queue
             raise ConfigError(
                 f"run {run_id!r} is still running (pid {old.owner_pid} on {old.owner_host}); wait for it or "
                 "use another --run-id"

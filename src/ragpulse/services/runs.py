@@ -11,7 +11,7 @@ from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
@@ -56,23 +56,10 @@ def parse_since(value: str, *, now: datetime | None = None) -> datetime:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-class RunSummary(BaseModel):
-    """A run as listed: its record without the report, plus the report's headline numbers (``None`` while
+class RunSummary(RunRecord):
+    """A run as listed: its record (without the report) plus the report's headline numbers (``None`` while
     the run has no report)."""
 
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    test_set: str
-    started_at: datetime
-    finished_at: datetime | None = None
-    status: RunStatus
-    judges: dict[str, str] = Field(default_factory=dict)
-    settings: dict[str, Any] = Field(default_factory=dict)
-    cases_hash: str | None = None
-    owner_host: str | None = None
-    owner_pid: int | None = None
-    heartbeat_at: datetime | None = None
     cases_total: int | None = None
     pass_rate: float | None = None
     coverage: float | None = None
@@ -82,11 +69,15 @@ class RunSummary(BaseModel):
         """The summary of ``run``."""
         rep = run.report or {}
         return cls(
-            **run.model_dump(exclude={"report"}),
+            **{**run.model_dump(), "report": None},
             cases_total=rep.get("cases_total"),
             pass_rate=rep.get("pass_rate"),
             coverage=rep.get("coverage"),
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (``runs list --json``): every run field but ``report``."""
+        return self.model_dump(mode="json", exclude={"report"})
 
 
 async def list_runs(store: RunStore, limit: int = 50) -> list[RunSummary]:
@@ -162,11 +153,28 @@ async def report_of(store: RunStore, run: RunRecord) -> RunReport:
 async def run_report(store: RunStore, run_id: str) -> RunReport:
     """The report of run ``run_id`` (see :func:`report_of`).
 
+    A run id that only arrived with traces (``runId`` on Kafka events or ``ragpulse.run.id`` on OTLP spans,
+    no run record) is reported from those traces: test set from their ``test_set`` attribute (else ``-``),
+    status ``completed`` or ``completed_with_errors`` from the judgements.
+
     Raises:
-        NotFoundError: no such run.
+        NotFoundError: no run record and no trace with that run id.
         StoreError: the store failed.
     """
-    return await report_of(store, await get_run(store, run_id))
+    run = await store.get_run(run_id)
+    if run is not None:
+        return await report_of(store, run)
+    results = await store.get_run_results(run_id)
+    if not results:
+        raise NotFoundError(f"no run {run_id!r}")
+    names = [str(v) for r in results if isinstance(v := r.trace.attributes.get("test_set"), str)]
+    return build_report(
+        run_id=run_id,
+        test_set=names[0] if names else "-",
+        cases=[stored_case(r, ()) for r in results],
+        judges=[],
+        wall_seconds=0.0,
+    )
 
 
 async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison:
@@ -190,6 +198,13 @@ class RejudgeSummary(BaseModel):
     failed: int = 0
     counts: Counts = Field(default_factory=Counts)
     judges: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def all_errors(self) -> bool:
+        """True when judges were asked and none answered (errors, no scored judgement): the judge model is
+        down or rejects every call."""
+        c = self.counts
+        return c.error > 0 and c.pass_ == 0 and c.fail == 0
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (``rejudge --json``)."""

@@ -28,7 +28,7 @@ from ragpulse.model import (
     TraceResult,
     normalize_trace_id,
 )
-from ragpulse.protocols import ResultStore, WriteReport
+from ragpulse.protocols import PendingStore, ResultStore, WriteReport
 from ragpulse.store import calibrations, catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
@@ -446,6 +446,67 @@ class PostgresStore(PortalQueries):
 
         await self._run("write_dead_letter", q)
 
+    # -- pending inputs (accepted, result not stored yet; ragpulse.protocols.PendingStore) -----------------------
+    async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep ``(key, payload)`` items of ``source`` in ``pending_inputs`` (one transaction)."""
+        if not items:
+            return
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                """INSERT INTO pending_inputs (source, key, payload)
+                   SELECT $1, k, p FROM unnest($2::text[], $3::bytea[]) AS t(k, p)""",
+                source,
+                [k for k, _ in items],
+                [p for _, p in items],
+            )
+
+        await self._run("add_pending", q)
+
+    async def load_pending(self, source: str) -> list[tuple[str, bytes]]:
+        """Every pending key of ``source`` with its payloads concatenated in arrival order (for OTLP the
+        concatenation of serialized requests is itself one valid request), oldest key first."""
+
+        async def q(conn: Conn) -> list[tuple[str, bytes]]:
+            rows = await conn.fetch(
+                """SELECT key, string_agg(payload, ''::bytea ORDER BY id) AS payload, min(id) AS first
+                   FROM pending_inputs WHERE source = $1 GROUP BY key ORDER BY first""",
+                source,
+            )
+            return [(str(r["key"]), bytes(r["payload"])) for r in rows]
+
+        return await self._run("load_pending", q)
+
+    async def remove_pending(self, source: str, keys: Sequence[str]) -> None:
+        """Delete the pending payloads of ``keys``."""
+        if not keys:
+            return
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                "DELETE FROM pending_inputs WHERE source = $1 AND key = ANY($2::text[])", source, list(keys)
+            )
+
+        await self._run("remove_pending", q)
+
+    async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
+        """Move the pending payloads of ``key`` into one dead letter (payloads concatenated, ``meta.key``)."""
+
+        async def q(conn: Conn) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    """INSERT INTO dead_letters (source, reason, payload, meta)
+                       SELECT $1, $3, string_agg(payload, ''::bytea ORDER BY id), jsonb_build_object('key', $2::text)
+                       FROM pending_inputs WHERE source = $1 AND key = $2
+                       HAVING count(*) > 0""",
+                    source,
+                    key,
+                    clean(reason) or "",
+                )
+                await conn.execute("DELETE FROM pending_inputs WHERE source = $1 AND key = $2", source, key)
+
+        await self._run("dead_letter_pending", q)
+
     async def list_dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         """Newest dead letters first: dicts with ``id``, ``source``, ``reason``, ``payload`` (bytes), ``meta``,
         ``created_at``."""
@@ -460,4 +521,7 @@ class PostgresStore(PortalQueries):
 if TYPE_CHECKING:  # PostgresStore satisfies the ResultStore seam (checked by mypy)
 
     def _is_result_store(store: PostgresStore) -> ResultStore:
+        return store
+
+    def _is_pending_store(store: PostgresStore) -> PendingStore:
         return store

@@ -16,7 +16,7 @@ from ragpulse.testing.openai_server import ScriptedOpenAIServer
 
 
 def _t(answer: str | None, expected: str | None = None, **kw: object) -> Trace:
-    return Trace(trace_id="t", question="q?", answer=answer, expected_answer=expected, **kw)  # type: ignore[arg-type]
+    return Trace(trace_id="t", question="q?", answer=answer, expected_answer=expected, **kw)
 
 
 async def test_llm_f1_with_embeddings_hand_computed() -> None:

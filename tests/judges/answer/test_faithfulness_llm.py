@@ -32,7 +32,7 @@ ZH = Trace(
 )
 
 
-def claims(*pairs: tuple[str, bool]) -> str:
+def claims(*pairs: tuple[str, bool | str]) -> str:
     return json.dumps({"claims": [{"claim": c, "supported": s} for c, s in pairs]})
 
 

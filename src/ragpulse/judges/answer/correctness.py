@@ -29,7 +29,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import JudgeError
 from ragpulse.judges.answer.similarity import Similarity, similarity_from_settings
 from ragpulse.judges.formulas import answer_correctness, factual_f1
-from ragpulse.judges.frame import REPLY_PROTOCOL, CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, UNREADABLE_SCRIPTS, CallLog, Decision, Judge
 from ragpulse.judges.model.parsing import extract_json
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
 from ragpulse.judges.options import AnswerCorrectnessOptions
@@ -79,6 +79,8 @@ class AnswerCorrectnessJudge(Judge):
         if self.client is not None:
             vs["prompt"] = prompt_pair_text(self.templates, "answer_correctness")
             vs["reply_protocol"] = REPLY_PROTOCOL
+        else:
+            vs["unreadable_scripts"] = UNREADABLE_SCRIPTS
         return vs
 
     async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
@@ -92,6 +94,8 @@ class AnswerCorrectnessJudge(Judge):
         if self.client is not None:
             tp, fp, fn = await self._classify_llm(trace, answer, reference, log)
         else:
+            if " ".join(answer.split()) != " ".join(reference.split()):  # identical texts: any script
+                self.require_readable(answer, reference)
             tp, fp, fn = self._classify_lexical(answer, ref_stmts)
         f1 = factual_f1(len(tp), len(fp), len(fn))
         if f1 is None:

@@ -97,6 +97,8 @@ class KeywordJudge(Judge):
             return self.skipped("no_reference: the expected answer has no content words")
         answer = trace.answer or ""
         folded = _fold(answer)
+        if folded not in {_fold(trace.expected_answer or ""), _fold(" ".join(keywords))}:
+            self.require_readable(answer, *keywords)  # identical texts score 1 in any script
         a_tokens = frozenset(tokens(answer))
         hits = [k for k in keywords if keyword_matches(k, folded, a_tokens)]
         missing = [k for k in keywords if k not in hits]

@@ -53,7 +53,8 @@ REQUIRED_PLACEHOLDERS: Mapping[str, frozenset[str]] = {
 JSON_SYSTEM = "You are a careful, strict evaluator. Follow the instructions and reply with JSON only."
 
 
-def _defuse(value: str) -> str:
+def defuse(value: str) -> str:
+    """Neutralise fence markers in a judged text: ``<<<`` → ``‹‹‹``, ``>>>`` → ``›››``."""
     return value.replace("<<<", "‹‹‹").replace(">>>", "›››")
 
 
@@ -79,7 +80,7 @@ class PromptTemplate:
         Raises:
             KeyError: a placeholder has no value (a programming error; templates are validated at load).
         """
-        return string.Template(self.text).substitute({k: _defuse(v) for k, v in values.items()})
+        return string.Template(self.text).substitute({k: defuse(v) for k, v in values.items()})
 
 
 def _validate(name: str, lang: str, text: str, source: str) -> PromptTemplate:

@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.formulas import average_precision, share
-from ragpulse.judges.frame import REPLY_PROTOCOL, CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, UNREADABLE_SCRIPTS, CallLog, Decision, Judge
 from ragpulse.judges.model.context import format_chunks
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
@@ -156,6 +156,8 @@ class _ContextJudge(Judge):
             "model": self.model,
             **self.options.model_dump(include={"language", "max_tokens"}, exclude_none=True),
         }
+        if self.client is None:
+            vs["unreadable_scripts"] = UNREADABLE_SCRIPTS
         if self.client is not None:
             vs["prompt"] = prompt_pair_text(self.templates, self.name)
             vs["budget"] = self.settings.judge_context_budget_chars
@@ -237,6 +239,7 @@ class ContextPrecisionJudge(_ContextJudge):
             return self.skipped("no_reference: no expected answer, keywords or answer")
         if self.client is not None:
             return await self._model_flags(trace, chunks, "useful", log, question=question, reference=ref)
+        self.require_readable(ref, *chunks)
         stmts = split_statements(ref) or [ref]
         hf = tuple(any(supported(s, [c], self.min_coverage) for s in stmts) for c in chunks)
         return _Flags(hf, Backend.HEURISTIC, "heuristic")
@@ -291,6 +294,7 @@ class ContextRecallJudge(_ContextJudge):
             return self._no_context()
         if self.client is not None:
             return await self._model_recall(trace, chunks, ref, log)
+        self.require_readable(ref, *chunks)
         stmts = _reference_statements(trace)
         if not stmts:
             return self.skipped("no_statements: the reference has no statements")
@@ -344,6 +348,7 @@ class ContextRelevanceJudge(_ContextJudge):
     ) -> _Flags | Judgement:
         if self.client is not None:
             return await self._model_flags(trace, chunks, "relevant", log, question=question)
+        self.require_readable(question, *chunks)
         hf = tuple(coverage(question, c) >= self.min_coverage for c in chunks)
         return _Flags(hf, Backend.HEURISTIC, "heuristic")
 

@@ -41,7 +41,9 @@ __all__ = [
     "is_meta_statement",
     "restates_question",
     "salient_terms",
+    "sentence_spans",
     "sentences",
+    "swapped_slot",
     "token_supported",
     "token_weight",
 ]
@@ -99,14 +101,25 @@ def has_cjk(text: str) -> bool:
     return _CJK_RE.search(text) is not None
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the sentences/clauses of ``text`` that hold at least one content token, in order:
+    ``text[start:end]`` is the sentence without surrounding white space."""
+    out: list[tuple[int, int]] = []
+    cuts = [(m.start(), m.end()) for m in _SENT_SPLIT_RE.finditer(text)]
+    begin = 0
+    for cut_start, cut_end in [*cuts, (len(text), len(text))]:
+        part = text[begin:cut_start]
+        stripped = part.strip()
+        if stripped and content_tokens(stripped):
+            start = begin + (len(part) - len(part.lstrip()))
+            out.append((start, start + len(stripped)))
+        begin = cut_end
+    return out
+
+
 def sentences(text: str) -> list[str]:
     """Sentences/clauses of ``text`` that hold at least one content token, stripped, in order."""
-    out = []
-    for part in _SENT_SPLIT_RE.split(text):
-        part = part.strip()
-        if part and content_tokens(part):
-            out.append(part)
-    return out
+    return [text[a:b] for a, b in sentence_spans(text)]
 
 
 def is_meta_statement(sentence: str) -> bool:
@@ -239,3 +252,86 @@ def best_chunk_bigram_support(grams: Sequence[str], chunks: Sequence[ChunkIndex]
             if got == len(grams):
                 break
     return best / len(grams)
+
+
+#: A neighbour word is a slot only when the context uses it at most this often.
+MAX_SLOT_USES = 2
+#: ``a`` counts as next to ``w`` in the context within this many content words (a summary drops modifiers).
+SLOT_WINDOW = 3
+_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve twice half 一 二 两 三 四 五 六 七 八 九 十".split()
+)
+
+
+def _kind(token: str, text: str) -> str | None:
+    """What a swap can exchange: ``num`` (digits, number words), ``name`` (capitalised inside a sentence of
+    ``text``, not all capitals), ``zh``
+    (a Chinese word of two or more characters); ``None`` for other words."""
+    if _DIGIT_RE.search(token) or token in _NUMBER_WORDS:
+        return "num"
+    if has_cjk(token):
+        return "zh" if len(token) >= 2 else None
+    for m in re.finditer(rf"(?<!\w){re.escape(token)}(?!\w)", text, re.IGNORECASE):
+        word, before = m.group(0), text[: m.start()].rstrip(" ")
+        # capitalised inside a sentence (not a sentence or line start, not code such as GRANT)
+        if (
+            word[0].isupper()
+            and not word.isupper()
+            and before
+            and (before[-1].isalnum() or before[-1] == ",")
+        ):
+            return "name"
+    return None
+
+
+def swapped_slot(sentence: str, chunk: str) -> str | None:
+    """An entity or number of ``sentence`` standing where ``chunk`` has another one, or ``None``.
+
+    Lexical support finds every word of "Tom Varga was appointed chief risk officer" in a context saying
+    "Harlow Bank appointed Mira Osei as chief risk officer. Her predecessor, Tom Varga, moved to Lisbon." This
+    looks at the slots instead: for each name, number or Chinese word ``a`` of the sentence and each content
+    word ``w`` right next to it, the context must not put ``w`` next to a *different* name/number/word of
+    the same kind that the sentence does not mention (``Osei`` next to ``appointed``) while never putting
+    ``a`` there. Returns the swapped token (for the reason), else ``None``.
+    """
+    words = content_tokens(sentence)
+    ctx = content_tokens(chunk)
+    folded_chunk = chunk.casefold()
+    in_sentence = set(words)
+    for i, a in enumerate(words):
+        kind = _kind(a, sentence + "\n" + chunk)
+        if kind is None or a not in folded_chunk:
+            continue
+        for side in (-1, 1):
+            j = i + side
+            if not 0 <= j < len(words) or words[j] == a:
+                continue
+            w = words[j]
+            # a slot is a word the context uses rarely: common words of a long context have many neighbours
+            if ctx.count(w) > MAX_SLOT_USES or _adjacent(a, w, side, ctx, folded_chunk):
+                continue
+            if not has_cjk(w) and _kind(w, sentence) is not None:  # a slot is a relation word, not a name
+                continue
+            fillers = {ctx[k - side] for k, t in enumerate(ctx) if t == w and 0 <= k - side < len(ctx)}
+            if any(
+                b != a and b not in in_sentence and _kind(b, chunk) == kind and a not in b and b not in a
+                for b in fillers
+            ):
+                return a
+    return None
+
+
+def _adjacent(a: str, w: str, side: int, ctx: Sequence[str], folded: str) -> bool:
+    """``a`` next to ``w`` on ``side`` in the context: within :data:`SLOT_WINDOW` content words, or (Chinese)
+    within 8 characters of the same sentence."""
+    near = range(1, SLOT_WINDOW + 1)
+    if any(
+        t == a and 0 <= k + side * d < len(ctx) and ctx[k + side * d] == w
+        for k, t in enumerate(ctx)
+        for d in near
+    ):
+        return True
+    if has_cjk(a) or has_cjk(w):
+        first, second = (a, w) if side == 1 else (w, a)
+        return re.search(re.escape(first) + r"[^。！？；]{0,8}" + re.escape(second), folded) is not None
+    return False
