@@ -26,6 +26,7 @@ from ragpulse.model import (
 __all__ = [
     "AckCallback",
     "Exporter",
+    "FinalJudgementLookup",
     "Judge",
     "PendingStore",
     "ResultStore",
@@ -194,6 +195,19 @@ class Store(RunStore, Protocol):
         ...
 
 
+@runtime_checkable
+class FinalJudgementLookup(Protocol):
+    """Optional store capability (``PostgresStore`` has it): which judgements are final for a content.
+
+    ``final_judgements(keys)`` maps ``(trace_id, content_hash)`` pairs to the ``(judge, version)`` pairs of
+    their stored ``ok``/``skipped`` judgements, in one query (see :func:`ragpulse.model.judged_content_hash`).
+    """
+
+    async def final_judgements(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]: ...
+
+
 class Exporter(Protocol):
     """Receives judgements that the store inserted or changed. Must not block or raise."""
 
@@ -210,6 +224,10 @@ class TraceSink(Protocol):
     ``submit`` waits while the engine's bounded queue is full (back-pressure) and returns once the trace is
     queued. ``ack`` is awaited after the trace's result is stored (``ok=True``) or failed for good
     (``ok=False``); Kafka commits offsets from it.
+
+    Optional (not part of the structural check): ``async prefetch(traces)`` — told about a batch of traces
+    about to be submitted (a Kafka poll batch), so that the engine looks up their final judgements in one store
+    query and a redelivery of identical content is not judged again (:class:`ragpulse.engine.Engine`).
     """
 
     async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None: ...

@@ -25,26 +25,17 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragpulse.config import Settings
 from ragpulse.logging import get_logger
-from ragpulse.model import (
-    CalibrationProfile,
-    Judgement,
-    JudgementStatus,
-    RunRecord,
-    RunStatus,
-    TestSet,
-    Trace,
-    TraceResult,
-)
-from ragpulse.protocols import Judge, WriteReport
+from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, Trace
+from ragpulse.protocols import Judge
 from ragpulse.services.errors import BadRequest, Conflict, NotFound
 from ragpulse.services.testsets import NAME_PATTERN, load_test_set
 from ragpulse.store import PostgresStore
@@ -254,58 +245,22 @@ def _run_settings(settings: Settings, req: RunRequest) -> Settings:
     return replaced(**flat) if replaced is not None else settings.model_copy(update=flat)
 
 
-class _RunStore:
-    """The store as one portal run sees it: everything passes through, except that finishing the run after
-    its gate closed stores it as ``cancelled`` (with the report of what was judged until then)."""
+class _RunStore(PostgresStore):
+    """The store as one portal run sees it (same connection pool): finishing the run after its gate closed
+    stores it as ``cancelled``, with the report of what was judged until then."""
 
     def __init__(self, store: PostgresStore, gate: _Gate) -> None:
-        self._store = store
+        super().__init__(store.pool, redact_text=store.redact_text, acquire_timeout_s=store.acquire_timeout_s)
         self._gate = gate
-
-    async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
-        return await self._store.write_results(results)
-
-    async def get_run_results(self, run_id: str) -> list[TraceResult]:
-        return await self._store.get_run_results(run_id)
-
-    async def get_trace(self, trace_id: str) -> TraceResult | None:
-        return await self._store.get_trace(trace_id)
-
-    def traces_for_rejudge(self, app: str | None, since: datetime, limit: int | None) -> AsyncIterator[Trace]:
-        return self._store.traces_for_rejudge(app, since, limit)
-
-    async def upsert_test_set(self, ts: TestSet) -> None:
-        await self._store.upsert_test_set(ts)
-
-    async def get_test_set(self, name: str) -> TestSet | None:
-        return await self._store.get_test_set(name)
-
-    async def test_set_hash(self, name: str) -> str | None:
-        return await self._store.test_set_hash(name)
-
-    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
-        await self._store.create_run(run, replace=replace)
-
-    async def heartbeat_run(self, run_id: str) -> bool:
-        return await self._store.heartbeat_run(run_id)
-
-    async def database_identity(self) -> str:
-        return await self._store.database_identity()
-
-    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
-        return await self._store.latest_calibration_profile(judge, judge_version)
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
         if self._gate.closed and status is not RunStatus.FAILED:
             status = RunStatus.CANCELLED
             report = {**report, "status": status.value}
-        await self._store.finish_run(run_id, status, report)
+        await super().finish_run(run_id, status, report)
 
-    async def list_runs(self, limit: int = 50) -> list[RunRecord]:
-        return await self._store.list_runs(limit)
-
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        return await self._store.get_run(run_id)
+    async def close(self) -> None:
+        """The pool belongs to the store this one was made from: nothing to close."""
 
 
 class RunWorker:

@@ -43,7 +43,7 @@ from ragpulse.store.rows import (
     trace_from_row,
     trace_row,
 )
-from ragpulse.store.sql import JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
+from ragpulse.store.sql import FINAL_JUDGEMENTS, JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
 
 __all__ = ["PostgresStore"]
 
@@ -87,6 +87,21 @@ class PostgresStore(PortalQueries):
         self._pool = pool
         self._redact = redact_text
         self._acquire_timeout = acquire_timeout_s
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The connection pool (shared by stores made from this one)."""
+        return self._pool
+
+    @property
+    def redact_text(self) -> bool:
+        """Texts are stored as hashes and lengths."""
+        return self._redact
+
+    @property
+    def acquire_timeout_s(self) -> float:
+        """Longest wait for a pooled connection, seconds."""
+        return self._acquire_timeout
 
     # -- life cycle ---------------------------------------------------------------------------------------------
     @classmethod
@@ -244,6 +259,29 @@ class PostgresStore(PortalQueries):
             )
 
         return await self._run("write_results", tx)
+
+    async def final_judgements(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
+        """The final (``ok``/``skipped``) judgements stored for ``(trace_id, content_hash)`` pairs, as
+        ``{(trace_id, content_hash): {(judge, version), …}}`` (pairs without any are absent). One query for
+        the whole batch; the engine skips these judges on a redelivery of identical content.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not keys:
+            return {}
+        tids = [k[0] for k in keys]
+        hashes = [k[1] for k in keys]
+
+        async def q(conn: Conn) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
+            out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+            for r in await conn.fetch(FINAL_JUDGEMENTS, tids, hashes):
+                out.setdefault((r["trace_id"], r["content_hash"]), set()).add((r["judge"], r["version"]))
+            return {k: frozenset(v) for k, v in out.items()}
+
+        return await self._run("final_judgements", q)
 
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         """The trace ``trace_id`` (normalised like :func:`ragpulse.model.normalize_trace_id`) with all its

@@ -1,21 +1,12 @@
-"""Lexical building blocks of the offline (``heuristic``) judges: sentences, meta statements, echoes, support.
+"""Lexical building blocks of the heuristic judges: sentences, meta statements, echoes, support, swaps.
 
-Everything here is deterministic and model-free. Tokens come from :mod:`ragpulse.judges.text.tokens` (jieba words
-for Chinese runs, case-folded words otherwise, stop words removed by ``content_tokens``).
-
-- :func:`sentences` splits an answer into sentences/clauses on ``. ! ? ;`` followed by white space, on the
-  Chinese ``。！？；`` and on line breaks (dots inside ``df.write.csv`` or ``3.5`` do not split).
-- :func:`is_meta_statement` spots sentences that talk *about* the context instead of answering ("the context
-  does not mention …", "the document is about …", "上下文中没有提到…"). They assert nothing the context can
-  support, and human annotators (ARES) label answers made of them unfaithful and irrelevant.
-- :func:`restates_question` spots an answer that only repeats the question.
-- :class:`ChunkIndex` holds one context chunk's content-token set and case-folded text; :func:`chunk_index`
-  caches them by chunk text (LRU), so a chunk shared by many traces is tokenised once.
-- :func:`char_bigrams` / :func:`best_chunk_bigram_support`: character bigrams for Chinese, where word
-  boundaries are uncertain and numbers stick to their units ("2014年2月").
-- :func:`token_weight` weighs a token by how much it carries a checkable fact: tokens with digits and code
-  identifiers (``foreachBatch``, ``df.write.csv``) weigh :data:`NUMBER_WEIGHT`, capitalised names in
-  English text :data:`NAME_WEIGHT`, others 1 (:func:`salient_terms` finds the names and identifiers).
+Deterministic and model-free; tokens from :mod:`ragpulse.judges.text.tokens`. :func:`sentence_spans` splits on
+``. ! ? ;`` + white space, ``。！？；`` and line breaks (not inside ``df.write.csv`` or ``3.5``);
+:func:`is_meta_statement` spots sentences about the context ("the context does not mention …", "上下文中没有
+提到…"); :func:`restates_question` an echo of the question; :func:`chunk_index` caches a chunk's tokens (LRU);
+:func:`best_chunk_support` / :func:`best_chunk_bigram_support` measure support in the single best chunk, with
+:func:`token_weight` (digits and code identifiers :data:`NUMBER_WEIGHT`, names :data:`NAME_WEIGHT`);
+:func:`swapped_slot` finds an entity or number standing in another's slot of the context.
 """
 
 from __future__ import annotations
