@@ -12,12 +12,23 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ragpulse.model import Backend, Judgement, RunRecord, RunStatus, TestSet, Trace, TraceResult
+from ragpulse.model import (
+    Backend,
+    CalibrationProfile,
+    Judgement,
+    RunRecord,
+    RunStatus,
+    TestSet,
+    Trace,
+    TraceResult,
+)
 
 __all__ = [
     "AckCallback",
     "Exporter",
+    "FinalJudgementLookup",
     "Judge",
+    "PendingStore",
     "ResultStore",
     "RunStore",
     "Store",
@@ -86,6 +97,30 @@ class ResultStore(Protocol):
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport: ...
 
 
+class PendingStore(Protocol):
+    """Durable holding area for inputs a source accepted but whose result is not stored yet (OTLP traces), so
+    an input answered "accepted" survives a restart. Rows are grouped by ``(source, key)`` (OTLP: the trace
+    id); several payloads may share a key (spans of one trace from several requests). Every method raises
+    :class:`~ragpulse.errors.StoreError` on failure.
+    """
+
+    async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep ``(key, payload)`` items, all or none (one transaction)."""
+        ...
+
+    async def load_pending(self, source: str) -> list[tuple[str, bytes]]:
+        """Every key of ``source`` with its payloads concatenated in arrival order, oldest key first."""
+        ...
+
+    async def remove_pending(self, source: str, keys: Sequence[str]) -> None:
+        """Forget the payloads of ``keys`` (their results are stored)."""
+        ...
+
+    async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
+        """Move the payloads of ``key`` into one dead letter with ``reason`` (they can never be stored)."""
+        ...
+
+
 class RunStore(ResultStore, Protocol):
     """What replay and the run services need: results, test sets and runs (``PostgresStore``, and the
     in-memory ``ragpulse.testing.MemoryStore`` of unit tests)."""
@@ -110,8 +145,21 @@ class RunStore(ResultStore, Protocol):
         """The stored test set ``name`` with its cases, or ``None``."""
         ...
 
-    async def create_run(self, run: RunRecord) -> None:
-        """Insert a run (re-using an id resets it to status ``running``)."""
+    async def test_set_hash(self, name: str) -> str | None:
+        """:func:`~ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when absent."""
+        ...
+
+    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
+        """Insert a run owned by this process (re-using an id resets it to status ``running``; ``replace``
+        also drops the old run's trace links)."""
+        ...
+
+    async def heartbeat_run(self, run_id: str) -> bool:
+        """Say that the running run's process is alive; ``False`` when the run is not ``running``."""
+        ...
+
+    async def database_identity(self) -> str:
+        """An id equal for every connection to the same database and different between databases."""
         ...
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
@@ -124,6 +172,10 @@ class RunStore(ResultStore, Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Run ``run_id`` or ``None``."""
+        ...
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        """The newest calibration profile of exactly ``judge`` at ``judge_version``, or ``None``."""
         ...
 
 
@@ -143,6 +195,19 @@ class Store(RunStore, Protocol):
         ...
 
 
+@runtime_checkable
+class FinalJudgementLookup(Protocol):
+    """Optional store capability (``PostgresStore`` has it): which judgements are final for a content.
+
+    ``final_judgements(keys)`` maps ``(trace_id, content_hash)`` pairs to the ``(judge, version)`` pairs of
+    their stored ``ok``/``skipped`` judgements, in one query (see :func:`ragpulse.model.judged_content_hash`).
+    """
+
+    async def final_judgements(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]: ...
+
+
 class Exporter(Protocol):
     """Receives judgements that the store inserted or changed. Must not block or raise."""
 
@@ -159,6 +224,10 @@ class TraceSink(Protocol):
     ``submit`` waits while the engine's bounded queue is full (back-pressure) and returns once the trace is
     queued. ``ack`` is awaited after the trace's result is stored (``ok=True``) or failed for good
     (``ok=False``); Kafka commits offsets from it.
+
+    Optional (not part of the structural check): ``async prefetch(traces)`` — told about a batch of traces
+    about to be submitted (a Kafka poll batch), so that the engine looks up their final judgements in one store
+    query and a redelivery of identical content is not judged again (:class:`ragpulse.engine.Engine`).
     """
 
     async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None: ...

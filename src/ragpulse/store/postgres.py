@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
@@ -28,7 +28,7 @@ from ragpulse.model import (
     TraceResult,
     normalize_trace_id,
 )
-from ragpulse.protocols import ResultStore, WriteReport
+from ragpulse.protocols import PendingStore, ResultStore, WriteReport
 from ragpulse.store import calibrations, catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
@@ -43,7 +43,7 @@ from ragpulse.store.rows import (
     trace_from_row,
     trace_row,
 )
-from ragpulse.store.sql import JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
+from ragpulse.store.sql import FINAL_JUDGEMENTS, JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
 
 __all__ = ["PostgresStore"]
 
@@ -71,6 +71,14 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return cols
 
 
+class _PublishFailed(StoreError):
+    """Carries the publisher's exception through :meth:`PostgresStore._run` unwrapped."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"publish failed: {type(cause).__name__}")
+        self.cause = cause
+
+
 class PostgresStore(PortalQueries):
     """Result store on PostgreSQL (asyncpg pool). Build it with :meth:`connect` or ``ragpulse.store.open_store``.
 
@@ -82,16 +90,44 @@ class PostgresStore(PortalQueries):
     """
 
     def __init__(
-        self, pool: asyncpg.Pool, *, redact_text: bool = False, acquire_timeout_s: float = 30.0
+        self,
+        pool: asyncpg.Pool,
+        *,
+        redact_text: bool = False,
+        acquire_timeout_s: float = 30.0,
+        results_outbox: bool = False,
     ) -> None:
         self._pool = pool
         self._redact = redact_text
         self._acquire_timeout = acquire_timeout_s
+        self.results_outbox = results_outbox
+        """When true, new and replaced judgements wait in the results stream's outbox (``published_at`` NULL)
+        until :meth:`publish_pending` hands them to the publisher; else they are stored as published."""
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The connection pool (shared by stores made from this one)."""
+        return self._pool
+
+    @property
+    def redact_text(self) -> bool:
+        """Texts are stored as hashes and lengths."""
+        return self._redact
+
+    @property
+    def acquire_timeout_s(self) -> float:
+        """Longest wait for a pooled connection, seconds."""
+        return self._acquire_timeout
 
     # -- life cycle ---------------------------------------------------------------------------------------------
     @classmethod
     async def connect(
-        cls, url: str, settings: Settings | None = None, *, run_migrations: bool = True
+        cls,
+        url: str,
+        settings: Settings | None = None,
+        *,
+        run_migrations: bool = True,
+        results_outbox: bool = False,
     ) -> PostgresStore:
         """Open a pool on ``url`` (any asyncpg DSN, unix-socket URIs included) and apply pending migrations.
 
@@ -112,7 +148,12 @@ class PostgresStore(PortalQueries):
             )
         except Exception as e:
             raise to_store_error(e, "connect") from e
-        store = cls(pool, redact_text=s.redact_text, acquire_timeout_s=s.database_command_timeout_s)
+        store = cls(
+            pool,
+            redact_text=s.redact_text,
+            acquire_timeout_s=s.database_command_timeout_s,
+            results_outbox=results_outbox,
+        )
         if run_migrations:
             try:
                 await store.migrate()
@@ -211,6 +252,7 @@ class PostgresStore(PortalQueries):
         for r in results:
             by_trace[r.trace.trace_id] = r
         judgements: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        published_at = None if self.results_outbox else datetime.now(UTC)
         run_links: dict[tuple[str, str], str | None] = {}
         trace_rows = []
         # rows in key order: concurrent batches with overlapping traces then lock rows in the same order and
@@ -219,7 +261,7 @@ class PostgresStore(PortalQueries):
             trace_rows.append(trace_row(r, redact_text=self._redact))
             for j in r.judgements:
                 judgements[(r.trace.trace_id, j.judge, j.version)] = judgement_row(
-                    r.trace, j, redact_text=self._redact
+                    r.trace, j, redact_text=self._redact, published_at=published_at
                 )
             if r.trace.run_id:
                 run_links[(clean(r.trace.run_id) or "", r.trace.trace_id)] = clean(r.trace.test_case_id)
@@ -244,6 +286,29 @@ class PostgresStore(PortalQueries):
             )
 
         return await self._run("write_results", tx)
+
+    async def final_judgements(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
+        """The final (``ok``/``skipped``) judgements stored for ``(trace_id, content_hash)`` pairs, as
+        ``{(trace_id, content_hash): {(judge, version), …}}`` (pairs without any are absent). One query for
+        the whole batch; the engine skips these judges on a redelivery of identical content.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not keys:
+            return {}
+        tids = [k[0] for k in keys]
+        hashes = [k[1] for k in keys]
+
+        async def q(conn: Conn) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
+            out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+            for r in await conn.fetch(FINAL_JUDGEMENTS, tids, hashes):
+                out.setdefault((r["trace_id"], r["content_hash"]), set()).add((r["judge"], r["version"]))
+            return {k: frozenset(v) for k, v in out.items()}
+
+        return await self._run("final_judgements", q)
 
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         """The trace ``trace_id`` (normalised like :func:`ragpulse.model.normalize_trace_id`) with all its
@@ -398,6 +463,52 @@ class PostgresStore(PortalQueries):
             "window_pass_counts", lambda c: calibrations.window_pass_counts(c, judge_versions, window)
         )
 
+    # -- results stream outbox (migration 061) -------------------------------------------------------------------
+    async def publish_pending(
+        self, publish: Callable[[list[dict[str, Any]]], Awaitable[None]], limit: int = 500
+    ) -> int:
+        """Hand up to ``limit`` unpublished judgements (oldest first) to ``publish``, then mark them published,
+        in one transaction; return how many.
+
+        The rows are locked (``FOR UPDATE SKIP LOCKED``) while ``publish`` runs, so replicas never publish the
+        same row at once; when ``publish`` raises nothing is marked and the rows are offered again (at least
+        once). Each row: ``trace_id``, ``judge``, ``version``, ``app``, ``scenario``, ``status``, ``score``,
+        ``passed``, ``reason``, ``flags`` (dict), ``time`` (when stored, UTC).
+        """
+
+        async def q(conn: Conn) -> int:
+            async with conn.transaction():
+                rows = await conn.fetch(
+                    """SELECT j.trace_id, j.judge, j.version, j.app, t.scenario, j.status, j.score, j.passed,
+                              j.reason, j.flags, j.updated_at AS time
+                       FROM judgements j JOIN traces t ON t.trace_id = j.trace_id
+                       WHERE j.published_at IS NULL
+                       ORDER BY j.updated_at
+                       LIMIT $1
+                       FOR UPDATE OF j SKIP LOCKED""",
+                    limit,
+                )
+                if not rows:
+                    return 0
+                try:
+                    await publish([dict(r) for r in rows])
+                except Exception as e:  # the publisher's error, not the store's: roll back, re-raise as is
+                    raise _PublishFailed(e) from e
+                await conn.execute(
+                    """UPDATE judgements j SET published_at = now()
+                       FROM unnest($1::text[], $2::text[], $3::text[]) AS k(trace_id, judge, version)
+                       WHERE j.trace_id = k.trace_id AND j.judge = k.judge AND j.version = k.version""",
+                    [r["trace_id"] for r in rows],
+                    [r["judge"] for r in rows],
+                    [r["version"] for r in rows],
+                )
+                return len(rows)
+
+        try:
+            return await self._run("publish_pending", q)
+        except _PublishFailed as e:
+            raise e.cause from e.cause.__cause__
+
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:
         """Delete traces received more than ``older_than`` ago (their judgements and run links cascade) and
@@ -446,6 +557,67 @@ class PostgresStore(PortalQueries):
 
         await self._run("write_dead_letter", q)
 
+    # -- pending inputs (accepted, result not stored yet; ragpulse.protocols.PendingStore) -----------------------
+    async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep ``(key, payload)`` items of ``source`` in ``pending_inputs`` (one transaction)."""
+        if not items:
+            return
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                """INSERT INTO pending_inputs (source, key, payload)
+                   SELECT $1, k, p FROM unnest($2::text[], $3::bytea[]) AS t(k, p)""",
+                source,
+                [k for k, _ in items],
+                [p for _, p in items],
+            )
+
+        await self._run("add_pending", q)
+
+    async def load_pending(self, source: str) -> list[tuple[str, bytes]]:
+        """Every pending key of ``source`` with its payloads concatenated in arrival order (for OTLP the
+        concatenation of serialized requests is itself one valid request), oldest key first."""
+
+        async def q(conn: Conn) -> list[tuple[str, bytes]]:
+            rows = await conn.fetch(
+                """SELECT key, string_agg(payload, ''::bytea ORDER BY id) AS payload, min(id) AS first
+                   FROM pending_inputs WHERE source = $1 GROUP BY key ORDER BY first""",
+                source,
+            )
+            return [(str(r["key"]), bytes(r["payload"])) for r in rows]
+
+        return await self._run("load_pending", q)
+
+    async def remove_pending(self, source: str, keys: Sequence[str]) -> None:
+        """Delete the pending payloads of ``keys``."""
+        if not keys:
+            return
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                "DELETE FROM pending_inputs WHERE source = $1 AND key = ANY($2::text[])", source, list(keys)
+            )
+
+        await self._run("remove_pending", q)
+
+    async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
+        """Move the pending payloads of ``key`` into one dead letter (payloads concatenated, ``meta.key``)."""
+
+        async def q(conn: Conn) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    """INSERT INTO dead_letters (source, reason, payload, meta)
+                       SELECT $1, $3, string_agg(payload, ''::bytea ORDER BY id), jsonb_build_object('key', $2::text)
+                       FROM pending_inputs WHERE source = $1 AND key = $2
+                       HAVING count(*) > 0""",
+                    source,
+                    key,
+                    clean(reason) or "",
+                )
+                await conn.execute("DELETE FROM pending_inputs WHERE source = $1 AND key = $2", source, key)
+
+        await self._run("dead_letter_pending", q)
+
     async def list_dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         """Newest dead letters first: dicts with ``id``, ``source``, ``reason``, ``payload`` (bytes), ``meta``,
         ``created_at``."""
@@ -460,4 +632,7 @@ class PostgresStore(PortalQueries):
 if TYPE_CHECKING:  # PostgresStore satisfies the ResultStore seam (checked by mypy)
 
     def _is_result_store(store: PostgresStore) -> ResultStore:
+        return store
+
+    def _is_pending_store(store: PostgresStore) -> PendingStore:
         return store

@@ -18,6 +18,7 @@ from ragpulse.errors import StoreError
 from ragpulse.judges.frame import compute_version, error, ok, skipped
 from ragpulse.model import (
     Backend,
+    CalibrationProfile,
     Judgement,
     RunRecord,
     RunStatus,
@@ -26,6 +27,7 @@ from ragpulse.model import (
     TraceResult,
 )
 from ragpulse.protocols import WriteReport
+from ragpulse.store.process import OWNER_HOST
 
 __all__ = ["MemoryExporter", "MemoryStore", "ScriptedJudge"]
 
@@ -49,6 +51,7 @@ class MemoryStore:
         self.judgements: dict[tuple[str, str, str], Judgement] = {}
         self.test_sets: dict[str, TestSet] = {}
         self.runs: dict[str, RunRecord] = {}
+        self.calibrations: list[CalibrationProfile] = []
         self.writes: list[int] = []
         self.write_delay_s = 0.0
         self._fail: list[bool] = []
@@ -104,10 +107,15 @@ class MemoryStore:
                 "status": RunStatus.RUNNING,
                 "finished_at": None,
                 "report": None,
+                "owner_host": run.owner_host or OWNER_HOST,
                 "owner_pid": run.owner_pid if run.owner_pid is not None else os.getpid(),
                 "heartbeat_at": datetime.now(UTC),
             }
         )
+
+    async def database_identity(self) -> str:
+        """``memory/<id of this store>``."""
+        return f"memory/{id(self):x}"
 
     async def heartbeat_run(self, run_id: str) -> bool:
         """Record a heartbeat of a running run."""
@@ -137,6 +145,15 @@ class MemoryStore:
             if t == tid:
                 by_name[name] = j
         return tuple(by_name.values())
+
+    async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
+        key = (profile.judge, profile.judge_version, profile.name)
+        self.calibrations = [p for p in self.calibrations if (p.judge, p.judge_version, p.name) != key]
+        self.calibrations.append(profile)
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        mine = [p for p in self.calibrations if (p.judge, p.judge_version) == (judge, judge_version)]
+        return max(mine, key=lambda p: p.created_at) if mine else None
 
     async def get_run_results(self, run_id: str) -> list[TraceResult]:
         """Traces of the run, each with its latest judgement per judge name."""
@@ -243,6 +260,22 @@ class ScriptedJudge:
             )
         finally:
             self.active -= 1
+
+
+class GatedJudge(ScriptedJudge):
+    """A :class:`ScriptedJudge` that waits for ``gate`` before each verdict (builds back-pressure on demand)."""
+
+    def __init__(self, name: str, gate: asyncio.Event, score: float = 1.0) -> None:
+        super().__init__(name, score)
+        self.gate = gate
+        #: set once a worker is inside :meth:`judge` (held at the gate): tests wait for it instead of sleeping
+        self.waiting = asyncio.Event()
+
+    async def judge(self, trace: Trace) -> Judgement:
+        """Wait for the gate, then return the scripted verdict."""
+        self.waiting.set()
+        await self.gate.wait()
+        return await super().judge(trace)
 
 
 class MemoryExporter:
