@@ -398,6 +398,19 @@ class PostgresStore(PortalQueries):
             if remaining is not None:
                 remaining -= len(rows)
 
+    async def scored_judges(self, trace_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(trace_id, judge)`` pairs among ``trace_ids`` that have a scored (status ``ok``) judgement, any
+        version — what ``rejudge`` must not shadow with an error."""
+
+        async def q(conn: Conn) -> set[tuple[str, str]]:
+            rows = await conn.fetch(
+                "SELECT DISTINCT trace_id, judge FROM judgements WHERE trace_id = ANY($1::text[]) AND status = 'ok'",
+                list(trace_ids),
+            )
+            return {(r["trace_id"], r["judge"]) for r in rows}
+
+        return await self._run("scored_judges", q)
+
     # -- test sets and runs (queries in :mod:`ragpulse.store.catalog`) ------------------------------------------
     async def upsert_test_set(self, ts: TestSet) -> None:
         """Insert or replace test set ``ts.name`` and its cases (cases no longer in ``ts`` are deleted)."""
