@@ -477,23 +477,34 @@ class PortalQueries:
 
         return await self._q("request_cancel", q)
 
-    async def requeue_stale_runs(self, older_than: timedelta) -> list[str]:
-        """Queued-from-the-portal runs left ``running`` by a worker that stopped reporting for
-        ``older_than`` (a crashed replica): queued again (or ``cancelled`` when a cancel was requested)."""
+    async def running_portal_runs(self) -> list[dict[str, Any]]:
+        """Portal runs in status ``running``: ``run_id``, ``claimed_by`` (``host:pid``), ``heartbeat_at``."""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch(
+                """SELECT run_id, claimed_by, heartbeat_at FROM runs
+                   WHERE status = 'running' AND request IS NOT NULL ORDER BY started_at"""
+            )
+            return [dict(r) for r in rows]
+
+        return await self._q("running_portal_runs", q)
+
+    async def requeue_runs(self, run_ids: Sequence[str]) -> list[str]:
+        """Queue the still-``running`` portal runs ``run_ids`` again (``cancelled`` when a cancel was
+        requested): their worker is gone. Returns the ids changed."""
 
         async def q(conn: Conn) -> list[str]:
             rows = await conn.fetch(
                 """UPDATE runs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
                           claimed_by = NULL, updated_at = now(),
                           finished_at = CASE WHEN cancel_requested THEN now() ELSE NULL END
-                   WHERE status = 'running' AND request IS NOT NULL
-                     AND (heartbeat_at IS NULL OR heartbeat_at < now() - $1::interval)
+                   WHERE run_id = ANY($1::text[]) AND status = 'running' AND request IS NOT NULL
                    RETURNING run_id""",
-                older_than,
+                list(run_ids),
             )
             return [str(r["run_id"]) for r in rows]
 
-        return await self._q("requeue_stale_runs", q)
+        return await self._q("requeue_runs", q)
 
     async def set_run_status(self, run_id: str, status: str, report: dict[str, Any] | None) -> None:
         """Set a run's final ``status`` (e.g. ``cancelled``), with ``report`` when given, finished now."""
