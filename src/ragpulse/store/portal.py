@@ -11,6 +11,7 @@ layer (:mod:`ragpulse.services`) turns them into its typed models.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from ragpulse.model import RunRecord
 from ragpulse.store.migrate import Conn
+from ragpulse.store.process import OWNER_HOST
 from ragpulse.store.rows import clean, run_from_row, utc
 
 __all__ = ["JudgeFilter", "PortalQueries", "TraceQuery"]
@@ -423,15 +425,20 @@ class PortalQueries:
 
     async def claim_queued_run(self, worker: str) -> dict[str, Any] | None:
         """Take the oldest queued run (``FOR UPDATE SKIP LOCKED``: replicas never take the same one), mark it
-        ``running`` claimed by ``worker``; return its queue row or ``None`` when the queue is empty."""
+        ``running`` claimed by ``worker`` and owned by this process (``owner_host``/``owner_pid``, so the replay
+        it starts may take the run id and a crash shows the run ``interrupted``); return its queue row or
+        ``None`` when the queue is empty."""
 
         async def q(conn: Conn) -> dict[str, Any] | None:
             r = await conn.fetchrow(
-                """UPDATE runs SET status = 'running', claimed_by = $1, heartbeat_at = now(), updated_at = now()
+                """UPDATE runs SET status = 'running', claimed_by = $1, heartbeat_at = now(), updated_at = now(),
+                          owner_host = $2, owner_pid = $3
                    WHERE run_id = (SELECT run_id FROM runs WHERE status = 'queued'
                                    ORDER BY started_at, run_id FOR UPDATE SKIP LOCKED LIMIT 1)
                    RETURNING run_id, test_set, status, request, progress_total""",
                 worker,
+                OWNER_HOST,
+                os.getpid(),
             )
             return dict(r) if r is not None else None
 
