@@ -26,6 +26,7 @@ from ragpulse.model import (
 __all__ = [
     "AckCallback",
     "Exporter",
+    "FinalJudgementLookup",
     "Judge",
     "PendingStore",
     "ResultStore",
@@ -144,8 +145,25 @@ class RunStore(ResultStore, Protocol):
         """The stored test set ``name`` with its cases, or ``None``."""
         ...
 
-    async def create_run(self, run: RunRecord) -> None:
-        """Insert a run (re-using an id resets it to status ``running``)."""
+    async def test_set_hash(self, name: str) -> str | None:
+        """:func:`~ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when absent."""
+        ...
+
+    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
+        """Insert a run owned by this process (re-using an id resets it to status ``running``; ``replace``
+        also drops the old run's trace links)."""
+        ...
+
+    async def heartbeat_run(self, run_id: str) -> bool:
+        """Say that the running run's process is alive; ``False`` when the run is not ``running``."""
+        ...
+
+    async def database_identity(self) -> str:
+        """An id equal for every connection to the same database and different between databases."""
+        ...
+
+    async def scored_judges(self, trace_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(trace_id, judge)`` pairs among ``trace_ids`` with a scored (``ok``) judgement of any version."""
         ...
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
@@ -181,6 +199,19 @@ class Store(RunStore, Protocol):
         ...
 
 
+@runtime_checkable
+class FinalJudgementLookup(Protocol):
+    """Optional store capability (``PostgresStore`` has it): which judgements are final for a content.
+
+    ``final_judgements(keys)`` maps ``(trace_id, content_hash)`` pairs to the ``(judge, version)`` pairs of
+    their stored ``ok``/``skipped`` judgements, in one query (see :func:`ragpulse.model.judged_content_hash`).
+    """
+
+    async def final_judgements(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]: ...
+
+
 class Exporter(Protocol):
     """Receives judgements that the store inserted or changed. Must not block or raise."""
 
@@ -197,6 +228,10 @@ class TraceSink(Protocol):
     ``submit`` waits while the engine's bounded queue is full (back-pressure) and returns once the trace is
     queued. ``ack`` is awaited after the trace's result is stored (``ok=True``) or failed for good
     (``ok=False``); Kafka commits offsets from it.
+
+    Optional (not part of the structural check): ``async prefetch(traces)`` — told about a batch of traces
+    about to be submitted (a Kafka poll batch), so that the engine looks up their final judgements in one store
+    query and a redelivery of identical content is not judged again (:class:`ragpulse.engine.Engine`).
     """
 
     async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None: ...

@@ -14,7 +14,9 @@ from testsupport import wait_until
 TABLES = {
     "calibration_profiles",
     "dead_letters",
+    "judgement_history",
     "judgements",
+    "pending_inputs",
     "run_cases",
     "runs",
     "schema_migrations",

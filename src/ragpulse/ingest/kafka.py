@@ -4,7 +4,9 @@ Delivery is at least once: a message's offset is committed only after the engine
 result (or after it went to the dead-letter topic); the store's upsert makes redeliveries harmless, so the
 visible result is exactly once. Flow per message:
 
-1. :func:`~ragpulse.ingest.events.parse_event` → a trace, or a rejection reason; any other exception while
+1. each poll batch is decoded (:func:`~ragpulse.ingest.events.parse_event` → a trace, or a rejection reason)
+   and its traces are handed once to the sink's optional ``prefetch`` (the engine's one-query lookup of
+   judgements already final for their content: a redelivery is not judged again); any other exception while
    decoding one message (a bug) dead-letters it with reason ``internal_error: <exception type>`` and is logged
    once (``kafka_message_failed``) — the consume loop goes on;
 2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka_dlq_topic``) with
@@ -30,6 +32,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
@@ -45,7 +48,7 @@ from ragpulse.ingest.events import EventRejected, parse_event
 from ragpulse.ingest.kafka_client import client_options, dlq_topic_for
 from ragpulse.ingest.offsets import OffsetTracker
 from ragpulse.logging import get_logger
-from ragpulse.model import TraceResult
+from ragpulse.model import Trace, TraceResult
 from ragpulse.protocols import TraceSink
 
 __all__ = ["DLQ_HEADERS", "KafkaSource"]
@@ -64,6 +67,15 @@ _SOURCES: weakref.WeakSet[KafkaSource] = weakref.WeakSet()
 
 #: Longest wait for the brokers' end offsets when refreshing the lag of paused partitions, seconds.
 LAG_QUERY_TIMEOUT_S = 2.0
+#: Seconds between two broker probes (``connected`` / ``/readyz``), and how long a probe may take.
+BROKER_PROBE_INTERVAL_S = 2.0
+BROKER_PROBE_TIMEOUT_S = 3.0
+#: Longest wait for an offset commit in the consume loop, seconds (then it is retried at the next interval).
+COMMIT_TIMEOUT_S = 10.0
+#: The final commit on stop gets what is left of the shutdown deadline, but at least this many seconds.
+FINAL_COMMIT_MIN_S = 1.0
+#: Longest wait for the consumer or the dead-letter producer to close on stop, seconds.
+CLOSE_TIMEOUT_S = 5.0
 
 
 def _observe_lag(_: CallbackOptions) -> Iterable[Observation]:
@@ -78,6 +90,16 @@ CONSUMER_LAG = telemetry.meter.create_observable_gauge(
     unit="{message}",
     description="Kafka messages not yet judged and stored: high-water mark minus next offset to commit",
 )
+
+
+@dataclass(slots=True)
+class _Polled:
+    """A polled record, decoded: ``trace`` or the dead-letter ``reason``/``code``."""
+
+    rec: ConsumerRecord[bytes, bytes]
+    trace: Trace | None
+    reason: str | None
+    code: str | None
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -129,13 +151,15 @@ class KafkaSource:
         self._max_batch = max_batch
         self._revoke_wait_s = revoke_wait_s
         self._tracker = OffsetTracker()
-        self._pending: deque[ConsumerRecord[bytes, bytes]] = deque()
+        self._pending: deque[_Polled] = deque()
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._paused = False
         self._connected = False
+        self._broker_ok = True
+        self._probe: asyncio.Task[None] | None = None
         self._last_commit = 0.0
         self._progress = asyncio.Event()
         #: ``{(topic, partition): lag}`` as last computed (messages).
@@ -146,8 +170,28 @@ class KafkaSource:
     # -- life cycle ------------------------------------------------------------------------------------------
     @property
     def connected(self) -> bool:
-        """True while the consumer is started and its loop is running (for ``/readyz``)."""
-        return self._connected and self._task is not None and not self._task.done()
+        """True while the consumer is started, its loop is running and the brokers answered the last probe
+        (a metadata request every :data:`BROKER_PROBE_INTERVAL_S`; for ``/readyz``)."""
+        return self._connected and self._broker_ok and self._task is not None and not self._task.done()
+
+    async def _probe_brokers(self) -> None:
+        """Keep :attr:`connected` following the broker connection: a metadata request every
+        :data:`BROKER_PROBE_INTERVAL_S`, failed after :data:`BROKER_PROBE_TIMEOUT_S`."""
+        assert self._consumer is not None
+        while not self._stopping:
+            try:
+                async with asyncio.timeout(BROKER_PROBE_TIMEOUT_S):
+                    await self._consumer.topics()
+                ok = True
+            except (KafkaError, TimeoutError, OSError):
+                ok = False
+            if ok != self._broker_ok:
+                if ok:
+                    log.info("kafka_brokers_reachable")
+                else:
+                    log.warning("kafka_brokers_unreachable", bootstrap=self._settings.kafka_bootstrap_servers)
+                self._broker_ok = ok
+            await asyncio.sleep(BROKER_PROBE_INTERVAL_S)
 
     async def start(self) -> None:
         """Connect the consumer and the dead-letter producer and start the consume loop.
@@ -185,6 +229,7 @@ class KafkaSource:
         self._connected = True
         _SOURCES.add(self)
         self._task = asyncio.create_task(self._run(), name="ragpulse-kafka")
+        self._probe = asyncio.create_task(self._probe_brokers(), name="ragpulse-kafka-probe")
         log.info("kafka_started", topics=list(s.kafka_topics), group=s.kafka_group_id)
 
     async def stop(self, deadline_s: float | None = None) -> None:
@@ -206,11 +251,17 @@ class KafkaSource:
                     await self._task
             except Exception:
                 log.exception("kafka_loop_failed")
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
         self._pending.clear()
         await self._wait_in_flight(None, deadline - time.monotonic())
         if self._tracker.in_flight():
             log.warning("kafka_stop_in_flight", in_flight=self._tracker.in_flight())
-        await self._commit(force=True)
+        # The final commit gets what is left of the deadline (at least a moment): with the brokers gone it is
+        # skipped rather than waited for — uncommitted offsets are redelivered anyway.
+        await self._commit(force=True, timeout_s=max(FINAL_COMMIT_MIN_S, deadline - time.monotonic()))
         self._connected = False
         _SOURCES.discard(self)
         await self._close_clients()
@@ -219,8 +270,22 @@ class KafkaSource:
     async def _close_clients(self) -> None:
         for client in (self._consumer, self._producer):
             if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.stop()
+                try:  # leaving the group / flushing needs the brokers: bounded when they are gone
+                    async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                        await client.stop()
+                except TimeoutError:
+                    log.warning(
+                        "kafka_close_timeout", client=type(client).__name__, timeout_s=CLOSE_TIMEOUT_S
+                    )
+                except asyncio.CancelledError:
+                    # aiokafka's consumer.stop() lets its fetcher's CancelledError escape when the brokers are
+                    # gone; only a cancellation of this task itself goes on up
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        raise
+                    log.debug("kafka_close_failed", client=type(client).__name__, error="CancelledError")
+                except Exception as e:
+                    log.debug("kafka_close_failed", client=type(client).__name__, error=str(e))
 
     async def __aenter__(self) -> KafkaSource:
         await self.start()
@@ -264,10 +329,10 @@ class KafkaSource:
                     await self._feed()
                 elif self._pending:
                     self._pause()
-                    self._extend(await c.getmany(timeout_ms=100))
+                    await self._extend(await c.getmany(timeout_ms=100))
                 else:
                     self._resume()
-                    self._extend(await c.getmany(timeout_ms=500, max_records=self._max_batch))
+                    await self._extend(await c.getmany(timeout_ms=500, max_records=self._max_batch))
                 await self._commit()
             except asyncio.CancelledError:
                 raise
@@ -275,9 +340,17 @@ class KafkaSource:
                 log.warning("kafka_error", error=str(e))
                 await asyncio.sleep(1.0)
 
-    def _extend(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
-        for records in batch.values():
-            self._pending.extend(records)
+    async def _extend(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        """Decode a poll batch and tell the sink about its traces once (``prefetch``: the engine looks up
+        their final judgements in one store query, so a redelivery of judged content is not judged again)."""
+        polled = [self._decode(rec) for records in batch.values() for rec in records]
+        if not polled:
+            return
+        prefetch = getattr(self._sink, "prefetch", None)
+        traces = [p.trace for p in polled if p.trace is not None]
+        if prefetch is not None and traces:
+            await prefetch(traces)
+        self._pending.extend(polled)
 
     def _pause(self) -> None:
         assert self._consumer is not None
@@ -296,39 +369,46 @@ class KafkaSource:
             self._paused = False
             log.debug("kafka_resumed")
 
+    def _decode(self, rec: ConsumerRecord[bytes, bytes]) -> _Polled:
+        """Parse one record: a trace, or the dead-letter reason and code (never raises)."""
+        try:
+            trace = parse_event(
+                rec.value,
+                max_bytes=self._settings.kafka_max_message_bytes,
+                log_text=self._settings.log_text,
+            )
+        except EventRejected as e:
+            return _Polled(rec, None, e.reason, e.code)
+        except Exception as e:  # a bug for one message must not stop the partition (or crash-loop serve)
+            log.error(
+                "kafka_message_failed",
+                error_type=type(e).__name__,
+                topic=rec.topic,
+                partition=rec.partition,
+                offset=rec.offset,
+                exc_info=True,
+            )
+            return _Polled(rec, None, f"internal_error: {type(e).__name__}", "internal_error")
+        return _Polled(rec, trace, None, None)
+
     async def _feed(self) -> None:
         assert self._consumer is not None
         assigned = self._consumer.assignment()
         while self._pending and not self._stopping and self._sink.has_room():
-            rec = self._pending.popleft()
+            polled = self._pending.popleft()
+            rec = polled.rec
             tp = TopicPartition(rec.topic, rec.partition)
             if tp not in assigned:
                 continue  # revoked meanwhile: the new owner reads it
             self._tracker.add(tp, rec.offset)
-            try:
-                trace = parse_event(
-                    rec.value,
-                    max_bytes=self._settings.kafka_max_message_bytes,
-                    log_text=self._settings.log_text,
+            if polled.trace is None:
+                await self._dead_letter(
+                    rec, polled.reason or "internal_error", polled.code or "internal_error"
                 )
-            except EventRejected as e:
-                await self._dead_letter(rec, e.reason, e.code)
-                self._tracker.done(tp, rec.offset)
-                continue
-            except Exception as e:  # a bug for one message must not stop the partition (or crash-loop serve)
-                log.error(
-                    "kafka_message_failed",
-                    error_type=type(e).__name__,
-                    topic=rec.topic,
-                    partition=rec.partition,
-                    offset=rec.offset,
-                    exc_info=True,
-                )
-                await self._dead_letter(rec, f"internal_error: {type(e).__name__}", "internal_error")
                 self._tracker.done(tp, rec.offset)
                 continue
             self.stats["received"] += 1
-            await self._sink.submit(trace, ack=self._ack_for(rec))
+            await self._sink.submit(polled.trace, ack=self._ack_for(rec))
 
     def _ack_for(self, rec: ConsumerRecord[bytes, bytes]) -> Any:
         tp = TopicPartition(rec.topic, rec.partition)
@@ -389,7 +469,13 @@ class KafkaSource:
         return [(k, v.encode("utf-8")) for k, v in zip(DLQ_HEADERS, vals, strict=True)]
 
     # -- commits, rebalances, lag ----------------------------------------------------------------------------
-    async def _commit(self, *, force: bool = False, tps: frozenset[TopicPartition] | None = None) -> None:
+    async def _commit(
+        self,
+        *,
+        force: bool = False,
+        tps: frozenset[TopicPartition] | None = None,
+        timeout_s: float = COMMIT_TIMEOUT_S,
+    ) -> None:
         now = time.monotonic()
         if not force and now - self._last_commit < self._commit_interval_s:
             return
@@ -398,13 +484,19 @@ class KafkaSource:
         offsets = self._tracker.to_commit(tps)
         if offsets:
             try:
-                await self._consumer.commit(offsets)
+                async with asyncio.timeout(timeout_s):  # aiokafka waits for a coordinator without limit
+                    await self._consumer.commit(offsets)
+            except TimeoutError:
+                log.warning("kafka_commit_skipped", reason="timeout", timeout_s=round(timeout_s, 1),
+                            partitions=len(offsets))  # fmt: skip
             except KafkaError as e:
                 log.warning("kafka_commit_failed", error=str(e), partitions=len(offsets))
             else:
                 self._tracker.mark_committed(offsets)
                 self.stats["committed"] += 1
-        await self._update_lag()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LAG_QUERY_TIMEOUT_S * 2):
+                await self._update_lag()
 
     async def _update_lag(self) -> None:
         """Recompute :attr:`lag`: high-water mark minus the oldest unfinished offset.
@@ -424,7 +516,8 @@ class KafkaSource:
             except (KafkaError, TimeoutError) as e:
                 log.debug("kafka_end_offsets_failed", error=str(e))
         held: dict[TopicPartition, int] = {}
-        for rec in self._pending:
+        for polled in self._pending:
+            rec = polled.rec
             tp = TopicPartition(rec.topic, rec.partition)
             held[tp] = min(held.get(tp, rec.offset), rec.offset)
         for tp in assigned:
@@ -448,7 +541,9 @@ class KafkaSource:
     async def _on_revoked(self, revoked: frozenset[TopicPartition]) -> None:
         if not revoked:
             return
-        self._pending = deque(r for r in self._pending if TopicPartition(r.topic, r.partition) not in revoked)
+        self._pending = deque(
+            p for p in self._pending if TopicPartition(p.rec.topic, p.rec.partition) not in revoked
+        )
         await self._wait_in_flight(revoked, self._revoke_wait_s)
         await self._commit(force=True, tps=revoked)
         self._tracker.forget(revoked)
