@@ -162,6 +162,10 @@ class RunStore(ResultStore, Protocol):
         """An id equal for every connection to the same database and different between databases."""
         ...
 
+    async def scored_judges(self, trace_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(trace_id, judge)`` pairs among ``trace_ids`` with a scored (``ok``) judgement of any version."""
+        ...
+
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
         """Set a run's final status and its report (JSON form)."""
         ...

@@ -188,6 +188,10 @@ def rejudge(
             f"rejudged {summary.traces} trace(s): stored {summary.stored}, failed {summary.failed}; "
             f"judgements pass {c.pass_} fail {c.fail} error {c.error} skipped {c.skipped}"
         )
+        if summary.kept_good:
+            typer.echo(
+                f"kept {summary.kept_good} good judgement(s): their error re-judgements were not stored"
+            )
         typer.echo("judge versions: " + ", ".join(f"{n}={v}" for n, v in summary.judges.items()))
     if summary.all_errors:
         raise _common.fail(
