@@ -219,7 +219,7 @@ def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer 
     ``metadata`` ``app``/``scenario`` route the trace; ``reference_contexts``, ``context_labels`` and the rest
     of the metadata go to ``attributes`` (``reference_contexts``, ``context_labels``, ``case_metadata``); with
     an endpoint reply the labels' own chunks go along as ``labelled_contexts``/``labelled_doc_ids``
-    (see :mod:`ragpulse.judges.labels`).
+    (see :mod:`ragpulse.judges.retrieval.labels`).
     """
     md = dict(case.metadata)
     app = md.pop("app", None)
