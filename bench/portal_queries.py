@@ -115,6 +115,9 @@ async def main() -> None:
             print(f"filled {args.traces} traces, {n_j} judgements in {time.perf_counter() - t0:.0f} s ({size})")
         finally:
             await conn.close()
+        t0 = time.perf_counter()
+        await stats.refresh_rollup(store)  # what serve's RollupRefresher does every minute
+        print(f"hourly score rollup built in {time.perf_counter() - t0:.1f} s")
         day = now - timedelta(days=1)
         cases: dict[str, traces.TraceFilters] = {
             "traces (no filter)": traces.TraceFilters(),
