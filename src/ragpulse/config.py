@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -36,7 +44,7 @@ __all__ = ["JudgeRoute", "Settings", "load_settings", "unknown_env_vars"]
 
 #: Settings that may come only from the environment.
 SECRET_FIELDS = frozenset(
-    {"judge_api_key", "embeddings_api_key", "kafka_sasl_password", "rag_endpoint_api_key"}
+    {"judge_api_key", "embeddings_api_key", "kafka_sasl_password", "rag_endpoint_api_key", "otlp_token"}
 )
 
 
@@ -253,6 +261,12 @@ class Settings(BaseSettings):
     otlp_max_pending_traces: int = Field(default=10000, gt=0)
     #: Overrides of the attribute names the convention mappers read (home-grown instrumentation).
     otlp_attributes: dict[str, Any] = Field(default_factory=dict)
+    #: Bearer token the OTLP receivers require (secret, environment only: ``RAGPULSE_OTLP_TOKEN``); ``None``:
+    #: no authentication.
+    otlp_token: SecretStr | None = None
+    #: TLS certificate and key (PEM files) for both OTLP receivers; both or neither.
+    otlp_tls_cert_file: Path | None = None
+    otlp_tls_key_file: Path | None = None
     #: Own service name; spans from it are ignored so ragpulse never evaluates its own telemetry.
     service_name: str = "ragpulse"
     #: Health, readiness and ``/metrics``.
@@ -275,6 +289,13 @@ class Settings(BaseSettings):
     def _some_judge(cls, v: list[str]) -> list[str]:
         if not v:  # e.g. RAGPULSE_ENABLED_JUDGES="": every trace would be "evaluated" by nothing
             raise ValueError("must name at least one judge, e.g. relevancy,faithfulness,keyword")
+        return v
+
+    @field_validator("otlp_tls_key_file")
+    @classmethod
+    def _tls_pair(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        if (v is None) != (info.data.get("otlp_tls_cert_file") is None):
+            raise ValueError("otlp_tls_cert_file and otlp_tls_key_file must be set together")
         return v
 
     @field_validator("log_level")

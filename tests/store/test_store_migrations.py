@@ -15,6 +15,8 @@ TABLES = {
     "calibration_profiles",
     "dead_letters",
     "judgement_history",
+    "judgement_rollup",
+    "judgement_rollup_state",
     "judgements",
     "pending_inputs",
     "run_cases",

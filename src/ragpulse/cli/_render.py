@@ -40,8 +40,20 @@ def _cut(text: str | None, n: int = 90) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def print_report(report: RunReport, *, cases: bool = False, console: Console | None = None) -> None:
-    """Summary, per-judge table and failing cases of a run report (all cases when ``cases``)."""
+#: Case rows printed by default: a 100,000-case report's table would take minutes to render.
+CASE_ROWS = 200
+
+
+def print_report(
+    report: RunReport,
+    *,
+    cases: bool = False,
+    console: Console | None = None,
+    limit: int | None = CASE_ROWS,
+    offset: int = 0,
+) -> None:
+    """Summary, per-judge table and failing cases of a run report (all cases when ``cases``); the case table
+    shows ``limit`` rows from ``offset`` (``None``: all) and says how many it left out."""
     c = console or stdout()
     counts, tokens = report.counts, report.tokens
     c.print(f"run {report.run_id}  test set {report.test_set}  status {report.status.value}")
@@ -71,10 +83,11 @@ def print_report(report: RunReport, *, cases: bool = False, console: Console | N
         )
     c.print(t)
     rows = [r for r in report.cases if cases or not r.passed]
-    if rows:
+    shown = rows[offset : None if limit is None else offset + limit]
+    if shown:
         title = "cases" if cases else f"failing cases ({len(rows)} of {len(report.cases)})"
         ct = Table("case", "outcome", "passed", *names, "reason", title=title)
-        for r in rows:
+        for r in shown:
             js = r.judgements
             ct.add_row(
                 r.case_id,
@@ -89,6 +102,11 @@ def print_report(report: RunReport, *, cases: bool = False, console: Console | N
                 _cut(r.reason),
             )
         c.print(ct)
+    if len(shown) < len(rows):
+        c.print(
+            f"showing rows {offset + 1}–{offset + len(shown)} of {len(rows)} "
+            "(runs show --offset N --limit N for others, --limit 0 for all, --json for the data)"
+        )
     _print_diagnosis(report, c)
 
 
