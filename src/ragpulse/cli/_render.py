@@ -184,6 +184,27 @@ def highlighted_answer(answer: str, claims: Sequence[dict[str, Any]]) -> Text:
     return text
 
 
+def cascade_lines(result: TraceResult) -> list[str]:
+    """One line per cascade judgement: the deciding stage (``flags.stage``) and each stage's cost."""
+    out: list[str] = []
+    for j in result.judgements:
+        stage = getattr(j.flags, "stage", None)
+        stages = getattr(j.flags, "cascade", None)
+        if not isinstance(stage, str) or not isinstance(stages, dict):
+            continue
+        parts = []
+        for key in ("first", "main"):
+            s = stages.get(key)
+            if isinstance(s, dict):
+                parts.append(
+                    f"{key} {s.get('backend')} {s.get('status')} score {fmt(s.get('score'))} "
+                    f"{int(s.get('prompt_tokens') or 0) + int(s.get('completion_tokens') or 0)} tokens "
+                    f"{float(s.get('latency_s') or 0.0):.3f} s"
+                )
+        out.append(f"cascade {j.judge}: decided by {stage} ({'; '.join(parts)})")
+    return out
+
+
 def print_trace(result: TraceResult, console: Console | None = None) -> None:
     """The trace's identity and outcome, question, ranked documents, the answer with the parts a judge found
     unsupported highlighted, every judgement with its reason, and each checked claim with its verdict and
@@ -218,6 +239,8 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
             _cut(j.reason, 120),
         )
     c.print(t)
+    for line in cascade_lines(result):
+        c.print(line)
     if claims:
         ct = Table("judge", "verdict", "span", "evidence", "claim", title="claims")
         for judge, cl in claims:
