@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -36,7 +44,7 @@ __all__ = ["JudgeRoute", "Settings", "load_settings", "unknown_env_vars"]
 
 #: Settings that may come only from the environment.
 SECRET_FIELDS = frozenset(
-    {"judge_api_key", "embeddings_api_key", "kafka_sasl_password", "rag_endpoint_api_key"}
+    {"judge_api_key", "embeddings_api_key", "kafka_sasl_password", "rag_endpoint_api_key", "otlp_token"}
 )
 
 
@@ -242,6 +250,12 @@ class Settings(BaseSettings):
     kafka_sasl_password: SecretStr | None = None
     kafka_ssl_cafile: Path | None = None
     kafka_max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    #: Topics carrying OTLP trace data as the OpenTelemetry Collector's Kafka exporter publishes it, with their
+    #: encoding (``otlp_proto`` or ``otlp_json``; ``json`` = trace events): ``topic=encoding`` pairs, comma
+    #: separated in the environment. Listed topics are consumed in addition to ``kafka_topics``.
+    kafka_topic_encodings: Annotated[dict[str, Literal["json", "otlp_proto", "otlp_json"]], NoDecode] = Field(
+        default_factory=dict
+    )
     #: OTLP receivers; an empty string turns one off.
     otlp_grpc_address: str = "127.0.0.1:4317"
     otlp_http_address: str = "127.0.0.1:4318"
@@ -253,6 +267,12 @@ class Settings(BaseSettings):
     otlp_max_pending_traces: int = Field(default=10000, gt=0)
     #: Overrides of the attribute names the convention mappers read (home-grown instrumentation).
     otlp_attributes: dict[str, Any] = Field(default_factory=dict)
+    #: Bearer token the OTLP receivers require (secret, environment only: ``RAGPULSE_OTLP_TOKEN``); ``None``:
+    #: no authentication.
+    otlp_token: SecretStr | None = None
+    #: TLS certificate and key (PEM files) for both OTLP receivers; both or neither.
+    otlp_tls_cert_file: Path | None = None
+    otlp_tls_key_file: Path | None = None
     #: Own service name; spans from it are ignored so ragpulse never evaluates its own telemetry.
     service_name: str = "ragpulse"
     #: Health, readiness and ``/metrics``.
@@ -270,11 +290,31 @@ class Settings(BaseSettings):
     def _csv(cls, v: Any) -> Any:
         return _split_csv(v)
 
+    @field_validator("kafka_topic_encodings", mode="before")
+    @classmethod
+    def _pairs(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        out: dict[str, str] = {}
+        for pair in _split_csv(v):
+            topic, sep, encoding = pair.partition("=")
+            if not sep or not topic.strip() or not encoding.strip():
+                raise ValueError(f"expected topic=encoding, got {pair!r} (e.g. otlp-spans=otlp_proto)")
+            out[topic.strip()] = encoding.strip()
+        return out
+
     @field_validator("enabled_judges")
     @classmethod
     def _some_judge(cls, v: list[str]) -> list[str]:
         if not v:  # e.g. RAGPULSE_ENABLED_JUDGES="": every trace would be "evaluated" by nothing
             raise ValueError("must name at least one judge, e.g. relevancy,faithfulness,keyword")
+        return v
+
+    @field_validator("otlp_tls_key_file")
+    @classmethod
+    def _tls_pair(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        if (v is None) != (info.data.get("otlp_tls_cert_file") is None):
+            raise ValueError("otlp_tls_cert_file and otlp_tls_key_file must be set together")
         return v
 
     @field_validator("log_level")

@@ -171,6 +171,10 @@ def _check_request(result: Any) -> None:
 @example({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "0af7651916cd43dd8448eb211c80319c",
           "spanId": "b7ad6b7169203331", "name": "\ud83d", "attributes": [{"key": "input.value",
           "value": {"stringValue": "half \ud83d emoji"}}]}]}]}]})  # fmt: skip
+@example({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "e3e70682c2094caca29f6fbed82c07cd",
+          "spanId": "b7ad6b7169203331", "name": "", "attributes": [{"key": "traceloop.entity.input",
+          "value": {"stringValue": "CHAIN"}}, {"key": "gen_ai.completion.0.content",
+          "value": {"intValue": "0"}}]}]}]}]})  # fmt: skip  # found by this test: a non-text completion
 def test_json_decoder_never_crashes(doc: dict[str, Any]) -> None:
     try:
         result = decode_json(_encode(doc))

@@ -124,7 +124,14 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                     settings.http_address,
                     checks,
                     metrics_asgi_app(),
-                    info={"database": await store.database_identity()},
+                    info={
+                        "database": await store.database_identity(),
+                        **(
+                            {"otlp_auth": "token" if settings.otlp_token is not None else "none"}
+                            if otlp_on
+                            else {}
+                        ),
+                    },
                 )
             )
             judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack

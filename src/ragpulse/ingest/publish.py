@@ -132,7 +132,8 @@ async def publish_otlp(
 ) -> int:
     """POST ``traces`` as OpenInference spans to an OTLP/HTTP receiver; return how many traces were sent.
 
-    Each request holds up to ``batch_size`` traces (their ``ResourceSpans`` concatenated).
+    Each request holds up to ``batch_size`` traces (their ``ResourceSpans`` concatenated). With
+    ``otlp_token`` set (``RAGPULSE_OTLP_TOKEN``) the requests carry ``Authorization: Bearer <token>``.
 
     Raises:
         IngestError: the receiver is unreachable or answered with an HTTP error (body in the message).
@@ -142,6 +143,9 @@ async def publish_otlp(
     from ragpulse.ingest.otlp.encode import trace_to_openinference_spans
 
     url = otlp_traces_url(settings, endpoint)
+    headers = {"Content-Type": "application/x-protobuf"}
+    if settings.otlp_token is not None:
+        headers["Authorization"] = f"Bearer {settings.otlp_token.get_secret_value()}"
     sent = 0
     async with httpx.AsyncClient(timeout=30.0) as client:
         for i in range(0, len(traces), batch_size):
@@ -149,9 +153,7 @@ async def publish_otlp(
             for t in traces[i : i + batch_size]:
                 req.resource_spans.extend(trace_to_openinference_spans(t).resource_spans)
             try:
-                resp = await client.post(
-                    url, content=req.SerializeToString(), headers={"Content-Type": "application/x-protobuf"}
-                )
+                resp = await client.post(url, content=req.SerializeToString(), headers=headers)
             except httpx.HTTPError as e:
                 raise IngestError(f"OTLP export to {url} failed: {e}", retriable=True) from e
             if resp.status_code >= 300:
