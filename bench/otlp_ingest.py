@@ -23,8 +23,8 @@ from ragpulse.config import Settings
 from ragpulse.ingest.otlp.client import OtlpTraceClient
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
 from ragpulse.model import Document, Trace, TraceOutcome, TraceResult
-from ragpulse.store import PostgresStore
 from ragpulse.protocols import AckCallback
+from ragpulse.store import PostgresStore
 
 
 class CountingSink:
