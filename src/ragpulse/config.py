@@ -250,6 +250,12 @@ class Settings(BaseSettings):
     kafka_sasl_password: SecretStr | None = None
     kafka_ssl_cafile: Path | None = None
     kafka_max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    #: Topics carrying OTLP trace data as the OpenTelemetry Collector's Kafka exporter publishes it, with their
+    #: encoding (``otlp_proto`` or ``otlp_json``; ``json`` = trace events): ``topic=encoding`` pairs, comma
+    #: separated in the environment. Listed topics are consumed in addition to ``kafka_topics``.
+    kafka_topic_encodings: Annotated[dict[str, Literal["json", "otlp_proto", "otlp_json"]], NoDecode] = Field(
+        default_factory=dict
+    )
     #: OTLP receivers; an empty string turns one off.
     otlp_grpc_address: str = "127.0.0.1:4317"
     otlp_http_address: str = "127.0.0.1:4318"
@@ -283,6 +289,19 @@ class Settings(BaseSettings):
     @classmethod
     def _csv(cls, v: Any) -> Any:
         return _split_csv(v)
+
+    @field_validator("kafka_topic_encodings", mode="before")
+    @classmethod
+    def _pairs(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        out: dict[str, str] = {}
+        for pair in _split_csv(v):
+            topic, sep, encoding = pair.partition("=")
+            if not sep or not topic.strip() or not encoding.strip():
+                raise ValueError(f"expected topic=encoding, got {pair!r} (e.g. otlp-spans=otlp_proto)")
+            out[topic.strip()] = encoding.strip()
+        return out
 
     @field_validator("enabled_judges")
     @classmethod

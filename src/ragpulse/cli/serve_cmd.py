@@ -134,7 +134,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                     },
                 )
             )
-            judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
+            # one shared LLM client, closed by the stack; the daily token budget is kept in the store (shared by replicas)
+            judges = await open_judges(stack, settings, None, ledger=store)
             engine = await stack.enter_async_context(
                 Engine(judges, store, settings, exporters, redelivering=True)
             )

@@ -63,7 +63,7 @@ __all__ = [
 log = get_logger("ragpulse.engine")
 
 #: Most (trace id, content hash) keys whose final judgements the engine remembers.
-FINAL_CACHE_SIZE = 100_000
+FINAL_CACHE_SIZE = 20_000
 #: Longest wait for the store's answer in :meth:`Engine.prefetch`, seconds (on timeout the traces are judged).
 PREFETCH_TIMEOUT_S = 5.0
 

@@ -95,6 +95,28 @@ def _load_class(path: str, judge: str) -> Any:
         raise ConfigError(f"judge {judge!r}: cannot load {path} ({e})") from e
 
 
+def _build_cascade(
+    settings: Settings, name: str, spec: JudgeSpec, options: Mapping[str, Any], client: LLMClient | None
+) -> Judge:
+    """The :class:`~ragpulse.judges.cascade.CascadeJudge` of ``judges.<name>.cascade`` (options validated)."""
+    from ragpulse.judges.cascade import CascadeJudge
+
+    cascade = options["cascade"]
+    if spec.llm is None or client is None:
+        raise ConfigError(f"judges.{name}.cascade: the main stage needs a judge model (RAGPULSE_JUDGE_MODEL)")
+    main_options = {k: v for k, v in options.items() if k != "cascade"}
+    main = _load_class(spec.llm, name)(settings, main_options, client=client)
+    first_raw = cascade.get("first", "heuristic")
+    if first_raw == "heuristic":
+        if spec.heuristic is None or spec.heuristic == spec.llm:
+            raise ConfigError(f"judges.{name}.cascade.first: {name!r} has no separate offline judge")
+        first = _load_class(spec.heuristic, name)(settings, {})
+    else:
+        first = _load_class(spec.llm, name)(settings, dict(first_raw), client=client)
+    low, high = cascade["band"]
+    return CascadeJudge(name, first, main, (float(low), float(high)))
+
+
 def build_judges(
     settings: Settings, names: Sequence[str] | None = None, *, client: LLMClient | None = None
 ) -> dict[str, Judge]:
@@ -158,6 +180,10 @@ def build_judges(
                 raise
             except Exception as e:
                 raise ConfigError(f"judge plugin {name!r} failed to load: {e}") from e
+        elif isinstance(options, Mapping) and options.get("cascade") is not None:
+            if client is None and settings.uses_llm:
+                client = LLMClient(settings)
+            judge = _build_cascade(settings, name, spec, options, client)
         elif spec.llm is not None and (settings.uses_llm or spec.heuristic is None):
             if not settings.uses_llm:
                 raise ConfigError(f"judge {name!r} needs a judge model (RAGPULSE_JUDGE_MODEL)")

@@ -191,6 +191,27 @@ async def heartbeat(store: RunStore, run_id: str, interval_s: float = RUN_HEARTB
             await task
 
 
+def _for_report(result: TraceResult) -> TraceResult:
+    """What the run report needs of a stored result, kept per case until the run ends: the trace's ids and the
+    judgements without their raw model output. The texts (question, answer, contexts: ~1.5 KB a case, more
+    with a RAG endpoint) and raw outputs are already in the store, so a 100,000-case replay does not hold them
+    all in memory."""
+    t = result.trace
+    slim = Trace(
+        trace_id=t.trace_id,
+        source=t.source,
+        app=t.app,
+        scenario=t.scenario,
+        run_id=t.run_id,
+        test_case_id=t.test_case_id,
+        incomplete=t.incomplete,
+    )
+    judgements = tuple(
+        j.model_copy(update={"raw_output": None}) if j.raw_output else j for j in result.judgements
+    )
+    return result.model_copy(update={"trace": slim, "judgements": judgements})
+
+
 def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer | None = None) -> Trace:
     """Build the synthetic trace of ``case`` (``source=replay``).
 
@@ -285,7 +306,11 @@ async def judge_cases(
         async def ack(result: TraceResult, ok: bool) -> None:
             cid = result.trace.test_case_id or ""
             done[cid] = CaseResult(
-                case_id=cid, result=result, stored=ok, judges=eng.route(result.trace), note=notes.get(cid)
+                case_id=cid,
+                result=_for_report(result),
+                stored=ok,
+                judges=eng.route(result.trace),
+                note=notes.get(cid),
             )
             if progress is not None:
                 progress(len(done), total)

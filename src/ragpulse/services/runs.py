@@ -246,7 +246,7 @@ async def rejudge(
     engine_settings = settings.model_copy(update={"sampling_rate": 1.0})
     keep_good = _KeepGoodJudgements(store)
     async with AsyncExitStack() as stack:
-        judges = await open_judges(stack, settings, judge_names)
+        judges = await open_judges(stack, settings, judge_names, ledger=store)
         engine = await stack.enter_async_context(Engine(judges, keep_good, engine_settings, exporters))
         async for t in store.traces_for_rejudge(app, since, limit):
             await engine.submit(t, ack)

@@ -570,6 +570,45 @@ class PostgresStore(PortalQueries):
 
         await self._run("write_dead_letter", q)
 
+    # -- daily judge-model token budget (ragpulse.protocols.TokenLedger) --------------------------------------------
+    async def reserve_tokens(self, judge: str, day: str, tokens: int, budget: int | None) -> int | None:
+        """Add ``tokens`` to ``judge_token_ledger`` for ``(day, judge)`` unless the total already reached
+        ``budget``; the new total, or ``None`` when refused. One statement: atomic across replicas."""
+
+        async def q(conn: Conn) -> int | None:
+            total = await conn.fetchval(
+                """INSERT INTO judge_token_ledger AS l (day, judge, tokens) VALUES ($1::text::date, $2, $3)
+                   ON CONFLICT (day, judge) DO UPDATE
+                   SET tokens = l.tokens + EXCLUDED.tokens, updated_at = now()
+                   WHERE $4::bigint IS NULL OR l.tokens < $4::bigint
+                   RETURNING tokens""",
+                day,
+                judge,
+                tokens,
+                budget,
+            )
+            return None if total is None else int(total)
+
+        if budget is not None and budget <= 0:
+            return None
+        return await self._run("reserve_tokens", q)
+
+    async def charge_tokens(self, judge: str, day: str, tokens: int) -> int:
+        """Add ``tokens`` (may be negative) to ``(day, judge)``; returns the new total."""
+
+        async def q(conn: Conn) -> int:
+            total = await conn.fetchval(
+                """INSERT INTO judge_token_ledger AS l (day, judge, tokens) VALUES ($1::text::date, $2, $3)
+                   ON CONFLICT (day, judge) DO UPDATE SET tokens = l.tokens + EXCLUDED.tokens, updated_at = now()
+                   RETURNING tokens""",
+                day,
+                judge,
+                tokens,
+            )
+            return int(total)
+
+        return await self._run("charge_tokens", q)
+
     # -- pending inputs (accepted, result not stored yet; ragpulse.protocols.PendingStore) -----------------------
     async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
         """Keep ``(key, payload)`` items of ``source`` in ``pending_inputs`` (one transaction)."""

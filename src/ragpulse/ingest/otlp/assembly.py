@@ -298,6 +298,26 @@ class TraceAssembler:
             out.append(self._release(tid, incomplete=p.root_seen_at is None))
         return out
 
+    def release_due(self, now: float | None = None) -> list[tuple[str, Trace | None]]:
+        """Like :meth:`poll`, with each trace's id; ``None`` for a trace that could not be mapped (for sources
+        that answer per trace, e.g. Kafka commits)."""
+        return self._poll(now)
+
+    def held_trace_ids(self) -> frozenset[str]:
+        """Ids of the traces currently held (not released)."""
+        return frozenset(self._pending)
+
+    def discard(self, trace_ids: Iterable[str]) -> int:
+        """Drop held traces without releasing them (their spans will be delivered again, e.g. to another Kafka
+        consumer after a rebalance); returns how many were held. A trace being planned is not dropped."""
+        n = 0
+        for tid in trace_ids:
+            p = self._pending.get(tid)
+            if p is not None and not p.holds:
+                del self._pending[tid]  # its entry in the due queue is skipped when popped
+                n += 1
+        return n
+
     def poll(self, now: float | None = None) -> list[Trace]:
         """Release the traces that are due at ``now`` (default: the clock), oldest first."""
         return [t for _, t in self._poll(now) if t is not None]
