@@ -23,6 +23,7 @@ TABLES = {
     "run_cases",
     "runs",
     "schema_migrations",
+    "shadow_judgements",
     "store_identity",
     "test_cases",
     "test_sets",
