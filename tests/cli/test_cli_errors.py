@@ -118,7 +118,11 @@ def _commands(f: Files, *, http_port: int) -> dict[str, list[str]]:
     }
 
 
-SERVE_ENV = {"RAGPULSE_OTLP_GRPC_ADDRESS": "", "RAGPULSE_OTLP_HTTP_ADDRESS": ""}
+SERVE_ENV = {
+    "RAGPULSE_OTLP_GRPC_ADDRESS": "",
+    "RAGPULSE_OTLP_HTTP_ADDRESS": "",
+    "RAGPULSE_API_ADDRESS": "",  # no portal: its fixed default port would collide between concurrent rows
+}
 
 
 def _run_all(

@@ -148,6 +148,7 @@ def test_sigkilled_replay_reads_as_interrupted(
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # embedded PostgreSQL
 def test_sigterm_stops_the_embedded_postgres_it_started(
     slow_model: ScriptedOpenAIServer, tmp_path: Path
 ) -> None:

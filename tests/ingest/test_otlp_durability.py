@@ -23,7 +23,7 @@ from ragpulse.ingest.otlp.receivers import OtlpReceivers
 from ragpulse.store.postgres import PostgresStore
 from ragpulse.testing.fakes import GatedJudge, ScriptedJudge
 from ragpulse.testing.openai_server import Phase, ScriptedOpenAIServer, judge_responder
-from testsupport import free_port, pg_count
+from testsupport import free_port, pg_count, wait_until
 
 T0 = 1_764_590_000_000_000_000  # 2025-12-01, Unix ns
 
@@ -66,12 +66,13 @@ JSON = {"Content-Type": "application/json"}
 
 
 async def _wait_db(url: str, sql: str, want: int, timeout: float = 60.0) -> int:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while True:
-        n = await pg_count(url, sql)
-        if n == want or time.monotonic() > deadline:
-            return n
-        await asyncio.sleep(0.2)
+    """Wait until ``sql`` counts ``want`` (``TimeoutError`` naming the query otherwise); return the count."""
+
+    async def reached() -> bool:
+        return await pg_count(url, sql) == want
+
+    await wait_until(reached, timeout, f"{sql} = {want}", interval_s=0.2)
+    return want
 
 
 def _serve_env(pg_url: str, http_port: int, otlp_port: int, judge_url: str) -> dict[str, str]:

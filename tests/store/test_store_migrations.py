@@ -14,6 +14,7 @@ from testsupport import wait_until
 TABLES = {
     "calibration_profiles",
     "dead_letters",
+    "judge_token_ledger",
     "judgement_history",
     "judgement_rollup",
     "judgement_rollup_state",
@@ -22,6 +23,7 @@ TABLES = {
     "run_cases",
     "runs",
     "schema_migrations",
+    "shadow_judgements",
     "store_identity",
     "test_cases",
     "test_sets",

@@ -134,7 +134,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                     },
                 )
             )
-            judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
+            # one shared LLM client, closed by the stack; the daily token budget is kept in the store (shared by replicas)
+            judges = await open_judges(stack, settings, None, ledger=store)
             engine = await stack.enter_async_context(
                 Engine(
                     judges,
@@ -168,6 +169,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                         engine,
                         shutdown_deadline_s=settings.engine.shutdown_deadline_s,
                         log_text=settings.log.text,
+                        otlp=settings.otlp,
+                        own_service=settings.export.service_name,
                     )
                 )
             retention: asyncio.Task[None] | None = None

@@ -42,11 +42,28 @@ Share = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
 class JudgeOptions(BaseModel):
-    """Options every judge takes: ``threshold`` (0–1; ``None`` = the judge's default)."""
+    """Options every judge takes: ``threshold`` (0–1; ``None`` = the judge's default) and ``shadow`` (a second
+    configuration of the judge run on a share of the judged traces and stored apart: ``{<options>…, share:
+    0–1}``; read by the registry, the other keys are this judge's options over the main ones)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     threshold: float | None = Share
+    shadow: dict[str, Any] | None = None
+
+    @field_validator("shadow", mode="before")
+    @classmethod
+    def _shadow(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if not isinstance(v, dict):
+            raise ValueError("shadow must be a mapping of options with a share")
+        share = v.get("share")
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
+            raise ValueError("shadow.share must be a number in [0, 1]")
+        if "shadow" in v:
+            raise ValueError("a shadow cannot have a shadow")
+        return v
 
 
 class CascadeOptions(BaseModel):

@@ -31,6 +31,7 @@ __all__ = [
     "BUILTIN_JUDGES",
     "ENTRY_POINT_GROUP",
     "JudgeSpec",
+    "ShadowSpec",
     "available_judges",
     "build_judges",
     "close_judges",
@@ -117,6 +118,29 @@ def _build_cascade(
     return CascadeJudge(name, first, main, (float(low), float(high)))
 
 
+@dataclass(frozen=True)
+class ShadowSpec:
+    """A judge's shadow configuration (``judges.<name>.shadow``): the judge it builds and the share of judged
+    traces it runs on (0–1; which traces: :func:`ragpulse.engine.engine.shadow_hit`)."""
+
+    judge: Judge
+    share: float
+
+
+def _build_shadow(
+    settings: Settings, name: str, main: Judge, options: Mapping[str, Any], client: LLMClient | None
+) -> ShadowSpec:
+    """Build ``judges.<name>.shadow``: this judge with the main options overlaid by the shadow's (its own version)."""
+    raw = dict(options["shadow"])
+    share = float(raw.pop("share"))
+    shadow_options = {**{k: v for k, v in options.items() if k != "shadow"}, **raw}
+    shadow_settings = settings.model_copy(update={"judges": {**settings.judge.options, name: shadow_options}})
+    shadow = build_judges(shadow_settings, [name], client=client)[name]
+    if shadow.version == main.version:
+        raise ConfigError(f"judges.{name}.shadow: same version as the main judge (change an option)")
+    return ShadowSpec(judge=shadow, share=share)
+
+
 def build_judges(
     settings: Settings, names: Sequence[str] | None = None, *, client: LLMClient | None = None
 ) -> dict[str, Judge]:
@@ -197,6 +221,9 @@ def build_judges(
             judge = _load_class(spec.heuristic, name)(settings, options)
         if not isinstance(judge, Judge):
             raise ConfigError(f"judge {name!r} does not implement the Judge protocol")
+        if isinstance(options, Mapping) and options.get("shadow") is not None:
+            holder: Any = judge  # the optional ``shadow`` attribute is not part of the Judge protocol
+            holder.shadow = _build_shadow(settings, name, judge, options, client)
         judges[name] = judge
         _log.info("judge_built", judge=name, backend=str(judge.backend), version=judge.version)
     return judges

@@ -239,7 +239,7 @@ async def replay_test_set(
     """
     selection = default_replay_judges(settings, test_set, judge_names)
     async with AsyncExitStack() as stack:
-        judges = await open_judges(stack, settings, selection.names)
+        judges = await open_judges(stack, settings, selection.names, ledger=store)
         rag = None
         if settings.rag.endpoint_url:
             rag = await stack.enter_async_context(RagClient(settings))
@@ -437,7 +437,7 @@ async def replay_via(
         )
     await check_serve_database(store, serve_readyz_url(settings, serve_url))
     async with AsyncExitStack() as stack:
-        judges = await open_judges(stack, settings, None)
+        judges = await open_judges(stack, settings, None, ledger=store)
         return await run_replay_via(
             test_set,
             via,

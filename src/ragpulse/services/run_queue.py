@@ -400,7 +400,7 @@ class RunWorker:
         log.info("run_started", run_id=run_id, test_set=ts.name, cases=len(ts.cases))
         async with AsyncExitStack() as stack:
             selection = default_replay_judges(settings, ts, req.judges)
-            judges = await open_judges(stack, settings, selection.names)
+            judges = await open_judges(stack, settings, selection.names, ledger=self.store)
             gated: dict[str, Judge] = {n: _GatedJudge(j, gate) for n, j in judges.items()}
             rag = None
             if req.rag is not None:

@@ -246,7 +246,7 @@ async def rejudge(
     engine_settings = settings.engine.model_copy(update={"sampling_rate": 1.0})
     keep_good = _KeepGoodJudgements(store)
     async with AsyncExitStack() as stack:
-        judges = await open_judges(stack, settings, judge_names)
+        judges = await open_judges(stack, settings, judge_names, ledger=store)
         engine = await stack.enter_async_context(
             Engine(judges, keep_good, engine_settings, exporters, routes=settings.judge.routes)
         )
