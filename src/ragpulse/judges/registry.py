@@ -134,7 +134,7 @@ def _build_shadow(
     raw = dict(options["shadow"])
     share = float(raw.pop("share"))
     shadow_options = {**{k: v for k, v in options.items() if k != "shadow"}, **raw}
-    shadow_settings = settings.model_copy(update={"judges": {**settings.judge.options, name: shadow_options}})
+    shadow_settings = settings.replaced(judges={**settings.judge.options, name: shadow_options})
     shadow = build_judges(shadow_settings, [name], client=client)[name]
     if shadow.version == main.version:
         raise ConfigError(f"judges.{name}.shadow: same version as the main judge (change an option)")
