@@ -475,7 +475,10 @@ class KafkaSource:
                     )
                     continue
                 self.stats["received"] += 1
-                await self._sink.submit(trace, ack=self._otlp_ack(otlp, tid))
+                try:
+                    await self._sink.submit(trace, ack=self._otlp_ack(otlp, tid))
+                except Exception as e:  # the engine refused it (closing): its messages stay uncommitted
+                    log.error("kafka_otlp_submit_failed", trace_id=tid, error=f"{type(e).__name__}: {e}")
             await asyncio.sleep(tick_s)
 
     def _otlp_ack(self, otlp: KafkaOtlp, tid: str) -> Any:
