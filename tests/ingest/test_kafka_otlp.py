@@ -204,3 +204,47 @@ async def test_spans_in_assembly_hold_the_commit_and_are_redelivered(kafka_boots
     assert trace.question is not None
     assert trace.answer is not None
     assert await committed(kafka_bootstrap, group, topic, 1) == {0: len(first) + 1}
+
+
+async def test_revoked_partition_drops_held_spans_and_the_new_owner_assembles_the_trace(
+    kafka_bootstrap: str,
+) -> None:
+    """Consumer A holds a trace without its root; B joins the group and takes the partition over (A's spans in
+    assembly are dropped, its offsets not committed); B reads every span again plus the root: one whole trace,
+    judged by B only."""
+    topic = f"otlp-{uuid.uuid4().hex[:8]}"
+    await create_topic(kafka_bootstrap, topic, 1)
+    partial = _per_span(_request("otlp-openllmetry-rag"))
+    root = [(k, r) for k, r in partial if not _spans(r)[0].parent_span_id]
+    children = [(k, r) for k, r in partial if _spans(r)[0].parent_span_id]
+    await produce(
+        kafka_bootstrap, topic, [r.SerializeToString() for _, r in children], keys=[k for k, _ in children]
+    )
+    s = Settings(
+        kafka_bootstrap_servers=kafka_bootstrap,
+        kafka_topics=[topic],  # listed in both: consumed once, as OTLP
+        kafka_topic_encodings={topic: "otlp_proto"},
+        kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
+        shutdown_deadline_s=5.0,
+        otlp_root_grace_s=0.2,
+        otlp_idle_timeout_s=600.0,
+    )
+    sink_a, sink_b = RecordingSink(), RecordingSink()
+    async with KafkaSource(s, sink_a, commit_interval_s=0.1) as a:
+        await _wait_for(lambda: a._tracker.in_flight() == len(children))
+        async with KafkaSource(s, sink_b, commit_interval_s=0.1) as b:
+            # B joining revokes A's partition: A drops the spans it holds (its offsets stay uncommitted)
+            await _wait_for(lambda: a.stats["otlp_dropped"] >= len(children), 60)
+            await a.stop()  # whoever got the partition back, B owns it now
+            assert a._otlp is not None
+            assert a._otlp.held_messages == 0  # dropped, not committed
+            await _wait_for(lambda: b._tracker.in_flight() == len(children), 60)
+            await produce(kafka_bootstrap, topic, [root[0][1].SerializeToString()], keys=[root[0][0]])
+            await _wait_for(lambda: len(sink_b.acked) == 1, 60)
+    await sink_a.close()
+    await sink_b.close()
+    assert sink_a.acked == []
+    (trace,) = sink_b.acked
+    assert trace.trace_id == root[0][0].decode()
+    assert trace.incomplete is False
+    assert await committed(kafka_bootstrap, s.kafka_group_id, topic, 1) == {0: len(partial)}

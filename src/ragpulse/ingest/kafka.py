@@ -190,8 +190,15 @@ class KafkaSource:
         self._progress = asyncio.Event()
         #: ``{(topic, partition): lag}`` as last computed (messages).
         self.lag: dict[tuple[str, int], int] = {}
-        #: Counters: ``received`` (valid traces), ``dead_lettered``, ``committed`` (commit calls), ``paused``.
-        self.stats: dict[str, int] = {"received": 0, "dead_lettered": 0, "committed": 0, "paused": 0}
+        #: Counters: ``received`` (valid traces), ``dead_lettered``, ``committed`` (commit calls), ``paused``;
+        #: ``otlp_dropped``: OTLP messages whose traces were dropped from assembly (revocation, stop), not committed.
+        self.stats: dict[str, int] = {
+            "received": 0,
+            "dead_lettered": 0,
+            "committed": 0,
+            "paused": 0,
+            "otlp_dropped": 0,
+        }
 
     # -- life cycle ------------------------------------------------------------------------------------------
     @property
@@ -516,6 +523,7 @@ class KafkaSource:
         for msg in msgs:
             self._tracker.abandon(msg.tp, msg.rec.offset)
         if msgs:
+            self.stats["otlp_dropped"] += len(msgs)
             log.info("kafka_otlp_assembly_dropped", messages=len(msgs))
 
     async def _wait_in_flight(self, tps: frozenset[TopicPartition] | None, wait_s: float) -> None:
