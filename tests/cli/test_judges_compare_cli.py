@@ -33,7 +33,7 @@ async def _replay_with_shadow(pg_url: str) -> dict[str, bool]:
             for i in range(9)
         ),
     )
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     try:
         report = await run_replay(
             ts, judges=build_judges(settings, ["relevancy"]), store=store, settings=settings, run_id="r"

@@ -230,9 +230,9 @@ async def test_revoked_partition_drops_held_spans_and_the_new_owner_assembles_th
         otlp_idle_timeout_s=600.0,
     )
     sink_a, sink_b = RecordingSink(), RecordingSink()
-    async with KafkaSource(s, sink_a, commit_interval_s=0.1) as a:
+    async with KafkaSource(s.kafka, sink_a, otlp=s.otlp, commit_interval_s=0.1) as a:
         await _wait_for(lambda: a._tracker.in_flight() == len(children))
-        async with KafkaSource(s, sink_b, commit_interval_s=0.1) as b:
+        async with KafkaSource(s.kafka, sink_b, otlp=s.otlp, commit_interval_s=0.1) as b:
             # B joining revokes A's partition: A drops the spans it holds (its offsets stay uncommitted)
             await _wait_for(lambda: a.stats["otlp_dropped"] >= len(children), 60)
             await a.stop()  # whoever got the partition back, B owns it now
@@ -247,4 +247,4 @@ async def test_revoked_partition_drops_held_spans_and_the_new_owner_assembles_th
     (trace,) = sink_b.acked
     assert trace.trace_id == root[0][0].decode()
     assert trace.incomplete is False
-    assert await committed(kafka_bootstrap, s.kafka_group_id, topic, 1) == {0: len(partial)}
+    assert await committed(kafka_bootstrap, s.kafka.group_id, topic, 1) == {0: len(partial)}
