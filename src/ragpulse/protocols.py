@@ -34,6 +34,8 @@ __all__ = [
     "RunStore",
     "Source",
     "Store",
+    "TokenLedger",
+    "TraceSink",
     "WriteReport",
     "judge_needs_answer",
 ]
@@ -147,8 +149,25 @@ class RunStore(ResultStore, Protocol):
         """The stored test set ``name`` with its cases, or ``None``."""
         ...
 
-    async def create_run(self, run: RunRecord) -> None:
-        """Insert a run (re-using an id resets it to status ``running``)."""
+    async def test_set_hash(self, name: str) -> str | None:
+        """:func:`~ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when absent."""
+        ...
+
+    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
+        """Insert a run owned by this process (re-using an id resets it to status ``running``; ``replace``
+        also drops the old run's trace links)."""
+        ...
+
+    async def heartbeat_run(self, run_id: str) -> bool:
+        """Say that the running run's process is alive; ``False`` when the run is not ``running``."""
+        ...
+
+    async def database_identity(self) -> str:
+        """An id equal for every connection to the same database and different between databases."""
+        ...
+
+    async def scored_judges(self, trace_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(trace_id, judge)`` pairs among ``trace_ids`` with a scored (``ok``) judgement of any version."""
         ...
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
@@ -214,6 +233,23 @@ class Exporter(Protocol):
 
 #: Called by the engine once a trace's result is stored (``ok=True``) or failed for good (``ok=False``).
 AckCallback = Callable[[TraceResult, bool], Awaitable[None]]
+
+
+@runtime_checkable
+class TokenLedger(Protocol):
+    """The daily judge-model token budget shared by every process on one database (the store).
+
+    ``day`` is the UTC date (``YYYY-MM-DD``); totals are prompt + completion tokens of ``judge`` that day.
+    """
+
+    async def reserve_tokens(self, judge: str, day: str, tokens: int, budget: int | None) -> int | None:
+        """Add ``tokens`` unless the day's total already reached ``budget`` (``None``: no budget); returns the
+        new total, or ``None`` when refused (nothing added). Atomic across processes."""
+        ...
+
+    async def charge_tokens(self, judge: str, day: str, tokens: int) -> int:
+        """Add ``tokens`` (negative to give back a reservation); returns the new total."""
+        ...
 
 
 class TraceSink(Protocol):

@@ -19,7 +19,7 @@ from ingest.kafka_testutil import REPO, RecordingSink, create_topic, read_topic
 from ingest.serve_testutil import ServeProcess
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp import OtlpReceivers
-from testsupport import free_port, shared_dir
+from testsupport import free_port, shared_dir, wait_until
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -96,9 +96,7 @@ async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
         r = await asyncio.to_thread(
             _cli, ["send", path, "--to", "otlp", "--endpoint", f"http://127.0.0.1:{port}"], {}
         )
-        async with asyncio.timeout(20):
-            while len(sink.acked) < 7:  # noqa: ASYNC110 - the receiver feeds the sink from its own task
-                await asyncio.sleep(0.05)
+        await wait_until(lambda: len(sink.acked) >= 7, 20, "the 7 traces to be acknowledged")
     await sink.close()
     assert r.returncode == 2  # line 7 is not JSON: reported and skipped (an input error; the rest is sent)
     assert "line 7: skipped: not_json" in r.stderr
@@ -143,6 +141,8 @@ async def test_replay_via_kafka_and_otlp_through_serve(
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
         "RAGPULSE_API_ADDRESS": "",  # no portal (its default port may be taken by another test)
         "RAGPULSE_ENABLED_JUDGES": "relevancy,faithfulness,keyword",
+        # issue 11 item 14: replayed traces carry their run id on the wire and are always judged
+        "RAGPULSE_SAMPLING_RATE": "0.2",
     }
     proc = ServeProcess(env)
     serve.append(proc)
@@ -170,10 +170,12 @@ async def test_replay_via_kafka_and_otlp_through_serve(
     conn = await asyncpg.connect(pg_url)
     try:
         rows = await conn.fetch("SELECT source, run_id, count(*) AS n FROM traces GROUP BY source, run_id")
+        not_sampled = await conn.fetchval("SELECT count(*) FROM traces WHERE outcome = 'not_sampled'")
         runs = await conn.fetch("SELECT run_id, status FROM runs")
     finally:
         await conn.close()
     got = {(r["source"], r["run_id"].split("-")[1]): r["n"] for r in rows}
     assert got == {("kafka", "kafka"): 17, ("otlp", "otlp"): 17}
     assert {r["status"] for r in runs} == {"completed"}
+    assert not_sampled == 0  # 8 of 10 were not_sampled at rate 0.2 before
     assert proc.terminate() == 0

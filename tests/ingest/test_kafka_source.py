@@ -21,6 +21,7 @@ from ingest.kafka_testutil import (
 from ragpulse.config import Settings
 from ragpulse.ingest.events import parse_event
 from ragpulse.ingest.kafka import DLQ_HEADERS, KafkaSource, _observe_lag
+from testsupport import wait_until
 
 
 def _settings(bootstrap: str, topic: str, **kw: object) -> Settings:
@@ -34,9 +35,7 @@ def _settings(bootstrap: str, topic: str, **kw: object) -> Settings:
 
 
 async def _wait_for(cond: Callable[[], bool], wait_s: float = 30.0) -> None:
-    async with asyncio.timeout(wait_s):
-        while not cond():  # noqa: ASYNC110 - polling state owned by other tasks
-            await asyncio.sleep(0.05)
+    await wait_until(cond, wait_s)
 
 
 async def test_every_event_delivered_once_and_committed(kafka_bootstrap: str, topic: str) -> None:

@@ -17,6 +17,7 @@ from ragpulse.ingest.otlp.encode import trace_to_openinference_spans
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
 from ragpulse.model import Document, Trace
 from ragpulse.protocols import AckCallback
+from testsupport import wait_until
 
 
 def _traces(n: int) -> list[Trace]:
@@ -121,9 +122,8 @@ async def test_full_assembler_answers_retryable_503_and_unavailable() -> None:
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client,
     ):
         assert (await client.post("/v1/traces", content=bodies[0], headers=headers)).status_code == 200
-        async with asyncio.timeout(5):
-            while r.assembler.pending_traces:  # noqa: ASYNC110 - the first trace is taken by the blocked submit
-                await asyncio.sleep(0.01)
+        # the first trace is taken by the blocked submit
+        await wait_until(lambda: not r.assembler.pending_traces, 5, "the assembler to hand the trace over")
         # the trace in the blocked submit still counts: one more fits (backlog limit 2)
         assert (await client.post("/v1/traces", content=bodies[1], headers=headers)).status_code == 200
         assert r.assembler.saturated

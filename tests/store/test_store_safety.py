@@ -109,8 +109,11 @@ async def test_terminated_backend_is_retriable_and_store_recovers(
 
 
 async def test_statement_timeout_is_retriable(store_url: str) -> None:
+    # migrate with the normal timeouts first: under load, connecting and migrating can take longer than the
+    # short statement timeout this test is about
+    await (await PostgresStore.connect(store_url, f.store_settings(store_url).store)).close()
     store = await PostgresStore.connect(
-        store_url, f.store_settings(store_url, database_command_timeout_s=0.3).store
+        store_url, f.store_settings(store_url, database_command_timeout_s=1.0).store, run_migrations=False
     )
     blocker = await asyncpg.connect(store_url)
     try:

@@ -100,8 +100,10 @@ async def open_portal(
         return None
     check_exposure(options)
     from ragpulse.services.run_queue import RunWorker
+    from ragpulse.services.stats import RollupRefresher
 
     runs = await stack.enter_async_context(RunWorker(store, settings))
+    await stack.enter_async_context(RollupRefresher(store))
     ctx = PortalContext(
         store=store,
         settings=settings,

@@ -48,7 +48,16 @@ def _register() -> None:
     # Sub-command modules register their commands on import.
     import importlib
 
-    for mod in ("replay_cmd", "runs_cmd", "serve_cmd", "calibrate_cmd", "gate_cmd", "send_cmd", "db_cmd"):
+    for mod in (
+        "replay_cmd",
+        "runs_cmd",
+        "serve_cmd",
+        "calibrate_cmd",
+        "gate_cmd",
+        "send_cmd",
+        "db_cmd",
+        "judges_cmd",
+    ):
         try:
             importlib.import_module(f"ragpulse.cli.{mod}")
         except ModuleNotFoundError as e:
@@ -60,5 +69,7 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (SIGTERM is handled like SIGINT, see
+    :func:`ragpulse.cli._common.handle_sigterm_like_sigint`)."""
+    _common.handle_sigterm_like_sigint()
     app()

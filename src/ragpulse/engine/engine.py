@@ -22,6 +22,7 @@ Pipeline (all inside one event loop, created when the engine is entered, never a
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import time
 from collections import OrderedDict
@@ -56,7 +57,7 @@ __all__ = ["TRACE_ERROR", "Engine", "EngineClosedError", "EngineStats", "not_eva
 log = get_logger("ragpulse.engine")
 
 #: Most (trace id, content hash) keys whose final judgements the engine remembers.
-FINAL_CACHE_SIZE = 100_000
+FINAL_CACHE_SIZE = 20_000
 #: Longest wait for the store's answer in :meth:`Engine.prefetch`, seconds (on timeout the traces are judged).
 PREFETCH_TIMEOUT_S = 5.0
 
@@ -88,6 +89,9 @@ class EngineStats:
         already_judged: redelivered traces whose every routed judgement was already final for their content
             (no judge call, nothing changed).
         judgements_final: judge calls skipped because the judgement was final for the content.
+        shadow_judgements: shadow judgements made (``judges.<name>.shadow``; stored apart, see
+            :func:`shadow_hit`).
+        shadow_failures: shadow judgements that could not be stored (logged; the trace is unaffected).
     """
 
     received: int = 0
@@ -103,6 +107,8 @@ class EngineStats:
     batches: int = 0
     already_judged: int = 0
     judgements_final: int = 0
+    shadow_judgements: int = 0
+    shadow_failures: int = 0
 
 
 class _State(Enum):
@@ -157,6 +163,16 @@ def _skipped_no_answer(judge: Judge) -> Judgement:
         status=JudgementStatus.SKIPPED,
         reason="no_answer",
     )
+
+
+def shadow_hit(trace_id: str, judge: str, share: float) -> bool:
+    """Whether the shadow of ``judge`` judges ``trace_id``: the first 8 bytes of SHA-256 of
+    ``"<trace_id>\x00<judge>\x00shadow"`` read as a fraction of 2**64 are below ``share`` — the same traces on
+    every replica and redelivery, among the traces the main judge judged."""
+    if share <= 0.0:
+        return False
+    digest = hashlib.sha256(f"{trace_id}\x00{judge}\x00shadow".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
 
 
 class Engine:
@@ -278,7 +294,12 @@ class Engine:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        """Close (:meth:`aclose`); when the block is left by cancellation or Ctrl-C/SIGTERM nothing more is
+        awaited: in-flight work is cancelled at once instead of drained for ``shutdown_deadline_s``."""
+        interrupted = exc_type is not None and issubclass(
+            exc_type, asyncio.CancelledError | KeyboardInterrupt
+        )
+        await self.aclose(0.0 if interrupted else None)
 
     # -- TraceSink ------------------------------------------------------------------------------------------
 
@@ -456,6 +477,8 @@ class Engine:
                         judgements.append(by_name[j.name])
                 elif not final or (j.name, j.version) not in final:
                     judgements.append(_skipped_no_answer(j))
+        if reason is None:
+            await self._run_shadows(runnable, trace)
         if trace.incomplete:
             self.stats.incomplete += 1
             outcome = TraceOutcome.INCOMPLETE
@@ -465,6 +488,29 @@ class Engine:
         return TraceResult(
             trace=trace, outcome=outcome, judgements=tuple(judgements), received_at=item.received_at
         )
+
+    async def _run_shadows(self, judges: Sequence[Judge], trace: Trace) -> None:
+        """Run the shadow configurations of ``judges`` that :func:`shadow_hit` picks for ``trace`` and store
+        their judgements apart (``store.write_shadow_judgements``). Never changes the trace's result; a
+        failure is logged and counted (``shadow_failures``)."""
+        picked = [
+            spec.judge
+            for j in judges
+            if (spec := getattr(j, "shadow", None)) is not None
+            and shadow_hit(trace.trace_id, j.name, spec.share)
+        ]
+        write = getattr(self._store, "write_shadow_judgements", None)
+        if not picked or write is None:
+            return
+        ran = await asyncio.gather(*(self._run_judge(j, trace) for j in picked))
+        self.stats.shadow_judgements += len(ran)
+        try:
+            await write(trace.trace_id, trace.app, ran)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.stats.shadow_failures += len(ran)
+            log.warning("shadow_write_failed", trace_id=trace.trace_id, error=str(e)[:300])
 
     async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
         """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""

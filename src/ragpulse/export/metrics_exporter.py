@@ -13,7 +13,9 @@ Per changed judgement:
 - ``ragpulse_judge_latency_seconds{judge}`` ← ``latency_s`` for ``ok`` and ``error`` judgements (a skip made
   no judge call, so its ~0 s would hide real latency);
 - ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens (when non-zero: heuristic judges
-  use none, and each measurement costs tens of microseconds in the OTel SDK).
+  use none, and each measurement costs tens of microseconds in the OTel SDK);
+- ``ragpulse_cascade_escalations_total{judge,stage}`` +1 for a cascade judgement that escalated to the main
+  judge (``flags.stage`` ``main`` or ``first_fallback``; :mod:`ragpulse.judges.cascade`).
 
 Judgements of ``source=api`` traces (drafts judged on request by the portal's ``POST /evaluate``) record only
 the judge's latency and tokens: they stay out of ``ragpulse_judgements_total``, ``ragpulse_judge_score`` and
@@ -103,3 +105,6 @@ class MetricsExporter:
             telemetry.JUDGE_TOKENS.add(j.prompt_tokens, {"judge": j.judge, "kind": "prompt"})
         if j.completion_tokens > 0:
             telemetry.JUDGE_TOKENS.add(j.completion_tokens, {"judge": j.judge, "kind": "completion"})
+        stage = getattr(j.flags, "stage", None)
+        if stage in ("main", "first_fallback"):
+            telemetry.CASCADE_ESCALATIONS.add(1, {"judge": j.judge, "stage": stage})

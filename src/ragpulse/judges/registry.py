@@ -26,12 +26,13 @@ from ragpulse.errors import ConfigError
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.options import OPTIONS_BY_JUDGE, parse_options
 from ragpulse.logging import get_logger
-from ragpulse.protocols import Judge
+from ragpulse.protocols import Judge, TokenLedger
 
 __all__ = [
     "BUILTIN_JUDGES",
     "ENTRY_POINT_GROUP",
     "JudgeSpec",
+    "ShadowSpec",
     "available_judges",
     "build_judges",
     "close_judges",
@@ -95,6 +96,51 @@ def _load_class(path: str, judge: str) -> Any:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
         raise ConfigError(f"judge {judge!r}: cannot load {path} ({e})") from e
+
+
+def _build_cascade(
+    settings: Settings, name: str, spec: JudgeSpec, options: Mapping[str, Any], client: LLMClient | None
+) -> Judge:
+    """The :class:`~ragpulse.judges.cascade.CascadeJudge` of ``judges.<name>.cascade`` (options validated)."""
+    from ragpulse.judges.cascade import CascadeJudge
+
+    cascade = options["cascade"]
+    if spec.llm is None or client is None:
+        raise ConfigError(f"judges.{name}.cascade: the main stage needs a judge model (RAGPULSE_JUDGE_MODEL)")
+    main_options = {k: v for k, v in options.items() if k != "cascade"}
+    main = _load_class(spec.llm, name)(settings, main_options, client=client)
+    first_raw = cascade.get("first", "heuristic")
+    if first_raw == "heuristic":
+        if spec.heuristic is None or spec.heuristic == spec.llm:
+            raise ConfigError(f"judges.{name}.cascade.first: {name!r} has no separate offline judge")
+        first = _load_class(spec.heuristic, name)(settings, {})
+    else:
+        first = _load_class(spec.llm, name)(settings, dict(first_raw), client=client)
+    low, high = cascade["band"]
+    return CascadeJudge(name, first, main, (float(low), float(high)))
+
+
+@dataclass(frozen=True)
+class ShadowSpec:
+    """A judge's shadow configuration (``judges.<name>.shadow``): the judge it builds and the share of judged
+    traces it runs on (0–1; which traces: :func:`ragpulse.engine.engine.shadow_hit`)."""
+
+    judge: Judge
+    share: float
+
+
+def _build_shadow(
+    settings: Settings, name: str, main: Judge, options: Mapping[str, Any], client: LLMClient | None
+) -> ShadowSpec:
+    """Build ``judges.<name>.shadow``: this judge with the main options overlaid by the shadow's (its own version)."""
+    raw = dict(options["shadow"])
+    share = float(raw.pop("share"))
+    shadow_options = {**{k: v for k, v in options.items() if k != "shadow"}, **raw}
+    shadow_settings = settings.replaced(judges={**settings.judge.options, name: shadow_options})
+    shadow = build_judges(shadow_settings, [name], client=client)[name]
+    if shadow.version == main.version:
+        raise ConfigError(f"judges.{name}.shadow: same version as the main judge (change an option)")
+    return ShadowSpec(judge=shadow, share=share)
 
 
 def build_judges(
@@ -176,6 +222,10 @@ def build_judges(
                 raise
             except Exception as e:
                 raise ConfigError(f"judge plugin {name!r} failed to load: {e}") from e
+        elif isinstance(options, Mapping) and options.get("cascade") is not None:
+            if client is None and settings.judge.uses_llm:
+                client = LLMClient(settings)
+            judge = _build_cascade(settings, name, spec, options, client)
         elif spec.llm is not None and (settings.judge.uses_llm or spec.heuristic is None):
             if not settings.judge.uses_llm:
                 raise ConfigError(f"judge {name!r} needs a judge model (RAGPULSE_JUDGE_MODEL)")
@@ -187,6 +237,9 @@ def build_judges(
             judge = _load_class(spec.heuristic, name)(settings, options)
         if not isinstance(judge, Judge):
             raise ConfigError(f"judge {name!r} does not implement the Judge protocol")
+        if isinstance(options, Mapping) and options.get("shadow") is not None:
+            holder: Any = judge  # the optional ``shadow`` attribute is not part of the Judge protocol
+            holder.shadow = _build_shadow(settings, name, judge, options, client)
         judges[name] = judge
         _log.info("judge_built", judge=name, backend=str(judge.backend), version=judge.version)
     return judges
@@ -222,18 +275,24 @@ async def close_judges(judges: Mapping[str, Judge]) -> None:
 
 @asynccontextmanager
 async def opened_judges(
-    settings: Settings, names: Sequence[str] | None = None
+    settings: Settings, names: Sequence[str] | None = None, *, ledger: TokenLedger | None = None
 ) -> AsyncIterator[dict[str, Judge]]:
     """The one owner of what judges share: build the judges (one shared LLM client when a judge model is set;
     each judge's own resources such as an embeddings client), yield them, and close all of it once on exit
     through :func:`close_judges` — the shared client once, then every judge's ``aclose`` (which releases only
     what that judge owns, never the shared client).
 
+    ``ledger`` keeps the daily token budget across processes (the store); ``None``: per process.
+
     Raises:
         ConfigError: unknown judge name or bad judge configuration (nothing is left open).
     """
-    judges = build_judges(settings, names)
+    client = LLMClient(settings, ledger=ledger) if settings.judge.uses_llm else None
+    judges: dict[str, Judge] = {}
     try:
+        judges = build_judges(settings, names, client=client)
         yield judges
     finally:
         await close_judges(judges)
+        if client is not None:  # also when no judge took it (idempotent)
+            await client.aclose()

@@ -62,10 +62,18 @@ class RagClient:
         ValueError: ``settings.rag.endpoint_url`` is not set.
     """
 
-    def __init__(self, settings: Settings, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: httpx.AsyncClient | None = None,
+        *,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         if not settings.rag.endpoint_url:
             raise ValueError("rag_endpoint_url is not configured")
         self._url = settings.rag.endpoint_url
+        #: more request fields sent with every question (a portal run's top-k and similarity threshold)
+        self._extra = dict(extra or {})
         self._s = settings
         headers = {"content-type": "application/json"}
         if settings.rag.endpoint_api_key is not None:
@@ -84,7 +92,7 @@ class RagClient:
         started = time.perf_counter()
         try:
             resp = await self._client.post(
-                self._url, json={s.rag.request_question_field: question}, headers=self._headers
+                self._url, json={**self._extra, s.rag.request_question_field: question}, headers=self._headers
             )
         except httpx.HTTPError as e:
             raise RagEndpointError(f"rag_endpoint_error: {type(e).__name__}: {e}", retriable=True) from e

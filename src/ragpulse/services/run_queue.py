@@ -255,6 +255,19 @@ def _run_settings(settings: Settings, req: RunRequest) -> Settings:
     return settings.replaced(**flat)
 
 
+def _rag_extra(settings: Settings, choice: RagChoice) -> dict[str, Any]:
+    """The retrieval parameters of ``choice`` under the request field names its endpoint configures."""
+    endpoint = _endpoints(settings)[choice.endpoint]
+    extra: dict[str, Any] = {}
+    top_k_field = getattr(endpoint, "top_k_field", None)
+    threshold_field = getattr(endpoint, "threshold_field", None)
+    if choice.top_k is not None and top_k_field:
+        extra[top_k_field] = choice.top_k
+    if choice.similarity_threshold is not None and threshold_field:
+        extra[threshold_field] = choice.similarity_threshold
+    return extra
+
+
 class _RunStore(PostgresStore):
     """The store as one portal run sees it (same connection pool): finishing the run after its gate closed
     stores it as ``cancelled``, with the report of what was judged until then."""
@@ -387,11 +400,13 @@ class RunWorker:
         log.info("run_started", run_id=run_id, test_set=ts.name, cases=len(ts.cases))
         async with AsyncExitStack() as stack:
             selection = default_replay_judges(settings, ts, req.judges)
-            judges = await open_judges(stack, settings, selection.names)
+            judges = await open_judges(stack, settings, selection.names, ledger=self.store)
             gated: dict[str, Judge] = {n: _GatedJudge(j, gate) for n, j in judges.items()}
             rag = None
             if req.rag is not None:
-                rag = await stack.enter_async_context(RagClient(settings))
+                rag = await stack.enter_async_context(
+                    RagClient(settings, extra=_rag_extra(self.settings, req.rag))
+                )
             task = asyncio.create_task(
                 run_replay(
                     ts,

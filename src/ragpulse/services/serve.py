@@ -109,6 +109,8 @@ async def _open_sources(
             engine,
             shutdown_deadline_s=deadline,
             log_text=settings.log.text,
+            otlp=settings.otlp,
+            own_service=settings.export.service_name,
             dead_letters=store,
         )
     wanted.update(extra)
@@ -186,10 +188,18 @@ async def run_serve(
                     settings.http.address,
                     checks,
                     metrics_asgi_app(),
-                    info={"database": await store.database_identity()},
+                    info={
+                        "database": await store.database_identity(),
+                        **(
+                            {"otlp_auth": "token" if settings.otlp.token is not None else "none"}
+                            if "otlp" in checks
+                            else {}
+                        ),
+                    },
                 )
             )
-            judges: Mapping[str, Judge] = await open_judges(stack, settings, None)  # closed by the stack
+            # closed by the stack; the daily token budget is kept in the store (shared by replicas)
+            judges: Mapping[str, Judge] = await open_judges(stack, settings, None, ledger=store)
             engine = await stack.enter_async_context(
                 Engine(
                     judges,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
@@ -21,6 +21,7 @@ from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
     CalibrationProfile,
+    Judgement,
     RunRecord,
     RunStatus,
     TestSet,
@@ -29,7 +30,7 @@ from ragpulse.model import (
     normalize_trace_id,
 )
 from ragpulse.protocols import PendingStore, ResultStore, WriteReport
-from ragpulse.store import calibrations, catalog
+from ragpulse.store import calibrations, catalog, shadows
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
 from ragpulse.store.portal import PortalQueries
@@ -71,6 +72,14 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return cols
 
 
+class _PublishFailed(StoreError):
+    """Carries the publisher's exception through :meth:`PostgresStore._run` unwrapped."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"publish failed: {type(cause).__name__}")
+        self.cause = cause
+
+
 class PostgresStore(PortalQueries):
     """Result store on PostgreSQL (asyncpg pool). Build it with :meth:`connect` or ``ragpulse.store.open_store``.
 
@@ -82,11 +91,19 @@ class PostgresStore(PortalQueries):
     """
 
     def __init__(
-        self, pool: asyncpg.Pool, *, redact_text: bool = False, acquire_timeout_s: float = 30.0
+        self,
+        pool: asyncpg.Pool,
+        *,
+        redact_text: bool = False,
+        acquire_timeout_s: float = 30.0,
+        results_outbox: bool = False,
     ) -> None:
         self._pool = pool
         self._redact = redact_text
         self._acquire_timeout = acquire_timeout_s
+        self.results_outbox = results_outbox
+        """When true, new and replaced judgements wait in the results stream's outbox (``published_at`` NULL)
+        until :meth:`publish_pending` hands them to the publisher; else they are stored as published."""
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -106,7 +123,12 @@ class PostgresStore(PortalQueries):
     # -- life cycle ---------------------------------------------------------------------------------------------
     @classmethod
     async def connect(
-        cls, url: str, settings: StoreSettings | None = None, *, run_migrations: bool = True
+        cls,
+        url: str,
+        settings: StoreSettings | None = None,
+        *,
+        run_migrations: bool = True,
+        results_outbox: bool = False,
     ) -> PostgresStore:
         """Open a pool on ``url`` (any asyncpg DSN, unix-socket URIs included) and apply pending migrations.
 
@@ -127,7 +149,12 @@ class PostgresStore(PortalQueries):
             )
         except Exception as e:
             raise to_store_error(e, "connect") from e
-        store = cls(pool, redact_text=s.redact_text, acquire_timeout_s=s.command_timeout_s)
+        store = cls(
+            pool,
+            redact_text=s.redact_text,
+            acquire_timeout_s=s.command_timeout_s,
+            results_outbox=results_outbox,
+        )
         if run_migrations:
             try:
                 await store.migrate()
@@ -226,6 +253,7 @@ class PostgresStore(PortalQueries):
         for r in results:
             by_trace[r.trace.trace_id] = r
         judgements: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        published_at = None if self.results_outbox else datetime.now(UTC)
         run_links: dict[tuple[str, str], str | None] = {}
         trace_rows = []
         # rows in key order: concurrent batches with overlapping traces then lock rows in the same order and
@@ -234,7 +262,7 @@ class PostgresStore(PortalQueries):
             trace_rows.append(trace_row(r, redact_text=self._redact))
             for j in r.judgements:
                 judgements[(r.trace.trace_id, j.judge, j.version)] = judgement_row(
-                    r.trace, j, redact_text=self._redact
+                    r.trace, j, redact_text=self._redact, published_at=published_at
                 )
             if r.trace.run_id:
                 run_links[(clean(r.trace.run_id) or "", r.trace.trace_id)] = clean(r.trace.test_case_id)
@@ -371,6 +399,19 @@ class PostgresStore(PortalQueries):
             if remaining is not None:
                 remaining -= len(rows)
 
+    async def scored_judges(self, trace_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(trace_id, judge)`` pairs among ``trace_ids`` that have a scored (status ``ok``) judgement, any
+        version — what ``rejudge`` must not shadow with an error."""
+
+        async def q(conn: Conn) -> set[tuple[str, str]]:
+            rows = await conn.fetch(
+                "SELECT DISTINCT trace_id, judge FROM judgements WHERE trace_id = ANY($1::text[]) AND status = 'ok'",
+                list(trace_ids),
+            )
+            return {(r["trace_id"], r["judge"]) for r in rows}
+
+        return await self._run("scored_judges", q)
+
     # -- test sets and runs (queries in :mod:`ragpulse.store.catalog`) ------------------------------------------
     async def upsert_test_set(self, ts: TestSet) -> None:
         """Insert or replace test set ``ts.name`` and its cases (cases no longer in ``ts`` are deleted)."""
@@ -413,6 +454,19 @@ class PostgresStore(PortalQueries):
         return await self._run("get_run", lambda c: catalog.get_run(c, run_id))
 
     # -- calibration profiles (queries in :mod:`ragpulse.store.calibrations`) -------------------------------------
+    async def write_shadow_judgements(
+        self, trace_id: str, app: str | None, judgements: Sequence[Judgement]
+    ) -> None:
+        """Store the shadow judgements of one trace apart from its judgements (:mod:`ragpulse.store.shadows`)."""
+        if judgements:
+            await self._run(
+                "write_shadow_judgements", lambda c: shadows.write_shadows(c, trace_id, app, judgements)
+            )
+
+    async def shadow_pairs(self, judge: str, since: datetime | None = None) -> list[shadows.ShadowPair]:
+        """Shadow judgements of ``judge`` since ``since`` with the trace's main judgement (oldest first)."""
+        return await self._run("shadow_pairs", lambda c: shadows.shadow_pairs(c, judge, since))
+
     async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
         """Store ``profile``, replacing one with the same judge, judge version and name."""
         await self._run("save_calibration_profile", lambda c: calibrations.save_profile(c, profile))
@@ -436,10 +490,56 @@ class PostgresStore(PortalQueries):
             "window_pass_counts", lambda c: calibrations.window_pass_counts(c, judge_versions, window)
         )
 
+    # -- results stream outbox (migration 061) -------------------------------------------------------------------
+    async def publish_pending(
+        self, publish: Callable[[list[dict[str, Any]]], Awaitable[None]], limit: int = 500
+    ) -> int:
+        """Hand up to ``limit`` unpublished judgements (oldest first) to ``publish``, then mark them published,
+        in one transaction; return how many.
+
+        The rows are locked (``FOR UPDATE SKIP LOCKED``) while ``publish`` runs, so replicas never publish the
+        same row at once; when ``publish`` raises nothing is marked and the rows are offered again (at least
+        once). Each row: ``trace_id``, ``judge``, ``version``, ``app``, ``scenario``, ``status``, ``score``,
+        ``passed``, ``reason``, ``flags`` (dict), ``time`` (when stored, UTC).
+        """
+
+        async def q(conn: Conn) -> int:
+            async with conn.transaction():
+                rows = await conn.fetch(
+                    """SELECT j.trace_id, j.judge, j.version, j.app, t.scenario, j.status, j.score, j.passed,
+                              j.reason, j.flags, j.updated_at AS time
+                       FROM judgements j JOIN traces t ON t.trace_id = j.trace_id
+                       WHERE j.published_at IS NULL
+                       ORDER BY j.updated_at
+                       LIMIT $1
+                       FOR UPDATE OF j SKIP LOCKED""",
+                    limit,
+                )
+                if not rows:
+                    return 0
+                try:
+                    await publish([dict(r) for r in rows])
+                except Exception as e:  # the publisher's error, not the store's: roll back, re-raise as is
+                    raise _PublishFailed(e) from e
+                await conn.execute(
+                    """UPDATE judgements j SET published_at = now()
+                       FROM unnest($1::text[], $2::text[], $3::text[]) AS k(trace_id, judge, version)
+                       WHERE j.trace_id = k.trace_id AND j.judge = k.judge AND j.version = k.version""",
+                    [r["trace_id"] for r in rows],
+                    [r["judge"] for r in rows],
+                    [r["version"] for r in rows],
+                )
+                return len(rows)
+
+        try:
+            return await self._run("publish_pending", q)
+        except _PublishFailed as e:
+            raise e.cause from e.cause.__cause__
+
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:
-        """Delete traces received more than ``older_than`` ago (their judgements and run links cascade) and
-        dead letters older than that; return the number of traces deleted.
+        """Delete traces received more than ``older_than`` ago (their judgements and run links cascade),
+        dead letters and shadow judgements older than that; return the number of traces deleted.
 
         Deletes in chunks of :data:`PRUNE_CHUNK` traces per transaction so it never holds long locks.
         Runs and test sets are kept.
@@ -460,6 +560,7 @@ class PostgresStore(PortalQueries):
                 if n < PRUNE_CHUNK:
                     break
             await conn.execute("DELETE FROM dead_letters WHERE created_at < $1", cutoff)
+            await conn.execute("DELETE FROM shadow_judgements WHERE created_at < $1", cutoff)
             return total
 
         deleted = await self._run("prune", q)
@@ -483,6 +584,45 @@ class PostgresStore(PortalQueries):
             )
 
         await self._run("write_dead_letter", q)
+
+    # -- daily judge-model token budget (ragpulse.protocols.TokenLedger) --------------------------------------------
+    async def reserve_tokens(self, judge: str, day: str, tokens: int, budget: int | None) -> int | None:
+        """Add ``tokens`` to ``judge_token_ledger`` for ``(day, judge)`` unless the total already reached
+        ``budget``; the new total, or ``None`` when refused. One statement: atomic across replicas."""
+
+        async def q(conn: Conn) -> int | None:
+            total = await conn.fetchval(
+                """INSERT INTO judge_token_ledger AS l (day, judge, tokens) VALUES ($1::text::date, $2, $3)
+                   ON CONFLICT (day, judge) DO UPDATE
+                   SET tokens = l.tokens + EXCLUDED.tokens, updated_at = now()
+                   WHERE $4::bigint IS NULL OR l.tokens < $4::bigint
+                   RETURNING tokens""",
+                day,
+                judge,
+                tokens,
+                budget,
+            )
+            return None if total is None else int(total)
+
+        if budget is not None and budget <= 0:
+            return None
+        return await self._run("reserve_tokens", q)
+
+    async def charge_tokens(self, judge: str, day: str, tokens: int) -> int:
+        """Add ``tokens`` (may be negative) to ``(day, judge)``; returns the new total."""
+
+        async def q(conn: Conn) -> int:
+            total = await conn.fetchval(
+                """INSERT INTO judge_token_ledger AS l (day, judge, tokens) VALUES ($1::text::date, $2, $3)
+                   ON CONFLICT (day, judge) DO UPDATE SET tokens = l.tokens + EXCLUDED.tokens, updated_at = now()
+                   RETURNING tokens""",
+                day,
+                judge,
+                tokens,
+            )
+            return int(total)
+
+        return await self._run("charge_tokens", q)
 
     # -- pending inputs (accepted, result not stored yet; ragpulse.protocols.PendingStore) -----------------------
     async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:

@@ -75,6 +75,7 @@ TRACE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("outcome", "text", False),
     ("outcome_reason", "text", False),
     ("incomplete", "bool", False),
+    ("time_replaced", "bool", False),
     ("run_id", "text", False),
     ("test_case_id", "text", False),
     ("expected_answer", "text", False),
@@ -86,7 +87,6 @@ TRACE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("labelled_doc_ids", "text", True),
     ("answer_span_id", "text", False),
     ("answer_candidates", "text", True),
-    ("time_replaced", "bool", False),
     ("error", "text", False),
     ("received_at", "timestamptz", False),
 )
@@ -112,6 +112,7 @@ JUDGEMENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("completion_tokens", "int4", False),
     ("source", "text", False),
     ("content_hash", "text", False),
+    ("published_at", "timestamptz", False),
 )
 
 
@@ -215,6 +216,7 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
         result.outcome.value,
         clean(result.outcome_reason),
         t.incomplete,
+        t.time_replaced,
         clean(t.run_id),
         clean(t.test_case_id),
         expected,
@@ -226,15 +228,17 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
         dumps(list(t.labelled_doc_ids)) if t.labelled_doc_ids is not None else None,
         t.answer_span_id,
         dumps(list(t.answer_candidates)),
-        t.time_replaced,
         clean(t.error),
         utc(result.received_at),
     )
 
 
-def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any, ...]:
+def judgement_row(
+    trace: Trace, j: Judgement, *, redact_text: bool, published_at: datetime | None = None
+) -> tuple[Any, ...]:
     """One row of :data:`JUDGEMENT_COLUMNS` (reason reduced to its code and raw output dropped when
-    ``redact_text``: both may quote the answer)."""
+    ``redact_text``: both may quote the answer). ``published_at`` ``None`` puts the judgement in the results
+    stream's outbox (migration 061)."""
     ok = j.status is JudgementStatus.OK
     reason = redact_reason(j.reason, ok) if redact_text else clean(j.reason)
     return (
@@ -257,6 +261,7 @@ def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any
         j.completion_tokens,
         trace.source.value,
         trace.content_hash,
+        published_at,
     )
 
 
@@ -279,6 +284,7 @@ def trace_from_row(row: Row) -> Trace:
         attributes=row["attributes"] or {},
         source=Source(row["source"]),
         incomplete=row["incomplete"],
+        time_replaced=bool(row.get("time_replaced") or False),
         run_id=row["run_id"],
         test_case_id=row["test_case_id"],
         expected_answer=row["expected_answer"],
@@ -290,7 +296,6 @@ def trace_from_row(row: Row) -> Trace:
         labelled_doc_ids=row["labelled_doc_ids"],
         answer_span_id=row["answer_span_id"],
         answer_candidates=row["answer_candidates"] or (),
-        time_replaced=row["time_replaced"],
         error=row["error"],
     )
 

@@ -20,6 +20,7 @@ from ragpulse.model import (
     Backend,
     CalibrationProfile,
     Judgement,
+    JudgementStatus,
     RunRecord,
     RunStatus,
     TestSet,
@@ -27,6 +28,7 @@ from ragpulse.model import (
     TraceResult,
 )
 from ragpulse.protocols import WriteReport
+from ragpulse.store.process import OWNER_HOST
 
 __all__ = ["MemoryExporter", "MemoryStore", "ScriptedJudge"]
 
@@ -106,10 +108,24 @@ class MemoryStore:
                 "status": RunStatus.RUNNING,
                 "finished_at": None,
                 "report": None,
+                "owner_host": run.owner_host or OWNER_HOST,
                 "owner_pid": run.owner_pid if run.owner_pid is not None else os.getpid(),
                 "heartbeat_at": datetime.now(UTC),
             }
         )
+
+    async def scored_judges(self, trace_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(trace_id, judge)`` pairs with an ``ok`` judgement among ``trace_ids``."""
+        wanted = set(trace_ids)
+        return {
+            (tid, j.judge)
+            for (tid, _, _), j in self.judgements.items()
+            if tid in wanted and j.status is JudgementStatus.OK
+        }
+
+    async def database_identity(self) -> str:
+        """``memory/<id of this store>``."""
+        return f"memory/{id(self):x}"
 
     async def heartbeat_run(self, run_id: str) -> bool:
         """Record a heartbeat of a running run."""

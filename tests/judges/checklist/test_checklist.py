@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kestrel import CHECKLISTS, kestrel_traces
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.checklist.judge import ChecklistJudge
@@ -15,7 +16,6 @@ from ragpulse.judges.checklist.spec import Checklist, load_checklists
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
 from ragpulse.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
-from refmetrics.kestrel import CHECKLISTS, kestrel_traces
 
 
 def _examples() -> dict[str, Checklist]:

@@ -15,6 +15,11 @@
   OTLP response).
 - While ``otlp_max_pending_traces`` traces are held, requests are refused with HTTP 503 (``Retry-After``) /
   gRPC ``UNAVAILABLE``, which OTLP exporters retry.
+- Optional authentication and TLS: with ``otlp_token`` (``RAGPULSE_OTLP_TOKEN``) every request needs
+  ``Authorization: Bearer <token>`` (HTTP; else 401) or the ``authorization`` metadata with the same value
+  (gRPC; else ``UNAUTHENTICATED``); ``otlp_tls_cert_file`` / ``otlp_tls_key_file`` serve both over TLS.
+  Listening on a non-loopback address without a token logs one ``otlp_receivers_unauthenticated`` warning
+  at start (``serve`` reports ``"otlp_auth": "none"`` on ``/readyz``).
 - With a ``pending`` store (``serve`` passes the PostgreSQL store) every trace is recorded there before the
   receiver answers 200 (:mod:`ragpulse.ingest.otlp.journal`) and deleted once its result is stored; on start
   the pending traces are read back and judged. On exit the receivers stop accepting and held traces simply
@@ -29,8 +34,11 @@ Metrics: ``ragpulse_traces_received{source=otlp}`` per trace handed to the sink,
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import ssl
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -53,6 +61,16 @@ from ragpulse.protocols import DeadLetterSink, PendingStore, TraceSink
 __all__ = ["OtlpReceivers", "parse_address"]
 
 log = get_logger(__name__)
+
+
+def _is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (``127.0.0.0/8``, ``::1``)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
 
 
 class OtlpReceivers:
@@ -90,6 +108,13 @@ class OtlpReceivers:
         self._own_service = own_service
         self._shutdown_deadline_s = shutdown_deadline_s
         self._sink = sink
+        self._token = settings.token.get_secret_value() if settings.token is not None else None
+        self._tls: tuple[str, str] | None = (
+            (str(settings.tls_cert_file), str(settings.tls_key_file))
+            if settings.tls_cert_file is not None and settings.tls_key_file is not None
+            else None
+        )
+        self._tls_pem: tuple[bytes, bytes] | None = None  # (certificate, key) PEM, read at start
         self.journal = PendingJournal(pending) if pending is not None else None
         self.assembler = TraceAssembler(
             settings, TraceBuilder(settings, mappers), clock=clock, journal=self.journal
@@ -120,18 +145,53 @@ class OtlpReceivers:
     ) -> None:
         await self.close()
 
+    @property
+    def auth(self) -> str:
+        """``token`` when the receivers require a bearer token, else ``none`` (reported on ``/readyz``)."""
+        return "token" if self._token is not None else "none"
+
+    def _exposed(self) -> list[str]:
+        """The enabled receiver addresses that are not loopback-only."""
+        out = []
+        for address in (self._settings.grpc_address, self._settings.http_address):
+            if address.strip():
+                host, _ = parse_address(address)
+                if not _is_loopback(host):
+                    out.append(address.strip())
+        return out
+
+    def _check_tls(self) -> None:
+        if self._tls is None:
+            return
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(*self._tls)
+            self._tls_pem = (Path(self._tls[0]).read_bytes(), Path(self._tls[1]).read_bytes())
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"cannot load the OTLP TLS certificate/key {self._tls}: {e}") from e
+
     async def start(self) -> None:
         """Bind and start the enabled receivers and the assembler task.
 
+        Logs one warning when a receiver listens on a non-loopback address without a token.
+
         Raises:
             RuntimeError: already started.
-            ConfigError: bad address or the port cannot be bound.
+            ConfigError: bad address, the port cannot be bound, or the TLS files cannot be loaded.
         """
         if self._started:
             raise RuntimeError("OtlpReceivers already started")
         self._started = True
         s = self._settings
         try:
+            self._check_tls()
+            exposed = self._exposed()
+            if exposed and self._token is None:
+                log.warning(
+                    "otlp_receivers_unauthenticated",
+                    addresses=exposed,
+                    tls=self._tls is not None,
+                    hint="anyone who can reach these addresses can submit traces; set RAGPULSE_OTLP_TOKEN",
+                )
             if self.journal is not None:
                 await self._resume(self.journal)
             self._assembler_task = asyncio.create_task(self.assembler.run(self._sink), name="otlp-assembler")
@@ -164,10 +224,14 @@ class OtlpReceivers:
         server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)]
         )
-        add_receiver(server, TraceServiceReceiver(self.intake))
+        add_receiver(server, TraceServiceReceiver(self.intake, self._token))
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
-            bound = server.add_insecure_port(target)
+            if self._tls_pem is not None:
+                cert, key = self._tls_pem
+                bound = server.add_secure_port(target, grpc.ssl_server_credentials([(key, cert)]))
+            else:
+                bound = server.add_insecure_port(target)
         except RuntimeError as e:
             raise ConfigError(f"cannot listen for OTLP/gRPC on {address}: {e}") from e
         if not bound:
@@ -175,14 +239,22 @@ class OtlpReceivers:
         await server.start()
         self._grpc = server
         self.grpc_port = bound
-        log.info("otlp_grpc_listening", address=f"{host}:{bound}")
+        log.info("otlp_grpc_listening", address=f"{host}:{bound}", tls=self._tls is not None, auth=self.auth)
 
     async def _start_http(self, address: str) -> None:
-        app = build_http_app(self.intake, self._settings.max_request_bytes)
-        self._http = EmbeddedAsgiServer(app, address, what="OTLP/HTTP", task_name="otlp-http")
+        app = build_http_app(self.intake, self._settings.max_request_bytes, self._token)
+        cert, key = self._tls if self._tls is not None else (None, None)
+        self._http = EmbeddedAsgiServer(
+            app, address, what="OTLP/HTTP", task_name="otlp-http", ssl_certfile=cert, ssl_keyfile=key
+        )
         await self._http.start()
         self.http_port = self._http.port
-        log.info("otlp_http_listening", address=f"{self._http.host}:{self.http_port}")
+        log.info(
+            "otlp_http_listening",
+            address=f"{self._http.host}:{self.http_port}",
+            tls=self._tls is not None,
+            auth=self.auth,
+        )
 
     async def wait_failed(self) -> BaseException:
         """:class:`~ragpulse.protocols.Source`: wait until the assembler task dies on its own; return why."""

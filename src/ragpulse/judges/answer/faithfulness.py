@@ -127,11 +127,14 @@ class LLMFaithfulnessJudge(Judge):
             if not isinstance(item, dict):
                 raise JudgeError("unparseable", "a claim is not an object")
             claim = next((str(item[k]) for k in _CLAIM_TEXT_KEYS if k in item), "")
-            verdict = normalize_verdict_word(item.get("supported", item.get("verdict")))
-            if verdict is None:
+            raw = item.get("supported", item.get("verdict"))
+            verdict = normalize_verdict_word(raw)
+            contradicted = isinstance(raw, str) and raw.strip().casefold().startswith("contradict")
+            if verdict is None and not contradicted:
                 raise JudgeError("unparseable", f"claim without a yes/no 'supported' value: {claim[:80]}")
             start, end = locate(claim, answer) or (None, None)
-            claims.append(Claim(claim.strip(), start, end, "supported" if verdict else "unsupported"))
+            label: Verdict = "contradicted" if contradicted else "supported" if verdict else "unsupported"
+            claims.append(Claim(claim.strip(), start, end, label))
         return self._claims_decision(claims, "claims")
 
     def _claims_decision(self, claims: list[Claim], decided_by: str, note: str = "") -> Decision | Judgement:

@@ -13,6 +13,8 @@ described in ``docs/llm-judges.md`` ("The judge-model layer"):
 - the daily token budget per judge (UTC days), taken after the concurrency slot: the prompt's estimate
   (:func:`estimate_tokens`) is reserved and replaced by the reply's ``usage``; a reply without ``usage`` is
   charged the estimate (:attr:`LLMResult.tokens_estimated`); over budget → ``JudgeError("over_budget")``;
+  with a :class:`~ragpulse.protocols.TokenLedger` (the store, in ``serve``/``replay``) the ledger table is the
+  source of truth, so replicas on one database share one budget; without one the budget is per process;
 - replies that are not UTF-8 JSON or not a chat completion → ``JudgeError("bad_reply")``; an HTTP 4xx that is
   not retried keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason.
 
@@ -40,6 +42,7 @@ import openai
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.logging import get_logger
+from ragpulse.protocols import TokenLedger
 
 __all__ = ["LLMClient", "LLMResult", "LLMStats", "ModelUnavailableError", "estimate_tokens"]
 
@@ -152,18 +155,22 @@ class LLMClient:
             ``judge_requests_per_minute``, ``judge_cache_size``, ``judge_daily_token_budget`` and
             ``judge_http_transport``.
 
+        ledger: where the daily token budget is kept across processes (the store); ``None`` keeps it in this
+            process. A ledger that cannot be reached fails the call as ``judge_unavailable``.
+
     Raises:
         ConfigError: ``settings.judge.model`` is not set.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, ledger: TokenLedger | None = None) -> None:
         if not settings.judge.model:
             raise ConfigError("the LLM judge backend needs RAGPULSE_JUDGE_MODEL (judge_model)")
         self.settings = settings
         self.model: str = settings.judge.model
         self.stats = LLMStats()
         self._cache: OrderedDict[str, LLMResult] = OrderedDict()
-        self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens)
+        self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens), as last known
+        self._ledger = ledger
         self._state: _LoopState | None = None
         self._closed = False
 
@@ -215,7 +222,8 @@ class LLMClient:
 
     # -- budget ----------------------------------------------------------------------------------------
     def tokens_spent_today(self, judge: str) -> int:
-        """Prompt + completion tokens ``judge`` spent on the current UTC day."""
+        """Prompt + completion tokens ``judge`` spent on the current UTC day (with a ledger: by every process,
+        as of this client's last ledger update)."""
         day = datetime.now(UTC).date().isoformat()
         d, n = self._spent.get(judge, (day, 0))
         return n if d == day else 0
@@ -226,8 +234,49 @@ class LLMClient:
 
     def _refuse_over_budget(self, judge: str, budget: int | None) -> None:
         if budget is not None and self.tokens_spent_today(judge) >= budget:
-            self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
-            raise JudgeError("over_budget", f"daily token budget of {budget} spent")
+            self._over_budget(judge, budget)
+
+    def _over_budget(self, judge: str, budget: int | None) -> None:
+        self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
+        raise JudgeError("over_budget", f"daily token budget of {budget} spent")
+
+    async def _reserve(self, judge: str, tokens: int, budget: int | None) -> str:
+        """Reserve ``tokens`` of today's budget (ledger or process); returns the UTC day charged.
+
+        Raises:
+            JudgeError: ``over_budget``; ``judge_unavailable`` when the ledger cannot be reached.
+        """
+        day = datetime.now(UTC).date().isoformat()
+        if self._ledger is None:
+            self._refuse_over_budget(judge, budget)
+            self._charge(judge, tokens)
+            return day
+        try:
+            total = await self._ledger.reserve_tokens(judge, day, tokens, budget)
+        except Exception as e:  # the store's errors; no call without the shared budget
+            _log.warning("judge_token_ledger_unavailable", judge=judge, error=f"{type(e).__name__}: {e}")
+            raise ModelUnavailableError(f"token ledger unavailable: {type(e).__name__}", retries=0) from e
+        if total is None:
+            self._spent[judge] = (day, max(budget or 0, self.tokens_spent_today(judge)))
+            self._over_budget(judge, budget)
+        else:
+            self._spent[judge] = (day, total)
+        return day
+
+    async def _adjust(self, judge: str, day: str, tokens: int) -> None:
+        """Correct a reservation of ``day`` by ``tokens`` (usage − estimate, or −estimate for a failed call)."""
+        if self._ledger is None:
+            self._charge(judge, tokens)
+            return
+        if not tokens:
+            return
+        try:
+            total = await self._ledger.charge_tokens(judge, day, tokens)
+        except Exception as e:  # the reservation stands (the budget errs on the safe side)
+            _log.warning("judge_token_ledger_unavailable", judge=judge, error=f"{type(e).__name__}: {e}")
+            return
+        if day == datetime.now(UTC).date().isoformat():
+            self._spent[judge] = (day, total)
 
     # -- calls -----------------------------------------------------------------------------------------
     @staticmethod
@@ -324,8 +373,7 @@ class LLMClient:
             async with state.semaphore:
                 if state.limiter is not None:
                     await state.limiter.acquire()
-                self._refuse_over_budget(judge, budget)
-                self._charge(judge, reserved)
+                day = await self._reserve(judge, reserved, budget)
                 self.stats.requests += 1
                 try:
                     # The documented generic-request path of the openai client: same retries, timeouts and
@@ -342,7 +390,7 @@ class LLMClient:
                         },
                     )
                 except openai.APIError as e:
-                    self._charge(judge, -reserved)
+                    await self._adjust(judge, day, -reserved)
                     retries = max(attempts[0] - 1, 0)
                     self.stats.retries += retries
                     if isinstance(e, openai.APIResponseValidationError):
@@ -355,7 +403,7 @@ class LLMClient:
                     _log.warning("judge_model_unavailable", judge=judge, model=self.model, detail=detail)
                     raise ModelUnavailableError(detail, retries=retries) from e
                 except (UnicodeDecodeError, ValueError) as e:  # a body the transport could not decode
-                    self._charge(judge, -reserved)
+                    await self._adjust(judge, day, -reserved)
                     _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
                     raise JudgeError("bad_reply", "the judge model's reply is not UTF-8 JSON") from e
         finally:
@@ -365,12 +413,12 @@ class LLMClient:
         try:
             text, finish_reason, usage = _read_completion(data)
         except JudgeError:
-            self._charge(judge, -reserved)
+            await self._adjust(judge, day, -reserved)
             raise
         pt, ct = usage or (reserved, estimate_tokens([text]))
         self.stats.prompt_tokens[judge] = self.stats.prompt_tokens.get(judge, 0) + pt
         self.stats.completion_tokens[judge] = self.stats.completion_tokens.get(judge, 0) + ct
-        self._charge(judge, pt + ct - reserved)
+        await self._adjust(judge, day, pt + ct - reserved)
         return LLMResult(
             text=text,
             finish_reason=finish_reason,

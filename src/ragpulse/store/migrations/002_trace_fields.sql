@@ -1,5 +1,5 @@
 -- Typed trace fields that used to travel as attributes keys (or did not exist): what the producer said about
--- the trace (not evaluable, error, time replaced), the ground truth a replayed case carried, and which span of
+-- the trace (not evaluable, error; time_replaced is migration 111), the ground truth a replayed case carried, and which span of
 -- an OTLP trace supplied the answer.
 ALTER TABLE traces
     -- the producer's reason why no judge may score the trace (e.g. 'rag_endpoint_failed: …', 'ambiguous_answer')
@@ -14,8 +14,6 @@ ALTER TABLE traces
     -- the OTLP span that supplied answer and context, and the LLM spans that could have
     ADD COLUMN answer_span_id     text,
     ADD COLUMN answer_candidates  jsonb NOT NULL DEFAULT '[]'::jsonb,
-    -- the reported time was implausible and replaced by the receive time
-    ADD COLUMN time_replaced      boolean NOT NULL DEFAULT false,
     -- trace-level error reported by the source (e.g. OTLP root span status ERROR)
     ADD COLUMN error              text;
 
