@@ -21,6 +21,7 @@ ALERTS = {
     "RagpulseJudgeErrorRateHigh",
     "RagpulseEvaluationLagHigh",
     "RagpulseNoTracesReceived",
+    "RagpulseCorrectedPassRateLow",
 }
 
 
@@ -47,7 +48,7 @@ def test_every_alert_has_summary_description_runbook_and_for() -> None:
 def test_promtool_check_rules() -> None:
     r = _promtool("check", "rules", "alerts.yml")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 7 rules found" in r.stdout
+    assert "SUCCESS: 8 rules found" in r.stdout
 
 
 @needs_promtool
