@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -11,9 +12,72 @@ import asyncpg
 import pytest
 
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
+from testsupport import CLEARED_PREFIXES, TEST_VARIABLES
 
 #: Server for tests (the machine's PostgreSQL, trust auth). Override with RAGPULSE_TEST_PG_ADMIN_URL.
 ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+#: Fixtures that start or need an outside service (PostgreSQL, embedded PostgreSQL, the tansu Kafka broker,
+#: promtool/Prometheus, a browser): a test using any of them, directly or through another fixture, is marked
+#: ``integration``. Tests that need such a service without a fixture carry the marker themselves.
+INTEGRATION_FIXTURES = frozenset(
+    {
+        "pg_url",
+        "pg_url_session",
+        "store_url",
+        "embedded_settings",
+        "kafka_bootstrap",
+        "promtool",
+        "prometheus_bin",
+    }
+)
+
+
+def _shell_settings() -> list[str]:
+    return [k for k in os.environ if k.startswith(CLEARED_PREFIXES) and k not in TEST_VARIABLES]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Clear the shell's settings once for the whole process, before collection and session fixtures (servers
+    and brokers started for a whole session inherit the clean environment)."""
+    for key in _shell_settings():
+        del os.environ[key]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses an :data:`INTEGRATION_FIXTURES` fixture as ``integration``, so
+    ``pytest -m "not integration"`` is the fast lane (docs/dev/testing.md). Nothing is deselected by default."""
+    for item in items:
+        if INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def promtool() -> str:
+    """Path of ``promtool`` (Debian package ``prometheus``); the test is skipped without it."""
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    return found
+
+
+@pytest.fixture
+def prometheus_bin() -> str:
+    """Path of the ``prometheus`` server binary; the test is skipped without it."""
+    found = shutil.which("prometheus")
+    if found is None:
+        pytest.skip("prometheus not installed (Debian package prometheus)")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test (and every CLI subprocess it starts with the inherited environment) runs without
+    ``RAGPULSE_*``, ``OPENAI_*`` and ``OTEL_*`` settings, except :data:`TEST_VARIABLES`; a test that needs one
+    sets it with ``monkeypatch.setenv`` (undone after the test)."""
+    for key in _shell_settings():
+        monkeypatch.delenv(key)
 
 
 def _run(coro: object) -> object:

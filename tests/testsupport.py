@@ -20,6 +20,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: Prefixes of the variables that configure ragpulse, the openai client and OpenTelemetry: no test sees the
+#: developer's values (tests/conftest.py clears them).
+CLEARED_PREFIXES = ("RAGPULSE_", "OPENAI_", "OTEL_")
+#: The test-only variables the suite itself reads; they are kept (docs/dev/testing.md).
+TEST_VARIABLES = frozenset({"RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL"})
+
 
 def shared_dir() -> Path:
     """The shared read-only data folder: ``RAGPULSE_SHARED_DIR``, else ``shared/`` beside the repository root

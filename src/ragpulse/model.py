@@ -411,6 +411,7 @@ class TestCase(BaseModel):
         contexts / doc_ids: retrieved contexts (and their ids) that came with the recorded answer.
         context_labels: 0/1 relevance label per retrieved context, when labelled (e.g. RGB).
         metadata: every other field of the input row.
+        origin: where the case was read from (``file:line``), for reports; not stored.
     """
 
     __test__ = False  # not a pytest class
@@ -426,6 +427,7 @@ class TestCase(BaseModel):
     doc_ids: tuple[str | None, ...] = ()
     context_labels: tuple[int, ...] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    origin: str | None = Field(default=None, exclude=True)
 
 
 class TestSet(BaseModel):

@@ -20,6 +20,7 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # embedded PostgreSQL
 def test_replay_example_on_embedded_postgres(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
     env.update(

@@ -11,9 +11,7 @@ import yaml
 
 PROM_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed (Debian package prometheus)"
-)
+needs_promtool = pytest.mark.usefixtures("promtool")  # skips without promtool; marks the test integration
 
 ALERTS = {
     "RagpulseFaithfulnessPassRateLow",

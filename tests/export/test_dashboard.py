@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +83,7 @@ def test_dashboard_covers_every_issue_metric() -> None:
     assert metric_names(dashboard_exprs()) >= REQUIRED_METRICS
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+@pytest.mark.usefixtures("promtool")
 def test_every_dashboard_expression_parses(tmp_path: Path) -> None:
     # promtool parses each expression as a recording rule (no server needed).
     rules = {"groups": [{"name": "dashboard", "rules": [

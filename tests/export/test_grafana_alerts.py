@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +56,7 @@ def test_same_alerts_as_prometheus() -> None:
         assert r["execErrState"] == "Error"
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+@pytest.mark.usefixtures("promtool")
 def test_grafana_queries_parse(tmp_path: Path) -> None:
     rules = {
         "groups": [

@@ -38,7 +38,7 @@ PROMETHEUS = shutil.which("prometheus")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (Debian package prometheus)"),
+    pytest.mark.usefixtures("prometheus_bin"),
 ]
 
 

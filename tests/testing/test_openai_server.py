@@ -207,7 +207,7 @@ async def test_schedule_by_time(openai_server: ScriptedOpenAIServer) -> None:
 
 
 async def test_label_oracle_seeded_error_rate(openai_server: ScriptedOpenAIServer) -> None:
-    labels = {f"case-{i:03d}": i % 3 != 0 for i in range(200)}
+    labels = {f"case-{i:03d}": i % 3 != 0 for i in range(100)}
     oracle = LabelOracle(labels, key=r"\b(case-\d{3})\b", p_correct=0.8, seed=11)
     openai_server.reset(oracle)
     async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
@@ -222,11 +222,11 @@ async def test_label_oracle_seeded_error_rate(openai_server: ScriptedOpenAIServe
     given = {a.key: a.given for a in oracle.answers}
     assert [s.split("\n")[0] if s else s for s in said] == ["YES" if given[c] else "NO" for c in labels]
     right = sum(a.correct for a in oracle.answers)
-    assert 140 <= right <= 180  # 80 % of 200, seeded
+    assert 68 <= right <= 92  # 80 % of 100, seeded
     # the same seed and key always give the same answer, whatever the order of arrival
     again = LabelOracle(labels, key=r"\b(case-\d{3})\b", p_correct=0.8, seed=11)
     assert all(again.is_right_on(a.key) == a.correct for a in oracle.answers)
-    assert sum(LabelOracle(labels, p_correct=1.0).is_right_on(c) for c in labels) == 200
+    assert sum(LabelOracle(labels, p_correct=1.0).is_right_on(c) for c in labels) == 100
 
 
 async def test_label_oracle_keyed_by_answer_text_in_judge_format(openai_server: ScriptedOpenAIServer) -> None:

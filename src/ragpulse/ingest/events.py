@@ -7,9 +7,12 @@ cannot drift apart. See ``docs/ingestion.md`` for the field list.
 A message that cannot become a trace raises :class:`EventRejected` with a machine-readable ``reason``:
 
 - ``too_large: <n> bytes > <limit>`` – the raw message is bigger than ``kafka_max_message_bytes``;
-- ``not_json: <detail>`` – empty, not UTF-8, not JSON, or a JSON value with a bad number (NaN, Infinity);
+- ``not_json: <detail>`` – empty, not JSON, or a JSON value with a bad number (NaN, Infinity);
 - ``schema: <path>: <message>`` – JSON that breaks the schema (``<path>`` is a JSON pointer, ``/`` for the
   whole event), e.g. ``schema: /: missing required field traceId``.
+
+Text is decoded leniently (:mod:`ragpulse.textclean`): invalid UTF-8 bytes and lone surrogates become U+FFFD
+and NUL characters are removed, so one bad character never costs a trace.
 
 A valid event without a question or an answer is *not* rejected: it becomes a trace that the engine records
 as ``not_evaluable``.
@@ -32,6 +35,7 @@ from ragpulse.errors import IngestError
 from ragpulse.ingest.timestamps import epoch_to_datetime, minus_latency, plausible_times
 from ragpulse.jsonutil import strict_loads
 from ragpulse.model import Document, Source, Trace
+from ragpulse.textclean import clean_json, decode_utf8, json_text_needs_cleaning
 
 __all__ = [
     "SCHEMA_RESOURCE",
@@ -111,16 +115,16 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
         raise EventRejected("not_json: empty message")
     if len(value) > max_bytes:
         raise EventRejected(f"too_large: {len(value)} bytes > {max_bytes}")
+    text = decode_utf8(value)  # lenient: invalid bytes become U+FFFD, one bad byte never costs a trace
     try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise EventRejected(f"not_json: not UTF-8 ({e.reason} at byte {e.start})") from e
-    try:
-        return strict_loads(text)
+        event = strict_loads(text)
     except (json.JSONDecodeError, ValueError) as e:
         raise EventRejected(f"not_json: {_short(str(e))}") from e
     except RecursionError as e:  # a poison message must be dead-lettered, not kill the consume loop
         raise EventRejected("not_json: nested too deeply") from e
+    if json_text_needs_cleaning(text):  # lone surrogates ("\ud83d") → U+FFFD, NUL removed
+        event = clean_json(event)
+    return event
 
 
 def _pick(event: dict[str, Any], camel: str) -> Any:

@@ -4,7 +4,9 @@ Delivery is at least once: a message's offset is committed only after the engine
 result (or after it went to the dead-letter topic); the store's upsert makes redeliveries harmless, so the
 visible result is exactly once. Flow per message:
 
-1. :func:`~ragpulse.ingest.events.parse_event` → a trace, or a rejection reason;
+1. :func:`~ragpulse.ingest.events.parse_event` → a trace, or a rejection reason; any other exception while
+   decoding one message (a bug) dead-letters it with reason ``internal_error: <exception type>`` and is logged
+   once (``kafka_message_failed``) — the consume loop goes on;
 2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka_dlq_topic``) with
    headers ``ragpulse.dlq.reason``, ``ragpulse.dlq.topic``, ``ragpulse.dlq.partition``, ``ragpulse.dlq.offset``
    (plus the original key, value and headers) and counted on ``ragpulse_traces_rejected{source="kafka"}``;
@@ -303,6 +305,18 @@ class KafkaSource:
                 trace = parse_event(rec.value, max_bytes=self._settings.kafka_max_message_bytes)
             except EventRejected as e:
                 await self._dead_letter(rec, e.reason, e.code)
+                self._tracker.done(tp, rec.offset)
+                continue
+            except Exception as e:  # a bug for one message must not stop the partition (or crash-loop serve)
+                log.error(
+                    "kafka_message_failed",
+                    error_type=type(e).__name__,
+                    topic=rec.topic,
+                    partition=rec.partition,
+                    offset=rec.offset,
+                    exc_info=True,
+                )
+                await self._dead_letter(rec, f"internal_error: {type(e).__name__}", "internal_error")
                 self._tracker.done(tp, rec.offset)
                 continue
             self.stats["received"] += 1

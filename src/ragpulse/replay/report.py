@@ -92,8 +92,9 @@ def _case_row(c: CaseResult) -> tuple[dict[str, Any], bool, bool]:
         reason = "; ".join(f"{j.judge}: {j.reason or j.outcome}" for j in bad) or "no_judgements"
     else:
         reason = None
-    if not c.stored:
-        reason = f"store_failed; {reason}" if reason else "store_failed"
+    if not c.stored:  # the runner's note names the case's file:line when known ("store_failed: f.jsonl:2")
+        head = c.note if c.note and c.note.startswith("store_failed") else "store_failed"
+        reason = f"{head}; {reason}" if reason and reason != head else head
     row = {
         "case_id": c.case_id,
         "trace_id": c.result.trace.trace_id,

@@ -252,6 +252,10 @@ async def run_replay(
             trace = case_to_trace(case, run_id=run_id, test_set=test_set.name)
             got = (TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="lost"), False)
         result, ok = got
+        if not ok:  # reported with where the case came from; the other cases went on
+            if case.origin:
+                notes.setdefault(case.id, f"store_failed: {case.origin}")
+            log.warning("replay_case_not_stored", case_id=case.id, origin=case.origin)
         results.append(
             CaseResult(
                 case_id=case.id,

@@ -30,6 +30,10 @@ the case's ``metadata`` (``app`` and ``scenario`` there route the case's trace).
 
 Errors
 ------
+Lone surrogates (``"\\ud83d"``, half an emoji) become U+FFFD and NUL characters are removed
+(:mod:`ragpulse.textclean`); a file that is not UTF-8 is an error naming the line (below). Each case remembers where it came from (``origin``,
+``file:line``), so a case that still cannot be stored is reported with its line.
+
 :class:`TestSetError` (a :class:`~ragpulse.errors.ConfigError`) names the file and line (or row) of every
 problem: invalid JSON, a row that is not an object, a field of the wrong type, a duplicate case id, no cases,
 a file that is not UTF-8, a CSV quote left open (reported on the line where the quoted cell starts).
@@ -49,6 +53,7 @@ from typing import Any
 from ragpulse.errors import ConfigError
 from ragpulse.jsonutil import strict_loads
 from ragpulse.model import TestCase, TestSet
+from ragpulse.textclean import clean_json
 
 __all__ = ["CSV_DELIMITERS", "FIELD_ALIASES", "TestSetError", "decode_text", "load_test_set", "parse_case"]
 
@@ -210,7 +215,7 @@ def _build(path: Path, rows: Iterable[tuple[int, Any]], unit: str, *, name: str,
     seen: dict[str, int] = {}
     for n, row in rows:
         try:
-            case = parse_case(row, f"line-{n}")
+            case = parse_case(clean_json(row), f"line-{n}").model_copy(update={"origin": f"{path}:{n}"})
         except ValueError as e:
             raise TestSetError(f"{path}:{n}: {unit} {n}: {e}") from e
         if case.id in seen:

@@ -1,7 +1,7 @@
 """Conversions between the shared model types and the store's rows (column arrays for bulk upserts).
 
 Pure functions, no I/O. Text is sanitised on the way in: NUL characters (which PostgreSQL rejects in ``text``
-and ``jsonb``) are removed and non-finite floats inside JSON become ``null``, so one odd trace never fails a
+and ``jsonb``) are removed, lone surrogates become U+FFFD and non-finite floats inside JSON become ``null``, so one odd trace never fails a
 whole batch.
 """
 
@@ -29,6 +29,7 @@ from ragpulse.model import (
     TraceResult,
 )
 from ragpulse.store.redaction import redact, redact_attributes, redact_reason
+from ragpulse.textclean import clean_text, needs_cleaning
 
 __all__ = [
     "JUDGEMENT_COLUMNS",
@@ -101,10 +102,9 @@ JUDGEMENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
 
 
 def clean(text: str | None) -> str | None:
-    """``text`` without NUL characters (PostgreSQL cannot store them)."""
-    if text is None or "\x00" not in text:
-        return text
-    return text.replace("\x00", "")
+    """``text`` without NUL characters and with lone surrogates as U+FFFD (PostgreSQL cannot store either);
+    see :func:`ragpulse.textclean.clean_text`."""
+    return clean_text(text)
 
 
 def _jsonable(v: Any) -> Any:
@@ -130,7 +130,7 @@ def dumps(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         text = None
-    if text is None or "\\u0000" in text:
+    if text is None or "\\u0000" in text or needs_cleaning(text):
         text = json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text
 

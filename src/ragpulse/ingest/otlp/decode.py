@@ -11,7 +11,7 @@ Other rules: 64-bit integers may be decimal strings or JSON numbers; enums are i
 unknown fields are ignored. A span that cannot be decoded (bad id, wrong types) is dropped and counted in
 :attr:`DecodeResult.rejected_spans`; the rest of the request is kept (OTLP partial success).
 
-Text is decoded leniently (:mod:`ragpulse.ingest.lenient`): invalid UTF-8 in a JSON body or in a protobuf
+Text is decoded leniently (:mod:`ragpulse.textclean`): invalid UTF-8 in a JSON body or in a protobuf
 ``string`` field, and lone surrogates (``"\\ud83d"``) in OTLP/JSON, become U+FFFD, so one cut character never
 costs the spans around it. A protobuf payload with bad UTF-8 is parsed a second time with a schema whose
 ``string`` fields are ``bytes`` (:func:`parse_lenient`), only when the strict parse fails.
@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from ragpulse.errors import IngestError
-from ragpulse.ingest.lenient import decode_utf8, has_escaped_surrogate, repair_json, repair_text
+from ragpulse.textclean import decode_utf8, has_escaped_surrogate, repair_json, repair_text
 
 __all__ = [
     "SPAN_ID_BYTES",
