@@ -74,6 +74,7 @@ class Source(StrEnum):
     KAFKA = "kafka"
     OTLP = "otlp"
     REPLAY = "replay"
+    API = "api"
 
 
 class Backend(StrEnum):

@@ -11,7 +11,7 @@ import structlog
 
 from ragpulse.config import JudgeRoute, Settings
 from ragpulse.engine import Engine, EngineClosedError
-from ragpulse.model import Backend, Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
 from ragpulse.testing.fakes import MemoryExporter, MemoryStore, ScriptedJudge
 
 
@@ -93,12 +93,27 @@ async def test_not_sampled_traces_are_stored_without_judgements() -> None:
     judge = ScriptedJudge("a")
     async with Engine({"a": judge}, store, _settings(sampling_rate=0.0)) as eng:
         for i in range(5):
-            await eng.submit(_trace(i))
+            await eng.submit(_trace(i, source=Source.KAFKA))
     assert judge.calls == 0
     assert {r.outcome for r in store.traces.values()} == {TraceOutcome.NOT_SAMPLED}
     assert len(store.traces) == 5
     assert not store.judgements
     assert eng.stats.not_sampled == 5
+
+
+async def test_test_traffic_is_judged_whatever_the_sampling_rate() -> None:
+    store = MemoryStore()
+    judge = ScriptedJudge("a")
+    async with Engine({"a": judge}, store, _settings(sampling_rate=0.0)) as eng:
+        await eng.submit(_trace(0, source=Source.REPLAY))
+        await eng.submit(
+            _trace(1, source=Source.KAFKA, run_id="nightly")
+        )  # replay --via: a run id on the wire
+        await eng.submit(_trace(2, source=Source.API))
+        await eng.submit(_trace(3, source=Source.KAFKA))
+    assert judge.calls == 3
+    assert store.traces["t-3"].outcome is TraceOutcome.NOT_SAMPLED
+    assert {store.traces[f"t-{i}"].outcome for i in range(3)} == {TraceOutcome.EVALUATED}
 
 
 async def test_sampling_rate_half_follows_the_hash() -> None:
@@ -107,7 +122,7 @@ async def test_sampling_rate_half_follows_the_hash() -> None:
     store = MemoryStore()
     async with Engine({"a": ScriptedJudge("a")}, store, _settings(sampling_rate=0.5)) as eng:
         for i in range(200):
-            await eng.submit(_trace(i))
+            await eng.submit(_trace(i, source=Source.OTLP))
     judged = {tid for tid, r in store.traces.items() if r.outcome is TraceOutcome.EVALUATED}
     assert judged == {f"t-{i}" for i in range(200) if is_sampled(f"t-{i}", 0.5)}
     assert 70 < len(judged) < 130

@@ -35,7 +35,7 @@ import structlog
 from ragpulse import telemetry
 from ragpulse.config import Settings
 from ragpulse.engine.routing import Router
-from ragpulse.engine.sampling import is_sampled
+from ragpulse.engine.sampling import SamplingPolicy
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
@@ -144,6 +144,8 @@ class Engine:
         store: where results are written (``write_results``).
         settings: engine settings (``engine_*``, ``sampling_rate``, ``shutdown_deadline_s``, ``judge_routes``).
         exporters: receive ``on_stored(result, changed)`` after each successful write.
+        sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: the
+            global ``sampling_rate`` only (test traffic is always judged either way).
     """
 
     def __init__(
@@ -152,8 +154,11 @@ class Engine:
         store: ResultStore,
         settings: Settings,
         exporters: Sequence[Exporter] = (),
+        *,
+        sampling: SamplingPolicy | None = None,
     ) -> None:
         self._judges = dict(judges)
+        self._sampling = sampling or SamplingPolicy(rate=settings.sampling_rate)
         self._router = Router(self._judges, settings.judge_routes)
         self._store = store
         self._settings = settings
@@ -334,7 +339,7 @@ class Engine:
 
     async def _evaluate(self, item: _Item) -> TraceResult:
         trace = item.trace
-        if not is_sampled(trace.trace_id, self._settings.sampling_rate):
+        if not self._sampling.decide(trace).sampled:
             self.stats.not_sampled += 1
             return TraceResult(trace=trace, outcome=TraceOutcome.NOT_SAMPLED, received_at=item.received_at)
         reason = not_evaluable_reason(trace)
