@@ -74,6 +74,7 @@ class Source(StrEnum):
     KAFKA = "kafka"
     OTLP = "otlp"
     REPLAY = "replay"
+    #: ``POST /api/v1/evaluate`` (drafts judged on request; left out of live-traffic statistics by default)
     API = "api"
 
 
@@ -450,6 +451,10 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     COMPLETED_WITH_ERRORS = "completed_with_errors"
     FAILED = "failed"
+    #: waiting in the run queue (started from the portal/API)
+    QUEUED = "queued"
+    #: cancelled while queued or running (no further judge call is made for it)
+    CANCELLED = "cancelled"
 
 
 class RunRecord(BaseModel):

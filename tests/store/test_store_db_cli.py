@@ -11,6 +11,7 @@ import store_factories as f
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
+from ragpulse.store.migrate import load_migrations
 from ragpulse.store.postgres import PostgresStore
 
 
@@ -39,7 +40,7 @@ def test_db_info_and_prune(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None
     assert (facts["traces"], facts["judgements"], facts["schema_version"], facts["embedded"]) == (
         2,
         3,
-        1,
+        max(m.version for m in load_migrations()),
         False,
     )
     res = runner.invoke(app, ["db", "prune"])

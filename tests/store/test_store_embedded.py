@@ -10,6 +10,7 @@ import store_factories as f
 from ragpulse.config import Settings
 from ragpulse.store import open_store
 from ragpulse.store.embedded import start_embedded
+from ragpulse.store.migrate import load_migrations
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -31,7 +32,7 @@ async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> N
     finally:
         await conn.close()
     assert int(version) >= 180000
-    assert [r["version"] for r in applied] == [1]
+    assert [r["version"] for r in applied] == [m.version for m in load_migrations()]
 
 
 async def test_reopen_keeps_data(embedded_settings: Settings) -> None:

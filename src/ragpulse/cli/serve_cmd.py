@@ -80,6 +80,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         StoreError: the database cannot be reached at start-up.
         IngestError: the Kafka brokers cannot be reached at start-up.
     """
+    from ragpulse.api.server import open_portal
     from ragpulse.cli.replay_cmd import open_judges
     from ragpulse.engine import Engine
     from ragpulse.export import build_exporters, metrics_asgi_app, shutdown_exporters
@@ -122,6 +123,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             )
             judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
             engine = await stack.enter_async_context(Engine(judges, store, settings, exporters))
+            # the portal (REST API + web UI) on its own listener; None when RAGPULSE_API_ADDRESS is empty
+            portal = await open_portal(stack, settings, store=store, judges=judges, engine=engine)
             if otlp_on:
                 from ragpulse.ingest.otlp import OtlpReceivers
 
@@ -136,6 +139,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             _log().info(
                 "ready",
                 http_port=http.port,
+                api_port=portal.port if portal is not None else None,
                 otlp_grpc=settings.otlp_grpc_address or None,
                 otlp_http=settings.otlp_http_address or None,
                 kafka_topics=list(settings.kafka_topics) if kafka_on else None,

@@ -47,6 +47,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,17 @@ from ragpulse.jsonutil import strict_loads
 from ragpulse.model import TestCase, TestSet
 from ragpulse.textclean import clean_json
 
-__all__ = ["CSV_DELIMITERS", "FIELD_ALIASES", "TestSetError", "decode_text", "load_test_set", "parse_case"]
+__all__ = [
+    "CSV_DELIMITERS",
+    "FIELD_ALIASES",
+    "ParsedCases",
+    "RowProblem",
+    "TestSetError",
+    "decode_text",
+    "load_test_set",
+    "parse_case",
+    "read_cases",
+]
 
 
 class TestSetError(ConfigError):
@@ -210,24 +221,65 @@ def parse_case(row: Mapping[str, Any], default_id: str) -> TestCase:
     )
 
 
-def _build(path: Path, rows: Iterable[tuple[int, Any]], unit: str, *, name: str, **extra: Any) -> TestSet:
-    cases: list[TestCase] = []
+@dataclass(frozen=True)
+class RowProblem:
+    """A rejected input row: ``line`` (physical line for JSONL and CSV, header = line 1; 1-based element index
+    for a JSON array), ``reason`` (one line, no position) and ``message`` (the text the strict loader puts after
+    ``<file>:<line>: ``)."""
+
+    line: int
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ParsedCases:
+    """What :func:`read_cases` read: ``cases`` as ``(line, case)`` in input order, ``rejected`` rows (collect
+    mode only) and, for a JSON object document, its ``name``/``knowledge_base``/``description``."""
+
+    cases: list[tuple[int, TestCase]]
+    rejected: list[RowProblem]
+    name: str | None = None
+    knowledge_base: str | None = None
+    description: str | None = None
+
+
+class _Collector:
+    """Strict (raise on the first problem, naming ``label`` and the line) or collect mode."""
+
+    def __init__(self, label: str, collect: bool) -> None:
+        self.label = label
+        self.collect = collect
+        self.rejected: list[RowProblem] = []
+
+    def problem(self, line: int, reason: str, message: str) -> None:
+        if not self.collect:
+            raise TestSetError(f"{self.label}:{line}: {message}")
+        self.rejected.append(RowProblem(line, reason, message))
+
+
+def _cases(rows: Iterable[tuple[int, Any]], unit: str, col: _Collector) -> list[tuple[int, TestCase]]:
+    cases: list[tuple[int, TestCase]] = []
     seen: dict[str, int] = {}
     for n, row in rows:
+        if isinstance(row, _RowError):
+            col.problem(n, str(row), f"{unit} {n}: {row}")
+            continue
         try:
-            case = parse_case(clean_json(row), f"line-{n}").model_copy(update={"origin": f"{path}:{n}"})
+            case = parse_case(clean_json(row), f"line-{n}").model_copy(update={"origin": f"{col.label}:{n}"})
         except ValueError as e:
-            raise TestSetError(f"{path}:{n}: {unit} {n}: {e}") from e
+            col.problem(n, str(e), f"{unit} {n}: {e}")
+            continue
         if case.id in seen:
-            raise TestSetError(f"{path}:{n}: duplicate case id {case.id!r} (first at {unit} {seen[case.id]})")
+            why = f"duplicate case id {case.id!r} (first at {unit} {seen[case.id]})"
+            col.problem(n, why, why)
+            continue
         seen[case.id] = n
-        cases.append(case)
-    if not cases:
-        raise TestSetError(f"{path}: no test cases")
-    return TestSet(name=name, cases=tuple(cases), **extra)
+        cases.append((n, case))
+    return cases
 
 
-def _jsonl_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+def _jsonl_rows(text: str, col: _Collector) -> Iterable[tuple[int, Any]]:
     # Only "\n" ends a line: str.splitlines() would also split at U+2028, U+2029, U+0085 …, which JSON
     # allows raw inside strings (json.dumps(..., ensure_ascii=False) writes them so).
     for n, line in enumerate(text.split("\n"), start=1):
@@ -236,11 +288,13 @@ def _jsonl_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
         try:
             yield n, strict_loads(line)
         except json.JSONDecodeError as e:
-            raise TestSetError(f"{path}:{n}: line {n} is not valid JSON: {e.msg} (column {e.colno})") from e
+            why = f"not valid JSON: {e.msg} (column {e.colno})"
+            col.problem(n, why, f"line {n} is {why}")
         except ValueError as e:  # NaN / Infinity
-            raise TestSetError(f"{path}:{n}: line {n} is not valid JSON: {e}") from e
-        except RecursionError as e:
-            raise TestSetError(f"{path}:{n}: line {n} is not valid JSON: nested too deeply") from e
+            col.problem(n, f"not valid JSON: {e}", f"line {n} is not valid JSON: {e}")
+        except RecursionError:
+            why = "not valid JSON: nested too deeply"
+            col.problem(n, why, f"line {n} is {why}")
 
 
 def _csv_cell(field: str, v: str | None) -> Any:
@@ -257,7 +311,7 @@ def _csv_cell(field: str, v: str | None) -> Any:
     return v
 
 
-def _header_delimiter(path: Path, text: str, given: str | None) -> str:
+def _header_delimiter(label: str, text: str, given: str | None) -> str:
     """The delimiter: ``given``, else the one of :data:`CSV_DELIMITERS` whose split of the header row holds
     the most known field names (the first on a tie).
 
@@ -279,22 +333,22 @@ def _header_delimiter(path: Path, text: str, given: str | None) -> str:
             else f"with any delimiter of {', '.join(_DELIMITER_NAMES[d] for d in CSV_DELIMITERS)}"
         )
         raise TestSetError(
-            f"{path}:1: no known column in the CSV header {first[:120]!r} {hint}; expected at least one of "
+            f"{label}:1: no known column in the CSV header {first[:120]!r} {hint}; expected at least one of "
             f"{', '.join(sorted(_ALL_ALIASES))} (set the delimiter with --csv-delimiter)"
         )
     return best
 
 
-def _csv_rows(path: Path, text: str, delimiter: str | None) -> Iterable[tuple[int, Any]]:
+def _csv_rows(text: str, delimiter: str | None, col: _Collector) -> Iterable[tuple[int, Any]]:
     # newline="" lets quoted cells keep their line breaks (RFC 4180); strict rejects broken quoting.
-    delim = _header_delimiter(path, text, delimiter)
+    delim = _header_delimiter(col.label, text, delimiter)
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delim, strict=True)
     try:
         header = reader.fieldnames
     except csv.Error as e:
-        raise TestSetError(f"{path}:{reader.line_num}: not valid CSV: {e}") from e
+        raise TestSetError(f"{col.label}:{reader.line_num}: not valid CSV: {e}") from e
     if not header:
-        raise TestSetError(f"{path}: CSV file has no header row")
+        raise TestSetError(f"{col.label}: CSV file has no header row")
     rows = iter(reader)
     canonical = {a: f for f, names in FIELD_ALIASES.items() for a in names}
     while True:
@@ -303,28 +357,84 @@ def _csv_rows(path: Path, text: str, delimiter: str | None) -> Iterable[tuple[in
             row = next(rows)
         except StopIteration:
             break
-        except csv.Error as e:
+        except csv.Error as e:  # broken quoting: the rest cannot be split into rows reliably, so stop here
             if "unexpected end of data" in str(e):  # the reader ran to the end looking for the closing quote
                 lines = text.split("\n")
                 while row_start < len(lines) and not lines[row_start - 1].strip():  # skipped blank lines
                     row_start += 1
-                raise TestSetError(
-                    f"{path}:{row_start}: not valid CSV: unexpected end of data: the quoted cell of the row "
-                    f"starting on line {row_start} is never closed"
-                ) from e
-            raise TestSetError(f"{path}:{reader.line_num}: not valid CSV: {e}") from e
+                why = (
+                    f"not valid CSV: unexpected end of data: the quoted cell of the row starting on line "
+                    f"{row_start} is never closed"
+                )
+                col.problem(row_start, why, why)
+                return
+            col.problem(reader.line_num, f"not valid CSV: {e}", f"not valid CSV: {e}")
+            return
         n = reader.line_num
         extra = row.get(None)  # DictReader's restkey: cells beyond the header
         if extra:
             cells = len(header) + len(extra)
-            raise TestSetError(
-                f"{path}:{n}: row {n}: {cells} cells but the header has {len(header)} "
-                f"(unquoted {_DELIMITER_NAMES.get(delim, repr(delim))}?)"
+            yield (
+                n,
+                _RowError(
+                    f"{cells} cells but the header has {len(header)} "
+                    f"(unquoted {_DELIMITER_NAMES.get(delim, repr(delim))}?)"
+                ),
             )
+            continue
         try:
             yield n, {k: _csv_cell(canonical.get(k, k), v) for k, v in row.items() if k is not None}
         except _RowError as e:
-            raise TestSetError(f"{path}:{n}: row {n}: {e}") from e
+            yield n, e
+
+
+def read_cases(
+    text: str, fmt: str, *, label: str = "<input>", collect: bool = False, csv_delimiter: str | None = None
+) -> ParsedCases:
+    """Parse test cases from ``text`` in ``fmt`` (``jsonl``, ``json`` or ``csv``; see the module docstring).
+
+    The one reader of test-set input: the CLI's :func:`load_test_set` (strict) and the portal's import
+    (``collect=True``) share it.
+
+    Args:
+        text: the decoded input.
+        fmt: ``jsonl``, ``json`` or ``csv``.
+        label: names the input in error messages (the file path).
+        collect: keep going after a bad row and list it in ``rejected`` instead of raising.
+        csv_delimiter: the CSV delimiter (default: detected from the header row).
+
+    Raises:
+        TestSetError: strict mode: the first bad row (message ``<label>:<line>: …``); both modes: the input as a
+            whole is unusable (a JSON document that does not parse or is neither a list nor an object with
+            ``cases``, a CSV header without a known column).
+    """
+    col = _Collector(label, collect)
+    if fmt == "csv":
+        return ParsedCases(_cases(_csv_rows(text, csv_delimiter, col), "row", col), col.rejected)
+    if fmt == "json":
+        try:
+            doc = strict_loads(text)
+        except json.JSONDecodeError as e:
+            raise TestSetError(f"{label}:{e.lineno}: not valid JSON: {e.msg} (column {e.colno})") from e
+        except ValueError as e:  # NaN / Infinity
+            raise TestSetError(f"{label}: not valid JSON: {e}") from e
+        except RecursionError as e:
+            raise TestSetError(f"{label}:1: not valid JSON: nested too deeply") from e
+        if isinstance(doc, list):
+            return ParsedCases(_cases(enumerate(doc, start=1), "case", col), col.rejected)
+        if isinstance(doc, dict) and isinstance(doc.get("cases"), list):
+            kb, desc = doc.get("knowledge_base"), doc.get("description")
+            return ParsedCases(
+                _cases(enumerate(doc["cases"], start=1), "case", col),
+                col.rejected,
+                name=str(doc["name"]) if doc.get("name") else None,
+                knowledge_base=kb if isinstance(kb, str) else None,
+                description=desc if isinstance(desc, str) else None,
+            )
+        raise TestSetError(f"{label}: a JSON test set is a list of cases or an object with a 'cases' list")
+    if fmt == "jsonl":
+        return ParsedCases(_cases(_jsonl_rows(text, col), "line", col), col.rejected)
+    raise ValueError(f"unknown test-set format {fmt!r}")
 
 
 def decode_text(path: Path, data: bytes, encoding: str | None = None) -> str:
@@ -399,27 +509,13 @@ def load_test_set(
         )
     text = decode_text(p, data, encoding)
     suffix = p.suffix.lower()
-    if suffix == ".csv":
-        return _build(p, _csv_rows(p, text, csv_delimiter), "row", name=name or p.stem)
-    if suffix == ".json":
-        try:
-            doc = strict_loads(text)
-        except json.JSONDecodeError as e:
-            raise TestSetError(f"{p}:{e.lineno}: not valid JSON: {e.msg} (column {e.colno})") from e
-        except ValueError as e:  # NaN / Infinity
-            raise TestSetError(f"{p}: not valid JSON: {e}") from e
-        except RecursionError as e:
-            raise TestSetError(f"{p}:1: not valid JSON: nested too deeply") from e
-        if isinstance(doc, list):
-            return _build(p, enumerate(doc, start=1), "case", name=name or p.stem)
-        if isinstance(doc, dict) and isinstance(doc.get("cases"), list):
-            return _build(
-                p,
-                enumerate(doc["cases"], start=1),
-                "case",
-                name=name or str(doc.get("name") or p.stem),
-                knowledge_base=doc.get("knowledge_base"),
-                description=doc.get("description"),
-            )
-        raise TestSetError(f"{p}: a JSON test set is a list of cases or an object with a 'cases' list")
-    return _build(p, _jsonl_rows(p, text), "line", name=name or p.stem)
+    fmt = "csv" if suffix == ".csv" else "json" if suffix == ".json" else "jsonl"
+    parsed = read_cases(text, fmt, label=str(p), csv_delimiter=csv_delimiter)
+    if not parsed.cases:
+        raise TestSetError(f"{p}: no test cases")
+    return TestSet(
+        name=name or parsed.name or p.stem,
+        knowledge_base=parsed.knowledge_base,
+        description=parsed.description,
+        cases=tuple(c for _, c in parsed.cases),
+    )

@@ -32,6 +32,7 @@ from ragpulse.protocols import ResultStore, WriteReport
 from ragpulse.store import calibrations, catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
+from ragpulse.store.portal import PortalQueries
 from ragpulse.store.rows import (
     JUDGEMENT_COLUMNS,
     TRACE_COLUMNS,
@@ -70,7 +71,7 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return cols
 
 
-class PostgresStore:
+class PostgresStore(PortalQueries):
     """Result store on PostgreSQL (asyncpg pool). Build it with :meth:`connect` or ``ragpulse.store.open_store``.
 
     Args:

@@ -98,6 +98,7 @@ JUDGEMENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("latency_s", "float8", False),
     ("prompt_tokens", "int4", False),
     ("completion_tokens", "int4", False),
+    ("source", "text", False),
 )
 
 
@@ -228,6 +229,7 @@ def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any
         j.latency_s,
         j.prompt_tokens,
         j.completion_tokens,
+        trace.source.value,
     )
 
 

@@ -1,0 +1,189 @@
+"""Score statistics of stored judgements: histogram per judge (and app) with the Prometheus histogram's
+buckets, pass rate and counts for a time window, and pass rate / mean score per judge per interval.
+
+Shared by ``GET /api/v1/stats/scores``, ``GET /api/v1/stats/timeseries`` and the portal's Live traffic charts.
+Judgements of ``source=api`` traces (drafts judged by ``POST /evaluate``) are left out unless asked for, as
+the alert rules leave them out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel
+
+from ragpulse.export.otel_setup import SCORE_BUCKETS
+from ragpulse.services.errors import BadRequest
+from ragpulse.store import PostgresStore
+
+__all__ = [
+    "SCORE_BUCKETS",
+    "Bucket",
+    "JudgeScores",
+    "JudgeSeries",
+    "SeriesPoint",
+    "auto_interval",
+    "score_stats",
+    "timeseries",
+]
+
+#: Intervals the time series snaps to (seconds), smallest first.
+_NICE_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
+
+
+class Bucket(BaseModel):
+    """Judgements with ``prev le < score <= le`` (not cumulative, unlike Prometheus' ``_bucket``)."""
+
+    le: float
+    count: int
+
+
+class JudgeScores(BaseModel):
+    """Scores of one judge (and app when grouped by app) in the window.
+
+    ``pass_rate`` = passed / (passed + failed) (``None`` without decided judgements); ``mean_score`` over
+    ``ok`` judgements; ``buckets`` follow :data:`SCORE_BUCKETS`."""
+
+    judge: str
+    app: str | None = None
+    count: int
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    pass_rate: float | None
+    mean_score: float | None
+    buckets: list[Bucket]
+
+
+class SeriesPoint(BaseModel):
+    """One interval starting at ``start``: judgements ``count``, ``pass_rate`` and ``mean_score``."""
+
+    start: datetime
+    count: int
+    pass_rate: float | None
+    mean_score: float | None
+
+
+class JudgeSeries(BaseModel):
+    """The time series of one judge."""
+
+    judge: str
+    points: list[SeriesPoint]
+
+
+def _exclude(source: str | None, include_api: bool) -> str | None:
+    return None if source is not None or include_api else "api"
+
+
+async def score_stats(
+    store: PostgresStore,
+    *,
+    since: datetime,
+    until: datetime,
+    judge: str | None = None,
+    app: str | None = None,
+    source: str | None = None,
+    include_api: bool = False,
+    by_app: bool = False,
+) -> list[JudgeScores]:
+    """Histogram, pass rate and counts per judge (per judge and app when ``by_app``), judges by name."""
+    rows = await store.score_counts(
+        since=since,
+        until=until,
+        bounds=SCORE_BUCKETS,
+        judge=judge,
+        app=app,
+        source=source,
+        exclude_source=_exclude(source, include_api),
+        by_app=by_app,
+    )
+    n_b = len(SCORE_BUCKETS)
+    acc: dict[tuple[str, str | None], dict[str, float]] = {}
+    hist: dict[tuple[str, str | None], list[int]] = {}
+    for r in rows:
+        key = (str(r["judge"]), r["app"])
+        a = acc.setdefault(key, {"count": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0, "sum": 0.0})
+        h = hist.setdefault(key, [0] * n_b)
+        n = int(r["n"])
+        a["count"] += n
+        if r["status"] == "ok":
+            a["passed" if r["passed"] else "failed"] += n
+            a["sum"] += float(r["score_sum"] or 0.0)
+            k = int(r["k"] or 0)  # bounds >= score; the bucket is the smallest of them
+            h[min(max(n_b - k, 0), n_b - 1)] += n
+        elif r["status"] == "error":
+            a["errors"] += n
+        else:
+            a["skipped"] += n
+    out = []
+    for key in sorted(acc, key=lambda k: (k[0], k[1] or "")):
+        a = acc[key]
+        decided = int(a["passed"] + a["failed"])
+        out.append(
+            JudgeScores(
+                judge=key[0],
+                app=key[1],
+                count=int(a["count"]),
+                passed=int(a["passed"]),
+                failed=int(a["failed"]),
+                errors=int(a["errors"]),
+                skipped=int(a["skipped"]),
+                pass_rate=a["passed"] / decided if decided else None,
+                mean_score=a["sum"] / decided if decided else None,
+                buckets=[Bucket(le=b, count=c) for b, c in zip(SCORE_BUCKETS, hist[key], strict=True)],
+            )
+        )
+    return out
+
+
+def auto_interval(since: datetime, until: datetime, points: int = 48) -> timedelta:
+    """The smallest of 1m, 5m, 15m, 30m, 1h, 3h, 6h, 12h, 1d, 7d giving at most ``points`` intervals."""
+    span = (until - since).total_seconds()
+    for s in _NICE_S:
+        if span / s <= points:
+            return timedelta(seconds=s)
+    return timedelta(seconds=_NICE_S[-1])
+
+
+async def timeseries(
+    store: PostgresStore,
+    *,
+    since: datetime,
+    until: datetime,
+    interval: timedelta | None = None,
+    judge: str | None = None,
+    app: str | None = None,
+    source: str | None = None,
+    include_api: bool = False,
+) -> list[JudgeSeries]:
+    """Pass rate and mean score per judge per ``interval`` (default :func:`auto_interval`); intervals
+    without judgements are absent.
+
+    Raises:
+        BadRequest: more than 2,000 intervals in the window.
+    """
+    step = interval or auto_interval(since, until)
+    if step.total_seconds() <= 0 or (until - since) / step > 2000:
+        raise BadRequest("interval too small for the window (at most 2,000 intervals)")
+    rows = await store.score_timeseries(
+        since=since,
+        until=until,
+        interval=step,
+        judge=judge,
+        app=app,
+        source=source,
+        exclude_source=_exclude(source, include_api),
+    )
+    series: dict[str, list[SeriesPoint]] = {}
+    for r in rows:
+        ok = int(r["ok"])
+        series.setdefault(str(r["judge"]), []).append(
+            SeriesPoint(
+                start=r["bucket"],
+                count=int(r["total"]),
+                pass_rate=int(r["passed"]) / ok if ok else None,
+                mean_score=float(r["mean_score"]) if r["mean_score"] is not None else None,
+            )
+        )
+    return [JudgeSeries(judge=j, points=p) for j, p in sorted(series.items())]

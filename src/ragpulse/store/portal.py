@@ -1,0 +1,492 @@
+"""The portal's queries (issue 12): test-set and case management, the trace list with keyset pagination,
+score statistics, dead letters and the run queue.
+
+:class:`PortalQueries` is mixed into :class:`~ragpulse.store.postgres.PostgresStore`; each method runs one
+function on a pooled connection through the store's error mapping (asyncpg/OS errors become
+:class:`~ragpulse.errors.StoreError`). Indexes: ``migrations/012_portal.sql``.
+
+Shapes: rows come back as plain dicts (column name → value; ``jsonb`` decoded, times UTC-aware); the service
+layer (:mod:`ragpulse.services`) turns them into its typed models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from ragpulse.model import RunRecord
+from ragpulse.store.migrate import Conn
+from ragpulse.store.rows import clean, run_from_row, utc
+
+__all__ = ["JudgeFilter", "PortalQueries", "TraceQuery"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class JudgeFilter:
+    """Traces with a judgement of ``judge`` (any version) matching ``outcome`` (``pass``/``fail``/``error``/
+    ``skipped``) and a score in [``min_score``, ``max_score``] (each optional)."""
+
+    judge: str
+    outcome: str | None = None
+    min_score: float | None = None
+    max_score: float | None = None
+
+
+@dataclass(frozen=True)
+class TraceQuery:
+    """Filters of the trace list (every field optional; ``None`` = no filter). Times are UTC; ``until`` is
+    exclusive. ``q`` matches a substring of the question (case-insensitive). ``after`` is the keyset cursor
+    ``(received_at, trace_id)`` of the last row of the previous page."""
+
+    app: str | None = None
+    scenario: str | None = None
+    outcome: str | None = None
+    source: str | None = None
+    exclude_source: str | None = None
+    run_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    q: str | None = None
+    judge: JudgeFilter | None = None
+    after: tuple[datetime, str] | None = None
+
+
+def _like(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+class _Params:
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def add(self, v: Any) -> str:
+        self.values.append(v)
+        return f"${len(self.values)}"
+
+
+def _trace_where(f: TraceQuery, p: _Params) -> str:
+    cond: list[str] = []
+    for col, val in (
+        ("app", f.app),
+        ("scenario", f.scenario),
+        ("outcome", f.outcome),
+        ("source", f.source),
+        ("run_id", f.run_id),
+    ):
+        if val is not None:
+            cond.append(f"t.{col} = {p.add(val)}")
+    if f.exclude_source is not None:
+        cond.append(f"t.source <> {p.add(f.exclude_source)}")
+    if f.since is not None:
+        cond.append(f"t.received_at >= {p.add(utc(f.since))}")
+    if f.until is not None:
+        cond.append(f"t.received_at < {p.add(utc(f.until))}")
+    if f.q:
+        cond.append(f"t.question ILIKE {p.add(_like(f.q))}")
+    if f.after is not None:
+        cond.append(f"(t.received_at, t.trace_id) < ({p.add(utc(f.after[0]))}, {p.add(f.after[1])})")
+    if f.judge is not None:
+        jc = [f"j.judge = {p.add(f.judge.judge)}"]
+        o = f.judge.outcome
+        if o == "pass":
+            jc.append("j.status = 'ok' AND j.passed")
+        elif o == "fail":
+            jc.append("j.status = 'ok' AND NOT j.passed")
+        elif o in ("error", "skipped"):
+            jc.append(f"j.status = {p.add(o)}")
+        if f.judge.min_score is not None:
+            jc.append(f"j.score >= {p.add(f.judge.min_score)}")
+        if f.judge.max_score is not None:
+            jc.append(f"j.score <= {p.add(f.judge.max_score)}")
+        cond.append(
+            f"EXISTS (SELECT 1 FROM judgements j WHERE j.trace_id = t.trace_id AND {' AND '.join(jc)})"
+        )
+    return " AND ".join(cond) if cond else "TRUE"
+
+
+class PortalQueries:
+    """Queries of the portal, mixed into ``PostgresStore`` (which provides ``_run``)."""
+
+    async def _run(self, action: str, fn: Callable[[Conn], Awaitable[_T]]) -> _T:
+        """Run ``fn(conn)`` on a pooled connection (implemented by ``PostgresStore``)."""
+        raise NotImplementedError
+
+    async def _q(self, action: str, fn: Callable[[Conn], Awaitable[_T]]) -> _T:
+        return await self._run(action, fn)
+
+    # -- test sets ------------------------------------------------------------------------------------------
+    async def list_test_sets(
+        self, *, knowledge_base: str | None, limit: int, after: tuple[datetime, str] | None
+    ) -> list[dict[str, Any]]:
+        """Test-set rows (``name``, ``knowledge_base``, ``description``, ``case_count``, ``created_at``,
+        ``updated_at``), newest first, keyset ``after`` = ``(created_at, name)`` of the previous page's last."""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch(
+                """SELECT name, knowledge_base, description, case_count, created_at, updated_at
+                   FROM test_sets
+                   WHERE ($1::text IS NULL OR knowledge_base = $1)
+                     AND ($2::timestamptz IS NULL OR (created_at, name) < ($2, $3))
+                   ORDER BY created_at DESC, name DESC LIMIT $4""",
+                knowledge_base,
+                after[0] if after else None,
+                after[1] if after else None,
+                limit,
+            )
+            return [dict(r) for r in rows]
+
+        return await self._q("list_test_sets", q)
+
+    async def test_set_row(self, name: str) -> dict[str, Any] | None:
+        """One test-set row (as :meth:`list_test_sets`) or ``None``."""
+
+        async def q(conn: Conn) -> dict[str, Any] | None:
+            r = await conn.fetchrow(
+                """SELECT name, knowledge_base, description, case_count, created_at, updated_at
+                   FROM test_sets WHERE name = $1""",
+                name,
+            )
+            return dict(r) if r is not None else None
+
+        return await self._q("test_set_row", q)
+
+    async def create_test_set_row(
+        self, name: str, knowledge_base: str | None, description: str | None
+    ) -> bool:
+        """Insert an empty test set; ``False`` when ``name`` exists already."""
+
+        async def q(conn: Conn) -> bool:
+            got = await conn.fetchval(
+                """INSERT INTO test_sets (name, knowledge_base, description) VALUES ($1, $2, $3)
+                   ON CONFLICT (name) DO NOTHING RETURNING name""",
+                clean(name),
+                clean(knowledge_base),
+                clean(description),
+            )
+            return got is not None
+
+        return await self._q("create_test_set", q)
+
+    async def update_test_set_row(self, name: str, changes: dict[str, str | None]) -> bool:
+        """Set ``knowledge_base`` and/or ``description`` (keys of ``changes``); ``False`` for an unknown set."""
+
+        async def q(conn: Conn) -> bool:
+            done = await conn.execute(
+                """UPDATE test_sets SET
+                     knowledge_base = CASE WHEN $2 THEN $3 ELSE knowledge_base END,
+                     description = CASE WHEN $4 THEN $5 ELSE description END,
+                     updated_at = now()
+                   WHERE name = $1""",
+                name,
+                "knowledge_base" in changes,
+                clean(changes.get("knowledge_base")),
+                "description" in changes,
+                clean(changes.get("description")),
+            )
+            return done != "UPDATE 0"
+
+        return await self._q("update_test_set", q)
+
+    async def delete_test_set_row(self, name: str) -> bool:
+        """Delete a test set and its cases (runs keep their reports); ``False`` for an unknown set."""
+
+        async def q(conn: Conn) -> bool:
+            return await conn.execute("DELETE FROM test_sets WHERE name = $1", name) != "DELETE 0"
+
+        return await self._q("delete_test_set", q)
+
+    async def knowledge_bases(self) -> list[dict[str, Any]]:
+        """``[{"name": kb, "test_sets": n}]`` for every knowledge base named by a test set, by name."""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch(
+                """SELECT knowledge_base AS name, count(*)::int AS test_sets FROM test_sets
+                   WHERE knowledge_base IS NOT NULL GROUP BY knowledge_base ORDER BY knowledge_base"""
+            )
+            return [dict(r) for r in rows]
+
+        return await self._q("knowledge_bases", q)
+
+    # -- traces ---------------------------------------------------------------------------------------------
+    async def list_trace_rows(self, f: TraceQuery, limit: int) -> list[dict[str, Any]]:
+        """Trace rows matching ``f``, newest first (``received_at DESC, trace_id DESC``), at most ``limit``,
+        each with ``question`` cut to 300 characters and ``judgements``: the latest judgement per judge
+        (``judge``, ``status``, ``score``, ``passed``, ``threshold``)."""
+        p = _Params()
+        where = _trace_where(f, p)
+        sql = f"""SELECT t.trace_id, t.app, t.scenario, t.source, t.outcome, t.outcome_reason, t.received_at,
+                         left(t.question, 300) AS question, t.redacted, t.run_id, t.test_case_id, t.latency_s
+                  FROM traces t WHERE {where}
+                  ORDER BY t.received_at DESC, t.trace_id DESC LIMIT {p.add(limit)}"""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = [dict(r) for r in await conn.fetch(sql, *p.values)]
+            if not rows:
+                return rows
+            js = await conn.fetch(
+                """SELECT DISTINCT ON (trace_id, judge) trace_id, judge, status, score, passed, threshold
+                   FROM judgements WHERE trace_id = ANY($1::text[])
+                   ORDER BY trace_id, judge, updated_at DESC, created_at DESC""",
+                [r["trace_id"] for r in rows],
+            )
+            by: dict[str, list[dict[str, Any]]] = {}
+            for j in js:
+                d = dict(j)
+                by.setdefault(d.pop("trace_id"), []).append(d)
+            for r in rows:
+                r["judgements"] = by.get(r["trace_id"], [])
+            return rows
+
+        return await self._q("list_traces", q)
+
+    # -- statistics -----------------------------------------------------------------------------------------
+    async def score_counts(
+        self,
+        *,
+        since: datetime,
+        until: datetime,
+        bounds: Sequence[float],
+        judge: str | None,
+        app: str | None,
+        source: str | None,
+        exclude_source: str | None,
+        by_app: bool,
+    ) -> list[dict[str, Any]]:
+        """Judgement counts created in [``since``, ``until``) grouped by ``judge`` (and ``app`` when
+        ``by_app``), ``status``, ``passed`` and ``k`` = how many of ``bounds`` (ascending upper bounds) are
+        ``>= score`` (``None`` unless ``status = ok``); each row also has ``n`` and ``score_sum``."""
+        neg = sorted(-b for b in bounds)
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch(
+                f"""SELECT judge, {"app" if by_app else "NULL::text AS app"}, status, passed,
+                          width_bucket(-score, $3::float8[]) AS k, count(*)::bigint AS n,
+                          sum(score) AS score_sum
+                   FROM judgements
+                   WHERE created_at >= $1 AND created_at < $2
+                     AND ($4::text IS NULL OR judge = $4) AND ($5::text IS NULL OR app = $5)
+                     AND ($6::text IS NULL OR source = $6)
+                     AND ($7::text IS NULL OR source IS DISTINCT FROM $7)
+                   GROUP BY 1, 2, 3, 4, 5""",
+                utc(since),
+                utc(until),
+                neg,
+                judge,
+                app,
+                source,
+                exclude_source,
+            )
+            return [dict(r) for r in rows]
+
+        return await self._q("score_counts", q)
+
+    async def score_timeseries(
+        self,
+        *,
+        since: datetime,
+        until: datetime,
+        interval: timedelta,
+        judge: str | None,
+        app: str | None,
+        source: str | None,
+        exclude_source: str | None,
+    ) -> list[dict[str, Any]]:
+        """Per ``judge`` and interval start ``bucket`` (``date_bin`` from ``since``): ``total``, ``ok``,
+        ``passed`` counts and ``mean_score`` (of ``ok`` judgements), oldest first."""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch(
+                """SELECT judge, date_bin($3::interval, created_at, $1) AS bucket, count(*)::bigint AS total,
+                          count(*) FILTER (WHERE status = 'ok')::bigint AS ok,
+                          count(*) FILTER (WHERE passed)::bigint AS passed, avg(score) AS mean_score
+                   FROM judgements
+                   WHERE created_at >= $1 AND created_at < $2
+                     AND ($4::text IS NULL OR judge = $4) AND ($5::text IS NULL OR app = $5)
+                     AND ($6::text IS NULL OR source = $6)
+                     AND ($7::text IS NULL OR source IS DISTINCT FROM $7)
+                   GROUP BY 1, 2 ORDER BY 1, 2""",
+                utc(since),
+                utc(until),
+                interval,
+                judge,
+                app,
+                source,
+                exclude_source,
+            )
+            return [dict(r) for r in rows]
+
+        return await self._q("score_timeseries", q)
+
+    # -- dead letters ---------------------------------------------------------------------------------------
+    async def dead_letter_page(
+        self, *, source: str | None, limit: int, before_id: int | None
+    ) -> list[dict[str, Any]]:
+        """Dead-letter rows newest first (``id`` descending), ids below ``before_id``; ``payload`` is bytes."""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch(
+                """SELECT id, source, reason, payload, meta, created_at FROM dead_letters
+                   WHERE ($1::text IS NULL OR source = $1) AND ($2::bigint IS NULL OR id < $2)
+                   ORDER BY id DESC LIMIT $3""",
+                source,
+                before_id,
+                limit,
+            )
+            return [dict(r) for r in rows]
+
+        return await self._q("dead_letters", q)
+
+    # -- runs and the run queue -----------------------------------------------------------------------------
+    async def list_run_page(
+        self,
+        *,
+        test_set: str | None,
+        status: str | None,
+        limit: int,
+        after: tuple[datetime, str] | None,
+    ) -> list[RunRecord]:
+        """Runs newest first (``started_at DESC, run_id DESC``), filtered by test set and status."""
+
+        async def q(conn: Conn) -> list[RunRecord]:
+            rows = await conn.fetch(
+                """SELECT * FROM runs
+                   WHERE ($1::text IS NULL OR test_set = $1) AND ($2::text IS NULL OR status = $2)
+                     AND ($3::timestamptz IS NULL OR (started_at, run_id) < ($3, $4))
+                   ORDER BY started_at DESC, run_id DESC LIMIT $5""",
+                test_set,
+                status,
+                after[0] if after else None,
+                after[1] if after else None,
+                limit,
+            )
+            return [run_from_row(r) for r in rows]
+
+        return await self._q("list_runs", q)
+
+    async def run_queue_row(self, run_id: str) -> dict[str, Any] | None:
+        """The queue columns of run ``run_id`` (``status``, ``request``, ``progress_done``, ``progress_total``,
+        ``cancel_requested``, ``claimed_by``, ``heartbeat_at``) or ``None``."""
+
+        async def q(conn: Conn) -> dict[str, Any] | None:
+            r = await conn.fetchrow(
+                """SELECT run_id, status, request, progress_done, progress_total, cancel_requested,
+                          claimed_by, heartbeat_at FROM runs WHERE run_id = $1""",
+                run_id,
+            )
+            return dict(r) if r is not None else None
+
+        return await self._q("run_queue_row", q)
+
+    async def enqueue_run(self, run: RunRecord, request: dict[str, Any], total: int) -> bool:
+        """Insert run ``run.run_id`` with status ``queued`` and its ``request``; ``False`` if the id exists."""
+
+        async def q(conn: Conn) -> bool:
+            got = await conn.fetchval(
+                """INSERT INTO runs (run_id, test_set, started_at, status, judges, settings, request,
+                                     progress_done, progress_total)
+                   VALUES ($1, $2, $3, 'queued', $4, $5, $6, 0, $7)
+                   ON CONFLICT (run_id) DO NOTHING RETURNING run_id""",
+                run.run_id,
+                run.test_set,
+                utc(run.started_at),
+                run.judges,
+                run.settings,
+                request,
+                total,
+            )
+            return got is not None
+
+        return await self._q("enqueue_run", q)
+
+    async def claim_queued_run(self, worker: str) -> dict[str, Any] | None:
+        """Take the oldest queued run (``FOR UPDATE SKIP LOCKED``: replicas never take the same one), mark it
+        ``running`` claimed by ``worker``; return its queue row or ``None`` when the queue is empty."""
+
+        async def q(conn: Conn) -> dict[str, Any] | None:
+            r = await conn.fetchrow(
+                """UPDATE runs SET status = 'running', claimed_by = $1, heartbeat_at = now(), updated_at = now()
+                   WHERE run_id = (SELECT run_id FROM runs WHERE status = 'queued'
+                                   ORDER BY started_at, run_id FOR UPDATE SKIP LOCKED LIMIT 1)
+                   RETURNING run_id, test_set, status, request, progress_total""",
+                worker,
+            )
+            return dict(r) if r is not None else None
+
+        return await self._q("claim_queued_run", q)
+
+    async def run_progress(self, run_id: str, done: int, total: int) -> bool:
+        """Record progress (and a heartbeat); return ``cancel_requested`` of the run."""
+
+        async def q(conn: Conn) -> bool:
+            got = await conn.fetchval(
+                """UPDATE runs SET progress_done = $2, progress_total = $3, heartbeat_at = now()
+                   WHERE run_id = $1 RETURNING cancel_requested""",
+                run_id,
+                done,
+                total,
+            )
+            return bool(got)
+
+        return await self._q("run_progress", q)
+
+    async def request_cancel(self, run_id: str) -> str | None:
+        """Cancel run ``run_id``: a queued run becomes ``cancelled`` at once, a running one gets
+        ``cancel_requested`` (its worker stops it). Returns the run's status after the call, or ``None`` for
+        an unknown run; a finished run is left as it is (its status is returned)."""
+
+        async def q(conn: Conn) -> str | None:
+            async with conn.transaction():
+                status = await conn.fetchval("SELECT status FROM runs WHERE run_id = $1 FOR UPDATE", run_id)
+                if status is None:
+                    return None
+                if status == "queued":
+                    await conn.execute(
+                        """UPDATE runs SET status = 'cancelled', cancel_requested = true, finished_at = now(),
+                                  updated_at = now() WHERE run_id = $1""",
+                        run_id,
+                    )
+                    return "cancelled"
+                if status == "running":
+                    await conn.execute(
+                        "UPDATE runs SET cancel_requested = true, updated_at = now() WHERE run_id = $1",
+                        run_id,
+                    )
+                return str(status)
+
+        return await self._q("request_cancel", q)
+
+    async def requeue_stale_runs(self, older_than: timedelta) -> list[str]:
+        """Queued-from-the-portal runs left ``running`` by a worker that stopped reporting for
+        ``older_than`` (a crashed replica): queued again (or ``cancelled`` when a cancel was requested)."""
+
+        async def q(conn: Conn) -> list[str]:
+            rows = await conn.fetch(
+                """UPDATE runs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+                          claimed_by = NULL, updated_at = now(),
+                          finished_at = CASE WHEN cancel_requested THEN now() ELSE NULL END
+                   WHERE status = 'running' AND request IS NOT NULL
+                     AND (heartbeat_at IS NULL OR heartbeat_at < now() - $1::interval)
+                   RETURNING run_id""",
+                older_than,
+            )
+            return [str(r["run_id"]) for r in rows]
+
+        return await self._q("requeue_stale_runs", q)
+
+    async def set_run_status(self, run_id: str, status: str, report: dict[str, Any] | None) -> None:
+        """Set a run's final ``status`` (e.g. ``cancelled``), with ``report`` when given, finished now."""
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                """UPDATE runs SET status = $2, report = COALESCE($3, report), finished_at = now(),
+                          updated_at = now() WHERE run_id = $1""",
+                run_id,
+                status,
+                report,
+            )
+
+        await self._q("set_run_status", q)

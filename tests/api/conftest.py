@@ -1,0 +1,22 @@
+"""Fixtures of the API tests: one ``ragpulse serve`` with the portal per module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from portal_testutil import Portal, base_env, private_db
+
+
+@pytest.fixture(scope="module")
+def portal() -> Iterator[Portal]:
+    """``ragpulse serve`` with the portal, offline judges, no token, a 64 KiB upload limit."""
+    with private_db() as db:
+        env = base_env(db)
+        env["RAGPULSE_API_MAX_UPLOAD_MB"] = "0.0625"
+        p = Portal(db, env)
+        p.start()
+        try:
+            yield p
+        finally:
+            p.stop()

@@ -1,0 +1,333 @@
+"""The REST API against a started ``ragpulse serve`` (real PostgreSQL, real HTTP): every path of the contract
+and its error cases."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from portal_testutil import Portal, seed
+
+from ragpulse.model import (
+    Backend,
+    Document,
+    Judgement,
+    JudgementFlags,
+    JudgementStatus,
+    Source,
+    Trace,
+    TraceOutcome,
+    TraceResult,
+)
+
+PROBLEM = "application/problem+json"
+CONTRACT_PATHS = {
+    "/api/v1/judges",
+    "/api/v1/knowledge-bases",
+    "/api/v1/test-sets",
+    "/api/v1/test-sets/{name}",
+    "/api/v1/test-sets/{name}/cases",
+    "/api/v1/test-sets/{name}/cases/{case_id}",
+    "/api/v1/test-sets/{name}/cases/import",
+    "/api/v1/traces",
+    "/api/v1/traces/{trace_id}",
+    "/api/v1/traces/{trace_id}/copy-to-test-set",
+    "/api/v1/stats/scores",
+    "/api/v1/stats/timeseries",
+    "/api/v1/dead-letters",
+    "/api/v1/evaluate",
+}
+
+
+def _problem(r: httpx.Response, status: int) -> str:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith(PROBLEM)
+    body = r.json()
+    assert body["status"] == status
+    detail: str = body["detail"]
+    assert detail
+    return detail
+
+
+def test_openapi_document_and_docs_page(portal: Portal) -> None:
+    with portal.client() as c:
+        spec = c.get("/api/v1/openapi.json").json()
+        assert spec["openapi"].startswith("3.1")
+        assert set(spec["paths"]) >= CONTRACT_PATHS
+        docs = c.get("/api/v1/docs")
+        assert docs.status_code == 200
+        assert "/api/v1/test-sets/{name}/cases/import" in docs.text
+        assert "http" not in docs.text.split("<h1>")[0].replace(
+            "http-equiv", ""
+        )  # nothing loaded from outside
+
+
+def test_judges_are_the_configured_ones(portal: Portal) -> None:
+    with portal.client() as c:
+        items = c.get("/api/v1/judges").json()["items"]
+    assert [(j["name"], j["backend"]) for j in items] == [
+        ("faithfulness", "heuristic"),
+        ("keyword", "heuristic"),
+        ("relevancy", "heuristic"),
+    ]
+    assert all(j["version"] for j in items)
+
+
+def test_test_sets_crud_and_errors(portal: Portal) -> None:
+    with portal.client() as c:
+        r = c.post("/api/v1/test-sets", json={"name": "faq-a", "knowledge_base": "kb-a", "description": "d"})
+        assert r.status_code == 201
+        assert r.json()["case_count"] == 0
+        _problem(c.post("/api/v1/test-sets", json={"name": "faq-a"}), 409)
+        assert "name" in _problem(c.post("/api/v1/test-sets", json={"name": "bad name"}), 422)
+        _problem(
+            c.post("/api/v1/test-sets", content=b"{not json", headers={"content-type": "application/json"}),
+            422,
+        )
+        _problem(c.post("/api/v1/test-sets", json={"name": "x", "secret": 1}), 422)
+        c.post("/api/v1/test-sets", json={"name": "faq-b", "knowledge_base": "kb-b"})
+        assert [
+            t["name"] for t in c.get("/api/v1/test-sets", params={"knowledge_base": "kb-a"}).json()["items"]
+        ] == ["faq-a"]
+        page = c.get("/api/v1/test-sets", params={"limit": 1}).json()
+        assert len(page["items"]) == 1
+        assert page["next_cursor"]
+        _problem(c.get("/api/v1/test-sets", params={"cursor": "!!"}), 422)
+        kbs = c.get("/api/v1/knowledge-bases").json()["items"]
+        assert {"name": "kb-a", "test_sets": 1} in kbs
+        r = c.patch("/api/v1/test-sets/faq-a", json={"description": "new"})
+        assert r.json()["description"] == "new"
+        assert r.json()["knowledge_base"] == "kb-a"
+        _problem(c.patch("/api/v1/test-sets/nope", json={"description": "x"}), 404)
+        _problem(c.get("/api/v1/test-sets/nope"), 404)
+        assert c.delete("/api/v1/test-sets/faq-b").status_code == 204
+        _problem(c.delete("/api/v1/test-sets/faq-b"), 404)
+
+
+def test_cases_and_import_with_line_numbers(portal: Portal) -> None:
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "cases-t"})
+        r = c.post("/api/v1/test-sets/cases-t/cases", json={"id": "c1", "question": "Q1?", "keywords": ["k"]})
+        assert r.status_code == 201
+        assert r.json() == {"id": "c1", "question": "Q1?", "keywords": ["k"]}
+        _problem(c.post("/api/v1/test-sets/cases-t/cases", json={"id": "c1", "question": "again"}), 409)
+        _problem(c.post("/api/v1/test-sets/cases-t/cases", json={"question": ["not", "text"]}), 422)
+        _problem(c.post("/api/v1/test-sets/nope/cases", json={"question": "q"}), 404)
+        r = c.put("/api/v1/test-sets/cases-t/cases/c2", json={"question": "Q2?", "expected_answer": "A2"})
+        assert r.status_code == 201
+        r = c.put("/api/v1/test-sets/cases-t/cases/c2", json={"question": "Q2b?"})
+        assert r.status_code == 200
+        assert c.get("/api/v1/test-sets/cases-t/cases/c2").json() == {"id": "c2", "question": "Q2b?"}
+        _problem(c.get("/api/v1/test-sets/cases-t/cases/zz"), 404)
+        jsonl = '{"id": "c3", "question": "Q3"}\n{"id": "c4", "question": 5.5e999}\n\n{"id": "c1", "question": "Q1 new"}\n'
+        r = c.post(
+            "/api/v1/test-sets/cases-t/cases/import",
+            content=jsonl.encode(),
+            headers={"content-type": "application/x-ndjson"},
+        )
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert [(x["line"], x["id"]) for x in body["created"]] == [(1, "c3")]
+        assert [(x["line"], x["id"]) for x in body["updated"]] == [(4, "c1")]
+        assert [x["line"] for x in body["rejected"]] == [2]
+        assert "not valid JSON" in body["rejected"][0]["reason"]
+        csv = "id,question\nc5,Q5\nc6,Q6,extra\n"
+        r = c.post(
+            "/api/v1/test-sets/cases-t/cases/import", content=csv, headers={"content-type": "text/csv"}
+        )
+        assert [x["line"] for x in r.json()["rejected"]] == [3]
+        r = c.post("/api/v1/test-sets/cases-t/cases/import", json=[{"id": "c7", "question": "Q7"}, "bad"])
+        assert [x["line"] for x in r.json()["rejected"]] == [2]
+        assert r.json()["case_count"] == 5
+        ids = [x["id"] for x in c.get("/api/v1/test-sets/cases-t/cases").json()["items"]]
+        assert ids == ["c1", "c2", "c3", "c5", "c7"]
+        page = c.get("/api/v1/test-sets/cases-t/cases", params={"limit": 2}).json()
+        nxt = c.get(
+            "/api/v1/test-sets/cases-t/cases", params={"limit": 2, "cursor": page["next_cursor"]}
+        ).json()
+        assert [x["id"] for x in nxt["items"]] == ["c3", "c5"]
+        _problem(
+            c.post(
+                "/api/v1/test-sets/cases-t/cases/import", content="x", headers={"content-type": "text/plain"}
+            ),
+            415,
+        )
+        big = "id,question\n" + "".join(f"b{i},{'x' * 100}\n" for i in range(1000))
+        detail = _problem(
+            c.post(
+                "/api/v1/test-sets/cases-t/cases/import", content=big, headers={"content-type": "text/csv"}
+            ),
+            413,
+        )
+        assert "RAGPULSE_API_MAX_UPLOAD_MB" in detail
+        assert c.delete("/api/v1/test-sets/cases-t/cases/c2").status_code == 204
+        _problem(c.delete("/api/v1/test-sets/cases-t/cases/c2"), 404)
+        assert c.get("/api/v1/test-sets/cases-t").json()["case_count"] == 4
+
+
+def _judgement(judge: str, score: float, claims: list[dict[str, object]] | None = None) -> Judgement:
+    return Judgement(
+        judge=judge,
+        version="v1",
+        backend=Backend.LLM,
+        model="m",
+        score=score,
+        passed=score >= 0.5,
+        threshold=0.5,
+        status=JudgementStatus.OK,
+        reason="r",
+        flags=JudgementFlags.model_validate({"claims": claims} if claims else {}),
+    )
+
+
+def _result(n: int, score: float, app: str, age: timedelta, source: Source = Source.KAFKA) -> TraceResult:
+    claims = [
+        {"start": 0, "end": 7, "verdict": "supported"},
+        {"start": 8, "end": 20, "verdict": "unsupported"},
+    ]
+    return TraceResult(
+        trace=Trace(
+            trace_id=f"{n:032x}",
+            app=app,
+            question=f"what about {n}",
+            documents=(Document(id="d", content="chunk", rank=0),),
+            answer="Answer. Not in chunk.",
+            source=source,
+        ),
+        outcome=TraceOutcome.EVALUATED,
+        judgements=(_judgement("faithfulness", score, claims if score < 0.5 else None),),
+        received_at=datetime.now(UTC) - age,
+    )
+
+
+def test_traces_stats_and_copy(portal: Portal) -> None:
+    seed(
+        portal.db_url,
+        [_result(1000 + i, 0.2 if i % 2 else 0.9, "trace-app", timedelta(minutes=i)) for i in range(6)]
+        + [_result(2000, 0.1, "trace-app", timedelta(days=3))],
+    )
+    with portal.client() as c:
+        items = c.get("/api/v1/traces", params={"app": "trace-app", "since": "24h"}).json()["items"]
+        assert [t["trace_id"] for t in items] == [f"{1000 + i:032x}" for i in range(6)]
+        fails = c.get(
+            "/api/v1/traces",
+            params={"app": "trace-app", "judge": "faithfulness", "outcome": "fail", "limit": 2},
+        ).json()
+        assert [t["trace_id"] for t in fails["items"]] == [f"{1001:032x}", f"{1003:032x}"]
+        more = c.get(
+            "/api/v1/traces",
+            params={
+                "app": "trace-app",
+                "judge": "faithfulness",
+                "outcome": "fail",
+                "limit": 2,
+                "cursor": fails["next_cursor"],
+            },
+        ).json()
+        assert [t["trace_id"] for t in more["items"]] == [f"{1005:032x}", f"{2000:032x}"]
+        _problem(c.get("/api/v1/traces", params={"limit": 501}), 422)
+        _problem(c.get("/api/v1/traces", params={"since": "yesterday"}), 422)
+        _problem(c.get("/api/v1/traces", params={"outcome": "fail"}), 422)
+        d = c.get(f"/api/v1/traces/{1001:032x}").json()
+        assert d["answer"] == "Answer. Not in chunk."
+        [j] = d["judgements"]
+        assert [(cl["text"], cl["supported"]) for cl in j["claims"]] == [
+            ("Answer.", True),
+            ("Not in chunk", False),
+        ]
+        _problem(c.get(f"/api/v1/traces/{'e' * 32}"), 404)
+        c.post("/api/v1/test-sets", json={"name": "from-traffic"})
+        r = c.post(
+            f"/api/v1/traces/{1001:032x}/copy-to-test-set",
+            json={"test_set": "from-traffic", "expected_answer": "A."},
+        )
+        assert r.status_code == 201
+        assert r.json()["contexts"] == ["chunk"]
+        _problem(
+            c.post(f"/api/v1/traces/{1001:032x}/copy-to-test-set", json={"test_set": "from-traffic"}), 409
+        )
+        _problem(
+            c.post(f"/api/v1/traces/{1001:032x}/copy-to-test-set", json={"test_set": "missing-set"}), 404
+        )
+        st = c.get("/api/v1/stats/scores", params={"since": "24h", "app": "trace-app"}).json()
+        [fs] = st["items"]
+        assert (fs["judge"], fs["count"], fs["passed"], fs["failed"]) == ("faithfulness", 6, 3, 3)
+        assert st["buckets"] == [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
+        assert {b["le"]: b["count"] for b in fs["buckets"]}[0.2] == 3
+        week = c.get("/api/v1/stats/scores", params={"since": "7d", "app": "trace-app"}).json()
+        assert week["items"][0]["count"] == 7
+        ts = c.get(
+            "/api/v1/stats/timeseries", params={"since": "24h", "app": "trace-app", "interval": "1h"}
+        ).json()
+        assert ts["interval_s"] == 3600
+        assert sum(p["count"] for p in ts["items"][0]["points"]) == 6
+        _problem(c.get("/api/v1/stats/timeseries", params={"since": "7d", "interval": "1s"}), 422)
+        _problem(c.get("/api/v1/stats/scores", params={"since": "1h", "until": "2h"}), 422)
+
+
+def test_dead_letters(portal: Portal) -> None:
+    import asyncio
+
+    from ragpulse.config import Settings
+    from ragpulse.store.postgres import PostgresStore
+
+    async def put() -> None:
+        s = await PostgresStore.connect(
+            portal.db_url, Settings(database_url=portal.db_url, database_pool_max=1)
+        )
+        try:
+            await s.write_dead_letter("otlp", "decode: bad protobuf", b"\x00\x01", {"peer": "127.0.0.1"})
+            await s.write_dead_letter("kafka", "not_json: x", "{oops", {"topic": "rag-traces", "offset": 7})
+        finally:
+            await s.close()
+
+    asyncio.run(put())
+    with portal.client() as c:
+        items = c.get("/api/v1/dead-letters").json()["items"]
+        assert [(d["source"], d["origin"]) for d in items[:2]] == [
+            ("kafka", {"topic": "rag-traces", "offset": 7}),
+            ("otlp", {"peer": "127.0.0.1"}),
+        ]
+        assert items[0]["payload"] == "{oops"
+        assert [
+            d["source"] for d in c.get("/api/v1/dead-letters", params={"source": "otlp"}).json()["items"]
+        ] == ["otlp"]
+
+
+def test_evaluate_judges_now_with_source_api(portal: Portal) -> None:
+    event = {
+        "traceId": "client-1",
+        "app": "eval-app",
+        "question": "What colour is the sky?",
+        "answer": "The sky is blue. Bananas cure colds.",
+        "contexts": ["On a clear day the sky is blue."],
+        "keywords": ["blue", "azure", "cobalt", "navy"],
+    }
+    with portal.client() as c:
+        r = c.post("/api/v1/evaluate", json=event)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["trace_id"] != "client-1"
+        assert sorted(j["judge"] for j in body["judgements"]) == ["faithfulness", "keyword", "relevancy"]
+        kw = next(j for j in body["judgements"] if j["judge"] == "keyword")
+        assert kw["outcome"] == "fail"
+        assert "keyword" in body["feedback"]
+        assert "azure" in body["feedback"]
+        second = c.post("/api/v1/evaluate", json=event).json()
+        assert second["trace_id"] != body["trace_id"]
+        stored = c.get(f"/api/v1/traces/{body['trace_id']}").json()
+        assert stored["source"] == "api"
+        assert stored["attributes"]["evaluate.client_trace_id"] == "client-1"
+        assert c.get("/api/v1/traces", params={"app": "eval-app"}).json()["items"] == []
+        assert len(c.get("/api/v1/traces", params={"app": "eval-app", "source": "api"}).json()["items"]) == 2
+        assert c.get("/api/v1/stats/scores", params={"app": "eval-app"}).json()["items"] == []
+        _problem(c.post("/api/v1/evaluate", json=[1]), 422)
+        _problem(c.post("/api/v1/evaluate", json={"question": 5}), 422)
+        r = c.post("/api/v1/evaluate", params={"timeout_s": 0.000001}, json=event)
+        detail = _problem(r, 504)
+        tid = detail.split()[1]
+        deadline = time.monotonic() + 30
+        while c.get(f"/api/v1/traces/{tid}").status_code != 200:  # still judged and stored
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
