@@ -50,7 +50,7 @@ from ragpulse.config import Settings
 from ragpulse.judges.registry import build_judges
 from ragpulse.logging import configure_logging
 from ragpulse.model import TestCase, TestSet
-from ragpulse.replay import run_replay
+from ragpulse.services.replay import run_replay
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import MemoryStore
 
@@ -153,7 +153,7 @@ class _TimedStore:
 
 
 async def _replay(ts: TestSet, settings: Settings, names: list[str], url: str) -> dict[str, Any]:
-    from ragpulse.judges.llm import LLMClient
+    from ragpulse.judges.model.client import LLMClient
 
     client = LLMClient(settings) if settings.uses_llm else None
     judges = build_judges(settings, names, client=client)
@@ -180,9 +180,9 @@ async def _replay(ts: TestSet, settings: Settings, names: list[str], url: str) -
         "chars_per_chunk": round(
             sum(len(c) for x in ts.cases for c in x.contexts) / sum(len(x.contexts) for x in ts.cases)
         ),
-        "pass_rate": report["pass_rate"],
-        "coverage": report["coverage"],
-        "counts": report["counts"],
+        "pass_rate": report.pass_rate,
+        "coverage": report.coverage,
+        "counts": report.counts.model_dump(by_alias=True),
     }
 
 

@@ -52,9 +52,15 @@ def _targets(queries: list[Query]) -> list[Any]:
     return out
 
 
+#: The portal's Live traffic for the dashboard's time range (``portal_url`` is a dashboard variable).
+PORTAL_TRAFFIC = "${portal_url}/traffic?since=${__from:date:iso}&until=${__to:date:iso}"
+
+
 def _ts(title: str, desc: str, unit: str, queries: list[Query], w: int = 12, **kw: Any) -> Any:
     p = timeseries.Panel().title(title).description(desc).unit(unit).datasource(DS).height(8).span(w)
     p = p.targets(_targets(queries))
+    if "data_links" in kw:
+        p = p.data_links(kw["data_links"])
     if "min" in kw:
         p = p.min(kw["min"])
     if "max" in kw:
@@ -113,6 +119,19 @@ def build() -> dict[str, Any]:
         .timezone("browser")
         .with_variable(dash.DatasourceVariable("datasource").label("Data source").type("prometheus"))
         .with_variable(
+            dash.TextBoxVariable("portal_url")
+            .label("Portal URL")
+            .description("The ragpulse portal as your browser reaches it (RAGPULSE_API_ADDRESS)")
+            .default_value("http://127.0.0.1:9470")
+        )
+        .link(
+            dash.DashboardLink("Live traffic in the ragpulse portal")
+            .type(dm.DashboardLinkType.LINK)
+            .url(PORTAL_TRAFFIC)
+            .tooltip("Traces, score distributions and pass rates for this time range")
+            .target_blank(True)
+        )
+        .with_variable(
             dash.QueryVariable("app")
             .label("App")
             .datasource(DS)
@@ -149,6 +168,14 @@ def build() -> dict[str, Any]:
                 ],
                 min=0,
                 max=1,
+                data_links=[
+                    dash.DashboardLink("Failing traces of ${__field.labels.app} in the portal")
+                    .url(
+                        PORTAL_TRAFFIC
+                        + "&app=${__field.labels.app}&judge=${__field.labels.judge}&outcome=fail"
+                    )
+                    .target_blank(True)
+                ],
             )
         )
         .with_panel(

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# README command 2: install everything the tests need and run them.
+# README command 2: install everything the tests need, lint, and run them.
 #   - .venv with ragpulse[dev] (scripts/bootstrap.sh)
+#   - the lint step (scripts/lint.sh: ruff, ruff format, mypy --strict src tests, import contracts); any
+#     finding fails the run
 #   - PostgreSQL on 127.0.0.1:5432 (started if down; installed from Debian if absent and we are root)
-#   - promtool (Debian package `prometheus`) for the alert-rule tests
-# Extra arguments go to pytest.
+#   - promtool and prometheus (Debian package `prometheus`) for the alert-rule and end-to-end metric tests
+#   - Chromium and CJK fonts (Debian packages `chromium`, `fonts-noto-cjk`) for the portal's browser tests
+#     (tests/web, Playwright for Python from the dev extras drives /usr/bin/chromium; Playwright's own browser
+#     download is not used)
+#   - the tests, in two lanes that together are the whole suite, each test once (docs/dev/testing.md):
+#       1. the fast lane (-m "not integration") with RAGPULSE_SAMPLING_RATE=0 and
+#          OTEL_EXPORTER_OTLP_PROTOCOL=bogus exported, proving that no test depends on the shell's settings;
+#       2. the integration lane (-m integration): PostgreSQL, Kafka (tansu), Prometheus/promtool, browser.
+# Extra arguments go to one pytest run instead of the two lanes (e.g. `scripts/test.sh tests/engine`).
+# pytest's exit code 5 ("no tests collected") counts as success.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+bash scripts/lint.sh
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi; }
 apt_updated=0
@@ -28,17 +39,35 @@ if ! pg_up; then
   for _ in $(seq 1 30); do pg_up && break; sleep 1; done
   pg_up || { echo "test.sh: PostgreSQL is not reachable on 127.0.0.1:5432" >&2; exit 1; }
 fi
-if ! command -v promtool >/dev/null 2>&1; then
-  echo "test.sh: installing promtool (Debian package prometheus)" >&2
-  apt_install prometheus || echo "test.sh: could not install prometheus; promtool tests will be skipped" >&2
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  echo "test.sh: installing promtool and prometheus (Debian package prometheus)" >&2
+  apt_install prometheus || echo "test.sh: could not install prometheus; promtool/prometheus tests will be skipped" >&2
 fi
 
-set +e
-.venv/bin/python -m pytest -q "$@"
-rc=$?
-set -e
-if [ "$rc" = 5 ]; then
-  echo "test.sh: pytest collected no tests (exit 5)" >&2
-  exit 0
+if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi "Noto Sans CJK"; then
+  echo "test.sh: installing chromium and fonts-noto-cjk (browser tests)" >&2
+  apt_install chromium fonts-noto-cjk || echo "test.sh: could not install chromium; the browser tests will fail" >&2
 fi
-exit "$rc"
+
+# pytest, with exit code 5 ("no tests collected") mapped to 0.
+run_pytest() {
+  local rc=0
+  .venv/bin/python -m pytest -q "$@" || rc=$?
+  if [ "$rc" = 5 ]; then
+    echo "test.sh: pytest collected no tests (exit 5)" >&2
+    rc=0
+  fi
+  return "$rc"
+}
+
+if [ "$#" -gt 0 ]; then
+  run_pytest "$@"
+  exit
+fi
+start=$SECONDS
+echo "test.sh: fast lane (-m 'not integration') with RAGPULSE_SAMPLING_RATE=0 OTEL_EXPORTER_OTLP_PROTOCOL=bogus" >&2
+RAGPULSE_SAMPLING_RATE=0 OTEL_EXPORTER_OTLP_PROTOCOL=bogus run_pytest -m "not integration"
+echo "test.sh: fast lane took $((SECONDS - start)) s; integration lane (-m integration)" >&2
+start=$SECONDS
+run_pytest -m integration
+echo "test.sh: integration lane took $((SECONDS - start)) s" >&2

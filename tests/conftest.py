@@ -30,6 +30,8 @@ INTEGRATION_FIXTURES = frozenset(
         "kafka_bootstrap",
         "promtool",
         "prometheus_bin",
+        "portal",
+        "browser",
     }
 )
 

@@ -6,6 +6,7 @@ import importlib
 import json
 import math
 import sys
+from typing import Any
 
 import pytest
 
@@ -20,12 +21,12 @@ from ragpulse.calibration import (
     spearman,
 )
 from ragpulse.config import Settings
-from ragpulse.judges.base import error, ok, skipped
-from ragpulse.judges.heuristic import HeuristicFaithfulnessJudge
+from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
+from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, Judgement, Trace
 from testsupport import shared_dir
 
-COMMON = {"judge": "faithfulness", "version": "v", "backend": Backend.HEURISTIC}
+COMMON: dict[str, Any] = {"judge": "faithfulness", "version": "v", "backend": Backend.HEURISTIC}
 
 
 def judged(score: float, threshold: float = 0.5) -> Judgement:

@@ -95,6 +95,10 @@ def build() -> dict[str, Any]:
                         "description": _annotation(r["annotations"]["description"]),
                         "runbook_url": r["annotations"]["runbook"].split(" ", 1)[0],
                         "runbook": _annotation(r["annotations"]["runbook"]),
+                        # Grafana expands $__env{…} in provisioning files: set RAGPULSE_PORTAL_URL for Grafana
+                        "portal": r["annotations"]["portal"].replace(
+                            "{{ $externalLabels.portal_url }}", "$__env{RAGPULSE_PORTAL_URL}"
+                        ),
                     },
                     "isPaused": False,
                 }

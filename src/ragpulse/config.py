@@ -180,7 +180,8 @@ class Settings(BaseSettings):
     engine_flush_interval_s: float = Field(default=0.2, gt=0)
     #: Store writes in flight at once (each a batch in its own transaction); >1 overlaps database latency.
     engine_writers: int = Field(default=2, gt=0)
-    #: Store write attempts before a batch is failed for good; backoff between them in seconds.
+    #: Store write attempts before a batch is failed for good in an in-process replay (``serve`` retries a
+    #: connection outage without limit: its sources redeliver); first backoff between them in seconds.
     engine_store_retries: int = Field(default=8, ge=1)
     engine_store_backoff_s: float = Field(default=0.5, gt=0)
     #: Share of traces judged, by hash of the trace id (same decision on every replica).

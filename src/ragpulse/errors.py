@@ -7,6 +7,7 @@
     ├── IngestError               a source could not read or decode input (bad event, bad OTLP payload)
     ├── JudgeError                a judge could not get a usable verdict (model unavailable, bad output)
     ├── StoreError                the result store failed; ``retriable`` says whether to try again
+    ├── NotFoundError             a named thing (run, test set, trace) does not exist; not retriable
     └── ExportError               a metrics/events exporter failed (never raised to producers)
 
 Library errors (asyncpg, aiokafka, openai, httpx) are translated to these at one boundary per layer and
@@ -15,7 +16,15 @@ chained with ``raise … from``.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ExportError", "IngestError", "JudgeError", "RagpulseError", "StoreError"]
+__all__ = [
+    "ConfigError",
+    "ExportError",
+    "IngestError",
+    "JudgeError",
+    "NotFoundError",
+    "RagpulseError",
+    "StoreError",
+]
 
 
 class RagpulseError(Exception):
@@ -51,6 +60,10 @@ class JudgeError(RagpulseError):
 
 class StoreError(RagpulseError):
     """Raised by the store. ``retriable=True`` for connection loss/timeouts, ``False`` for bad data."""
+
+
+class NotFoundError(RagpulseError):
+    """A run, test set or trace named by the caller does not exist (CLI exit 2, HTTP 404)."""
 
 
 class ExportError(RagpulseError):

@@ -13,9 +13,11 @@ Shapes and units
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Self
@@ -25,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = [
     "RAW_OUTPUT_MAX_CHARS",
     "REASON_MAX_CHARS",
+    "RUN_HEARTBEAT_S",
+    "RUN_STALE_AFTER_S",
     "Backend",
     "Document",
     "Judgement",
@@ -38,6 +42,7 @@ __all__ = [
     "Trace",
     "TraceOutcome",
     "TraceResult",
+    "cases_hash",
     "normalize_trace_id",
 ]
 
@@ -169,6 +174,11 @@ class Trace(BaseModel):
             histogram.
         run_id / test_case_id: replay identity (``source == replay`` or replay sent via Kafka/OTLP).
         expected_answer / keywords: reference data, from a test case or the event.
+        not_evaluable: why no judge may score this trace, set by its producer (e.g. ``rag_endpoint_failed: …``,
+            ``ambiguous_answer``, ``trace_error``); ``None`` = judge it if it has a question and an answer.
+        answer_span_id: the span that supplied the answer and context (OTLP), when chosen among several.
+        answer_candidates: span ids of the LLM calls that could have been the answer (OTLP).
+        error: trace-level error reported by the source (e.g. OTLP root status ERROR), one line.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -193,6 +203,17 @@ class Trace(BaseModel):
     test_case_id: str | None = None
     expected_answer: str | None = None
     keywords: tuple[str, ...] | None = None
+    not_evaluable: str | None = None
+    answer_span_id: str | None = None
+    answer_candidates: tuple[str, ...] = ()
+    error: str | None = None
+
+    @field_validator("not_evaluable", "error", mode="before")
+    @classmethod
+    def _reason(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return v.strip()[:REASON_MAX_CHARS] or None
+        return v
 
     @field_validator("trace_id", mode="before")
     @classmethod
@@ -443,9 +464,40 @@ class TestSet(BaseModel):
     description: str | None = None
     cases: tuple[TestCase, ...] = ()
 
+    def content_hash(self) -> str:
+        """The hash of the cases: see :func:`cases_hash`."""
+        return cases_hash(self.cases)
+
+
+def _hashable(v: Any) -> Any:
+    # NUL-free like the store keeps every text, so a set hashes the same before and after storing
+    if isinstance(v, str):
+        return v.replace("\x00", "")
+    if isinstance(v, Mapping):
+        return {str(k).replace("\x00", ""): _hashable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_hashable(x) for x in v]
+    return v
+
+
+def cases_hash(cases: Iterable[TestCase]) -> str:
+    """``sha256:<64 hex>`` of the cases in order: one canonical JSON line per case (every field, keys sorted,
+    NUL characters removed as the store removes them). Two files with the same cases (same ids, fields and
+    order) hash the same whatever their format; any change to a case changes it."""
+    h = hashlib.sha256()
+    for c in cases:
+        line = json.dumps(_hashable(c.model_dump(mode="json")), sort_keys=True, ensure_ascii=False)
+        h.update(line.encode("utf-8", "surrogatepass"))
+        h.update(b"\n")
+    return f"sha256:{h.hexdigest()}"
+
 
 class RunStatus(StrEnum):
-    """Life cycle of a replay run."""
+    """Life cycle of a replay run.
+
+    ``interrupted`` is never stored: it is how a stored ``running`` run reads when its process is gone (the
+    owner process no longer exists on this host, or its heartbeat stopped; see ``ragpulse.store.rows``).
+    """
 
     RUNNING = "running"
     COMPLETED = "completed"
@@ -455,6 +507,14 @@ class RunStatus(StrEnum):
     QUEUED = "queued"
     #: cancelled while queued or running (no further judge call is made for it)
     CANCELLED = "cancelled"
+    #: never stored: a stored ``running`` run whose process is gone (see the class docstring)
+    INTERRUPTED = "interrupted"
+
+
+#: Seconds between two heartbeats of a ``running`` run's process.
+RUN_HEARTBEAT_S = 15.0
+#: A ``running`` run whose heartbeat is older than this (seconds) reads as ``interrupted``.
+RUN_STALE_AFTER_S = 90.0
 
 
 class RunRecord(BaseModel):
@@ -467,7 +527,11 @@ class RunRecord(BaseModel):
         status: see :class:`RunStatus`.
         judges: ``{judge name: version}`` that the run used.
         settings: non-secret settings worth comparing between runs (model, modes, thresholds, top-k, …).
-        report: the run report as JSON once finished (see ``ragpulse.replay.report``).
+        report: the run report as JSON once finished (see :class:`ragpulse.services.report_model.RunReport`).
+        cases_hash: :func:`cases_hash` of the cases the run replayed (``None`` for runs from before it existed
+            and runs that arrived only as events).
+        owner_host / owner_pid: the host (hostname and pid namespace) and pid of the process running it.
+        heartbeat_at: when that process last said it is alive (UTC), while the run is ``running``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -480,6 +544,10 @@ class RunRecord(BaseModel):
     judges: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     report: dict[str, Any] | None = None
+    cases_hash: str | None = None
+    owner_host: str | None = None
+    owner_pid: int | None = None
+    heartbeat_at: datetime | None = None
 
 
 class CalibrationProfile(BaseModel):

@@ -7,13 +7,23 @@ through a :class:`ResultStore`, and hands what the store really inserted or chan
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
 
-from ragpulse.model import Backend, Judgement, Trace, TraceResult
+from ragpulse.model import Backend, Judgement, RunRecord, RunStatus, TestSet, Trace, TraceResult
 
-__all__ = ["AckCallback", "Exporter", "Judge", "ResultStore", "WriteReport", "judge_needs_answer"]
+__all__ = [
+    "AckCallback",
+    "Exporter",
+    "Judge",
+    "ResultStore",
+    "RunStore",
+    "Store",
+    "WriteReport",
+    "judge_needs_answer",
+]
 
 
 @runtime_checkable
@@ -74,6 +84,63 @@ class ResultStore(Protocol):
     """
 
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport: ...
+
+
+class RunStore(ResultStore, Protocol):
+    """What replay and the run services need: results, test sets and runs (``PostgresStore``, and the
+    in-memory ``ragpulse.testing.MemoryStore`` of unit tests)."""
+
+    async def get_run_results(self, run_id: str) -> list[TraceResult]:
+        """Traces linked to run ``run_id``, each with its latest judgement per judge name."""
+        ...
+
+    async def get_trace(self, trace_id: str) -> TraceResult | None:
+        """One trace with every judgement (all versions), or ``None``."""
+        ...
+
+    def traces_for_rejudge(self, app: str | None, since: datetime, limit: int | None) -> AsyncIterator[Trace]:
+        """Stored traces to re-evaluate (of ``app``, received since ``since``, at most ``limit``)."""
+        ...
+
+    async def upsert_test_set(self, ts: TestSet) -> None:
+        """Insert or replace test set ``ts.name`` and its cases."""
+        ...
+
+    async def get_test_set(self, name: str) -> TestSet | None:
+        """The stored test set ``name`` with its cases, or ``None``."""
+        ...
+
+    async def create_run(self, run: RunRecord) -> None:
+        """Insert a run (re-using an id resets it to status ``running``)."""
+        ...
+
+    async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
+        """Set a run's final status and its report (JSON form)."""
+        ...
+
+    async def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        """The most recently started runs, newest first."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """Run ``run_id`` or ``None``."""
+        ...
+
+
+class Store(RunStore, Protocol):
+    """The whole result store the CLI and the HTTP API open (:class:`~ragpulse.store.PostgresStore`)."""
+
+    async def ping(self) -> bool:
+        """True when the database answers."""
+        ...
+
+    async def info(self) -> dict[str, Any]:
+        """Server and schema versions, size and row counts."""
+        ...
+
+    async def prune(self, older_than: timedelta) -> int:
+        """Delete traces (and dead letters) older than ``older_than``; the number of traces deleted."""
+        ...
 
 
 class Exporter(Protocol):

@@ -35,6 +35,7 @@ __all__ = [
     "JUDGE_LATENCY",
     "JUDGE_SCORE",
     "JUDGE_TOKENS",
+    "TRACES_ERRORED",
     "TRACES_NOT_SAMPLED",
     "TRACES_RECEIVED",
     "TRACES_REJECTED",
@@ -65,6 +66,11 @@ TRACES_RECEIVED = meter.create_counter("ragpulse_traces_received", description="
 #: Input rejected before it became a trace. Attributes: source, reason.
 TRACES_REJECTED = meter.create_counter(
     "ragpulse_traces_rejected", description="Inputs rejected (dead-lettered)"
+)
+#: Traces the source reported as failed (OTLP root status ERROR, Kafka ``error``): stored ``not_evaluable`` with
+#: reason ``trace_error`` and kept out of the score histograms. Labels: ``source``, ``app`` (bounded).
+TRACES_ERRORED = meter.create_counter(
+    "ragpulse_traces_errored", description="Traces the source reported as failed (not judged)"
 )
 #: Traces not judged because of sampling.
 TRACES_NOT_SAMPLED = meter.create_counter(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from portal_testutil import Portal, base_env, private_db
 
 

@@ -7,8 +7,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
-from portal_testutil import Portal, seed
+import pytest
 
+from portal_testutil import Portal, seed
 from ragpulse.model import (
     Backend,
     Document,
@@ -20,6 +21,8 @@ from ragpulse.model import (
     TraceOutcome,
     TraceResult,
 )
+
+pytestmark = pytest.mark.integration  # a started serve on PostgreSQL
 
 PROBLEM = "application/problem+json"
 CONTRACT_PATHS = {

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from portal_testutil import RAGPULSE, Portal, base_env, private_db
 
+from portal_testutil import RAGPULSE, Portal, base_env, private_db
 from ragpulse.api.context import ApiOptions
 from ragpulse.api.server import check_exposure, is_loopback
 from ragpulse.errors import ConfigError
@@ -16,6 +16,7 @@ from testsupport import free_port
 TOKEN = "s3cret-token-for-tests"
 
 
+@pytest.mark.integration
 def test_token_missing_401_wrong_403_right_200() -> None:
     with private_db() as db:
         env = base_env(db)
@@ -41,6 +42,7 @@ def test_token_missing_401_wrong_403_right_200() -> None:
             p.stop()
 
 
+@pytest.mark.integration
 def test_serve_refuses_non_loopback_api_without_token() -> None:
     with private_db() as db:
         env = base_env(db)

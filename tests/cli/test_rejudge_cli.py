@@ -66,3 +66,21 @@ def test_rejudge_app_since_keeps_old_versions(pg_url: str, monkeypatch: pytest.M
     assert "rejudged 2 trace(s)" in again.stdout
     bad = CliRunner().invoke(app, ["rejudge", "--since", "yesterday"])
     assert bad.exit_code == 2
+
+
+def test_rejudge_with_the_judge_model_down_exits_3(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragpulse.testing.openai_server import ScriptedOpenAIServer
+
+    asyncio.run(_seed(pg_url))
+    with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
+        for k, v in {
+            "RAGPULSE_DATABASE_URL": pg_url,
+            "RAGPULSE_JUDGE_MODEL": "judge-test",
+            "RAGPULSE_JUDGE_BASE_URL": server.base_url,
+            "RAGPULSE_JUDGE_API_KEY": "sk-test",
+        }.items():
+            monkeypatch.setenv(k, v)
+        res = CliRunner().invoke(app, ["rejudge", "--since", "1h", "--judges", "relevancy", "--json"])
+    assert res.exit_code == 3, res.output
+    assert json.loads(res.stdout)["counts"] == {"pass": 0, "fail": 0, "error": 3, "skipped": 0}
+    assert "error: every judgement of the 3 re-judged trace(s) is an error" in res.stderr

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.replay.report import REPORT_KEYS
+from ragpulse.services.reports import REPORT_KEYS
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
 from testsupport import pg_count, shared_dir
 
@@ -41,8 +41,8 @@ def _report(args: list[str]) -> dict[str, Any]:
 
 
 offline = pytest.mark.skipif(
-    importlib.util.find_spec("ragpulse.judges.heuristic") is None
-    or importlib.util.find_spec("ragpulse.judges.keyword") is None,
+    importlib.util.find_spec("ragpulse.judges.answer.faithfulness") is None
+    or importlib.util.find_spec("ragpulse.judges.answer.keyword") is None,
     reason="offline judges not built yet",
 )
 
@@ -86,6 +86,30 @@ def test_replay_example_offline_twice_same_run_id(db: str) -> None:
     assert {k: second[k] for k in ("pass_rate", "coverage", "averages", "counts")} == {
         k: first[k] for k in ("pass_rate", "coverage", "averages", "counts")
     }
+
+
+@offline
+def test_replay_a_stored_test_set_by_name(db: str, tmp_path: Path) -> None:
+    first = _report(["replay", str(_head(KESTREL, 3, tmp_path / "kb3.jsonl")), "--run-id", "file-run"])
+    assert first["test_set"] == "kb3"
+    # the file is gone: the stored set replays by name, same cases, same numbers, a new run
+    (tmp_path / "kb3.jsonl").unlink()
+    again = _report(["replay", "--test-set", "kb3", "--run-id", "name-run"])
+    assert again["run_id"] == "name-run"
+    assert again["test_set"] == "kb3"
+    assert [c["case_id"] for c in again["cases"]] == [c["case_id"] for c in first["cases"]]
+    assert {k: again[k] for k in ("pass_rate", "coverage", "averages", "counts")} == {
+        k: first[k] for k in ("pass_rate", "coverage", "averages", "counts")
+    }
+    listed = _invoke(["runs", "list", "--json"])
+    assert {r["run_id"] for r in json.loads(listed.stdout)} == {"file-run", "name-run"}
+    # --test-set also takes a file; an unknown name is an input error naming it
+    assert _report(["replay", "--test-set", str(KESTREL), "--run-id", "f2"])["test_set"] == "kestrel_kb"
+    missing = _invoke(["replay", "--test-set", "nosuchset"])
+    assert missing.exit_code == 2
+    assert "no test set 'nosuchset'" in missing.stderr
+    both = _invoke(["replay", str(KESTREL), "--test-set", "kb3"])
+    assert both.exit_code == 2
 
 
 @offline

@@ -10,13 +10,19 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.cli.runs_cmd import parse_since
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.model import TestCase, TestSet
-from ragpulse.replay import case_trace_id, run_replay
+from ragpulse.replay import case_trace_id
+from ragpulse.services.replay import run_replay
+from ragpulse.services.runs import parse_since
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
+
+
+async def _replay(ts: TestSet, **kw: Any) -> dict[str, Any]:
+    """Replay and return the report's JSON form (the stored and ``--json`` shape these tests read)."""
+    return (await run_replay(ts, **kw)).to_json()
 
 
 def _ts() -> TestSet:
@@ -31,11 +37,11 @@ async def _seed(url: str) -> None:
     store = await PostgresStore.connect(url, s)
     try:
         good = {"relevancy": ScriptedJudge("relevancy", 0.9)}
-        await run_replay(_ts(), judges=good, store=store, settings=s, run_id="base")
+        await _replay(_ts(), judges=good, store=store, settings=s, run_id="base")
         worse = {
             "relevancy": ScriptedJudge("relevancy", lambda t: 0.1 if t.question in ("q1", "q2") else 0.9)
         }
-        await run_replay(_ts(), judges=worse, store=store, settings=s, run_id="cand")
+        await _replay(_ts(), judges=worse, store=store, settings=s, run_id="cand")
     finally:
         await store.close()
 
@@ -130,3 +136,40 @@ def test_negative_or_zero_limits_are_usage_errors() -> None:
         assert res.exit_code == 2, res.output
         assert "--limit" in res.output
         assert "store" not in res.output
+
+
+def test_a_run_id_that_came_only_with_events_is_shown_and_gated(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragpulse.engine import Engine
+    from ragpulse.model import Source, Trace
+
+    async def seed() -> None:
+        s = Settings(database_url=pg_url)
+        store = await PostgresStore.connect(pg_url, s)
+        try:
+            async with Engine({"keyword": ScriptedJudge("keyword", 0.9)}, store, s) as eng:
+                for i, q in enumerate(["q1", "q2"]):
+                    await eng.submit(
+                        Trace(
+                            trace_id=f"{i + 7:032x}",
+                            question=q,
+                            answer="a",
+                            source=Source.KAFKA,
+                            run_id="ev-run",
+                            test_case_id=f"c{i}",
+                        )
+                    )
+        finally:
+            await store.close()
+
+    asyncio.run(seed())
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    shown = CliRunner().invoke(app, ["runs", "show", "ev-run", "--json"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert [c["case_id"] for c in report["cases"]] == ["c0", "c1"]
+    assert report["pass_rate"] == 1.0
+    assert report["status"] == "completed"
+    gated = CliRunner().invoke(app, ["gate", "ev-run", "--min", "pass_rate=0.9"])
+    assert gated.exit_code == 0, gated.output

@@ -137,7 +137,7 @@ def test_k8s_ragpulse_env_ports_and_probes() -> None:
         assert env["RAGPULSE_HTTP_ADDRESS"] == "0.0.0.0:9464"  # probes reach the pod IP
         assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-        plain = {
+        plain: dict[str, Any] = {
             k.removeprefix("RAGPULSE_").lower(): v
             for k, v in env.items()
             if k.startswith("RAGPULSE_") and v is not None
@@ -154,7 +154,8 @@ def test_k8s_consumer_is_a_kafka_group_with_replicas_and_otlp_off() -> None:
     dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "ragpulse-consumer")
     assert dep["spec"]["replicas"] >= 2
     env = _container_env(dep["spec"]["template"]["spec"]["containers"][0], docs)
-    s = Settings(**{k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if v is not None})
+    values: dict[str, Any] = {k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if v is not None}
+    s = Settings(**values)
     assert s.kafka_bootstrap_servers
     assert s.kafka_group_id == "ragpulse"
     assert s.kafka_topics == ["rag-traces"]

@@ -31,3 +31,31 @@ async def test_received_and_not_sampled_counted_once_per_stored_trace() -> None:
     assert _value("ragpulse_traces_received_total", source="kafka") - received0 == 6
     assert _value("ragpulse_traces_not_sampled_total") - not_sampled0 == 3
     assert _value("ragpulse_engine_queue_depth") == 0
+
+
+async def test_errored_trace_is_not_judged_and_counted_once() -> None:
+    """Issue 11 item 4: a trace its source reported as failed is stored not_evaluable/trace_error, counted in
+    ragpulse_traces_errored_total once (not again on redelivery), and no judge runs (no score histogram)."""
+    install_metrics()
+    errored0 = _value("ragpulse_traces_errored_total", source="otlp", app="hr")
+    judge = ScriptedJudge("a")
+    store = MemoryStore()
+    t = Trace(
+        trace_id="e-1",
+        question="q",
+        answer="Sorry, something went wrong",
+        app="hr",
+        source=Source.OTLP,
+        error="httpx.ReadTimeout: upstream timeout",
+    )
+    async with Engine({"a": judge}, store, Settings()) as eng:
+        await eng.submit(t)
+        await eng.submit(t)
+    result = store.traces["e-1"]
+    assert (result.outcome.value, result.outcome_reason, result.judgements) == (
+        "not_evaluable",
+        "trace_error",
+        (),
+    )
+    assert judge.calls == 0
+    assert _value("ragpulse_traces_errored_total", source="otlp", app="hr") - errored0 == 1

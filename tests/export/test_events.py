@@ -146,13 +146,14 @@ def test_events_over_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
 
     received: list[logs_service_pb2.ExportLogsServiceRequest] = []
 
-    class Servicer(logs_service_pb2_grpc.LogsServiceServicer):  # type: ignore[misc]
+    class Servicer(logs_service_pb2_grpc.LogsServiceServicer):
         def Export(self, request, context):  # type: ignore[no-untyped-def]
             received.append(request)
             return logs_service_pb2.ExportLogsServiceResponse()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Servicer(), server)
+    # the generated gRPC module has no type hints
+    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(Servicer(), server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:

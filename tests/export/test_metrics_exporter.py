@@ -157,6 +157,22 @@ def test_redelivery_with_nothing_changed_records_nothing(metrics_runtime: Metric
     assert value(text, "ragpulse_judge_score_count", judge=judge, app="redeliver-app", backend="llm") == 1
 
 
+def test_api_drafts_stay_out_of_quality_metrics(metrics_runtime: MetricsRuntime) -> None:
+    """Traces judged by the portal's POST /evaluate (source=api) record judge latency and tokens only."""
+    judge = f"draft_{uuid.uuid4().hex[:8]}"
+    exp = MetricsExporter(clock=lambda: NOW)
+    fail = ok(judge, 0.1, latency=0.5, pt=40, ct=4)
+    err = bad(judge, JudgementStatus.ERROR, "judge_unavailable: down", latency=0.2)
+    exp.on_stored(result("draft-app", fail, source=Source.API), [fail])
+    exp.on_stored(result("draft-app", err, source=Source.API), [err])
+    text = render_metrics().decode()
+    assert series(text, "ragpulse_judgements_total", judge=judge) == []
+    assert series(text, "ragpulse_judge_score_count", judge=judge) == []
+    assert series(text, "ragpulse_judge_errors_total", judge=judge) == []
+    assert value(text, "ragpulse_judge_latency_seconds_count", judge=judge) == 2
+    assert value(text, "ragpulse_judge_tokens_total", judge=judge, kind="prompt") == 40
+
+
 def test_ten_thousand_apps_stay_under_the_label_limit(metrics_runtime: MetricsRuntime) -> None:
     telemetry.configure_app_label_limit(50)
     judge = f"card_{uuid.uuid4().hex[:8]}"

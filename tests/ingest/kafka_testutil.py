@@ -93,6 +93,18 @@ async def committed(bootstrap: str, group: str, topic: str, partitions: int = 3)
         await c.stop()
 
 
+async def end_offsets(bootstrap: str, topic: str, partitions: int = 3) -> dict[int, int]:
+    """The brokers' end offsets (ListOffsets latest) of ``topic``, per partition."""
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    await c.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return {tp.partition: off for tp, off in (await c.end_offsets(tps)).items()}
+    finally:
+        with contextlib.suppress(asyncio.CancelledError):  # aiokafka's group-less close may raise it
+            await c.stop()
+
+
 class RecordingSink:
     """A :class:`~ragpulse.protocols.TraceSink` with a bounded queue and one worker that acknowledges.
 

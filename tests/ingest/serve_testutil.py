@@ -24,6 +24,9 @@ class ServeProcess:
 
     def __init__(self, env: dict[str, str]) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
+        # no portal listener unless the test asks for one: its fixed default port (127.0.0.1:9470) would collide
+        # between serve processes of concurrent test runs
+        self.env["RAGPULSE_API_ADDRESS"] = ""
         self.env.update(env)
         self.env["PYTHONPATH"] = str(REPO / "src")
         self.env["RAGPULSE_LOG_JSON"] = "true"

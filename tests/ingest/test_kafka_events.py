@@ -160,23 +160,26 @@ def test_ids_without_contexts_and_uneven_lists() -> None:
         (None, "not_json: empty message"),
         (b"\xff\xfe{}", "not_json: Expecting value: line 1 column 1 (char 0)"),  # lenient: U+FFFD U+FFFD {}
         (b'{"traceId": "a", "question": NaN}', "not_json: NaN is not a valid JSON number"),
-        (b"[1, 2]", "schema: /: [1, 2] is not of type 'object'"),
+        (b"[1, 2]", "schema: /: must be of type object, got array of length 2"),
         (b'{"question": "q", "answer": "a"}', "schema: /: missing required field traceId (or trace_id)"),
         (b'{"traceId": "   "}', "schema: /traceId: must be a non-blank string or a non-negative integer"),
         (b'{"traceId": ["x"]}', "schema: /traceId: must be a non-blank string or a non-negative integer"),
         (
             b'{"traceId": "a", "contexts": ["ok", 3]}',
-            "schema: /contexts/1: 3 is not of type 'string', 'null'",
+            "schema: /contexts/1: must be of type string or null, got integer",
         ),
-        (b'{"traceId": "a", "question": 5}', "schema: /question: 5 is not of type 'string', 'null'"),
-        (b'{"traceId": "a", "latencyMs": -1}', "schema: /latencyMs: -1 is less than the minimum of 0"),
+        (
+            b'{"traceId": "a", "question": 5}',
+            "schema: /question: must be of type string or null, got integer",
+        ),
+        (b'{"traceId": "a", "latencyMs": -1}', "schema: /latencyMs: must be >= 0, got integer"),
         (
             b'{"traceId": "a", "documents": [{"score": "high"}]}',
-            "schema: /documents/0/score: 'high' is not of type 'number', 'null'",
+            "schema: /documents/0/score: must be of type number or null, got string of length 4",
         ),
         (
             b'{"traceId": "a", "timestamp": "yesterday"}',
-            "schema: /timestamp: 'yesterday' is not an RFC 3339 date-time",
+            "schema: /timestamp: a string of 9 characters is not an RFC 3339 date-time",
         ),
     ],
 )
@@ -185,6 +188,31 @@ def test_rejections_have_clear_reasons(raw: bytes | None, reason: str) -> None:
         parse_event(raw)
     assert ei.value.reason == reason
     assert ei.value.code == reason.split(":")[0]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (
+            b'{"traceId": "a", "question": ["my salary is 5k"]}',
+            "schema: /question: ['my salary is 5k'] is not of type 'string', 'null'",
+        ),
+        (
+            b'{"traceId": "a", "timestamp": "secret plan"}',
+            "schema: /timestamp: 'secret plan' is not an RFC 3339 date-time",
+        ),
+    ],
+)
+def test_values_are_quoted_only_with_log_text(raw: bytes, reason: str) -> None:
+    """Reasons reach logs and dead-letter headers: the value (maybe question text) only with log_text on."""
+    with pytest.raises(EventRejected) as ei:
+        parse_event(raw, log_text=True)
+    assert ei.value.reason == reason
+    with pytest.raises(EventRejected) as off:
+        parse_event(raw)
+    assert "salary" not in off.value.reason
+    assert "secret" not in off.value.reason
+    assert off.value.reason.startswith(reason.split(":", 2)[0] + ":" + reason.split(":", 2)[1])
 
 
 def test_too_large() -> None:
@@ -248,3 +276,58 @@ def test_event_key_of_unreadable_values_is_none() -> None:
     assert event_key(b"{oops") is None
     assert event_key(b"\xff\xfe") is None
     assert event_key(b"[" * 100_000 + b"]" * 100_000) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("Sorry, something went wrong… upstream timeout", "Sorry, something went wrong… upstream timeout"),
+        (True, "error"),
+        ({"type": "TimeoutError", "message": "upstream\ntimeout"}, "TimeoutError: upstream timeout"),
+        ({"code": 504}, '{"code": 504}'),
+        (False, None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_error_field_marks_a_failed_request(value: object, error: str | None) -> None:
+    t = parse_event(
+        json.dumps({"traceId": "e", "question": "q", "answer": "Sorry…", "error": value}).encode()
+    )
+    assert t.error == error
+
+
+async def test_errored_kafka_event_is_stored_not_evaluable_trace_error() -> None:
+    from ragpulse.config import Settings
+    from ragpulse.engine import Engine
+    from ragpulse.model import TraceOutcome
+    from ragpulse.testing.fakes import MemoryStore, ScriptedJudge
+
+    judge = ScriptedJudge("faithfulness", 0.0)
+    store = MemoryStore()
+    async with Engine({"faithfulness": judge}, store, Settings()) as engine:
+        raw = {
+            "traceId": "err-1",
+            "question": "q",
+            "answer": "Sorry, something went wrong",
+            "error": "timeout",
+        }
+        await engine.submit(parse_event(json.dumps(raw).encode()))
+        await engine.drain(10)
+    stored = store.traces["err-1"]
+    assert stored.outcome is TraceOutcome.NOT_EVALUABLE
+    assert stored.outcome_reason == "trace_error"
+    assert stored.judgements == ()
+
+
+def test_replay_via_kafka_carries_error_and_not_evaluable() -> None:
+    from ragpulse.ingest.events import trace_to_event
+    from ragpulse.model import Trace
+
+    t = Trace(
+        trace_id="r1", question="q", run_id="run", error="boom", not_evaluable="rag_endpoint_failed: HTTP 500"
+    )
+    back = parse_event(json.dumps(trace_to_event(t)).encode())
+    assert back.error == "boom"
+    assert back.not_evaluable == "rag_endpoint_failed: HTTP 500"
+    assert back.run_id == "run"

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from kafka_testutil import committed, create_topic, event, produce, read_topic
 
+from ingest.kafka_testutil import committed, create_topic, event, produce, read_topic
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.ingest.events import EventRejected, parse_event

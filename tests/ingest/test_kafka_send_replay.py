@@ -14,9 +14,9 @@ from pathlib import Path
 import asyncpg
 import httpx
 import pytest
-from kafka_testutil import REPO, RecordingSink, create_topic, read_topic
-from serve_testutil import ServeProcess
 
+from ingest.kafka_testutil import REPO, RecordingSink, create_topic, read_topic
+from ingest.serve_testutil import ServeProcess
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp import OtlpReceivers
 from testsupport import free_port, shared_dir
@@ -60,6 +60,33 @@ async def test_send_to_kafka_publishes_lines_keyed_by_trace_id(kafka_bootstrap: 
     assert part[lines[0]] == part[lines[7]]
 
 
+async def test_send_to_kafka_reports_bad_lines_and_goes_on(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    """A trace id with a lone surrogate used to crash send (UnicodeEncodeError); an oversized event stopped it."""
+    await create_topic(kafka_bootstrap, topic, 1)
+    big = json.dumps({"traceId": "big", "question": "q", "answer": "x" * 1_200_000}).encode()
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(
+        b'{"traceId": "first", "question": "q", "answer": "a"}\n'
+        b'{"traceId": "half-\\ud83d", "question": "q", "answer": "a"}\n'
+        + big
+        + b'\n{"traceId": "last", "question": "q", "answer": "a"}\n'
+    )
+    r = await asyncio.to_thread(
+        _cli,
+        ["send", str(path), "--to", "kafka", "--topic", topic],
+        # producer limit: max(max message bytes + 64 KiB, 1 MiB) = 1 MiB < the 1.2 MB event
+        {"RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGPULSE_KAFKA_MAX_MESSAGE_BYTES": "1000"},
+    )
+    assert "Traceback" not in r.stderr
+    assert r.returncode == 2, r.stderr  # some lines were skipped: an input error (docs/cli.md), the rest sent
+    assert r.stdout.strip() == f"sent 3 events to Kafka topic {topic} (1 lines skipped)"
+    assert "line 3: skipped: too_large: MessageSizeTooLargeError" in r.stderr
+    recs = await read_topic(kafka_bootstrap, topic, 3)
+    assert [x.key for x in recs] == [b"first", "half-\ufffd".encode(), b"last"]
+
+
 async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
     path = _fixture_file()
     sink = RecordingSink(100)
@@ -73,7 +100,7 @@ async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
             while len(sink.acked) < 7:  # noqa: ASYNC110 - the receiver feeds the sink from its own task
                 await asyncio.sleep(0.05)
     await sink.close()
-    assert r.returncode == 1  # line 7 is not JSON: reported and skipped
+    assert r.returncode == 2  # line 7 is not JSON: reported and skipped (an input error; the rest is sent)
     assert "line 7: skipped: not_json" in r.stderr
     assert r.stdout.strip() == "sent 8 traces as OTLP spans (1 lines skipped)"
     by_id = {t.trace_id: t for t in sink.acked}
@@ -114,6 +141,7 @@ async def test_replay_via_kafka_and_otlp_through_serve(
         "RAGPULSE_OTLP_HTTP_ADDRESS": f"127.0.0.1:{otlp_port}",
         "RAGPULSE_OTLP_ROOT_GRACE_S": "0.2",
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
+        "RAGPULSE_API_ADDRESS": "",  # no portal (its default port may be taken by another test)
         "RAGPULSE_ENABLED_JUDGES": "relevancy,faithfulness,keyword",
     }
     proc = ServeProcess(env)
@@ -126,11 +154,11 @@ async def test_replay_via_kafka_and_otlp_through_serve(
     reports = {}
     for via in ("kafka", "otlp"):
         run_id = f"via-{via}-{uuid.uuid4().hex[:6]}"
-        r = await asyncio.to_thread(
+        run = await asyncio.to_thread(
             _cli, ["replay", testset, "--via", via, "--run-id", run_id, "--json", "--wait", "90"], env, 150.0
         )
-        assert r.returncode in (0, 1), r.stderr[-2000:]
-        rep = json.loads(r.stdout)
+        assert run.returncode in (0, 1), run.stderr[-2000:]
+        rep = json.loads(run.stdout)
         assert rep["run_id"] == run_id
         assert rep["via"] == via
         assert rep["cases_total"] == 17

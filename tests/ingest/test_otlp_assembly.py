@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from otlp_testutil import FakeClock, MemorySink
-
+from ingest.otlp_testutil import FakeClock, MemorySink
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.assembly import TraceAssembler
 from ragpulse.ingest.otlp.conventions import TraceBuilder
@@ -51,7 +51,8 @@ def _retriever(tid: str = T1, span_id: str = "00f067aa0ba902b7") -> SpanData:
 
 
 def _assembler(clock: FakeClock, **over: float) -> TraceAssembler:
-    settings = Settings(**{"otlp_root_grace_s": 2.0, "otlp_idle_timeout_s": 30.0, **over})
+    values: dict[str, Any] = {"otlp_root_grace_s": 2.0, "otlp_idle_timeout_s": 30.0, **over}
+    settings = Settings(**values)
     return TraceAssembler(settings, TraceBuilder(settings), clock=clock)
 
 

@@ -8,8 +8,8 @@ import time
 
 import httpx
 import pytest
-from otlp_testutil import MemorySink
 
+from ingest.otlp_testutil import MemorySink
 from ragpulse.config import Settings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.client import OtlpTraceClient

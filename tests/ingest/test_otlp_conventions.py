@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ragpulse.config import Settings
+from ragpulse.engine.engine import not_evaluable_reason
 from ragpulse.errors import ConfigError
 from ragpulse.ingest.otlp.conventions import MappedFields, TraceBuilder, default_mappers
 from ragpulse.ingest.otlp.spans import SpanData, SpanEvent
@@ -381,13 +382,13 @@ def test_genai_older_event_forms() -> None:
     assert (t.question, t.answer, t.context) == ("Where is Porto?", "North.", "Use the docs.")
 
 
-def test_root_error_status_is_kept_as_attribute() -> None:
+def test_root_error_status_makes_the_trace_not_evaluable() -> None:
     t = _build(
         [_span("a" * 16, None, {"openinference.span.kind": "CHAIN", "input.value": "q"}, status_code=2)]
     )
-    assert t.attributes["otlp.status"] == "error"
+    assert (t.error, not_evaluable_reason(t)) == ("status ERROR", "trace_error")
     t = _build([_span("a" * 16, None, {"openinference.span.kind": "CHAIN", "input.value": "q"})])
-    assert "otlp.status" not in t.attributes
+    assert (t.error, not_evaluable_reason(t)) == (None, "no_answer")
 
 
 def test_langfuse_attributes() -> None:

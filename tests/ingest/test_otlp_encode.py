@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 
 import httpx
-from otlp_testutil import MemorySink, group
 
+from ingest.otlp_testutil import MemorySink, group
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.conventions import TraceBuilder
 from ragpulse.ingest.otlp.decode import decode_json, decode_protobuf

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from otlp_testutil import FakeClock, check_record, expected_records, fixtures_dir, group
 
+from ingest.otlp_testutil import FakeClock, check_record, expected_records, fixtures_dir, group
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.assembly import TraceAssembler
 from ragpulse.ingest.otlp.conventions import TraceBuilder

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import httpx
-from otlp_testutil import MemorySink, fixtures_dir
 from prometheus_client.parser import text_string_to_metric_families
 
+from ingest.otlp_testutil import MemorySink, fixtures_dir
 from ragpulse.config import Settings
 from ragpulse.export.otel_setup import install_metrics, render_metrics
 from ragpulse.ingest.otlp.receivers import OtlpReceivers

@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
-from otlp_testutil import MemorySink, expected_records, fixtures_dir
 
+from ingest.otlp_testutil import MemorySink, expected_records, fixtures_dir
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
 

@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
-from otlp_testutil import MemorySink, check_record, expected_records, fixtures_dir
 
+from ingest.otlp_testutil import MemorySink, check_record, expected_records, fixtures_dir
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.decode import decode_protobuf
 from ragpulse.ingest.otlp.receivers import OtlpReceivers

@@ -19,8 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from otlp_testutil import MemorySink, fixtures_dir
 
+from ingest.otlp_testutil import MemorySink, fixtures_dir
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.decode import decode_json, decode_protobuf
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
@@ -36,7 +36,9 @@ PLACEHOLDER = "€€"
 
 def _combined(question: str) -> dict[str, Any]:
     """The OpenInference fixture (root question replaced) plus the multi-trace batch, in one request."""
-    oi = json.loads((fixtures_dir() / "otlp-openinference-langchain-rag.json").read_text("utf-8"))
+    oi: dict[str, Any] = json.loads(
+        (fixtures_dir() / "otlp-openinference-langchain-rag.json").read_text("utf-8")
+    )
     for sp in oi["resourceSpans"][0]["scopeSpans"][0]["spans"]:
         if sp["name"] == "RetrievalQA":
             for a in sp["attributes"]:
@@ -52,7 +54,7 @@ def _protobuf_with_cut_character() -> bytes:
     doc = _combined(f"{QUESTION} {PLACEHOLDER}")
     result = decode_json(json.dumps(doc).encode())
     assert result.rejected_spans == 0
-    raw = result.request.SerializeToString()
+    raw: bytes = result.request.SerializeToString()
     good = PLACEHOLDER.encode()
     assert raw.count(good) == 1
     return raw.replace(good, b"\xe2\x82" + b"!!!!")

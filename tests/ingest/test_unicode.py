@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from ragpulse.config import Settings
 from ragpulse.errors import StoreError
 from ragpulse.ingest.events import parse_event
 from ragpulse.model import RunStatus, TraceOutcome, TraceResult
-from ragpulse.protocols import WriteReport
-from ragpulse.replay import case_trace_id, run_replay
+from ragpulse.protocols import RunStore, WriteReport
+from ragpulse.replay import case_trace_id
 from ragpulse.replay.testset import load_test_set
+from ragpulse.services.replay import run_replay
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
 
@@ -100,15 +102,15 @@ async def test_replay_row_that_cannot_be_stored_is_reported_with_file_and_line(
         report = await run_replay(
             ts,
             judges={"keyword": ScriptedJudge("keyword", 1.0)},
-            store=bad,
+            store=cast(RunStore, bad),  # the real store behind __getattr__, which mypy cannot see
             settings=settings,
             run_id="uni-run",
         )
-        assert report["status"] == RunStatus.COMPLETED_WITH_ERRORS.value
+        assert report.status is RunStatus.COMPLETED_WITH_ERRORS
         stored = await store.get_run_results("uni-run")
         assert sorted(r.trace.test_case_id or "" for r in stored) == ["a", "c"]
-        by_case = {c["case_id"]: c for c in report["cases"]}
-        assert by_case["b"]["reason"] == f"store_failed: {p}:2"
+        by_case = {c.case_id: c for c in report.cases}
+        assert by_case["b"].reason == f"store_failed: {p}:2"
         run = await store.get_run("uni-run")
         assert run is not None
         assert run.status is RunStatus.COMPLETED_WITH_ERRORS

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ragpulse.config import Settings
-from ragpulse.judges.llm import LLMClient
+from ragpulse.judges.model.client import LLMClient
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
 
 

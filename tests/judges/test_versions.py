@@ -4,7 +4,7 @@ A judge's version is the key under which its judgements are stored; a new versio
 replay judge history again. A refactor that changes no verdict must therefore change no version. The
 expected values below are literals copied from ``main`` (commit 0a55620, before the judges were moved);
 they are never recomputed here. When a change of behaviour is *meant* to give a judge a new version, edit
-its literal here and list the judge under "## Unreleased" in CHANGELOG.md.
+its literal here (keeping the old one in a comment) and list the judge under "## Unreleased" in CHANGELOG.md.
 """
 
 from __future__ import annotations
@@ -41,34 +41,62 @@ CHECKLIST: dict[str, Any] = {
 
 #: (backend, judge, options, version). Options valid for one backend stay valid for the other.
 GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
-    ("heuristic", "relevancy", {}, "32e8c9111615"),
-    ("heuristic", "faithfulness", {}, "0fec9fe1b69e"),
+    # was 32e8c9111615 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "relevancy", {}, "30fab55c1578"),
+    # was 0fec9fe1b69e (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "faithfulness", {}, "a37170cb2ea2"),
     # LLM-only options leave the offline judge's version alone.
-    ("heuristic", "faithfulness", {"mode": "binary"}, "0fec9fe1b69e"),
-    ("heuristic", "keyword", {}, "3822e0d57dcd"),
-    ("heuristic", "context_precision", {}, "1ec92fa6a325"),
-    ("heuristic", "context_recall", {}, "07c107d1d22f"),
-    ("heuristic", "context_relevance", {}, "8a8aa404301f"),
-    ("heuristic", "answer_correctness", {}, "72cc374bd7d1"),
-    ("heuristic", "relevancy", {"threshold": 0.6}, "a06762f87e77"),
-    ("heuristic", "faithfulness", {"threshold": 0.7}, "e731a6ecbc22"),
-    ("heuristic", "keyword", {"threshold": 0.5}, "5a6e472cfd52"),
-    ("heuristic", "context_precision", {"method": "heuristic", "k": 3}, "3846d703ebae"),
-    ("heuristic", "context_recall", {"method": "labels", "min_coverage": 0.7}, "2087f022d237"),
-    ("heuristic", "answer_correctness", {"weights": [0.5, 0.5]}, "d1cd9f0deeb8"),
-    ("llm", "relevancy", {}, "dac2074cf8ec"),
-    ("llm", "relevancy", {"mode": "with_context", "graded": True}, "e9d5007297b7"),
-    ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "6b20b2b71ece"),
-    ("llm", "faithfulness", {}, "6278e529944c"),
-    ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "0ea15fadf211"),
-    ("llm", "keyword", {}, "3822e0d57dcd"),
-    ("llm", "context_precision", {}, "3f01e2546d08"),
-    ("llm", "context_recall", {}, "3b89522544c0"),
-    ("llm", "context_relevance", {}, "8e6f02df9832"),
-    ("llm", "context_relevance", {"method": "heuristic"}, "39603930481a"),
-    ("llm", "answer_correctness", {}, "d3d378c4e294"),
+    # was 0fec9fe1b69e (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "faithfulness", {"mode": "binary"}, "a37170cb2ea2"),
+    # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "keyword", {}, "0603ef760474"),
+    # was 1ec92fa6a325 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "context_precision", {}, "ac751f35aa18"),
+    # was 07c107d1d22f (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "context_recall", {}, "50a2a7ee319d"),
+    # was 8a8aa404301f (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "context_relevance", {}, "ef5bdd661928"),
+    # was 72cc374bd7d1 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "answer_correctness", {}, "7a232538f828"),
+    # was a06762f87e77 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "relevancy", {"threshold": 0.6}, "79c56ea1bd02"),
+    # was e731a6ecbc22 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "c3b6835754f4"),
+    # was 5a6e472cfd52 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "keyword", {"threshold": 0.5}, "db860ab2d8a6"),
+    # was 3846d703ebae (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "context_precision", {"method": "heuristic", "k": 3}, "f491872b4088"),
+    # was 2087f022d237 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "context_recall", {"method": "labels", "min_coverage": 0.7}, "fe082b060044"),
+    # was d1cd9f0deeb8 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("heuristic", "answer_correctness", {"weights": [0.5, 0.5]}, "04a64af1d2e9"),
+    # was dac2074cf8ec (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "relevancy", {}, "9aedd47cc179"),
+    # was e9d5007297b7 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "relevancy", {"mode": "with_context", "graded": True}, "3cb2cde0d2fd"),
+    # was 6b20b2b71ece (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "7a98d855be3d"),
+    # was 6278e529944c (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "faithfulness", {}, "8c51014070c5"),
+    # was 0ea15fadf211 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "cb23f6c50610"),
+    # new in issue 10 item 6
+    ("llm", "faithfulness", {"mode": "sentence_check"}, "3a04e6cdfb1a"),
+    # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("llm", "keyword", {}, "0603ef760474"),
+    # was 3f01e2546d08 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "context_precision", {}, "9b40ed7ea893"),
+    # was 3b89522544c0 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "context_recall", {}, "5356da668afd"),
+    # was 8e6f02df9832 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "context_relevance", {}, "e9a77bd6208f"),
+    # was 39603930481a (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
+    ("llm", "context_relevance", {"method": "heuristic"}, "7fca3755da56"),
+    # was d3d378c4e294 (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "answer_correctness", {}, "ea52824da766"),
     ("heuristic", "golden_list", {}, "99a4a5ff42d3"),
-    ("llm", "golden_list", {}, "ece5877803bf"),
+    # was ece5877803bf (main 0a55620): reply protocol 2 (issue 10 item 5)
+    ("llm", "golden_list", {}, "9b6aef611777"),
 ]
 
 

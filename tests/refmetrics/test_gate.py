@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
@@ -12,18 +13,25 @@ from typer.testing import CliRunner
 
 from ragpulse.cli import app
 from ragpulse.config import Settings
-from ragpulse.judges.base import error, ok, skipped
-from ragpulse.model import Backend, RunRecord, RunStatus, Trace, TraceOutcome, TraceResult
-from ragpulse.replay.gate import evaluate_gate, gate_thresholds
-from ragpulse.replay.junit import junit_xml
-from ragpulse.replay.report import CaseResult, build_report
+from ragpulse.judges.frame import error, ok, skipped
+from ragpulse.model import Backend, Judgement, RunRecord, RunStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.replay import CaseResult
+from ragpulse.services.gate import evaluate_gate, gate_thresholds
+from ragpulse.services.junit import junit_xml
+from ragpulse.services.report_model import RunReport
+from ragpulse.services.reports import build_report
 from ragpulse.store import open_store
 
 JUDGES = ("faithfulness", "context_precision")
 
 
-def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float = 0.5):  # type: ignore[no-untyped-def]
-    common = {"judge": judge, "version": "v1", "backend": Backend.HEURISTIC, "threshold": threshold}
+def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float = 0.5) -> Judgement:
+    common: dict[str, Any] = {
+        "judge": judge,
+        "version": "v1",
+        "backend": Backend.HEURISTIC,
+        "threshold": threshold,
+    }
     if status == "error":
         return error(reason="judge_unavailable: HTTP 500", **common)
     if status == "skipped":
@@ -41,7 +49,7 @@ def _case(case_id: str, *judgements, outcome: TraceOutcome = TraceOutcome.EVALUA
     )
 
 
-def _report() -> dict[str, object]:
+def _report() -> RunReport:
     cases = [
         _case("c1", _j("faithfulness", 1.0), _j("context_precision", 1.0)),
         _case("c2", _j("faithfulness", 0.9), _j("context_precision", 0.8)),
@@ -57,9 +65,9 @@ def _report() -> dict[str, object]:
 
 def test_report_numbers_used_by_the_gate() -> None:
     r = _report()
-    assert r["pass_rate"] == pytest.approx(2 / 6, abs=1e-6)
-    assert r["coverage"] == pytest.approx(4 / 6, abs=1e-6)
-    assert r["averages"]["faithfulness"] == pytest.approx((1.0 + 0.9 + 0.2 + 0.8) / 4)  # type: ignore[index]
+    assert r.pass_rate == pytest.approx(2 / 6, abs=1e-6)
+    assert r.coverage == pytest.approx(4 / 6, abs=1e-6)
+    assert r.averages["faithfulness"] == pytest.approx((1.0 + 0.9 + 0.2 + 0.8) / 4)
 
 
 def test_evaluate_gate_and_threshold_merging() -> None:
@@ -78,7 +86,8 @@ def test_evaluate_gate_and_threshold_merging() -> None:
     assert ok_res.exit_code == 0
     assert (
         evaluate_gate(
-            {**r, "status": "failed"}, ok_res_thresholds := gate_thresholds({}, ["coverage=0"], 0.95)
+            r.model_copy(update={"status": RunStatus.FAILED}),
+            ok_res_thresholds := gate_thresholds({}, ["coverage=0"], 0.95),
         ).passed
         is False
     )
@@ -124,12 +133,12 @@ def test_junit_xml_one_testcase_per_case(tmp_path: Path) -> None:
 # -- the command, on a run stored in a private PostgreSQL database ---------------------------------------------
 
 
-async def _store_run(url: str, report: dict[str, object], run_id: str = "run-g") -> None:
+async def _store_run(url: str, report: RunReport, run_id: str = "run-g") -> None:
     async with open_store(Settings(database_url=url)) as store:
         await store.create_run(
             RunRecord(run_id=run_id, test_set="kestrel_kb", judges=dict.fromkeys(JUDGES, "v1"))
         )
-        await store.finish_run(run_id, RunStatus.COMPLETED_WITH_ERRORS, report)
+        await store.finish_run(run_id, RunStatus.COMPLETED_WITH_ERRORS, report.to_json())
 
 
 def test_gate_command_exit_codes_and_junit(pg_url: str, tmp_path: Path) -> None:
@@ -157,6 +166,17 @@ def test_gate_command_exit_codes_and_junit(pg_url: str, tmp_path: Path) -> None:
 
     assert runner.invoke(app, ["gate", "nope", "--min", "pass_rate=0.1"], env=env).exit_code == 2
     assert runner.invoke(app, ["gate", "run-g", "--min", "pass_rate=2"], env=env).exit_code == 2
+    # a typo in a threshold is a usage error naming it, not a breach
+    typo = runner.invoke(app, ["gate", "run-g", "--min", "nosuchjudge=0.5"], env=env)
+    assert typo.exit_code == 2
+    assert "unknown metric or judge 'nosuchjudge'" in typo.output
+    typo2 = runner.invoke(app, ["gate", "run-g", "--min", "pass_rat=0.5"], env=env)
+    assert typo2.exit_code == 2
+    assert "'pass_rat'" in typo2.output
+    # no threshold at all: a usage error, never PASSED on nothing checked
+    bare = runner.invoke(app, ["gate", "run-g"], env=env)
+    assert bare.exit_code == 2
+    assert "no threshold to check" in bare.output
 
 
 def test_gate_thresholds_from_config_file(pg_url: str, tmp_path: Path) -> None:
@@ -198,12 +218,12 @@ def test_a_case_with_an_error_judgement_never_passes_and_is_a_junit_error(tmp_pa
         _case("half", _j("faithfulness", 0.9), _j("context_precision", None, status="error")),
     ]
     r = build_report(run_id="run-e", test_set="kestrel_kb", cases=cases, judges=JUDGES, wall_seconds=1.0)
-    assert r["pass_rate"] == 0.5
-    assert r["coverage"] == 1.0
-    row = {c["case_id"]: c for c in r["cases"]}["half"]  # type: ignore[index]
-    assert row["passed"] is False
-    assert row["scored"] == 1
-    assert row["reason"] == "context_precision: judge_unavailable: HTTP 500"
+    assert r.pass_rate == 0.5
+    assert r.coverage == 1.0
+    row = {c.case_id: c for c in r.cases}["half"]
+    assert row.passed is False
+    assert row.scored == 1
+    assert row.reason == "context_precision: judge_unavailable: HTTP 500"
     res = evaluate_gate(r, gate_thresholds({}, ["pass_rate=0.8"], 0.5))
     assert res.passed is False
     import xml.etree.ElementTree as ET

@@ -14,15 +14,14 @@ import pytest
 from junitparser import Failure, JUnitXml
 from typer.testing import CliRunner
 
+from judges.checklist.test_checklist import EXPECTED_OFFLINE
 from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.model import Judgement
 from ragpulse.store import open_store
+from refmetrics.kestrel import CHECKLISTS, KESTREL
+from refmetrics.shared_data import rgb_path, rgb_rows
 from testsupport import serve_http
-
-from .kestrel import CHECKLISTS, KESTREL
-from .shared_data import rgb_path, rgb_rows
-from .test_checklist import EXPECTED_OFFLINE
 
 CONFIG = f"""
 checklists:

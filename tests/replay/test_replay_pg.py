@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ragpulse.config import Settings
 from ragpulse.model import RunStatus, TestCase, TestSet
-from ragpulse.replay import case_trace_id, run_replay
+from ragpulse.replay import case_trace_id
+from ragpulse.services.replay import run_replay
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
 from testsupport import pg_count
+
+
+async def _replay(ts: TestSet, **kw: Any) -> dict[str, Any]:
+    """Replay and return the report's JSON form (the stored and ``--json`` shape these tests read)."""
+    return (await run_replay(ts, **kw)).to_json()
 
 
 def _ts() -> TestSet:
@@ -30,8 +38,8 @@ async def test_same_run_id_twice_leaves_no_duplicate_judgements(pg_url: str) -> 
     }
     store = await PostgresStore.connect(pg_url, settings)
     try:
-        first = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
-        second = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
+        first = await _replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
+        second = await _replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
         assert await pg_count(pg_url, "SELECT count(*) FROM judgements") == 12
         assert await pg_count(pg_url, "SELECT count(*) FROM traces") == 6
         for r in (first, second):
@@ -65,7 +73,7 @@ async def test_judge_error_on_one_case_leaves_others_judged(pg_url: str) -> None
     }
     store = await PostgresStore.connect(pg_url, settings)
     try:
-        report = await run_replay(_ts(), judges=judges, store=store, settings=settings, run_id="errs")
+        report = await _replay(_ts(), judges=judges, store=store, settings=settings, run_id="errs")
         run = await store.get_run("errs")
         assert run is not None
         assert run.status is RunStatus.COMPLETED_WITH_ERRORS

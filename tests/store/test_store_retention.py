@@ -6,10 +6,10 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
-import store_factories as f
 
 from ragpulse.store.postgres import PostgresStore
 from ragpulse.store.retention import retention_loop
+from store import store_factories as f
 
 
 async def _counts(url: str) -> tuple[int, int, int, int]:

@@ -8,12 +8,12 @@ import socket
 
 import asyncpg
 import pytest
-import store_factories as f
 
 from ragpulse.errors import StoreError
 from ragpulse.model import JudgementStatus
 from ragpulse.store.errors import is_retriable
 from ragpulse.store.postgres import PostgresStore
+from store import store_factories as f
 
 
 async def test_redaction_stores_no_text(store_url: str) -> None:
@@ -54,6 +54,7 @@ async def test_redaction_stores_no_text(store_url: str) -> None:
     assert got.trace.question == sha
     assert got.trace.documents[0].content == "sha256:" + hashlib.sha256(f.CONTEXT_1.encode()).hexdigest()
     assert got.trace.attributes["k"] == 1
+    assert chars is not None
     assert tuple(chars) == (len(f.QUESTION), len(f.ANSWER), len("ctx " + f.CONTEXT_1), True)
     reasons = {j.judge: (j.reason, j.raw_output) for j in got.judgements}
     assert reasons == {"faithfulness": ("", None), "keyword": ("no_reference", None)}

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncpg
-import store_factories as f
 
-from ragpulse.model import JudgementStatus, TraceOutcome
+from ragpulse.model import JudgementStatus, TraceOutcome, TraceResult
 from ragpulse.store.postgres import PostgresStore
+from store import store_factories as f
 from testsupport import pg_count
 
 
@@ -136,7 +136,7 @@ async def test_concurrent_overlapping_batches(store: PostgresStore, store_url: s
 
     ids = [f"c{i:03d}" for i in range(300)]
 
-    def batch(order: list[str], score: float) -> list:
+    def batch(order: list[str], score: float) -> list[TraceResult]:
         return [f.result(f.trace(t), f.ok("faithfulness", score), f.ok("keyword", score)) for t in order]
 
     for round_ in range(2):

@@ -1,7 +1,11 @@
 """The ``ragpulse`` command line (typer).
 
 Each sub-command lives in its own module of this package and registers itself on :data:`app`; this module
-only wires them together. Exit codes: 0 success, 1 a quality threshold was breached, 2 usage/config error.
+only wires them together. Command modules are thin adapters (parse arguments → call a
+:mod:`ragpulse.services` function → render) and never import each other; what they share is in
+:mod:`ragpulse.cli._common` and :mod:`ragpulse.cli._render`. Every error is turned into one line and an exit
+code at one place, :class:`ragpulse.cli._common.BoundaryGroup` (0 ok, 1 threshold breached, 2 usage/config/input
+error, 3 runtime failure, 130/143 interrupted; see ``docs/cli.md``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from ragpulse.cli import _common
 
 app = typer.Typer(
     name="ragpulse",
+    cls=_common.BoundaryGroup,
     help="Online evaluation sidecar for RAG services: judge traces, store judgements, export scores.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -1,17 +1,66 @@
-"""State and helpers shared by CLI commands: settings loading, logging set-up, clean error exits."""
+"""State and helpers shared by CLI commands: settings loading, logging set-up, the store, and the one error
+boundary that maps every error to a one-line message and an exit code.
+
+Exit codes (documented in ``docs/cli.md``):
+
+====  ========================================================================================================
+0     done
+1     a quality threshold or the gate was breached
+2     usage, configuration or input error: bad option, config file or environment value, bad test-set file or
+      line, unknown metric or judge in a threshold, unknown run / trace / test set
+3     runtime failure: database or judge model unreachable, a source loop died, every judgement of a run is an
+      error, an unexpected internal error
+130   interrupted (SIGINT, Ctrl-C); 143 terminated (SIGTERM)
+====  ========================================================================================================
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from ragpulse.config import Settings, load_settings, unknown_env_vars
-from ragpulse.errors import ConfigError
+from ragpulse.errors import (
+    ConfigError,
+    ExportError,
+    IngestError,
+    NotFoundError,
+    RagpulseError,
+    StoreError,
+)
 from ragpulse.logging import configure_logging, get_logger
+from ragpulse.protocols import Store
 
-__all__ = ["STATE", "fail", "settings"]
+__all__ = [
+    "EXIT_BREACHED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_RUNTIME",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
+    "STATE",
+    "BoundaryGroup",
+    "exit_code_for",
+    "fail",
+    "open_cli_store",
+    "run_with_store",
+    "settings",
+]
+
+EXIT_OK = 0
+EXIT_BREACHED = 1
+EXIT_USAGE = 2
+EXIT_RUNTIME = 3
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -23,28 +72,99 @@ class _State:
 STATE = _State()
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` to stderr and return an ``Exit`` to raise (``raise fail(...)``)."""
+def _one_line(text: str) -> str:
+    """Collapse a multi-line message (e.g. a config validation listing) into one line."""
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip()).replace(":;", ":")
+
+
+def exit_code_for(e: BaseException) -> int:
+    """The exit code of an error that reached the boundary (see the module docstring)."""
+    if isinstance(e, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(e, ConfigError | NotFoundError | ExportError):
+        return EXIT_USAGE
+    if isinstance(e, IngestError):
+        return EXIT_RUNTIME if e.retriable else EXIT_USAGE
+    return EXIT_RUNTIME
+
+
+def _message(e: BaseException) -> str:
+    if isinstance(e, KeyboardInterrupt):
+        return "interrupted"
+    text = _one_line(str(e)) or type(e).__name__
+    if isinstance(e, StoreError):
+        return f"store: {text}"
+    if isinstance(e, RagpulseError):
+        return text
+    return f"unexpected {type(e).__name__}: {text} (run with --log-level DEBUG for details)"
+
+
+def _print_error(message: str) -> None:
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+
+
+class BoundaryGroup(TyperGroup):
+    """The root command group: every command runs inside :meth:`invoke`, which turns any error into one
+    ``error: …`` line on stderr and the exit code of :func:`exit_code_for` — no traceback."""
+
+    def invoke(self, ctx: Any) -> Any:  # ctx: typer's (vendored) click Context, which typer does not export
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # exits and usage errors: typer handles them
+            raise
+        except (Exception, KeyboardInterrupt) as e:
+            if (STATE.log_level or "").upper() == "DEBUG":  # asked for: the traceback, in the logs
+                get_logger("ragpulse.cli").exception("command_failed")
+            _print_error(_message(e))
+            raise typer.Exit(exit_code_for(e)) from None
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print ``message`` as the one error line and return an ``Exit`` to raise (``raise fail(...)``)."""
+    _print_error(_one_line(message))
     return typer.Exit(code)
 
 
 def settings(*, service: bool = False, **overrides: Any) -> Settings:
-    """Load settings (config file + env + overrides) and configure logging; exit 2 on a config error.
+    """Load settings (config file + env + overrides) and configure logging.
 
     One-shot commands (``service=False``) log at WARNING unless a level was set (``--log-level``,
     ``RAGPULSE_LOG_LEVEL`` or the config file), so their report is not buried in progress lines; ``serve``
     logs at the configured level (INFO by default). Unknown ``RAGPULSE_*`` environment variables (typos) are
     reported as warnings.
+
+    Raises:
+        ConfigError: a bad config file or environment value (exit 2 at the boundary).
     """
     if STATE.log_level is not None:  # --log-level wins over RAGPULSE_LOG_LEVEL and is validated like it
         overrides = {"log_level": STATE.log_level, **overrides}
-    try:
-        s = load_settings(STATE.config_path, **overrides)
-    except ConfigError as e:
-        raise fail(str(e)) from e
+    s = load_settings(STATE.config_path, **overrides)
     level = s.log_level if service or "log_level" in s.model_fields_set else "WARNING"
     configure_logging(level, json=s.log_json)
     for name in unknown_env_vars():
         get_logger("ragpulse.config").warning("unknown_setting_env", variable=name)
     return s
+
+
+@asynccontextmanager
+async def open_cli_store(settings: Settings) -> AsyncIterator[Store]:
+    """The configured store (``RAGPULSE_DATABASE_URL`` or the embedded PostgreSQL), typed as the
+    :class:`~ragpulse.protocols.Store` protocol.
+
+    Raises:
+        StoreError: it cannot be opened (exit 3 at the boundary).
+    """
+    from ragpulse.store import open_store
+
+    async with open_store(settings) as store:
+        yield store
+
+
+def run_with_store(settings: Settings, fn: Callable[[Store], Awaitable[_T]]) -> _T:
+    """Open the store, run ``fn(store)`` in a fresh event loop, close the store, and return the result."""
+
+    async def main() -> _T:
+        async with open_cli_store(settings) as store:
+            return await fn(store)
+
+    return asyncio.run(main())

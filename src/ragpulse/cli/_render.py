@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from ragpulse.model import RunRecord, TraceResult
+from ragpulse.model import JudgementStatus, TraceResult
+from ragpulse.services.compare import RunComparison
+from ragpulse.services.report_model import RunReport
+from ragpulse.services.runs import RunSummary
 
 __all__ = ["fmt", "print_compare", "print_report", "print_runs", "print_trace", "stdout"]
 
@@ -36,110 +39,104 @@ def _cut(text: str | None, n: int = 90) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def print_report(report: Mapping[str, Any], *, cases: bool = False, console: Console | None = None) -> None:
+def print_report(report: RunReport, *, cases: bool = False, console: Console | None = None) -> None:
     """Summary, per-judge table and failing cases of a run report (all cases when ``cases``)."""
     c = console or stdout()
-    counts = report.get("counts", {})
-    tokens = report.get("tokens", {})
+    counts, tokens = report.counts, report.tokens
+    c.print(f"run {report.run_id}  test set {report.test_set}  status {report.status.value}")
     c.print(
-        f"run {report.get('run_id')}  test set {report.get('test_set')}  status {report.get('status', '-')}"
+        f"cases {report.cases_total}  pass rate {fmt(report.pass_rate)}  "
+        f"coverage {fmt(report.coverage)}  wall {fmt(report.wall_seconds, 2)} s  "
+        f"tokens {tokens.prompt} prompt / {tokens.completion} completion"
     )
-    c.print(
-        f"cases {report.get('cases_total', 0)}  pass rate {fmt(report.get('pass_rate'))}  "
-        f"coverage {fmt(report.get('coverage'))}  wall {fmt(report.get('wall_seconds'), 2)} s  "
-        f"tokens {tokens.get('prompt', 0)} prompt / {tokens.get('completion', 0)} completion"
-    )
-    names = list(report.get("judges") or {})
+    names = list(report.judges)
     if names:
-        added = list(report.get("judges_added") or [])
+        added = report.judges_added
         note = f"  (added for this test set: {', '.join(added)})" if added else ""
         c.print(f"judges: {', '.join(names)}{note}")
+    if report.error:
+        c.print(f"error: {report.error}")
     c.print(
-        f"judgements: pass {counts.get('pass', 0)}  fail {counts.get('fail', 0)}  "
-        f"error {counts.get('error', 0)}  skipped {counts.get('skipped', 0)}"
+        f"judgements: pass {counts.pass_}  fail {counts.fail}  error {counts.error}  skipped {counts.skipped}"
     )
     t = Table("judge", "mean", "pass rate", "coverage", "pass", "fail", "error", "skipped")
-    for name, d in (report.get("judges") or {}).items():
+    for name, d in report.judges.items():
         t.add_row(
             name,
-            fmt(d.get("mean")),
-            fmt(d.get("pass_rate")),
-            fmt(d.get("coverage")),
-            *(str(d.get(k, 0)) for k in ("pass", "fail", "error", "skipped")),
+            fmt(d.mean),
+            fmt(d.pass_rate),
+            fmt(d.coverage),
+            *(str(d.get(k)) for k in ("pass", "fail", "error", "skipped")),
         )
     c.print(t)
-    rows = [r for r in report.get("cases", []) if cases or not r.get("passed")]
+    rows = [r for r in report.cases if cases or not r.passed]
     if rows:
-        total = len(report.get("cases", []))
-        title = "cases" if cases else f"failing cases ({len(rows)} of {total})"
-        ct = Table("case", "outcome", "passed", *(report.get("judges") or {}), "reason", title=title)
+        title = "cases" if cases else f"failing cases ({len(rows)} of {len(report.cases)})"
+        ct = Table("case", "outcome", "passed", *names, "reason", title=title)
         for r in rows:
-            js = r.get("judgements", {})
+            js = r.judgements
             ct.add_row(
-                str(r.get("case_id")),
-                str(r.get("outcome")),
-                fmt(r.get("passed")),
+                r.case_id,
+                r.outcome.value,
+                fmt(r.passed),
                 *(
-                    fmt(js[n]["score"])
-                    if n in js and js[n]["status"] == "ok"
-                    else (js[n]["status"] if n in js else "-")
-                    for n in (report.get("judges") or {})
+                    fmt(js[n].score)
+                    if n in js and js[n].status is JudgementStatus.OK
+                    else (js[n].status.value if n in js else "-")
+                    for n in names
                 ),
-                _cut(r.get("reason")),
+                _cut(r.reason),
             )
         c.print(ct)
     _print_diagnosis(report, c)
 
 
-def _print_diagnosis(report: Mapping[str, Any], c: Console) -> None:
+def _print_diagnosis(report: RunReport, c: Console) -> None:
     """The diagnosis (weak side: retrieval or generation) when the report has the metrics for it."""
-    diag = report.get("diagnosis") or {}
-    overall = diag.get("overall") or {}
-    if not overall or overall.get("weak_side") == "undetermined":
+    diag = report.diagnosis
+    if diag is None or diag.overall.weak_side == "undetermined":
         return
-    c.print(f"diagnosis: {overall.get('summary')}")
-    weak = [d for d in diag.get("cases", []) if d.get("weak_side") in ("retrieval", "generation")]
+    c.print(f"diagnosis: {diag.overall.summary}")
+    weak = [d for d in diag.cases if d.weak_side in ("retrieval", "generation")]
     if weak:
         t = Table("case", "weak side", "why", title="diagnosis")
         for d in weak:
-            t.add_row(str(d.get("case_id")), str(d.get("weak_side")), _cut(d.get("reason")))
+            t.add_row(d.case_id, d.weak_side, _cut(d.reason))
         c.print(t)
 
 
-def print_runs(runs: Sequence[RunRecord], console: Console | None = None) -> None:
+def print_runs(runs: Sequence[RunSummary], console: Console | None = None) -> None:
     """One row per run: id, test set, status, started, pass rate, coverage, cases."""
     c = console or stdout()
     t = Table("run", "test set", "status", "started (UTC)", "cases", "pass rate", "coverage")
     for r in runs:
-        rep = r.report or {}
         t.add_row(
             r.run_id,
             r.test_set,
             r.status.value,
             f"{r.started_at:%Y-%m-%d %H:%M:%S}",
-            fmt(rep.get("cases_total")),
-            fmt(rep.get("pass_rate")),
-            fmt(rep.get("coverage")),
+            fmt(r.cases_total),
+            fmt(r.pass_rate),
+            fmt(r.coverage),
         )
     c.print(t)
 
 
-def print_compare(cmp: Mapping[str, Any], console: Console | None = None) -> None:
-    """Averages side by side and the cases that flipped (see :func:`ragpulse.replay.compare.compare_reports`)."""
+def print_compare(cmp: RunComparison, console: Console | None = None) -> None:
+    """Averages side by side and the cases that flipped (see :func:`ragpulse.services.compare.compare_reports`)."""
     c = console or stdout()
-    a, b = cmp["run_a"], cmp["run_b"]
+    a, b = cmp.run_a, cmp.run_b
     t = Table("metric", a, b, "delta")
-    for name, row in cmp["metrics"].items():
-        d = row["delta"]
-        t.add_row(name, fmt(row["a"]), fmt(row["b"]), "-" if d is None else f"{d:+.3f}")
+    for name, row in cmp.metrics.items():
+        d = row.delta
+        t.add_row(name, fmt(row.a), fmt(row.b), "-" if d is None else f"{d:+.3f}")
     c.print(t)
-    for key, title in (("pass_to_fail", "pass → fail"), ("fail_to_pass", "fail → pass")):
-        flipped = cmp[key]
+    for flipped, title in ((cmp.pass_to_fail, "pass → fail"), (cmp.fail_to_pass, "fail → pass")):
         c.print(f"{title}: {len(flipped)} case(s)")
         if flipped:
             ft = Table("case", f"reason in {b}")
             for f in flipped:
-                ft.add_row(str(f["case_id"]), _cut(f.get("reason_b")))
+                ft.add_row(f.case_id, _cut(f.reason_b))
             c.print(ft)
 
 

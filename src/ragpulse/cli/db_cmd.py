@@ -6,7 +6,6 @@ migrations first.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -15,7 +14,7 @@ import typer
 
 from ragpulse.cli import _common
 from ragpulse.cli import app as _app
-from ragpulse.errors import StoreError
+from ragpulse.protocols import Store
 
 __all__ = ["db_app"]
 
@@ -23,27 +22,17 @@ db_app = typer.Typer(help="Inspect and prune the result store (PostgreSQL).", no
 _app.add_typer(db_app, name="db")
 
 
-def _run(coro: Any) -> Any:
-    try:
-        return asyncio.run(coro)
-    except StoreError as e:
-        raise _common.fail(f"store: {e}") from e
-
-
 @db_app.command("info")
 def info(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Server version, schema version, database size and row counts."""
     settings = _common.settings()
 
-    async def main() -> dict[str, Any]:
-        from ragpulse.store import open_store
-
-        async with open_store(settings) as store:
-            facts = await store.info()
+    async def main(store: Store) -> dict[str, Any]:
+        facts = await store.info()
         facts["embedded"] = not settings.database_url
         return facts
 
-    facts = _run(main())
+    facts = _common.run_with_store(settings, main)
     if json_out:
         typer.echo(json.dumps(facts, default=str))
         return
@@ -64,13 +53,10 @@ def prune(
     if days is None:
         raise _common.fail("give --older-than-days or set retention_days")
 
-    async def main() -> int:
-        from ragpulse.store import open_store
+    async def main(store: Store) -> int:
+        return await store.prune(timedelta(days=days))
 
-        async with open_store(settings) as store:
-            return await store.prune(timedelta(days=days))
-
-    deleted = _run(main())
+    deleted = _common.run_with_store(settings, main)
     if json_out:
         typer.echo(json.dumps({"traces_deleted": deleted, "older_than_days": days}))
     else:

@@ -1,17 +1,19 @@
-"""``ragpulse replay TESTSET``: replay a test set through the judges and print the run report.
+"""``ragpulse replay TESTSET`` / ``ragpulse replay --test-set NAME``: replay a test set through the judges and
+print the run report (:mod:`ragpulse.services.replay`).
 
 Exit codes: 0 done (and every ``--fail-under`` threshold met), 1 a threshold was breached, 2 bad input or
-configuration, or the store could not be opened.
+configuration (bad file, unknown test set, bad or unknown threshold metric), 3 the store or a source failed or
+every judgement of the run is an error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -20,40 +22,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
-from ragpulse.errors import ConfigError, IngestError, StoreError
-from ragpulse.judges.llm import LLMClient
-from ragpulse.judges.registry import build_judges
-from ragpulse.model import TestSet
-from ragpulse.protocols import Exporter, Judge
-from ragpulse.replay import evaluate_thresholds, load_test_set, parse_thresholds, run_replay
-from ragpulse.replay.judge_defaults import default_replay_judges
-from ragpulse.replay.rag_client import RagClient
+from ragpulse.errors import ConfigError
+from ragpulse.model import JudgementStatus, TestSet
+from ragpulse.protocols import Exporter, Store
+from ragpulse.replay import load_test_set
 from ragpulse.replay.runner import ProgressCallback
-from ragpulse.store import open_store
+from ragpulse.services.gate import evaluate_thresholds, parse_thresholds
+from ragpulse.services.judges import known_judge_names, split_names
+from ragpulse.services.replay import Via, replay_test_set, replay_via, stored_test_set
+from ragpulse.services.report_model import RunReport
 
-__all__ = ["open_judges", "replay", "replay_async", "split_names"]
-
-
-async def open_judges(
-    stack: AsyncExitStack, settings: Settings, names: Sequence[str] | None
-) -> dict[str, Judge]:
-    """Build the judges with one shared LLM client (when a judge model is configured) that ``stack`` closes.
-
-    Raises:
-        ConfigError: unknown judge name or bad judge configuration.
-    """
-    client = None
-    if settings.uses_llm:
-        client = await stack.enter_async_context(LLMClient(settings))
-    return build_judges(settings, names, client=client)
-
-
-def split_names(value: str | None) -> list[str] | None:
-    """``"a, b"`` → ``["a", "b"]``; ``None``/empty → ``None`` (use the configured judges)."""
-    if not value:
-        return None
-    names = [n.strip() for n in value.split(",") if n.strip()]
-    return names or None
+__all__ = ["replay"]
 
 
 @contextmanager
@@ -76,54 +55,61 @@ def progress_bar(total: int, label: str, *, enabled: bool = True) -> Iterator[Pr
         yield lambda done, _total: bar.update(task, completed=done)
 
 
-async def replay_async(
-    settings: Settings,
-    test_set: TestSet,
+async def _replay(
+    s: Settings,
     *,
-    judge_names: Sequence[str] | None = None,
-    run_id: str | None = None,
-    exporters: Sequence[Exporter] = (),
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Build the judges, open the store (embedded PostgreSQL when no URL), replay, and return the report.
+    ts: TestSet | None,
+    stored: str | None,
+    judge_names: list[str] | None,
+    run_id: str | None,
+    via: Via | None,
+    wait_s: float,
+    exporters: list[Exporter],
+) -> RunReport:
+    async with _common.open_cli_store(s) as store:
+        if ts is None:
+            assert stored is not None
+            ts = await stored_test_set(store, stored)
+        return await _run(s, store, ts, judge_names, run_id, via, wait_s, exporters)
 
-    Without ``judge_names`` the judges are ``enabled_judges`` plus, when the test set can measure retrieval,
-    ``context_precision``/``context_recall`` (:func:`ragpulse.replay.judge_defaults.default_replay_judges`).
 
-    Everything asyncio-bound is created inside the running loop, so several calls (each in its own
-    ``asyncio.run``) work in one process.
+async def _run(
+    s: Settings,
+    store: Store,
+    ts: TestSet,
+    judge_names: list[str] | None,
+    run_id: str | None,
+    via: Via | None,
+    wait_s: float,
+    exporters: list[Exporter],
+) -> RunReport:
+    if via is not None:
+        return await replay_via(s, store, ts, via, judge_names=judge_names, run_id=run_id, wait_s=wait_s)
+    with progress_bar(len(ts.cases), f"replay {ts.name}") as cb:
+        return await replay_test_set(
+            s, store, ts, judge_names=judge_names, run_id=run_id, exporters=exporters, progress=cb
+        )
 
-    Raises:
-        ConfigError: unknown judge name or bad judge configuration.
-        StoreError: the store could not be opened or written.
-    """
-    async with AsyncExitStack() as stack:
-        selection = default_replay_judges(settings, test_set, judge_names)
-        judges = await open_judges(stack, settings, selection.names)
-        store = await stack.enter_async_context(open_store(settings))
-        rag = None
-        if settings.rag_endpoint_url:
-            rag = await stack.enter_async_context(RagClient(settings))
-        with progress_bar(len(test_set.cases), f"replay {test_set.name}", enabled=progress) as cb:
-            report: dict[str, Any] = await run_replay(
-                test_set,
-                judges=judges,
-                store=store,
-                settings=settings,
-                run_id=run_id,
-                exporters=exporters,
-                rag_client=rag,
-                progress=cb,
-                judges_added=selection.added,
-            )
-        return report
+
+def _first_error(report: RunReport) -> str:
+    for case in report.cases:
+        for name, j in case.judgements.items():
+            if j.status is JudgementStatus.ERROR:
+                return f"{name}: {j.reason or 'error'}"
+    return "-"
 
 
 @_app.command("replay")
 def replay(
     testset: Annotated[
-        Path, typer.Argument(help="Test set file: .jsonl (one case per line), .json or .csv.")
-    ],
+        Path | None,
+        typer.Argument(help="Test set file: .jsonl (one case per line), .json or .csv (or use --test-set)."),
+    ] = None,
+    test_set: str | None = typer.Option(
+        None,
+        "--test-set",
+        help="A test set stored under this name (by an earlier replay or the portal); a file path also works.",
+    ),
     judges: str | None = typer.Option(
         None,
         "--judges",
@@ -135,11 +121,11 @@ def replay(
         None, "--run-id", help="Run id; re-using one re-judges the same traces idempotently."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
-    fail_under: list[str] = typer.Option(  # noqa: B008
+    fail_under: list[str] = typer.Option(  # noqa: B008 (typer's documented list-option default)
         [],
         "--fail-under",
-        help="Threshold METRIC=MIN (pass_rate, coverage, JUDGE, JUDGE.pass_rate); repeatable. "
-        "Adds coverage>=coverage_threshold unless given.",
+        help="Threshold METRIC=MIN (pass_rate, coverage, JUDGE, JUDGE.pass_rate, JUDGE.coverage); "
+        "repeatable. Adds coverage>=coverage_threshold unless given.",
     ),
     name: str | None = typer.Option(None, "--name", help="Test set name (default: the file name)."),
     encoding: str | None = typer.Option(
@@ -163,43 +149,47 @@ def replay(
 ) -> None:
     """Replay a test set as synthetic traces through the judges and print the run report."""
     s = _common.settings()
-    try:
-        thresholds = parse_thresholds(fail_under)
-        ts = load_test_set(testset, name, encoding=encoding, csv_delimiter=csv_delimiter)
-    except ConfigError as e:
-        raise _common.fail(str(e)) from e
+    if test_set is not None and Path(test_set).is_file():
+        testset, test_set = (Path(test_set) if testset is None else testset), None
+    if (testset is None) == (test_set is None):
+        raise ConfigError(
+            "give a test set file (TESTSET) or a stored test set name (--test-set NAME), not both"
+        )
+    if via is not None and via not in {v.value for v in Via}:
+        raise ConfigError(f"--via must be kafka or otlp, not {via!r}")
+    thresholds = parse_thresholds(fail_under, judges=known_judge_names(s))
+    ts = load_test_set(testset, name, encoding=encoding, csv_delimiter=csv_delimiter) if testset else None
     from ragpulse.export import build_exporters, push_to_gateway, shutdown_exporters
 
     exporters = build_exporters(s)
     try:
-        if via:
-            from ragpulse.cli.replay_via import Via, replay_via_async
-
-            if via not in {v.value for v in Via}:
-                raise ConfigError(f"--via must be kafka or otlp, not {via!r}")
-            report = asyncio.run(
-                replay_via_async(s, ts, Via(via), judge_names=split_names(judges), run_id=run_id, wait_s=wait)
+        report = asyncio.run(
+            _replay(
+                s,
+                ts=ts,
+                stored=test_set,
+                judge_names=split_names(judges),
+                run_id=run_id,
+                via=Via(via) if via else None,
+                wait_s=wait,
+                exporters=exporters,
             )
-        else:
-            report = asyncio.run(
-                replay_async(s, ts, judge_names=split_names(judges), run_id=run_id, exporters=exporters)
-            )
-    except IngestError as e:
-        raise _common.fail(f"ingest: {e}") from e
-    except ConfigError as e:
-        raise _common.fail(str(e)) from e
-    except StoreError as e:
-        raise _common.fail(f"store: {e}") from e
+        )
     finally:
         shutdown_exporters(exporters)
     if s.pushgateway_url:
-        push_to_gateway(s, report["run_id"])
+        push_to_gateway(s, report.run_id)
     if json_out:
-        typer.echo(json.dumps(report, ensure_ascii=False))
+        typer.echo(json.dumps(report.to_json(), ensure_ascii=False))
     else:
         _render.print_report(report, cases=cases)
+    if report.all_errors:
+        raise _common.fail(
+            f"every judgement of run {report.run_id} is an error (first: {_first_error(report)})",
+            _common.EXIT_RUNTIME,
+        )
     breaches = evaluate_thresholds(report, thresholds, default_coverage=s.coverage_threshold)
     if breaches:
         for b in breaches:
             typer.secho(f"threshold breached: {b.message}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(1)
+        raise typer.Exit(_common.EXIT_BREACHED)

@@ -7,8 +7,9 @@ listens or is connected. Runs the retention loop when ``retention_days`` is set.
 
 SIGTERM/SIGINT start a graceful drain in reverse order: Kafka stops reading, waits for in-flight traces and
 commits; the OTLP receivers stop accepting and flush held traces; the engine drains (``shutdown_deadline_s``);
-the store closes. Exit codes: 0 after a clean stop, 2 for a configuration error, a source that cannot
-start, or a Kafka consume loop that died (so an orchestrator restarts the process).
+the store closes. Exit codes (through the CLI's error boundary): 0 after a clean stop, 2 for a configuration
+error (bad setting, an address that cannot be bound), 3 when the database or the Kafka brokers cannot be reached
+at start-up or a Kafka consume loop died (so an orchestrator restarts the process).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ragpulse.cli.serve_http import Check, HealthServer
 from ragpulse.config import Settings
 from ragpulse.errors import IngestError, RagpulseError
 from ragpulse.logging import get_logger
+from ragpulse.services.judges import open_judges
 
 __all__ = ["run_serve", "serve"]
 
@@ -81,7 +83,6 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         IngestError: the Kafka brokers cannot be reached at start-up.
     """
     from ragpulse.api.server import open_portal
-    from ragpulse.cli.replay_cmd import open_judges
     from ragpulse.engine import Engine
     from ragpulse.export import build_exporters, metrics_asgi_app, shutdown_exporters
     from ragpulse.store import open_store
@@ -119,10 +120,17 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         async with AsyncExitStack() as stack:
             store = await stack.enter_async_context(open_store(settings))
             http = await stack.enter_async_context(
-                HealthServer(settings.http_address, checks, metrics_asgi_app())
+                HealthServer(
+                    settings.http_address,
+                    checks,
+                    metrics_asgi_app(),
+                    info={"database": await store.database_identity()},
+                )
             )
             judges = await open_judges(stack, settings, None)  # one shared LLM client, closed by the stack
-            engine = await stack.enter_async_context(Engine(judges, store, settings, exporters))
+            engine = await stack.enter_async_context(
+                Engine(judges, store, settings, exporters, redelivering=True)
+            )
             # the portal (REST API + web UI) on its own listener; None when RAGPULSE_API_ADDRESS is empty
             portal = await open_portal(stack, settings, store=store, judges=judges, engine=engine)
             if otlp_on:
@@ -169,6 +177,6 @@ def serve() -> None:
         asyncio.run(run_serve(settings))
     except RagpulseError as e:
         _log().error("serve_failed", error=str(e))
-        raise _common.fail(str(e)) from e
+        raise  # one line and the exit code at the CLI's error boundary
     except KeyboardInterrupt:
         raise typer.Exit(0) from None

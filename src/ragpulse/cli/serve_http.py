@@ -1,9 +1,11 @@
 """The HTTP port of ``ragpulse serve``: ``/healthz``, ``/readyz`` and ``/metrics`` (FastAPI on uvicorn).
 
 - ``GET /healthz`` – liveness: 200 ``{"status": "ok"}`` while the process serves requests.
-- ``GET /readyz`` – readiness: 200 ``{"status": "ready", "checks": {...}}`` when every check passes, else 503
-  ``{"status": "not_ready", "checks": {...}}``. Checks are async callables returning ``bool`` (``store``:
-  the database answers; ``otlp``/``kafka``: the source listens / is connected; ``running``: not shutting down).
+- ``GET /readyz`` – readiness: 200 ``{"status": "ready", "checks": {...}, "database": "<id>"}`` when every
+  check passes, else 503 ``{"status": "not_ready", ...}``. Checks are async callables returning ``bool``
+  (``store``: the database answers; ``otlp``/``kafka``: the source listens / is connected; ``running``: not
+  shutting down). ``database`` is the store's identity (``PostgresStore.database_identity``), so
+  ``replay --via`` can check that serve writes where the replay reads; other ``info`` entries are added as given.
 - ``/metrics`` – the Prometheus exposition of :mod:`ragpulse.export` (mounted ASGI app).
 """
 
@@ -48,8 +50,11 @@ class _AsgiEndpoint:
         await self._asgi(scope, receive, send)
 
 
-def build_health_app(checks: Mapping[str, Check], metrics_app: Any | None = None) -> FastAPI:
-    """Return the FastAPI app with ``/healthz``, ``/readyz`` and (when given) ``/metrics``."""
+def build_health_app(
+    checks: Mapping[str, Check], metrics_app: Any | None = None, info: Mapping[str, Any] | None = None
+) -> FastAPI:
+    """Return the FastAPI app with ``/healthz``, ``/readyz`` (plus the ``info`` entries) and (when given)
+    ``/metrics``."""
     app = FastAPI(title="ragpulse", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.get("/healthz")
@@ -63,7 +68,8 @@ def build_health_app(checks: Mapping[str, Check], metrics_app: Any | None = None
         state = dict(zip(names, results, strict=True))
         ready = all(results)
         return JSONResponse(
-            {"status": "ready" if ready else "not_ready", "checks": state}, status_code=200 if ready else 503
+            {**(info or {}), "status": "ready" if ready else "not_ready", "checks": state},
+            status_code=200 if ready else 503,
         )
 
     if metrics_app is not None:
@@ -82,9 +88,15 @@ class HealthServer:
         ConfigError: (on enter) bad address or the port cannot be bound.
     """
 
-    def __init__(self, address: str, checks: Mapping[str, Check], metrics_app: Any | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        checks: Mapping[str, Check],
+        metrics_app: Any | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> None:
         self._server = EmbeddedAsgiServer(
-            build_health_app(checks, metrics_app), address, what="HTTP", task_name="ragpulse-http"
+            build_health_app(checks, metrics_app, info), address, what="HTTP", task_name="ragpulse-http"
         )
         self.port: int | None = None
 

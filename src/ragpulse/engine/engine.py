@@ -11,7 +11,8 @@ Pipeline (all inside one event loop, created when the engine is entered, never a
 3. Finished results go on a second bounded queue to ``engine_writers`` writer tasks, each writing batches of
    up to ``engine_batch_size`` (or what arrived within ``engine_flush_interval_s``) in its own transaction. A retriable
    :class:`~ragpulse.errors.StoreError` is retried with exponential backoff up to ``engine_store_retries``
-   attempts; meanwhile the workers block on the full result queue, so memory stays bounded.
+   attempts — or, for redelivering sources (``redelivering=True``, ``ragpulse serve``), for as long as the
+   outage lasts; meanwhile the workers block on the full result queue, so memory stays bounded.
 4. After a successful write, exporters get ``on_stored(result, changed)`` (only the judgements the store
    inserted or changed) and then the source's ``ack(result, True)``. A batch that fails for good is acked with
    ``ok=False``; a non-retriable failure of a multi-trace batch is retried trace by trace so one bad trace
@@ -41,12 +42,22 @@ from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport, judge_needs_answer
 
-__all__ = ["NOT_EVALUABLE_ATTRIBUTE", "Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
+__all__ = [
+    "NOT_EVALUABLE_ATTRIBUTE",
+    "TRACE_ERROR",
+    "Engine",
+    "EngineClosedError",
+    "EngineStats",
+    "not_evaluable_reason",
+]
 
 log = get_logger("ragpulse.engine")
 
 #: Longest pause between two store write attempts, seconds.
 MAX_BACKOFF_S = 30.0
+#: Longest pause between two store write attempts of a redelivering engine during an outage, seconds (work
+#: resumes at most this long after the database is back).
+OUTAGE_BACKOFF_S = 10.0
 
 
 class EngineClosedError(RagpulseError):
@@ -101,13 +112,22 @@ class _Item:
 NOT_EVALUABLE_ATTRIBUTE = "ragpulse.not_evaluable"
 
 
+#: Reason of a trace its source reported as failed (``Trace.error``: OTLP root status ERROR, Kafka ``error``).
+TRACE_ERROR = "trace_error"
+
+
 def not_evaluable_reason(trace: Trace) -> str | None:
     """Why ``trace`` cannot be judged, else ``None``.
 
-    The :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs), else ``no_question`` /
+    ``trace.not_evaluable`` or the :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs),
+    else :data:`TRACE_ERROR` when the source reported the trace as failed (``trace.error``), else ``no_question`` /
     ``no_answer`` when the trace lacks one (missing or blank; without an answer the judges that need none still
     run).
     """
+    if trace.not_evaluable:
+        return trace.not_evaluable
+    if trace.error:
+        return TRACE_ERROR
     marked = trace.attributes.get(NOT_EVALUABLE_ATTRIBUTE)
     if isinstance(marked, str) and marked.strip():
         return marked.strip()
@@ -146,6 +166,11 @@ class Engine:
         exporters: receive ``on_stored(result, changed)`` after each successful write.
         sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: the
             global ``sampling_rate`` only (test traffic is always judged either way).
+        redelivering: the sources redeliver what is never acked (Kafka; ``ragpulse serve``). A retriable store
+            failure (connection lost or refused, timeout) is then retried for as long as it lasts, with backoff
+            capped at :data:`OUTAGE_BACKOFF_S`, instead of giving up after ``engine_store_retries`` attempts —
+            nothing is acked, so nothing is committed or dead-lettered during a database outage; only a data
+            error (non-retriable) fails a trace for good. Default ``False`` (in-process replay): bounded retries.
     """
 
     def __init__(
@@ -156,8 +181,10 @@ class Engine:
         exporters: Sequence[Exporter] = (),
         *,
         sampling: SamplingPolicy | None = None,
+        redelivering: bool = False,
     ) -> None:
         self._judges = dict(judges)
+        self._redelivering = redelivering
         self._sampling = sampling or SamplingPolicy(rate=settings.sampling_rate)
         self._router = Router(self._judges, settings.judge_routes)
         self._store = store
@@ -308,6 +335,12 @@ class Engine:
         except TimeoutError:
             return False
         return True
+
+    def route(self, trace: Trace) -> tuple[str, ...]:
+        """Names of the judges this engine routes ``trace`` to (``judge_routes``, first match by
+        app/scenario, else every judge), whether or not the trace turns out evaluable. Replay reports a
+        not-evaluable case as ``skipped`` once per judge named here."""
+        return tuple(j.name for j in self._router.select(trace))
 
     @property
     def in_flight(self) -> int:
@@ -465,27 +498,29 @@ class Engine:
     async def _write_with_retry(self, results: list[TraceResult]) -> WriteReport:
         attempts = self._settings.engine_store_retries
         backoff = self._settings.engine_store_backoff_s
-        for attempt in range(1, attempts + 1):
+        cap = OUTAGE_BACKOFF_S if self._redelivering else MAX_BACKOFF_S
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 return await self._store.write_results(results)
             except StoreError as e:
-                if not e.retriable or attempt >= attempts:
+                if not e.retriable or (attempt >= attempts and not self._redelivering):
                     raise
                 err = e
             except Exception as e:  # a store outside the contract: not retriable
                 raise StoreError(f"store raised {type(e).__name__}: {e}", retriable=False) from e
             self.stats.store_retries += 1
-            delay = min(backoff * 2 ** (attempt - 1), MAX_BACKOFF_S) * random.uniform(0.8, 1.0)
+            delay = min(backoff * 2 ** min(attempt - 1, 30), cap) * random.uniform(0.8, 1.0)
             log.warning(
                 "store_write_retry",
                 attempt=attempt,
-                attempts=attempts,
+                attempts=None if self._redelivering else attempts,
                 delay_s=round(delay, 3),
                 traces=len(results),
                 error=str(err)[:300],
             )
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _export(self, result: TraceResult, report: WriteReport) -> None:
         tid = result.trace.trace_id
@@ -495,6 +530,10 @@ class Engine:
             return  # a redelivery that changed nothing: never count twice
         if inserted and result.outcome is TraceOutcome.NOT_SAMPLED:
             telemetry.TRACES_NOT_SAMPLED.add(1)
+        if inserted and result.outcome_reason == TRACE_ERROR:
+            telemetry.TRACES_ERRORED.add(
+                1, {"source": result.trace.source.value, "app": telemetry.app_label(result.trace.app)}
+            )
         # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
             try:

@@ -15,6 +15,10 @@ Per changed judgement:
 - ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens (when non-zero: heuristic judges
   use none, and each measurement costs tens of microseconds in the OTel SDK).
 
+Judgements of ``source=api`` traces (drafts judged on request by the portal's ``POST /evaluate``) record only
+the judge's latency and tokens: they stay out of ``ragpulse_judgements_total``, ``ragpulse_judge_score`` and
+``ragpulse_judge_errors_total``, so failing drafts never fire the quality alerts nor move the dashboards.
+
 Per trace with at least one changed judgement and an ``end_time`` that the source did not replace
 (``time_replaced``): ``ragpulse_evaluation_lag_seconds{source}`` ← now − trace end, seconds (negative values
 from clock skew are recorded as 0).
@@ -28,7 +32,7 @@ from datetime import UTC, datetime
 from ragpulse import telemetry
 from ragpulse.config import Settings
 from ragpulse.logging import get_logger
-from ragpulse.model import Judgement, JudgementStatus, TraceResult
+from ragpulse.model import Judgement, JudgementStatus, Source, TraceResult
 
 __all__ = ["MetricsExporter"]
 
@@ -61,8 +65,9 @@ class MetricsExporter:
             return
         try:
             app = telemetry.app_label(result.trace.app)
+            draft = result.trace.source is Source.API
             for j in changed:
-                self._record(j, app)
+                self._record(j, app, quality=not draft)
             end = result.trace.end_time
             if end is not None and not result.trace.time_replaced:
                 lag = max(0.0, (self._clock() - end).total_seconds())
@@ -72,11 +77,14 @@ class MetricsExporter:
             _log.warning("metrics_record_failed", error=str(e), error_type=type(e).__name__)
 
     @staticmethod
-    def _record(j: Judgement, app: str) -> None:
-        telemetry.JUDGEMENTS.add(1, {"judge": j.judge, "app": app, "outcome": j.outcome})
-        if j.status is JudgementStatus.OK and j.score is not None:
-            telemetry.JUDGE_SCORE.record(j.score, {"judge": j.judge, "app": app, "backend": j.backend.value})
-        if j.status is JudgementStatus.ERROR:
+    def _record(j: Judgement, app: str, *, quality: bool = True) -> None:
+        if quality:
+            telemetry.JUDGEMENTS.add(1, {"judge": j.judge, "app": app, "outcome": j.outcome})
+            if j.status is JudgementStatus.OK and j.score is not None:
+                telemetry.JUDGE_SCORE.record(
+                    j.score, {"judge": j.judge, "app": app, "backend": j.backend.value}
+                )
+        if quality and j.status is JudgementStatus.ERROR:
             telemetry.JUDGE_ERRORS.add(1, {"judge": j.judge, "reason": telemetry.reason_label(j.reason_code)})
         if j.status is not JudgementStatus.SKIPPED:
             telemetry.JUDGE_LATENCY.record(max(0.0, j.latency_s), {"judge": j.judge})

@@ -60,6 +60,7 @@ _ALIASES = {
     "expectedAnswer": "expected_answer",
     "runId": "run_id",
     "testCaseId": "test_case_id",
+    "notEvaluable": "not_evaluable",
 }
 
 
@@ -102,12 +103,53 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE_CHARS else text[: _MAX_MESSAGE_CHARS - 1] + "…"
 
 
-def _schema_reason(err: ValidationError) -> str:
+def _json_type(v: Any) -> str:
+    """The JSON type name of a decoded value (``string``, ``number``, ``integer``, ``boolean``, …)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object" if isinstance(v, dict) else type(v).__name__
+
+
+def _names(v: Any) -> str:
+    return " or ".join(v) if isinstance(v, list) else str(v)
+
+
+def _describe(err: ValidationError) -> str:
+    """What ``err`` says without quoting the value: the rule broken and the value's JSON type (and length)."""
+    got = _json_type(err.instance)
+    if isinstance(err.instance, str | list | dict):
+        got += f" of length {len(err.instance)}"
+    v = err.validator_value
+    if err.validator == "type":
+        rule = f"must be of type {_names(v)}"
+    elif err.validator == "minimum":
+        rule = f"must be >= {v}"
+    elif err.validator == "maxLength":
+        rule = f"must be at most {v} characters"
+    elif err.validator == "pattern":
+        rule = "must not be blank"
+    else:
+        rule = f"breaks the schema rule {err.validator!r}"
+    return f"{rule}, got {got}"
+
+
+def _schema_reason(err: ValidationError, log_text: bool) -> str:
     if not err.absolute_path and err.validator == "anyOf":
         return "schema: /: missing required field traceId (or trace_id)"
     if len(err.absolute_path) == 1 and err.absolute_path[0] in ("traceId", "trace_id"):
         return f"schema: {_pointer(err.absolute_path)}: must be a non-blank string or a non-negative integer"
-    return f"schema: {_pointer(err.absolute_path)}: {_short(err.message)}"
+    detail = err.message if log_text else _describe(err)
+    return f"schema: {_pointer(err.absolute_path)}: {_short(detail)}"
 
 
 def _decode(value: bytes | None, max_bytes: int) -> Any:
@@ -134,7 +176,7 @@ def _pick(event: dict[str, Any], camel: str) -> Any:
     return v
 
 
-def _timestamp(v: Any) -> datetime | None:
+def _timestamp(v: Any, log_text: bool = False) -> datetime | None:
     """The event's ``timestamp`` as a UTC time: RFC 3339 (no zone = UTC) or a Unix epoch number whose unit
     (s, ms, µs, ns) follows from its magnitude. ``None`` when missing or out of any representable range (the
     plausibility rule then replaces it by the receive time)."""
@@ -147,7 +189,8 @@ def _timestamp(v: Any) -> datetime | None:
     try:
         ts = datetime.fromisoformat(str(v).strip())
     except ValueError as e:
-        raise EventRejected(f"schema: /timestamp: {_short(repr(v))} is not an RFC 3339 date-time") from e
+        shown = _short(repr(v)) if log_text else f"a string of {len(str(v))} characters"
+        raise EventRejected(f"schema: /timestamp: {shown} is not an RFC 3339 date-time") from e
     if ts.tzinfo is None:
         return ts.replace(tzinfo=UTC)
     try:
@@ -199,7 +242,24 @@ def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
     )
 
 
-def trace_from_event(event: dict[str, Any], received_at: datetime | None = None) -> Trace:
+def _error(v: Any) -> str | None:
+    """The event's ``error`` as one line: the string, ``"error"`` for ``true``, an object's ``type: message``
+    (or its JSON); ``None`` for missing/null/false/blank."""
+    if v is None or v is False:
+        return None
+    if v is True:
+        return "error"
+    if isinstance(v, dict):
+        parts = [str(v[k]) for k in ("type", "message") if v.get(k) not in (None, "")]
+        text = ": ".join(parts) if parts else json.dumps(v, ensure_ascii=False)[:200]
+    else:
+        text = str(v)
+    return " ".join(text.split()) or None
+
+
+def trace_from_event(
+    event: dict[str, Any], received_at: datetime | None = None, *, log_text: bool = False
+) -> Trace:
     """Map a schema-valid event (a dict) to a :class:`Trace` with ``source=kafka``.
 
     ``timestamp`` is the end of the RAG request (``end_time``); ``start_time`` is ``end_time - latency``
@@ -213,7 +273,7 @@ def trace_from_event(event: dict[str, Any], received_at: datetime | None = None)
     received = received_at or datetime.now(UTC)
     latency_s = _latency_s(_pick(event, "latencyMs"))
     raw_ts = event.get("timestamp")
-    end = _timestamp(raw_ts)
+    end = _timestamp(raw_ts, log_text)
     replaced = raw_ts is not None and end is None
     if replaced:
         end = received
@@ -233,6 +293,8 @@ def trace_from_event(event: dict[str, Any], received_at: datetime | None = None)
         start_time=start,
         end_time=end,
         time_replaced=replaced or moved,
+        error=_error(event.get("error")),
+        not_evaluable=_pick(event, "notEvaluable"),
         attributes=event.get("attributes") or {},
         source=Source.KAFKA,
         run_id=_pick(event, "runId"),
@@ -243,7 +305,11 @@ def trace_from_event(event: dict[str, Any], received_at: datetime | None = None)
 
 
 def parse_event(
-    value: bytes | None, *, max_bytes: int = 4 * 1024 * 1024, received_at: datetime | None = None
+    value: bytes | None,
+    *,
+    max_bytes: int = 4 * 1024 * 1024,
+    received_at: datetime | None = None,
+    log_text: bool = False,
 ) -> Trace:
     """Decode one Kafka message value (UTF-8 JSON) into a :class:`Trace`.
 
@@ -251,6 +317,9 @@ def parse_event(
         value: the raw message value (``None`` for a tombstone).
         max_bytes: largest accepted message, bytes (``Settings.kafka_max_message_bytes``).
         received_at: when the message was received (UTC; default now): replaces an implausible timestamp.
+        log_text: quote the offending value in the rejection reason (``Settings.log_text``); when off (the
+            default) the reason names the field, the rule and the value's JSON type only, since reasons reach
+            logs and dead-letter headers and the value may be question or answer text.
 
     Raises:
         EventRejected: with ``reason`` ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
@@ -258,9 +327,9 @@ def parse_event(
     event = _decode(value, max_bytes)
     err = best_match(_validator().iter_errors(event))
     if err is not None:
-        raise EventRejected(_schema_reason(err))
+        raise EventRejected(_schema_reason(err, log_text))
     try:
-        return trace_from_event(event, received_at)
+        return trace_from_event(event, received_at, log_text=log_text)
     except PydanticValidationError as e:
         first = e.errors()[0]
         loc = _pointer(first["loc"])
@@ -295,6 +364,8 @@ def trace_to_event(trace: Trace) -> dict[str, Any]:
         "runId": trace.run_id,
         "testCaseId": trace.test_case_id,
         "attributes": trace.attributes or None,
+        "error": trace.error,
+        "notEvaluable": trace.not_evaluable,
     }
     ev.update({k: v for k, v in scalars.items() if v is not None})
     return ev

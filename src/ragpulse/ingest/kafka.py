@@ -16,8 +16,9 @@ visible result is exactly once. Flow per message:
 Back-pressure: while ``sink.has_room()`` is false every assigned partition is paused (the consumer keeps
 polling, so it stays in the group) and resumed once there is room; memory is bounded by one fetch batch
 plus the engine's queue. On partition revocation the source waits briefly for in-flight traces of the revoked
-partitions and commits what is done. Consumer lag (high-water mark − next offset to commit) is exported as the
-observable gauge ``ragpulse_kafka_consumer_lag`` (attributes ``topic``, ``partition``). Received traces are
+partitions and commits what is done. Consumer lag (high-water mark − next offset to commit, refreshed about once
+a second, from the brokers' end offsets while paused) is exported as the observable gauge
+``ragpulse_kafka_consumer_lag`` (attributes ``topic``, ``partition``). Received traces are
 counted by the engine on ``ragpulse_traces_received{source="kafka"}`` when they are submitted.
 """
 
@@ -60,6 +61,9 @@ DLQ_HEADERS = (
 )
 
 _SOURCES: weakref.WeakSet[KafkaSource] = weakref.WeakSet()
+
+#: Longest wait for the brokers' end offsets when refreshing the lag of paused partitions, seconds.
+LAG_QUERY_TIMEOUT_S = 2.0
 
 
 def _observe_lag(_: CallbackOptions) -> Iterable[Observation]:
@@ -302,7 +306,11 @@ class KafkaSource:
                 continue  # revoked meanwhile: the new owner reads it
             self._tracker.add(tp, rec.offset)
             try:
-                trace = parse_event(rec.value, max_bytes=self._settings.kafka_max_message_bytes)
+                trace = parse_event(
+                    rec.value,
+                    max_bytes=self._settings.kafka_max_message_bytes,
+                    log_text=self._settings.log_text,
+                )
             except EventRejected as e:
                 await self._dead_letter(rec, e.reason, e.code)
                 self._tracker.done(tp, rec.offset)
@@ -399,17 +407,36 @@ class KafkaSource:
         await self._update_lag()
 
     async def _update_lag(self) -> None:
-        """Recompute :attr:`lag`: high-water mark (from fetch responses) minus the oldest unfinished offset."""
+        """Recompute :attr:`lag`: high-water mark minus the oldest unfinished offset.
+
+        The high-water mark comes from fetch responses; while partitions are paused (no fetches) it is asked
+        from the brokers (end offsets), so the gauge stays current during back-pressure."""
         assert self._consumer is not None
         lag: dict[tuple[str, int], int] = {}
-        for tp in self._consumer.assignment():
-            hw = self._consumer.highwater(tp)
+        assigned = self._consumer.assignment()
+        ends: dict[TopicPartition, int] = {}
+        if self._paused and assigned:
+            # Paused partitions are not fetched, so fetch responses no longer carry their high-water marks: ask
+            # the brokers (ListOffsets), or the gauge would freeze exactly when the backlog grows.
+            try:
+                async with asyncio.timeout(LAG_QUERY_TIMEOUT_S):
+                    ends = await self._consumer.end_offsets(list(assigned))
+            except (KafkaError, TimeoutError) as e:
+                log.debug("kafka_end_offsets_failed", error=str(e))
+        held: dict[TopicPartition, int] = {}
+        for rec in self._pending:
+            tp = TopicPartition(rec.topic, rec.partition)
+            held[tp] = min(held.get(tp, rec.offset), rec.offset)
+        for tp in assigned:
+            hw = max((h for h in (self._consumer.highwater(tp), ends.get(tp)) if h is not None), default=None)
             if hw is None:
                 continue
             p = self._tracker.get(tp)
             base: int | None = None
             if p is not None:
                 base = p.first_pending if p.first_pending is not None else p.committable
+            if base is None:  # nothing of tp handed to the engine yet: read but held records count as lag
+                base = held.get(tp)
             if base is None:
                 try:
                     base = await self._consumer.position(tp)

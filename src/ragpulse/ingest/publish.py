@@ -1,52 +1,68 @@
 """Publish traces into ragpulse's own sources: Kafka events or OTLP/HTTP spans (``ragpulse send``, replay).
 
 - :func:`publish_kafka` produces raw JSON event lines to a topic, keyed by their trace id, and waits until the
-  brokers acknowledged every message (``acks=all``).
+  brokers acknowledged every message (``acks=all``); a message refused for its size is reported and skipped.
 - :func:`publish_otlp` posts traces as OpenInference spans (protobuf, ``POST /v1/traces``) to an OTLP/HTTP
   endpoint, in batches.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import httpx
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from ragpulse.config import Settings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.kafka_client import client_options
 from ragpulse.model import Trace
+from ragpulse.textclean import clean_text, decode_utf8
 
-__all__ = ["event_key", "otlp_traces_url", "publish_kafka", "publish_otlp"]
+__all__ = ["SkipCallback", "event_key", "otlp_traces_url", "publish_kafka", "publish_otlp"]
 
 
 def event_key(value: bytes) -> bytes | None:
-    """The message key for a JSON event: its ``traceId``/``trace_id`` as UTF-8, or ``None`` if unreadable."""
+    """The message key for a JSON event: its ``traceId``/``trace_id`` as UTF-8, or ``None`` if unreadable.
+
+    Read leniently like the consumer does (:mod:`ragpulse.textclean`): a lone surrogate or a cut UTF-8 character
+    in the id becomes U+FFFD, so the key is the id the consumer will store.
+    """
     try:
-        ev = json.loads(value)
-    except (
-        ValueError,
-        UnicodeDecodeError,
-        RecursionError,
-    ):  # sent as is, unkeyed: the consumer dead-letters it
+        ev = json.loads(decode_utf8(value))
+    except (ValueError, RecursionError):  # sent as is, unkeyed: the consumer dead-letters it
         return None
     if not isinstance(ev, dict):
         return None
     tid = ev.get("traceId", ev.get("trace_id"))
-    return str(tid).encode("utf-8") if isinstance(tid, str | int) and str(tid).strip() else None
+    if not isinstance(tid, str | int) or isinstance(tid, bool) or not str(tid).strip():
+        return None
+    return clean_text(str(tid)).encode("utf-8")
 
 
-async def publish_kafka(settings: Settings, values: Iterable[bytes], topic: str | None = None) -> int:
+#: ``on_skip(index, reason)``: told about a value that was not sent (0-based position in ``values``).
+SkipCallback = Callable[[int, str], None]
+
+
+async def publish_kafka(
+    settings: Settings,
+    values: Iterable[bytes],
+    topic: str | None = None,
+    on_skip: SkipCallback | None = None,
+) -> int:
     """Produce every value to ``topic`` (default: the first of ``kafka_topics``); return how many were sent.
 
-    Messages are keyed by trace id (:func:`event_key`) so redeliveries of one trace share a partition.
+    Messages are keyed by trace id (:func:`event_key`) so redeliveries of one trace share a partition. A value
+    the brokers refuse for itself (``MessageSizeTooLargeError``: larger than the producer's or the broker's
+    limit) is reported to ``on_skip(index, reason)`` and the rest is sent.
 
     Raises:
         ConfigError: no bootstrap servers configured.
-        IngestError: the brokers could not be reached or refused a message.
+        IngestError: the brokers could not be reached or failed for another reason.
     """
     target = topic or settings.kafka_topics[0]
     producer = AIOKafkaProducer(
@@ -57,18 +73,35 @@ async def publish_kafka(settings: Settings, values: Iterable[bytes], topic: str 
         **client_options(settings),
     )
     n = 0
+
+    def skip(index: int, e: KafkaError) -> None:
+        if on_skip is None:
+            raise IngestError(f"Kafka refused message {index + 1}: {e}")
+        on_skip(index, f"too_large: {type(e).__name__}")
+
+    async def settle(pending: list[tuple[int, asyncio.Future[Any]]]) -> int:
+        ok = 0
+        for index, fut in pending:
+            try:
+                await fut
+                ok += 1
+            except MessageSizeTooLargeError as e:  # the broker's own limit
+                skip(index, e)
+        pending.clear()
+        return ok
+
     try:
         await producer.start()
-        pending = []
-        for value in values:
-            pending.append(await producer.send(target, value, key=event_key(value)))
-            n += 1
+        pending: list[tuple[int, asyncio.Future[Any]]] = []
+        for index, value in enumerate(values):
+            try:
+                pending.append((index, await producer.send(target, value, key=event_key(value))))
+            except MessageSizeTooLargeError as e:  # over the producer's max_request_size
+                skip(index, e)
+                continue
             if len(pending) >= 1000:
-                for fut in pending:
-                    await fut
-                pending.clear()
-        for fut in pending:
-            await fut
+                n += await settle(pending)
+        n += await settle(pending)
     except KafkaError as e:
         raise IngestError(
             f"publishing to Kafka topic {target} failed after {n} messages: {e}", retriable=True

@@ -1,27 +1,152 @@
-"""Reading per-judge options (``settings.judges[<name>]``) shared by the offline judges."""
+"""Judge options (``settings.judges[<name>]``): one pydantic model per built-in judge name, both backends.
+
+One policy for every judge and backend: an unknown key (a typo such as ``treshold``) or a bad value is a
+:class:`~ragpulse.errors.ConfigError` naming the judge and the option, raised when the judges are built at
+start-up (:func:`ragpulse.judges.registry.build_judges` checks the options of every configured built-in
+judge, enabled or not). Options that only one backend reads are still valid for the other, so
+``faithfulness: {mode: binary}`` stays valid when no judge model is configured (the offline judge ignores
+it). ``None`` means "the judge's default" (which may depend on the mode, e.g. faithfulness thresholds).
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ragpulse.errors import ConfigError
 
-__all__ = ["read_threshold"]
+__all__ = [
+    "OPTIONS_BY_JUDGE",
+    "AnswerCorrectnessOptions",
+    "ContextOptions",
+    "FaithfulnessOptions",
+    "JudgeOptions",
+    "KeywordOptions",
+    "ModelOptions",
+    "RelevancyOptions",
+    "parse_options",
+]
+
+Share = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
-def read_threshold(options: Mapping[str, Any], default: float, judge: str) -> float:
-    """The ``threshold`` option as a float in [0, 1], or ``default`` when absent.
+class JudgeOptions(BaseModel):
+    """Options every judge takes: ``threshold`` (0–1; ``None`` = the judge's default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    threshold: float | None = Share
+
+
+class ModelOptions(JudgeOptions):
+    """Options of judges that can ask the judge model: ``language`` (``auto``/``en``/``zh``, default
+    ``settings.judge_language``), ``max_tokens`` (completion limit) and ``daily_token_budget`` (tokens/day)."""
+
+    language: Literal["auto", "en", "zh"] | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    daily_token_budget: int | None = Field(default=None, gt=0)
+
+
+class RelevancyOptions(ModelOptions):
+    """``relevancy``: ``mode`` (``question``/``with_context``) and ``graded`` (0–3 rating) for the LLM backend."""
+
+    mode: Literal["question", "with_context"] = "question"
+    graded: StrictBool = False
+
+
+class FaithfulnessOptions(ModelOptions):
+    """``faithfulness``: ``mode`` and its options (LLM backend; the offline judge reads ``threshold`` only).
+
+    ``binary``: ``literal_match``, ``literal_min_chars``, ``short_answer_tokens``. ``sentence_check``:
+    ``template`` (the fact-checking prompt, ``{document}`` and ``{claim}`` placeholders) and
+    ``max_calls_per_trace`` (model calls per trace; default 64).
+    """
+
+    mode: Literal["claims", "binary", "sentence_check"] = "claims"
+    literal_match: StrictBool = False
+    literal_min_chars: int = Field(default=20, gt=0)
+    short_answer_tokens: int = Field(default=8, gt=0)
+    template: str | None = None
+    max_calls_per_trace: int = Field(default=64, gt=0)
+
+
+class KeywordOptions(JudgeOptions):
+    """``keyword``: ``threshold`` only."""
+
+
+class ContextOptions(ModelOptions):
+    """``context_precision``/``context_recall``/``context_relevance``: ``method``, top ``k``, ``min_coverage``."""
+
+    method: Literal["auto", "labels", "llm", "heuristic"] = "auto"
+    k: int | None = Field(default=None, ge=1)
+    min_coverage: float | None = Share
+
+
+class AnswerCorrectnessOptions(ModelOptions):
+    """``answer_correctness``: ``weights`` ``[w_f1, w_sim]`` (≥ 0, not both 0) and ``min_coverage``."""
+
+    model_config = ConfigDict(strict=False)  # weights may come as a YAML list of ints
+
+    weights: tuple[float, float] = (0.75, 0.25)
+    min_coverage: float | None = Share
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _weights(cls, v: Any) -> Any:
+        if not isinstance(v, list | tuple) or any(isinstance(x, bool) for x in v):
+            raise ValueError("weights must be [w_f1, w_sim], two numbers")
+        return v
+
+    @model_validator(mode="after")
+    def _not_both_zero(self) -> AnswerCorrectnessOptions:
+        if min(self.weights) < 0 or sum(self.weights) == 0:
+            raise ValueError("weights must be >= 0 and not both 0")
+        return self
+
+
+#: Options model of each built-in judge name (both backends).
+OPTIONS_BY_JUDGE: Mapping[str, type[JudgeOptions]] = {
+    "relevancy": RelevancyOptions,
+    "faithfulness": FaithfulnessOptions,
+    "keyword": KeywordOptions,
+    "context_precision": ContextOptions,
+    "context_recall": ContextOptions,
+    "context_relevance": ContextOptions,
+    "answer_correctness": AnswerCorrectnessOptions,
+}
+
+
+OptionsT = TypeVar("OptionsT", bound=JudgeOptions)
+
+
+def parse_options(judge: str, model: type[OptionsT], raw: Mapping[str, Any] | OptionsT | None) -> OptionsT:
+    """Validate ``raw`` (``settings.judges[judge]``) against ``model``.
 
     Raises:
-        ConfigError: the value is not a finite number in [0, 1].
+        ConfigError: ``judges.<judge>.<option>: <what is wrong>`` for the first bad option (unknown keys
+            list the allowed ones).
     """
-    raw = options.get("threshold", default)
+    if isinstance(raw, model):
+        return raw
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ConfigError(f"judges.{judge}: options must be a mapping, got {type(raw).__name__}")
     try:
-        value = float(raw)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"judges.{judge}.threshold must be a number in [0, 1], got {raw!r}") from e
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise ConfigError(f"judges.{judge}.threshold must be in [0, 1], got {raw!r}")
-    return value
+        return model.model_validate(dict(raw or {}))
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int)) or "options"
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(sorted(model.model_fields))
+            raise ConfigError(f"judges.{judge}.{where}: unknown option; allowed: {allowed}") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"judges.{judge}.{where}: {msg}, got {err.get('input')!r}") from None

@@ -6,21 +6,25 @@ backend as ``"module:Class"`` (imported lazily, so a judge's dependencies load o
 with only one backend always uses that one (``keyword`` is always heuristic).
 
 Every judge class is called as ``cls(settings, options)`` where ``options = settings.judges.get(name, {})``;
-LLM classes also get ``client=`` the one :class:`~ragpulse.judges.llm.LLMClient` shared by all judges built
+LLM classes also get ``client=`` the one :class:`~ragpulse.judges.model.client.LLMClient` shared by all judges built
 in the same :func:`build_judges` call (so one connection pool, one concurrency limit, one rate limit, one
 cache per process when the process calls it once).
 
 Checklists: every key of ``settings.checklists`` is also a judge name (a
-:class:`~ragpulse.judges.checklist.ChecklistJudge`); it may not clash with a built-in name.
+:class:`~ragpulse.judges.checklist.judge.ChecklistJudge`); it may not clash with a built-in name.
 
 Plugins: an entry point in the group ``ragpulse.judges`` whose name is the judge name and whose object is a
-factory called as ``factory(settings, options)`` returning a :class:`~ragpulse.protocols.Judge`. Built-in
-names cannot be taken over by a plugin.
+factory called as ``factory(settings, options)`` returning a :class:`~ragpulse.protocols.Judge` — normally a
+subclass of :class:`ragpulse.judges.frame.Judge`, the documented plugin base class. Built-in names cannot be
+taken over by a plugin.
+
+Options: the options of every configured built-in judge (``settings.judges``) are validated by the judge's
+options model (:mod:`ragpulse.judges.options`) when judges are built, whatever the backend and whether or not
+the judge is enabled: a typo is a ``ConfigError`` at start-up.
 
 To add a built-in judge, add one row to :data:`BUILTIN_JUDGES`. A row may name a class or any factory
 function: ``heuristic`` targets are called as ``f(settings, options)``, ``llm`` targets as
-``f(settings, options, client=client)``. Judges built on the ``ModelCaller`` seam wrap the client in
-:class:`~ragpulse.judges.refbase.SharedClientCaller`.
+``f(settings, options, client=client)``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from typing import Any
 
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
-from ragpulse.judges.llm import LLMClient
+from ragpulse.judges.model.client import LLMClient
+from ragpulse.judges.options import OPTIONS_BY_JUDGE, parse_options
 from ragpulse.logging import get_logger
 from ragpulse.protocols import Judge
 
@@ -62,35 +67,29 @@ class JudgeSpec:
     heuristic: str | None = None
 
 
+def _one_class(path: str) -> JudgeSpec:
+    """A judge whose one class serves both backends (it decides per trace: labels, model or heuristic)."""
+    return JudgeSpec(llm=path, heuristic=path)
+
+
+_ANSWER = "ragpulse.judges.answer"
+_RETRIEVAL = "ragpulse.judges.retrieval.context"
+
 #: Built-in judges. Extend by adding rows.
 BUILTIN_JUDGES: dict[str, JudgeSpec] = {
     "relevancy": JudgeSpec(
-        llm="ragpulse.judges.relevancy:LLMRelevancyJudge",
-        heuristic="ragpulse.judges.heuristic:HeuristicRelevancyJudge",
+        llm=f"{_ANSWER}.relevancy:LLMRelevancyJudge", heuristic=f"{_ANSWER}.relevancy:HeuristicRelevancyJudge"
     ),
     "faithfulness": JudgeSpec(
-        llm="ragpulse.judges.faithfulness:LLMFaithfulnessJudge",
-        heuristic="ragpulse.judges.heuristic:HeuristicFaithfulnessJudge",
+        llm=f"{_ANSWER}.faithfulness:LLMFaithfulnessJudge",
+        heuristic=f"{_ANSWER}.faithfulness:HeuristicFaithfulnessJudge",
     ),
-    "keyword": JudgeSpec(heuristic="ragpulse.judges.keyword:KeywordJudge"),
-    # Reference metrics (one class per judge: labels, judge model or heuristic per trace; see
-    # docs/reference-metrics.md).
-    "context_precision": JudgeSpec(
-        llm="ragpulse.judges.context_metrics:ContextPrecisionJudge",
-        heuristic="ragpulse.judges.context_metrics:ContextPrecisionJudge",
-    ),
-    "context_recall": JudgeSpec(
-        llm="ragpulse.judges.context_metrics:ContextRecallJudge",
-        heuristic="ragpulse.judges.context_metrics:ContextRecallJudge",
-    ),
-    "context_relevance": JudgeSpec(
-        llm="ragpulse.judges.context_metrics:ContextRelevanceJudge",
-        heuristic="ragpulse.judges.context_metrics:ContextRelevanceJudge",
-    ),
-    "answer_correctness": JudgeSpec(
-        llm="ragpulse.judges.answer_correctness:AnswerCorrectnessJudge",
-        heuristic="ragpulse.judges.answer_correctness:AnswerCorrectnessJudge",
-    ),
+    "keyword": JudgeSpec(heuristic=f"{_ANSWER}.keyword:KeywordJudge"),
+    # Reference metrics (docs/reference-metrics.md).
+    "context_precision": _one_class(f"{_RETRIEVAL}:ContextPrecisionJudge"),
+    "context_recall": _one_class(f"{_RETRIEVAL}:ContextRecallJudge"),
+    "context_relevance": _one_class(f"{_RETRIEVAL}:ContextRelevanceJudge"),
+    "answer_correctness": _one_class(f"{_ANSWER}.correctness:AnswerCorrectnessJudge"),
 }
 
 
@@ -152,13 +151,16 @@ def build_judges(
         raise ConfigError(
             f"judges: options for unknown judge(s) {', '.join(stray)}; available: {', '.join(available_judges())}"
         )
+    for name, raw in settings.judges.items():
+        if name in OPTIONS_BY_JUDGE:
+            parse_options(name, OPTIONS_BY_JUDGE[name], raw)
     judges: dict[str, Judge] = {}
     for name in wanted:
         options = settings.judges.get(name, {})
         spec = BUILTIN_JUDGES.get(name)
         judge: Any
         if spec is None and name in settings.checklists:
-            from ragpulse.judges.checklist import build_checklist_judge
+            from ragpulse.judges.checklist.judge import build_checklist_judge
 
             if settings.uses_llm and client is None:
                 client = LLMClient(settings)
@@ -190,18 +192,16 @@ def build_judges(
 async def close_judges(judges: Mapping[str, Judge]) -> None:
     """Release what the judges hold; call once when done with them (idempotent).
 
-    Closes every :class:`LLMClient` the judges use (directly as ``judge.client`` or through a
-    ``judge.caller`` adapter), each once, and awaits ``aclose()`` of any other judge that has one (plugins).
+    Closes every :class:`LLMClient` the judges use (``judge.client``), each once, and awaits ``aclose()`` of
+    every judge that has one (embeddings clients, plugins).
     Never raises: a failing close is logged.
     """
     clients: dict[int, LLMClient] = {}
     others: list[tuple[str, Any]] = []
     for name, judge in judges.items():
-        for holder in (judge, getattr(judge, "caller", None)):
-            for attr in ("client", "_client"):
-                c = getattr(holder, attr, None)
-                if isinstance(c, LLMClient):
-                    clients[id(c)] = c
+        c = getattr(judge, "client", None)
+        if isinstance(c, LLMClient):
+            clients[id(c)] = c
         closer = getattr(judge, "aclose", None)
         if closer is not None:  # idempotent: also releases what a judge holds beside the LLM client
             others.append((name, closer))

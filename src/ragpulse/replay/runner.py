@@ -6,27 +6,30 @@ Recorded answers are judged as they are; a case without one is sent to the RAG e
 :class:`~ragpulse.replay.rag_client.RagClient` is given; without an endpoint only the judges that need no
 answer (the retrieval judges) judge it, and when none applies it is not evaluable (``no_answer``) and still
 appears in the report. Sampling does not apply to replays (every case is judged).
+
+This module judges the cases (:func:`judge_cases`, one :class:`CaseResult` per case); the run around it —
+creating the run, the report, finishing or failing the run — is :mod:`ragpulse.services.replay`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import re
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from ragpulse.config import Settings
-from ragpulse.engine import Engine, Router
+from ragpulse.engine import Engine
 from ragpulse.engine.engine import NOT_EVALUABLE_ATTRIBUTE
 from ragpulse.logging import get_logger
 from ragpulse.model import (
     Document,
     RunRecord,
-    RunStatus,
     Source,
     TestCase,
     TestSet,
@@ -34,17 +37,17 @@ from ragpulse.model import (
     TraceOutcome,
     TraceResult,
 )
-from ragpulse.protocols import Exporter, Judge, ResultStore
+from ragpulse.protocols import Exporter, Judge, RunStore
 from ragpulse.replay.rag_client import RagAnswer, RagClient, RagEndpointError
-from ragpulse.replay.report import CaseResult, build_report
 
 __all__ = [
+    "CaseResult",
     "ProgressCallback",
-    "ReplayStore",
     "case_to_trace",
     "case_trace_id",
+    "judge_cases",
     "new_run_id",
-    "run_replay",
+    "run_settings",
     "start_run",
 ]
 
@@ -54,14 +57,23 @@ log = get_logger("ragpulse.replay")
 ProgressCallback = Callable[[int, int], None]
 
 
-class ReplayStore(ResultStore, Protocol):
-    """The store methods a replay needs (``PostgresStore`` and ``MemoryStore`` have them)."""
+@dataclass(frozen=True)
+class CaseResult:
+    """What happened to one test case in a run.
 
-    async def upsert_test_set(self, ts: TestSet) -> None: ...
+    Attributes:
+        case_id: the test case id.
+        result: the trace result the engine produced.
+        stored: False when the store write failed for good (the run then has errors).
+        judges: judges the engine routed the case to (counted as ``skipped`` when it was not evaluable).
+        note: a problem before judging, e.g. ``rag_endpoint_error: HTTP 500`` (the case's reason).
+    """
 
-    async def create_run(self, run: RunRecord) -> None: ...
-
-    async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None: ...
+    case_id: str
+    result: TraceResult
+    stored: bool = True
+    judges: tuple[str, ...] = ()
+    note: str | None = None
 
 
 def case_trace_id(run_id: str, case_id: str) -> str:
@@ -76,7 +88,7 @@ def new_run_id(test_set: str) -> str:
 
 
 async def start_run(
-    store: ReplayStore,
+    store: RunStore,
     test_set: TestSet,
     judges: Mapping[str, Judge],
     *,
@@ -159,8 +171,8 @@ def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer 
     )
 
 
-def _run_settings(settings: Settings) -> dict[str, Any]:
-    """Non-secret settings worth comparing between runs."""
+def run_settings(settings: Settings) -> dict[str, Any]:
+    """Non-secret settings worth comparing between runs (stored with the run)."""
     return {
         "judge_model": settings.judge_model,
         "judge_language": settings.judge_language,
@@ -169,130 +181,80 @@ def _run_settings(settings: Settings) -> dict[str, Any]:
     }
 
 
-async def run_replay(
+async def judge_cases(
     test_set: TestSet,
     *,
+    run_id: str,
     judges: Mapping[str, Judge],
-    store: ReplayStore,
+    store: RunStore,
     settings: Settings,
-    run_id: str | None = None,
     exporters: Sequence[Exporter] = (),
     rag_client: RagClient | None = None,
     progress: ProgressCallback | None = None,
-    judges_added: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Replay ``test_set`` through an engine and return the run report (see :mod:`ragpulse.replay.report`).
+) -> list[CaseResult]:
+    """Judge every case of ``test_set`` as run ``run_id`` through an :class:`Engine` (sampling off) that
+    stores the results; return one :class:`CaseResult` per case, in test-set order.
 
-    Stores the test set, creates the run (status ``running``), judges every case, then finishes the run with
-    status ``completed`` or ``completed_with_errors`` (an error judgement, a RAG endpoint failure or a failed
-    store write) and the report. If the replay itself breaks (e.g. the store is gone), the run is marked
-    ``failed`` when possible and the exception propagates.
-
-    ``judges_added`` names the judges added to the default list for this test set (report key
-    ``judges_added``, see :func:`ragpulse.replay.judge_defaults.default_replay_judges`).
+    A case without an answer is sent to ``rag_client`` when given (``engine_workers`` cases at a time); a
+    failed endpoint call makes the case not evaluable with the reason.
 
     Raises:
-        StoreError: creating/finishing the run failed.
+        StoreError: the store broke (results that could not be written for good are ``stored=False``).
     """
-    started = time.perf_counter()
-    run_id = await start_run(store, test_set, judges, run_id=run_id, settings=_run_settings(settings))
     total = len(test_set.cases)
-    done: dict[str, tuple[TraceResult, bool]] = {}
+    done: dict[str, CaseResult] = {}
     notes: dict[str, str] = {}
+    async with Engine(judges, store, settings.model_copy(update={"sampling_rate": 1.0}), exporters) as eng:
 
-    async def ack(result: TraceResult, ok: bool) -> None:
-        done[result.trace.test_case_id or ""] = (result, ok)
-        if progress is not None:
-            progress(len(done), total)
+        async def ack(result: TraceResult, ok: bool) -> None:
+            cid = result.trace.test_case_id or ""
+            done[cid] = CaseResult(
+                case_id=cid, result=result, stored=ok, judges=eng.route(result.trace), note=notes.get(cid)
+            )
+            if progress is not None:
+                progress(len(done), total)
 
-    log.info("replay_started", run_id=run_id, test_set=test_set.name, cases=total, judges=list(judges))
-    try:
-        async with Engine(
-            judges, store, settings.model_copy(update={"sampling_rate": 1.0}), exporters
-        ) as eng:
-            cases = iter(test_set.cases)
+        cases = iter(test_set.cases)
 
-            async def feed() -> None:
-                for case in cases:  # one shared iterator: each case is taken by exactly one feeder
-                    rag = None
-                    failed: str | None = None
-                    if case.answer is None and rag_client is not None and case.question:
-                        try:
-                            rag = await rag_client.ask(case.question)
-                        except RagEndpointError as e:
-                            failed = notes[case.id] = str(e)
-                            log.warning("rag_endpoint_failed", case_id=case.id, error=str(e)[:200])
-                    trace = case_to_trace(case, run_id=run_id, test_set=test_set.name, rag=rag)
-                    if failed is not None:
-                        # Stored as not evaluable with the reason; no judge scores the case's recorded contexts
-                        # in place of the endpoint's reply.
-                        trace = trace.model_copy(
-                            update={
-                                "attributes": {
-                                    **trace.attributes,
-                                    NOT_EVALUABLE_ATTRIBUTE: f"rag_endpoint_failed: {failed}"[:500],
-                                }
+        async def feed() -> None:
+            for case in cases:  # one shared iterator: each case is taken by exactly one feeder
+                rag = None
+                failed: str | None = None
+                if case.answer is None and rag_client is not None and case.question:
+                    try:
+                        rag = await rag_client.ask(case.question)
+                    except RagEndpointError as e:
+                        failed = notes[case.id] = str(e)
+                        log.warning("rag_endpoint_failed", case_id=case.id, error=str(e)[:200])
+                trace = case_to_trace(case, run_id=run_id, test_set=test_set.name, rag=rag)
+                if failed is not None:
+                    # Stored as not evaluable with the reason; no judge scores the case's recorded contexts
+                    # in place of the endpoint's reply.
+                    trace = trace.model_copy(
+                        update={
+                            "attributes": {
+                                **trace.attributes,
+                                NOT_EVALUABLE_ATTRIBUTE: f"rag_endpoint_failed: {failed}"[:500],
                             }
-                        )
-                    await eng.submit(trace, ack)
+                        }
+                    )
+                await eng.submit(trace, ack)
 
-            feeders = settings.engine_workers if rag_client is not None else 1
-            async with asyncio.TaskGroup() as tg:
-                for _ in range(feeders):
-                    tg.create_task(feed())
-            await eng.drain(None)
-    except BaseException as e:
-        await _mark_failed(store, run_id, test_set.name, e)
-        raise
-    router = Router(judges, settings.judge_routes)
+        feeders = settings.engine_workers if rag_client is not None else 1
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(feeders):
+                tg.create_task(feed())
+        await eng.drain(None)
     results: list[CaseResult] = []
     for case in test_set.cases:
         got = done.get(case.id)
         if got is None:  # cannot happen after a full drain; keep the case visible if it does
             trace = case_to_trace(case, run_id=run_id, test_set=test_set.name)
-            got = (TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="lost"), False)
-        result, ok = got
-        if not ok:  # reported with where the case came from; the other cases went on
-            if case.origin:
-                notes.setdefault(case.id, f"store_failed: {case.origin}")
+            lost = TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="lost")
+            got = CaseResult(case_id=case.id, result=lost, stored=False, note=notes.get(case.id))
+        if not got.stored:  # reported with where the case came from; the other cases went on
+            if case.origin and got.note is None:
+                got = dataclasses.replace(got, note=f"store_failed: {case.origin}")
             log.warning("replay_case_not_stored", case_id=case.id, origin=case.origin)
-        results.append(
-            CaseResult(
-                case_id=case.id,
-                result=result,
-                stored=ok,
-                judges=tuple(j.name for j in router.select(result.trace)),
-                note=notes.get(case.id),
-            )
-        )
-    report = build_report(
-        run_id=run_id,
-        test_set=test_set.name,
-        cases=results,
-        judges=list(judges),
-        wall_seconds=time.perf_counter() - started,
-        judges_added=judges_added,
-    )
-    await store.finish_run(run_id, RunStatus(report["status"]), report)
-    log.info(
-        "replay_finished",
-        run_id=run_id,
-        status=report["status"],
-        pass_rate=report["pass_rate"],
-        coverage=report["coverage"],
-        wall_seconds=report["wall_seconds"],
-    )
-    return report
-
-
-async def _mark_failed(store: ReplayStore, run_id: str, test_set: str, e: BaseException) -> None:
-    try:
-        await asyncio.shield(
-            store.finish_run(
-                run_id,
-                RunStatus.FAILED,
-                {"run_id": run_id, "test_set": test_set, "error": f"{type(e).__name__}: {e}"[:500]},
-            )
-        )
-    except BaseException:  # the store may be the reason we failed
-        log.warning("replay_mark_failed_failed", run_id=run_id)
+        results.append(got)
+    return results

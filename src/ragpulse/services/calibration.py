@@ -99,7 +99,7 @@ async def _judge_all(
     trace with at most ``settings.judge_max_concurrency`` in flight, then close the client.
 
     Returns ``(judge version, judgements in input order)``."""
-    from ragpulse.judges.llm import LLMClient
+    from ragpulse.judges.model.client import LLMClient
     from ragpulse.judges.registry import build_judges
 
     client = LLMClient(settings) if settings.uses_llm else None

@@ -6,14 +6,25 @@ apart from the result writes so that each module keeps one responsibility.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ragpulse.errors import StoreError
 from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
 from ragpulse.store.migrate import Conn
+from ragpulse.store.process import OWNER_HOST
 from ragpulse.store.rows import Row, clean, run_from_row, utc
 
-__all__ = ["create_run", "finish_run", "get_run", "get_test_set", "list_runs", "upsert_test_set"]
+__all__ = [
+    "create_run",
+    "finish_run",
+    "get_run",
+    "get_test_set",
+    "heartbeat_run",
+    "list_runs",
+    "test_set_hash",
+    "upsert_test_set",
+]
 
 _UPSERT_SET = """
 INSERT INTO test_sets (name, knowledge_base, description, case_count) VALUES ($1, $2, $3, $4)
@@ -33,12 +44,18 @@ ON CONFLICT (test_set, case_id) DO UPDATE SET position = excluded.position, ques
 """
 
 _UPSERT_RUN = """
-INSERT INTO runs (run_id, test_set, started_at, finished_at, status, judges, settings, report)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO runs (run_id, test_set, started_at, finished_at, status, judges, settings, report, cases_hash,
+  owner_host, owner_pid, heartbeat_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, CASE WHEN $5 = 'running' THEN now() END)
 ON CONFLICT (run_id) DO UPDATE SET test_set = excluded.test_set, started_at = excluded.started_at,
   finished_at = excluded.finished_at, status = excluded.status, judges = excluded.judges,
-  settings = excluded.settings, report = excluded.report, updated_at = now()
+  settings = excluded.settings, report = excluded.report, cases_hash = excluded.cases_hash,
+  owner_host = excluded.owner_host, owner_pid = excluded.owner_pid, heartbeat_at = excluded.heartbeat_at,
+  updated_at = now()
 """
+
+#: ``runs`` columns plus the database's clock (``db_now``), which :func:`run_from_row` compares heartbeats with.
+_RUN_COLUMNS = "*, now() AS db_now"
 
 
 def _texts(values: Any) -> list[str | None]:
@@ -80,8 +97,13 @@ def _case_from_row(c: Row) -> TestCase:
 
 async def upsert_test_set(conn: Conn, ts: TestSet) -> None:
     """Insert or replace test set ``ts.name`` and its cases in one transaction (cases no longer in ``ts`` are
-    deleted; ``position`` keeps the file order)."""
+    deleted; ``position`` keeps the file order) and record its ``content_hash`` (:func:`ragpulse.model.cases_hash`).
+
+    The transaction sets ``ragpulse.hashing = 'on'`` so the ``test_cases`` triggers (migration 013), which clear
+    the hash on any other change, leave this one alone.
+    """
     async with conn.transaction():
+        await conn.execute("SELECT set_config('ragpulse.hashing', 'on', true)")
         name = clean(ts.name)
         await conn.execute(_UPSERT_SET, name, clean(ts.knowledge_base), clean(ts.description), len(ts.cases))
         await conn.execute(
@@ -91,6 +113,29 @@ async def upsert_test_set(conn: Conn, ts: TestSet) -> None:
         )
         if ts.cases:
             await conn.executemany(_UPSERT_CASE, [_case_args(ts.name, i, c) for i, c in enumerate(ts.cases)])
+        await conn.execute("UPDATE test_sets SET content_hash = $2 WHERE name = $1", name, ts.content_hash())
+
+
+async def test_set_hash(conn: Conn, name: str) -> str | None:
+    """The ``content_hash`` of stored test set ``name`` (``None`` when there is no such set).
+
+    A set whose hash is not known (cases changed outside :func:`upsert_test_set`, e.g. in the portal, or stored
+    before migration 013) is read back, hashed and the hash recorded.
+    """
+    name = clean(name) or ""
+    row = await conn.fetchrow("SELECT content_hash FROM test_sets WHERE name = $1", name)
+    if row is None:
+        return None
+    if row["content_hash"] is not None:
+        return str(row["content_hash"])
+    ts = await get_test_set(conn, name)
+    if ts is None:  # deleted meanwhile
+        return None
+    digest = ts.content_hash()
+    await conn.execute(
+        "UPDATE test_sets SET content_hash = $2 WHERE name = $1 AND content_hash IS NULL", name, digest
+    )
+    return digest
 
 
 async def get_test_set(conn: Conn, name: str) -> TestSet | None:
@@ -107,20 +152,39 @@ async def get_test_set(conn: Conn, name: str) -> TestSet | None:
     )
 
 
-async def create_run(conn: Conn, run: RunRecord) -> None:
-    """Insert run ``run.run_id``; re-using an id replaces it with ``run``'s values (status ``running``,
-    no finish time, no report by default)."""
-    await conn.execute(
-        _UPSERT_RUN,
-        run.run_id,
-        run.test_set,
-        utc(run.started_at),
-        utc(run.finished_at),
-        run.status.value,
-        run.judges,
-        run.settings,
-        run.report,
+async def create_run(conn: Conn, run: RunRecord, *, replace: bool = False) -> None:
+    """Insert run ``run.run_id``; re-using an id resets it to ``run``'s values (status ``running``, no finish
+    time, no report by default; ``heartbeat_at`` is now while ``running``). The owner is ``run.owner_host`` /
+    ``run.owner_pid`` when set, else this process (:data:`~ragpulse.store.process.OWNER_HOST`, ``os.getpid()``).
+
+    ``replace``: the run id is re-used for other cases, so the old run's trace links (``run_cases``) are
+    deleted first (its traces and judgements stay, as history outside the run).
+    """
+    async with conn.transaction():
+        if replace:
+            await conn.execute("DELETE FROM run_cases WHERE run_id = $1", run.run_id)
+        await conn.execute(
+            _UPSERT_RUN,
+            run.run_id,
+            run.test_set,
+            utc(run.started_at),
+            utc(run.finished_at),
+            run.status.value,
+            run.judges,
+            run.settings,
+            run.report,
+            run.cases_hash,
+            run.owner_host or OWNER_HOST,
+            run.owner_pid if run.owner_pid is not None else os.getpid(),
+        )
+
+
+async def heartbeat_run(conn: Conn, run_id: str) -> bool:
+    """Set ``heartbeat_at`` of run ``run_id`` to now while it is ``running``; ``False`` if it is not."""
+    done = await conn.execute(
+        "UPDATE runs SET heartbeat_at = now() WHERE run_id = $1 AND status = 'running'", run_id
     )
+    return done != "UPDATE 0"
 
 
 async def finish_run(conn: Conn, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
@@ -141,11 +205,13 @@ async def finish_run(conn: Conn, run_id: str, status: RunStatus, report: dict[st
 
 async def list_runs(conn: Conn, limit: int = 50) -> list[RunRecord]:
     """The ``limit`` most recently started runs, newest first."""
-    rows = await conn.fetch("SELECT * FROM runs ORDER BY started_at DESC, run_id LIMIT $1", limit)
+    rows = await conn.fetch(
+        f"SELECT {_RUN_COLUMNS} FROM runs ORDER BY started_at DESC, run_id LIMIT $1", limit
+    )
     return [run_from_row(r) for r in rows]
 
 
 async def get_run(conn: Conn, run_id: str) -> RunRecord | None:
     """Run ``run_id`` or ``None``."""
-    row = await conn.fetchrow("SELECT * FROM runs WHERE run_id = $1", run_id)
+    row = await conn.fetchrow(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = $1", run_id)
     return run_from_row(row) if row is not None else None

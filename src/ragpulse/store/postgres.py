@@ -144,6 +144,18 @@ class PostgresStore(PortalQueries):
         except Exception:
             return False
 
+    async def database_identity(self) -> str:
+        """``<uuid>/<database name>``: the random id migration 130 gave this database, and its name. Two
+        processes see the same value exactly when they use the same database (``replay --via`` compares its
+        own with the one ``serve`` reports on ``/readyz``)."""
+
+        async def q(conn: Conn) -> str:
+            return str(
+                await conn.fetchval("SELECT id::text || '/' || current_database() FROM store_identity")
+            )
+
+        return await self._run("database_identity", q)
+
     async def info(self) -> dict[str, Any]:
         """Facts about the database: ``server_version`` (e.g. ``"18.1"``), ``schema_version`` (highest applied
         migration), ``database`` (name), ``size_bytes``, row counts ``traces``, ``judgements``, ``runs``,
@@ -330,10 +342,21 @@ class PostgresStore(PortalQueries):
         """The stored test set ``name`` with its cases in their original order, or ``None``."""
         return await self._run("get_test_set", lambda c: catalog.get_test_set(c, name))
 
-    async def create_run(self, run: RunRecord) -> None:
+    async def test_set_hash(self, name: str) -> str | None:
+        """:func:`ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when there is no
+        such set (recomputed from the stored cases when they changed outside :meth:`upsert_test_set`)."""
+        return await self._run("test_set_hash", lambda c: catalog.test_set_hash(c, name))
+
+    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
         """Insert run ``run.run_id``; re-using an id resets it to ``run``'s values (status ``running``, no
-        finish time and no report by default)."""
-        await self._run("create_run", lambda c: catalog.create_run(c, run))
+        finish time and no report by default). The owner is this process unless ``run`` names one.
+        ``replace``: also drop the old run's trace links (the id is re-used for other cases)."""
+        await self._run("create_run", lambda c: catalog.create_run(c, run, replace=replace))
+
+    async def heartbeat_run(self, run_id: str) -> bool:
+        """Say that run ``run_id``'s process is alive (``heartbeat_at`` = now); ``False`` if it is not
+        ``running``."""
+        return await self._run("heartbeat_run", lambda c: catalog.heartbeat_run(c, run_id))
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
         """Mark run ``run_id`` finished now with ``status`` and its ``report`` (JSON-able mapping).

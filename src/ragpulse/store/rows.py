@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from ragpulse.model import (
+    RUN_STALE_AFTER_S,
     Backend,
     Document,
     Judgement,
@@ -28,6 +29,7 @@ from ragpulse.model import (
     TraceOutcome,
     TraceResult,
 )
+from ragpulse.store.process import OWNER_HOST, pid_alive
 from ragpulse.store.redaction import redact, redact_attributes, redact_reason
 from ragpulse.textclean import clean_text, needs_cleaning
 
@@ -41,6 +43,7 @@ __all__ = [
     "judgement_row",
     "result_from_rows",
     "run_from_row",
+    "run_interrupted",
     "trace_from_row",
     "trace_row",
     "utc",
@@ -291,15 +294,37 @@ def result_from_rows(row: Row, judgements: Sequence[Row]) -> TraceResult:
     )
 
 
+def run_interrupted(row: Row) -> bool:
+    """Whether a ``runs`` row says ``running`` but its process is gone: the owner pid no longer exists on this
+    host (:data:`~ragpulse.store.process.OWNER_HOST`), or the heartbeat is older than
+    :data:`~ragpulse.model.RUN_STALE_AFTER_S` (by the database clock ``db_now`` when the query selected it).
+    Runs without an owner pid (from before migration 013, or the portal's queue) are never judged stale here."""
+    if row["status"] != RunStatus.RUNNING.value:
+        return False
+    pid = row.get("owner_pid")
+    if pid is None:
+        return False
+    if row.get("owner_host") == OWNER_HOST and not pid_alive(int(pid)):
+        return True
+    beat = row.get("heartbeat_at")
+    now = row.get("db_now") or datetime.now(UTC)
+    return beat is not None and (now - beat).total_seconds() > RUN_STALE_AFTER_S
+
+
 def run_from_row(row: Row) -> RunRecord:
-    """Rebuild a :class:`RunRecord` from a ``runs`` row."""
+    """Rebuild a :class:`RunRecord` from a ``runs`` row; a stale ``running`` run reads as ``interrupted``
+    (:func:`run_interrupted`)."""
     return RunRecord(
         run_id=row["run_id"],
         test_set=row["test_set"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
-        status=RunStatus(row["status"]),
+        status=RunStatus.INTERRUPTED if run_interrupted(row) else RunStatus(row["status"]),
         judges=row["judges"] or {},
         settings=row["settings"] or {},
         report=row["report"],
+        cases_hash=row.get("cases_hash"),
+        owner_host=row.get("owner_host"),
+        owner_pid=row.get("owner_pid"),
+        heartbeat_at=row.get("heartbeat_at"),
     )

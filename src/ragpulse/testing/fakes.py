@@ -9,12 +9,13 @@ Integration tests use the real PostgreSQL store instead.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from ragpulse.errors import StoreError
-from ragpulse.judges.base import compute_version, error, ok, skipped
+from ragpulse.judges.frame import compute_version, error, ok, skipped
 from ragpulse.model import (
     Backend,
     Judgement,
@@ -91,11 +92,30 @@ class MemoryStore:
         """Keep ``ts`` by name."""
         self.test_sets[ts.name] = ts
 
-    async def create_run(self, run: RunRecord) -> None:
-        """Insert or reset a run (status back to running)."""
+    async def test_set_hash(self, name: str) -> str | None:
+        """The stored set's :func:`~ragpulse.model.cases_hash`, or ``None``."""
+        ts = self.test_sets.get(name)
+        return ts.content_hash() if ts is not None else None
+
+    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
+        """Insert or reset a run (status back to running, owned by this process)."""
         self.runs[run.run_id] = run.model_copy(
-            update={"status": RunStatus.RUNNING, "finished_at": None, "report": None}
+            update={
+                "status": RunStatus.RUNNING,
+                "finished_at": None,
+                "report": None,
+                "owner_pid": run.owner_pid if run.owner_pid is not None else os.getpid(),
+                "heartbeat_at": datetime.now(UTC),
+            }
         )
+
+    async def heartbeat_run(self, run_id: str) -> bool:
+        """Record a heartbeat of a running run."""
+        run = self.runs.get(run_id)
+        if run is None or run.status is not RunStatus.RUNNING:
+            return False
+        self.runs[run_id] = run.model_copy(update={"heartbeat_at": datetime.now(UTC)})
+        return True
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
         """Set a run's final status and report."""

@@ -85,6 +85,7 @@ class SpanData:
         resource: resource attributes (``service.name`` …).
         scope_name: instrumentation scope name.
         status_code: 0 unset, 1 ok, 2 error.
+        status_message: the status description (set with status ERROR), ``""`` when none.
         parent_is_remote: the parent span belongs to another process (OTLP span flag
             ``SPAN_FLAGS_CONTEXT_IS_REMOTE``), e.g. the upstream gateway that called the RAG service.
     """
@@ -102,6 +103,7 @@ class SpanData:
     scope_name: str = ""
     status_code: int = 0
     parent_is_remote: bool = False
+    status_message: str = ""
 
     @property
     def is_root(self) -> bool:
@@ -175,6 +177,7 @@ def request_to_spans(request: ExportTraceServiceRequest, own_service: str) -> Sp
                         resource=resource,
                         scope_name=scope,
                         status_code=int(sp.status.code),
+                        status_message=sp.status.message,
                         parent_is_remote=parent is not None and bool(sp.flags & _PARENT_IS_REMOTE),
                     )
                 )

@@ -9,7 +9,15 @@ The builder adds what does not depend on the convention: ``span_id`` (the root s
 start/end times (the root span's; without a root, no latency), ``app`` (mapped, else the root's
 ``service.name``), and the replay identity from ``ragpulse.run.id``, ``ragpulse.test_case.id``,
 ``ragpulse.expected_answer`` and ``ragpulse.keywords`` (a string array, a JSON array or a comma-separated
-string). A root span with status ERROR sets the trace attribute ``otlp.status=error``.
+string). A root span with status ERROR sets ``Trace.error`` (the status message, else the root's
+``exception`` event type and message, one line); the engine then records the trace ``not_evaluable`` with
+reason ``trace_error``.
+Start and end times pass the plausibility rule of :mod:`ragpulse.ingest.timestamps` (an implausible time is
+replaced by the receive time and flags ``time_replaced``).
+
+The answer group — ``answer``, ``answer_span_id``, ``answer_candidates`` and ``not_evaluable``
+(``ambiguous_answer``) — comes whole from the first mapper that found an answer or declared it ambiguous
+(:func:`~ragpulse.ingest.otlp.conventions.base.resolve_answer`).
 
 ``Trace.context`` is the context the model was given (the system message / instructions), except when a
 retrieval ran and returned nothing: then it stays ``None`` so judges see "no retrieved context" rather than
@@ -41,6 +49,7 @@ from ragpulse.ingest.otlp.conventions.langfuse import LangfuseMapper
 from ragpulse.ingest.otlp.conventions.openinference import OpenInferenceMapper
 from ragpulse.ingest.otlp.conventions.openllmetry import OpenLlmetryMapper
 from ragpulse.ingest.otlp.spans import SpanData
+from ragpulse.ingest.timestamps import plausible_times
 from ragpulse.model import Source, Trace
 
 __all__ = [
@@ -56,7 +65,8 @@ __all__ = [
     "jsonable",
 ]
 
-_SCALARS = ("question", "answer", "context", "model_context", "model", "app", "scenario")
+_SCALARS = ("question", "context", "model_context", "model", "app", "scenario")
+_ANSWER_GROUP = ("answer", "answer_span_id", "answer_candidates", "not_evaluable")
 
 
 def default_mappers(settings: Settings) -> list[ConventionMapper]:
@@ -93,6 +103,22 @@ def _ns_to_dt(ns: int) -> datetime | None:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns > 0 else None
 
 
+def _root_error(root: SpanData) -> str:
+    """One line describing the root span's error: its status message, else its ``exception`` event's type
+    and message, else ``"status ERROR"``."""
+    text = root.status_message.strip()
+    if not text:
+        for e in root.events:
+            if e.name == "exception":
+                etype = as_text(e.attributes.get("exception.type"))
+                emsg = as_text(e.attributes.get("exception.message"))
+                text = ": ".join(t for t in (etype, emsg) if t)
+                if text:
+                    break
+    line = " ".join(text.split())
+    return line[:300] if line else "status ERROR"
+
+
 def _replay_value(spans: list[SpanData], key: str) -> Any:
     for s in spans:
         if key in s.attributes and s.attributes[key] not in (None, ""):
@@ -118,11 +144,17 @@ class TraceBuilder:
         merged: MappedFields = {}
         attrs: dict[str, Any] = {}
         conventions: list[str] = []
+        answered = False
         for m in self.mappers:
             if not m.match(spans):
                 continue
             fields = m.map(spans)
             conventions.append(m.name)
+            if not answered and (fields.get("answer") is not None or fields.get("not_evaluable")):
+                answered = True
+                for key in _ANSWER_GROUP:
+                    if fields.get(key) is not None:
+                        merged[key] = fields[key]
             for key in _SCALARS:
                 if merged.get(key) is None and fields.get(key) is not None:
                     merged[key] = fields[key]
@@ -155,8 +187,7 @@ class TraceBuilder:
         attrs: dict[str, Any] = fields["attributes"]
         if first is not None and first.service_name:
             attrs.setdefault("service.name", first.service_name)
-        if root is not None and root.status_code == 2:
-            attrs["otlp.status"] = "error"
+        error = _root_error(root) if root is not None and root.status_code == 2 else None
         app = fields.get("app") or (first.service_name if first else None)
         if root is not None:
             start, end, latency = root.start_unix_nano, root.end_unix_nano, root.duration_s
@@ -168,6 +199,9 @@ class TraceBuilder:
         if keywords is not None and not isinstance(keywords, list | str):
             keywords = None
         original_id = as_text(_replay_value(ordered, "ragpulse.trace.id"))
+        start_dt, end_dt, time_replaced = plausible_times(
+            _ns_to_dt(start), _ns_to_dt(end), datetime.now(UTC), latency
+        )
         carried = maybe_json(_replay_value(ordered, "ragpulse.attributes"))
         if isinstance(carried, Mapping):
             attrs.update(carried)
@@ -185,8 +219,13 @@ class TraceBuilder:
             answer=fields.get("answer"),
             model=fields.get("model"),
             latency_s=latency,
-            start_time=_ns_to_dt(start),
-            end_time=_ns_to_dt(end),
+            start_time=start_dt,
+            end_time=end_dt,
+            time_replaced=time_replaced,
+            not_evaluable=fields.get("not_evaluable"),
+            error=error,
+            answer_span_id=fields.get("answer_span_id"),
+            answer_candidates=tuple(fields.get("answer_candidates") or ()),
             attributes=jsonable(attrs),
             source=Source.OTLP,
             incomplete=incomplete,

@@ -7,25 +7,40 @@ first. Keys of :data:`MappedFields`: ``question``, ``answer``, ``model``, ``app`
 model) as ``str``; ``documents`` (``list[Document]``); ``retrieval_seen`` (``bool``: a retrieval step is in the
 trace, even if it found nothing) and ``attributes`` (``dict``: ``session_id``, ``user_id``, ``convention`` …).
 A mapper leaves out what it did not find.
+
+The answering model call (issue 11): with several LLM calls in a trace, :func:`choose_answer_call` picks the
+one whose input carries the retrieved documents (else the user question), among several the one that ended
+last before the root ended; mappers then report ``answer_span_id`` (``str``), ``answer_candidates``
+(``list[str]``, span ids) and, when two or more candidates cannot be told apart and the trace has no explicit
+answer, ``not_evaluable`` = ``ambiguous_answer``. A recorded output that is only the repr of a generator
+(streaming: ``<generator object … at 0x…>``) counts as no output (:func:`is_streaming_repr`). Without a
+retriever, the outputs of tool calls are the retrieved documents (:func:`tool_documents`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.model import Document
 
 __all__ = [
+    "AMBIGUOUS_ANSWER",
+    "AnswerChoice",
     "ConventionMapper",
+    "LlmCall",
     "MappedFields",
+    "answer_text",
     "as_float",
     "as_text",
+    "choose_answer_call",
     "doc_id_from_metadata",
     "indexed",
+    "is_streaming_repr",
     "last_ended",
     "last_text",
     "make_document",
@@ -33,7 +48,9 @@ __all__ = [
     "message_text",
     "parse_messages",
     "ranked",
+    "resolve_answer",
     "spans_in_start_order",
+    "tool_documents",
     "top_span",
 ]
 
@@ -146,6 +163,12 @@ def message_text(content: Any) -> str | None:
     if isinstance(content, list):
         texts = []
         for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "tool_call_response":
+                r = part.get("response", part.get("result"))
+                t = r if isinstance(r, str) else json.dumps(r, ensure_ascii=False, default=str)
+                if t and t.strip():
+                    texts.append(t)
+                continue
             if isinstance(part, Mapping) and part.get("type") not in (
                 None,
                 "text",
@@ -240,3 +263,223 @@ def last_text(messages: Sequence[tuple[str, str]], roles: Sequence[str]) -> str 
     """The text of the last ``(role, text)`` message whose role is in ``roles``, or ``None``."""
     picked = [t for role, t in messages if role in roles]
     return picked[-1] if picked else None
+
+
+_STREAM_RE = re.compile(r"^\s*<(?:async_)?generator object .+ at 0x[0-9a-fA-F]+>\s*$", re.DOTALL)
+
+#: ``not_evaluable`` reason when two or more model calls could have produced the answer.
+AMBIGUOUS_ANSWER = "ambiguous_answer"
+
+
+def is_streaming_repr(text: Any) -> bool:
+    """True for the repr of a (async) generator that instrumentation records instead of a streamed output,
+    e.g. ``<generator object answer_stream at 0x7f…>`` or ``<async_generator object RunnableSequence.astream
+    at 0x…>``."""
+    return isinstance(text, str) and len(text) < 500 and _STREAM_RE.match(text) is not None
+
+
+def answer_text(text: str | None) -> str | None:
+    """``text`` unless it is blank or a streaming repr (:func:`is_streaming_repr`), then ``None``."""
+    if text is None or not text.strip() or is_streaming_repr(text):
+        return None
+    return text
+
+
+@dataclass
+class LlmCall:
+    """One model call as a mapper reads it.
+
+    Attributes:
+        span: the span.
+        inputs: its input messages as ``(role, text)`` pairs (roles ``system``, ``user``, ``assistant``,
+            ``tool`` …).
+        output: its completion text (``None`` when absent or only a streaming repr).
+    """
+
+    span: SpanData
+    inputs: list[tuple[str, str]] = field(default_factory=list)
+    output: str | None = None
+
+
+@dataclass
+class AnswerChoice:
+    """What :func:`choose_answer_call` decided.
+
+    Attributes:
+        call: the answering call, ``None`` when there is none or the choice is ambiguous.
+        candidates: span ids of the model calls that could have been the answer (start order).
+        ambiguous: two or more candidates could not be told apart.
+    """
+
+    call: LlmCall | None = None
+    candidates: list[str] = field(default_factory=list)
+    ambiguous: bool = False
+
+
+def _carries(call: LlmCall, needles: Sequence[str]) -> bool:
+    text = "\n".join(t for _, t in call.inputs)
+    return any(n in text for n in needles)
+
+
+def _needles(documents: Sequence[Document]) -> list[str]:
+    """Probe strings for documents: the first 200 characters of each non-blank content."""
+    out = []
+    for d in documents:
+        c = d.content.strip()
+        if c:
+            out.append(c[:200])
+    return out
+
+
+def choose_answer_call(
+    calls: Sequence[LlmCall],
+    *,
+    root: SpanData | None,
+    question: str | None,
+    documents: Sequence[Document],
+    answer: str | None = None,
+) -> AnswerChoice:
+    """Pick the model call that produced the trace's answer.
+
+    Candidates are the calls that ended no later than the root span (all calls when there is no root). Then,
+    in order: the calls whose output equals the explicit ``answer`` (the root's output); else the calls whose
+    input carries one of the retrieved ``documents``; else those whose input carries the user ``question``;
+    else, when there is a single candidate, that one. Among several in the first non-empty group the one that
+    ended last wins; two that ended at the same time with different outputs, or several calls none of which
+    carries the documents or the question, are ambiguous.
+
+    Args:
+        calls: the trace's model calls (any order).
+        root: the root span, if present.
+        question: the user question as found outside the model calls (root/retriever input), if any.
+        documents: the retrieved documents found so far.
+        answer: the explicit answer (root output), if any.
+    """
+    if not calls:
+        return AnswerChoice()
+    end = root.end_unix_nano if root is not None and root.end_unix_nano > 0 else None
+    pool = [c for c in calls if end is None or c.span.end_unix_nano <= end] or list(calls)
+    pool = sorted(pool, key=lambda c: (c.span.start_unix_nano, c.span.end_unix_nano, c.span.span_id))
+    candidates = [c.span.span_id for c in pool]
+    with_output = [c for c in pool if c.output is not None] or pool
+    if len(with_output) == 1:
+        return AnswerChoice(call=with_output[0], candidates=candidates)
+    groups: list[list[LlmCall]] = []
+    if answer:
+        groups.append([c for c in with_output if c.output and c.output.strip() == answer.strip()])
+    needles = _needles(documents)
+    if needles:
+        groups.append([c for c in with_output if _carries(c, needles)])
+    if question and question.strip():
+        groups.append([c for c in with_output if _carries(c, [question.strip()])])
+    for group in groups:
+        if not group:
+            continue
+        last = max(c.span.end_unix_nano for c in group)
+        tied = [c for c in group if c.span.end_unix_nano == last]
+        if len({c.output for c in tied}) > 1:
+            return AnswerChoice(candidates=candidates, ambiguous=True)
+        return AnswerChoice(call=tied[-1], candidates=candidates)
+    return AnswerChoice(candidates=candidates, ambiguous=True)
+
+
+_TEXT_KEYS = ("text", "content", "page_content", "snippet")
+_TOOL_ID_KEYS = ("id", "doc_id")
+
+
+def tool_documents(outputs: Sequence[Any]) -> list[Document]:
+    """Retrieved documents from tool-call outputs (TOOL span outputs or ``tool``-role message texts).
+
+    An output that is a JSON list of objects with a text field (``text``, ``content``, ``page_content``,
+    ``snippet``; id from ``id`` / ``doc_id``, score from ``score``, the rest as metadata) gives one document
+    per object; any other non-blank output gives one document holding the whole output.
+    """
+    docs: list[Document] = []
+    for out in outputs:
+        v = maybe_json(out)
+        if isinstance(v, list) and v and all(isinstance(i, Mapping) for i in v):
+            items = [i for i in v if any(as_text(i.get(k)) for k in _TEXT_KEYS)]
+            if items:
+                for i in items:
+                    docs.append(
+                        Document(
+                            id=next((as_text(i.get(k)) for k in _TOOL_ID_KEYS if as_text(i.get(k))), None),
+                            content=next(t for t in (as_text(i.get(k)) for k in _TEXT_KEYS) if t),
+                            score=as_float(i.get("score")),
+                            metadata={
+                                str(k): x
+                                for k, x in i.items()
+                                if k not in _TEXT_KEYS and k not in _TOOL_ID_KEYS and k != "score"
+                            },
+                        )
+                    )
+                continue
+        if isinstance(out, str):
+            text = as_text(out)
+        elif out is None:
+            text = None
+        else:
+            text = json.dumps(out, ensure_ascii=False, default=str)
+        if text and not is_streaming_repr(text):
+            docs.append(Document(content=text))
+    return docs
+
+
+def resolve_answer(
+    out: MappedFields,
+    calls: Sequence[LlmCall],
+    *,
+    root: SpanData | None,
+    answer: str | None,
+    documents: Sequence[Document],
+    tool_outputs: Sequence[Any],
+    model_of: Callable[[SpanData], str | None],
+) -> None:
+    """Fill ``out`` with what depends on the answering call (shared by every convention mapper).
+
+    Sets ``documents`` (``documents``, else :func:`tool_documents` of ``tool_outputs``, else of the chosen
+    call's ``tool`` messages; ranked), ``retrieval_seen`` when tool documents were used, ``question`` (when
+    still missing: the chosen call's last user message), ``answer`` (``answer``, else the chosen call's
+    output; ``None`` and ``not_evaluable = ambiguous_answer`` when the choice is ambiguous),
+    ``answer_span_id``, ``answer_candidates``, ``model_context`` (the chosen call's system messages) and
+    ``model`` (``model_of`` the chosen call).
+
+    Args:
+        out: the mapper's fields so far (``question`` may be set).
+        calls: the trace's model calls.
+        root: the root span, if present.
+        answer: the explicit answer (root output; streaming reprs already removed), if any.
+        documents: documents from retriever/reranker spans.
+        tool_outputs: outputs of tool-call spans, in start order.
+        model_of: the model name a call span reports.
+    """
+    docs = list(documents)
+    if not docs:
+        docs = tool_documents(tool_outputs)
+        if docs:
+            out["retrieval_seen"] = True
+    choice = choose_answer_call(calls, root=root, question=out.get("question"), documents=docs, answer=answer)
+    call = choice.call
+    if call is None and answer is not None and calls:  # explicit answer: model/context from the last call
+        call = max(calls, key=lambda c: c.span.end_unix_nano)
+    if not docs and call is not None:
+        docs = tool_documents([t for role, t in call.inputs if role == "tool"])
+        if docs:
+            out["retrieval_seen"] = True
+    out["documents"] = ranked(docs)
+    if out.get("question") is None and call is not None:
+        out["question"] = last_text(call.inputs, ("user",))
+    if answer is None:
+        if choice.ambiguous:
+            out["not_evaluable"] = AMBIGUOUS_ANSWER
+        elif call is not None:
+            answer = call.output
+    out["answer"] = answer
+    if choice.call is not None:
+        out["answer_span_id"] = choice.call.span.span_id
+    if choice.candidates:
+        out["answer_candidates"] = choice.candidates
+    if call is not None:
+        system = [t for role, t in call.inputs if role == "system"]
+        out["model_context"] = "\n\n".join(system) if system else None
+        out["model"] = model_of(call.span)

@@ -8,9 +8,11 @@ Reads ``gen_ai.operation.name`` (``invoke_workflow``, ``invoke_agent``, ``retrie
 ``gen_ai.response.model``, ``gen_ai.workflow.name`` (→ scenario) and ``gen_ai.conversation.id``. Older
 message forms carried as span events are read too (see :func:`call_messages`).
 
-Question: the root's last user message, else the first retrieval query, else the last model call's last
-user message. Answer: the root's last assistant message, else the last model call's. Model: the last model
-call's response model, else its request model. Context: the last model call's system instructions, else its
+Question: the root's last user message, else the first retrieval query, else the answering model call's last
+user message. Answer: the root's last assistant message, else the answering model call's
+(:func:`~ragpulse.ingest.otlp.conventions.base.resolve_answer`). Documents: ``gen_ai.retrieval.documents``,
+else the ``gen_ai.tool.call.result`` of ``execute_tool`` spans, else the answering call's ``tool`` messages.
+Model: the answering call's response model, else its request model. Context: its system instructions and
 system messages. App: not defined by the convention (the builder falls back to ``service.name``).
 """
 
@@ -20,14 +22,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
+    LlmCall,
     MappedFields,
+    answer_text,
     as_text,
-    last_ended,
     last_text,
     make_document,
     maybe_json,
     parse_messages,
-    ranked,
+    resolve_answer,
     spans_in_start_order,
     top_span,
 )
@@ -126,6 +129,20 @@ def _documents(value: Any) -> list[Document]:
     return docs
 
 
+def _model(span: SpanData) -> str | None:
+    a = span.attributes
+    return as_text(a.get("gen_ai.response.model")) or as_text(a.get("gen_ai.request.model"))
+
+
+def _call(span: SpanData) -> LlmCall:
+    """A model call: system instructions as ``system`` messages, then its input messages; its output is the
+    last assistant output message."""
+    inputs = [("system", t) for _, t in parse_messages(span.attributes.get("gen_ai.system_instructions"))]
+    inputs += call_messages(span, "input")
+    output = answer_text(last_text(call_messages(span, "output"), ("assistant", "")))
+    return LlmCall(span, inputs, output)
+
+
 class GenAiMapper:
     """Maps OTel GenAI spans (see the module docstring)."""
 
@@ -142,45 +159,40 @@ class GenAiMapper:
         ordered = spans_in_start_order(spans)
         root = top_span(spans)
         calls = [s for s in ordered if is_model_call(s)]
-        last_call = last_ended(calls)
         retrievals = [s for s in ordered if str(s.attributes.get(OP, "")) == "retrieval"]
+        tools = [s for s in ordered if str(s.attributes.get(OP, "")) == "execute_tool"]
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
         question = None
-        if root is not None and root is not last_call:
+        if root is not None and not is_model_call(root):
             question = last_text(parse_messages(root.attributes.get("gen_ai.input.messages")), ("user",))
         if question is None:
             for r in retrievals:
                 question = as_text(r.attributes.get("gen_ai.retrieval.query.text"))
                 if question:
                     break
-        if question is None and last_call is not None:
-            question = last_text(call_messages(last_call, "input"), ("user",))
         out["question"] = question
 
         answer = None
-        if root is not None:
-            answer = last_text(
-                parse_messages(root.attributes.get("gen_ai.output.messages")), ("assistant", "")
+        if root is not None and not is_model_call(root):
+            answer = answer_text(
+                last_text(parse_messages(root.attributes.get("gen_ai.output.messages")), ("assistant", ""))
             )
-        if answer is None and last_call is not None:
-            answer = last_text(call_messages(last_call, "output"), ("assistant", ""))
-        out["answer"] = answer
 
         docs: list[Document] = []
         for r in retrievals or ordered:
             docs.extend(_documents(r.attributes.get("gen_ai.retrieval.documents")))
-        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(retrievals) or bool(docs)
-
-        if last_call is not None:
-            a = last_call.attributes
-            out["model"] = as_text(a.get("gen_ai.response.model")) or as_text(a.get("gen_ai.request.model"))
-            system = [t for _, t in parse_messages(a.get("gen_ai.system_instructions"))]
-            if not system:
-                system = [t for role, t in call_messages(last_call, "input") if role == "system"]
-            out["model_context"] = "\n\n".join(system) if system else None
+        resolve_answer(
+            out,
+            [_call(s) for s in calls],
+            root=root,
+            answer=answer,
+            documents=docs,
+            tool_outputs=[s.attributes.get("gen_ai.tool.call.result") for s in tools],
+            model_of=_model,
+        )
 
         for s in ([root] if root else []) + ordered:
             wf = as_text(s.attributes.get("gen_ai.workflow.name"))

@@ -7,9 +7,11 @@ keys are used), ``langfuse.observation.type`` (``generation``, ``retriever``, ``
 ``user.id``.
 
 Question: the trace input (text, ``question``/``query``/``input`` of an object, or the last user message of a
-message list), else the last generation's input. Answer: the trace output likewise, else the last
-generation's output. Documents: the output of ``retriever`` observations — a list of documents or
-``{"documents": [...]}``, each a string or ``{id, content|page_content|text, score, metadata}``. Scenario:
+message list), else the answering generation's input. Answer: the trace output likewise, else the answering
+generation's output (:func:`~ragpulse.ingest.otlp.conventions.base.resolve_answer`). Documents: the output of
+``retriever`` observations — a list of documents or ``{"documents": [...]}``, each a string or ``{id,
+content|page_content|text, score, metadata}`` — else the output of ``tool`` observations, else the
+answering generation's ``tool`` messages. Scenario:
 metadata ``scenario``, else the trace name.
 """
 
@@ -19,14 +21,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
+    LlmCall,
     MappedFields,
+    answer_text,
     as_text,
-    last_ended,
     last_text,
     make_document,
     maybe_json,
     parse_messages,
-    ranked,
+    resolve_answer,
     spans_in_start_order,
     top_span,
 )
@@ -87,6 +90,20 @@ def _metadata(span: SpanData, key: str) -> str | None:
     return as_text(span.attributes.get(f"langfuse.trace.metadata.{key}"))
 
 
+def _call(span: SpanData) -> LlmCall:
+    """A ``generation`` observation: its input messages (a plain-text input as one user message) and its
+    output text."""
+    raw = span.attributes.get("langfuse.observation.input")
+    inputs = parse_messages(maybe_json(raw))
+    if inputs == [("system", raw)] and isinstance(raw, str):  # plain text, not a message list
+        inputs = [("user", raw)]
+    if not inputs:
+        text = _text(raw, _QUESTION_KEYS, "user")
+        inputs = [("user", text)] if text else []
+    output = answer_text(_text(span.attributes.get("langfuse.observation.output"), _ANSWER_KEYS, "assistant"))
+    return LlmCall(span, inputs, output)
+
+
 class LangfuseMapper:
     """Maps Langfuse OTel spans (see the module docstring)."""
 
@@ -103,33 +120,31 @@ class LangfuseMapper:
         root = top_span(spans)
         ordered = ([root] if root else []) + [s for s in spans_in_start_order(spans) if s is not root]
         gens = [s for s in ordered if s.attributes.get(_TYPE) == "generation"]
-        last_gen = last_ended(gens)
+        tools = [s for s in ordered if s.attributes.get(_TYPE) == "tool"]
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
+        answer = None
         for s in ordered:
             if "langfuse.trace.input" in s.attributes and out.get("question") is None:
                 out["question"] = _text(s.attributes["langfuse.trace.input"], _QUESTION_KEYS, "user")
-            if "langfuse.trace.output" in s.attributes and out.get("answer") is None:
-                out["answer"] = _text(s.attributes["langfuse.trace.output"], _ANSWER_KEYS, "assistant")
-        if last_gen is not None:
-            a = last_gen.attributes
-            if out.get("question") is None:
-                out["question"] = _text(a.get("langfuse.observation.input"), _QUESTION_KEYS, "user")
-            if out.get("answer") is None:
-                out["answer"] = _text(a.get("langfuse.observation.output"), _ANSWER_KEYS, "assistant")
-            out["model"] = as_text(a.get("langfuse.observation.model.name"))
-            system = [
-                t for r, t in parse_messages(maybe_json(a.get("langfuse.observation.input"))) if r == "system"
-            ]
-            out["model_context"] = "\n\n".join(system) if system else None
+            if "langfuse.trace.output" in s.attributes and answer is None:
+                answer = answer_text(_text(s.attributes["langfuse.trace.output"], _ANSWER_KEYS, "assistant"))
 
         retrievers = [s for s in ordered if s.attributes.get(_TYPE) == "retriever"]
         docs: list[Document] = []
         for r in retrievers:
             docs.extend(_documents(r.attributes.get("langfuse.observation.output")))
-        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(retrievers)
+        resolve_answer(
+            out,
+            [_call(s) for s in gens],
+            root=root,
+            answer=answer,
+            documents=docs,
+            tool_outputs=[s.attributes.get("langfuse.observation.output") for s in tools],
+            model_of=lambda s: as_text(s.attributes.get("langfuse.observation.model.name")),
+        )
 
         for s in ordered:
             for field in ("app", "scenario"):

@@ -8,11 +8,13 @@ content}`` (or ``message.contents.<j>.message_content.text``), ``llm.output_mess
 (a JSON string; ``app`` and ``scenario`` keys are used).
 
 Question: the root span's ``input.value``, else the first retriever's, else the last user message of the
-last LLM span. Answer: the root span's ``output.value``, else the last LLM span's last assistant message.
-Documents: the last reranker's output documents, else every retriever's documents in start order. A
+answering LLM span. Answer: the root span's ``output.value`` (not a streaming repr), else the answering LLM
+span's last assistant message (see :func:`~ragpulse.ingest.otlp.conventions.base.resolve_answer`).
+Documents: the last reranker's output documents, else every retriever's documents in start order, else the
+``output.value`` of ``TOOL`` spans, else the ``tool`` messages of the answering call. A
 document without ``document.id`` takes its id from its metadata (``id``/``doc_id``/…) — the LangChain
 instrumentor emits no ids — else ``None`` (its rank still gives the position). Context: the system
-message(s) of the last LLM span.
+message(s) of the answering LLM span.
 """
 
 from __future__ import annotations
@@ -21,16 +23,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
+    LlmCall,
     MappedFields,
+    answer_text,
     as_text,
     indexed,
-    last_ended,
     last_text,
     make_document,
     maybe_json,
     message_text,
     parse_messages,
-    ranked,
+    resolve_answer,
     spans_in_start_order,
     top_span,
 )
@@ -101,6 +104,28 @@ def _documents(span: SpanData, prefix: str) -> list[Document]:
     ]
 
 
+def _model(span: SpanData) -> str | None:
+    a = span.attributes
+    return (
+        as_text(a.get("llm.response.model_name"))
+        or as_text(a.get("llm.model_name"))
+        or as_text(a.get("llm.request.model_name"))
+    )
+
+
+def _call(span: SpanData) -> LlmCall:
+    """An LLM span as a model call: ``llm.input_messages`` (else ``input.value`` as the user message) and the
+    last assistant ``llm.output_messages`` (else a plain-text ``output.value``)."""
+    inputs = _messages(span, "llm.input_messages")
+    if not inputs:
+        text = _value_text(span, "input.value", _QUESTION_KEYS)
+        inputs = [("user", text)] if text else []
+    output = answer_text(last_text(_messages(span, "llm.output_messages"), ("assistant", "")))
+    if output is None:
+        output = answer_text(_value_text(span, "output.value", _ANSWER_KEYS))
+    return LlmCall(span, inputs, output)
+
+
 class OpenInferenceMapper:
     """Maps OpenInference spans (see the module docstring)."""
 
@@ -121,7 +146,7 @@ class OpenInferenceMapper:
         retrievers = [s for s in ordered if _kind(s) == "RETRIEVER"]
         rerankers = [s for s in ordered if _kind(s) == "RERANKER"]
         llms = [s for s in ordered if _kind(s) == "LLM"]
-        last_llm = last_ended(llms)
+        tools = [s for s in ordered if _kind(s) == "TOOL"]
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
@@ -131,14 +156,7 @@ class OpenInferenceMapper:
                 question = _value_text(r, "input.value", _QUESTION_KEYS)
                 if question:
                     break
-        if question is None and last_llm is not None:
-            question = last_text(_messages(last_llm, "llm.input_messages"), ("user",))
         out["question"] = question
-
-        answer = _value_text(top, "output.value", _ANSWER_KEYS) if top else None
-        if answer is None and last_llm is not None:
-            answer = last_text(_messages(last_llm, "llm.output_messages"), ("assistant", ""))
-        out["answer"] = answer
 
         docs: list[Document] = []
         for rr in reversed(rerankers):
@@ -148,18 +166,17 @@ class OpenInferenceMapper:
         if not docs:
             for r in retrievers:
                 docs.extend(_documents(r, "retrieval.documents"))
-        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(retrievers or rerankers)
 
-        if last_llm is not None:
-            system = [t for role, t in _messages(last_llm, "llm.input_messages") if role == "system"]
-            out["model_context"] = "\n\n".join(system) if system else None
-            a = last_llm.attributes
-            out["model"] = (
-                as_text(a.get("llm.response.model_name"))
-                or as_text(a.get("llm.model_name"))
-                or as_text(a.get("llm.request.model_name"))
-            )
+        resolve_answer(
+            out,
+            [_call(s) for s in llms],
+            root=root,
+            answer=answer_text(_value_text(top, "output.value", _ANSWER_KEYS)) if top else None,
+            documents=docs,
+            tool_outputs=[s.attributes.get("output.value") for s in tools],
+            model_of=_model,
+        )
 
         candidates = ([top] if top else []) + ordered
         for s in candidates:

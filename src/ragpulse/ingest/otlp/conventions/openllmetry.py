@@ -9,6 +9,10 @@ JSON-string ``gen_ai.input.messages`` / ``gen_ai.output.messages`` (0.55+), ``ge
 ``.document``, ``.metadata``; one event per hit, in rank order) or a LangChain retriever task whose
 ``gen_ai.task.output`` / ``traceloop.entity.output`` holds ``{"documents": [{page_content, metadata}]}``.
 
+Answer and context come from the answering model call
+(:func:`~ragpulse.ingest.otlp.conventions.base.resolve_answer`); without retrieval, the outputs of
+``traceloop.span.kind=tool`` spans (else ``tool`` prompt messages) are the documents.
+
 Scores from ``db.query.result.distance`` are distances (lower is closer); the trace attribute
 ``retrieval.score_kind`` is then ``distance``.
 """
@@ -19,16 +23,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
+    LlmCall,
     MappedFields,
+    answer_text,
     as_text,
     doc_id_from_metadata,
     indexed,
-    last_ended,
     last_text,
     make_document,
     maybe_json,
     parse_messages,
-    ranked,
+    resolve_answer,
     spans_in_start_order,
     top_span,
 )
@@ -133,6 +138,17 @@ def _task_documents(spans: Sequence[SpanData]) -> list[Document]:
     return docs
 
 
+def _model(span: SpanData) -> str | None:
+    a = span.attributes
+    return as_text(a.get("gen_ai.response.model")) or as_text(a.get("gen_ai.request.model"))
+
+
+def _tool_output(span: SpanData) -> Any:
+    """A tool span's return value: ``traceloop.entity.output`` (JSON-encoded), else ``gen_ai.task.output``."""
+    a = span.attributes
+    return a.get("traceloop.entity.output", a.get("gen_ai.task.output"))
+
+
 class OpenLlmetryMapper:
     """Maps OpenLLMetry/Traceloop spans (see the module docstring)."""
 
@@ -154,8 +170,8 @@ class OpenLlmetryMapper:
         top = root if root is not None and "traceloop.entity.input" in root.attributes else None
         top = top or (workflows[0] if workflows else None)
         calls = [s for s in ordered if _is_model_call(s)]
-        last_call = last_ended(calls)
         tasks = [s for s in ordered if s.attributes.get("traceloop.span.kind") == "task"]
+        tools = [s for s in ordered if s.attributes.get("traceloop.span.kind") == "tool"]
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
@@ -165,32 +181,34 @@ class OpenLlmetryMapper:
                 question = _entity_question(t)
                 if question:
                     break
-        if question is None and last_call is not None:
-            question = last_text(_call_messages(last_call, "prompt"), ("user",))
         out["question"] = question
-
-        answer = _entity_answer(top) if top else None
-        if answer is None and last_call is not None:
-            answer = last_text(_call_messages(last_call, "completion"), ("assistant", ""))
-        out["answer"] = answer
 
         docs = _event_documents(ordered)
         if docs:
             attrs["retrieval.score_kind"] = "distance"
         else:
             docs = _task_documents(tasks)
-        out["documents"] = ranked(docs)
         out["retrieval_seen"] = bool(docs) or any(
             "db.system" in s.attributes
             or str(s.attributes.get("gen_ai.operation.name", "")).startswith("vector_db")
             for s in ordered
         )
-
-        if last_call is not None:
-            a = last_call.attributes
-            out["model"] = as_text(a.get("gen_ai.response.model")) or as_text(a.get("gen_ai.request.model"))
-            system = [t for role, t in _call_messages(last_call, "prompt") if role == "system"]
-            out["model_context"] = "\n\n".join(system) if system else None
+        resolve_answer(
+            out,
+            [
+                LlmCall(
+                    s,
+                    _call_messages(s, "prompt"),
+                    answer_text(last_text(_call_messages(s, "completion"), ("assistant", ""))),
+                )
+                for s in calls
+            ],
+            root=root,
+            answer=answer_text(_entity_answer(top)) if top else None,
+            documents=docs,
+            tool_outputs=[_tool_output(s) for s in tools],
+            model_of=_model,
+        )
 
         for s in ([top] if top else []) + ordered:
             a = s.attributes

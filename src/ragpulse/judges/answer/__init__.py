@@ -1,0 +1,1 @@
+"""Judges of the answer: relevancy, faithfulness, keyword overlap, answer correctness (LLM and heuristic)."""

@@ -1,0 +1,76 @@
+"""Per-claim details: the one shape of every judge that checks parts of an answer (``flags.claims``).
+
+``flags.claims`` is a list of ``{"text", "start", "end", "verdict", "evidence"}``, one per checked part, in
+answer order:
+
+- ``start``/``end``: character offsets into the stored answer, ``answer[start:end]`` is the sentence (or the
+  answer span a model's claim was taken from); ``null`` only when a model's paraphrased claim cannot be
+  located (never for the heuristic judge or ``sentence_check``, which split the answer themselves);
+- ``verdict``: ``supported`` | ``unsupported`` | ``contradicted`` | ``unchecked`` (past a call cap, or not a
+  claim worth checking);
+- ``evidence``: ``{"doc_id", "rank"}`` of the supporting retrieved chunk (``rank``: the document's 0-based
+  rank), or ``null``;
+- ``text``: the claim; left out under ``redact_text`` (offsets kept).
+
+Used by faithfulness ``claims`` and ``sentence_check`` (LLM) and the heuristic faithfulness judge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ragpulse.model import Trace
+
+__all__ = ["Claim", "Verdict", "claims_flag", "evidence_of", "locate"]
+
+Verdict = Literal["supported", "unsupported", "contradicted", "unchecked"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checked part of the answer (see the module docstring)."""
+
+    text: str
+    start: int | None
+    end: int | None
+    verdict: Verdict
+    evidence: dict[str, Any] | None = None
+
+    def as_flag(self, *, redact_text: bool) -> dict[str, Any]:
+        """The ``flags.claims`` entry (``text`` left out when ``redact_text``)."""
+        out: dict[str, Any] = {"start": self.start, "end": self.end, "verdict": self.verdict}
+        out["evidence"] = self.evidence
+        return out if redact_text else {"text": self.text, **out}
+
+
+def claims_flag(claims: list[Claim], *, redact_text: bool) -> list[dict[str, Any]]:
+    """``flags.claims`` of ``claims``."""
+    return [c.as_flag(redact_text=redact_text) for c in claims]
+
+
+def evidence_of(trace: Trace, chunk: int | None) -> dict[str, Any] | None:
+    """``{"doc_id", "rank"}`` of the ``chunk``-th retrieved context (an index into ``trace.contexts``)."""
+    if chunk is None or chunk < 0:
+        return None
+    docs = [d for d in trace.documents if d.content and d.content.strip()]
+    if chunk < len(docs):
+        return {"doc_id": docs[chunk].id, "rank": docs[chunk].rank}
+    return {"doc_id": None, "rank": chunk}
+
+
+def locate(claim: str, answer: str) -> tuple[int, int] | None:
+    """Offsets of ``claim`` in ``answer``: verbatim, else ignoring case, white space and a final period; ``None``
+    for a paraphrase that cannot be found."""
+    c = claim.strip()
+    if not c:
+        return None
+    i = answer.find(c)
+    if i >= 0:
+        return i, i + len(c)
+    words = c.rstrip(".。!！?？").split()
+    if not words:
+        return None
+    m = re.search(r"\s+".join(re.escape(w) for w in words), answer, re.IGNORECASE)
+    return (m.start(), m.end()) if m else None

@@ -1,0 +1,319 @@
+"""Faithfulness: is the answer supported by the retrieved context? LLM judge and heuristic judge.
+
+LLM modes (``settings.judges.faithfulness.mode``):
+
+``claims`` (default; the Ragas/TruLens method)
+    One model call splits the answer into atomic claims and marks each supported or not by the context (one
+    structured JSON answer). score = supported claims / all claims; the reason lists the unsupported ones.
+    Default threshold 0.8. A reply with no claims at all is ``skipped`` with reason ``no_claims``.
+
+``binary`` (the seed design's three-stage strategy), score 1 or 0, default threshold 0.5:
+    (a) the claim — question + answer for answers of at most ``short_answer_tokens`` words (default 8; a
+    CJK character counts as one word),
+    else the answer — is checked against the whole retrieved context (``decided_by="whole_context"``);
+    (b) if unsupported and there are several chunks, against each chunk in rank order, passing on the first
+    supporting one (``decided_by="chunk:<0-based rank>"``);
+    (c) only with ``literal_match: true`` (off by default): passes when the context contains the answer
+    literally (case and whitespace folded) and the answer has at least ``literal_min_chars`` characters
+    (default 20) so that "Yes" or "2" cannot match by chance (``decided_by="literal"``).
+    Nothing supports it → score 0 (``decided_by="unsupported"``).
+
+Both modes: an abstaining answer is ``skipped``/``abstained``; no retrieved context → ``ok``, score 0,
+``no_context`` (no model call). Contexts are cut to ``judge_context_budget_chars`` (top-ranked chunks first,
+flagged ``context_truncated``).
+
+The heuristic judge (:class:`HeuristicFaithfulnessJudge`, no judge model) checks each sentence's lexical
+support in the best chunk; see its docstring and ``docs/judges.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ragpulse.errors import ConfigError, JudgeError
+from ragpulse.judges.answer.claims import Claim, Verdict, claims_flag, evidence_of, locate
+from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.judges.model.context import format_chunks
+from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word, parse_verdict
+from ragpulse.judges.model.prompts import defuse
+from ragpulse.judges.options import FaithfulnessOptions
+from ragpulse.judges.text import lexical
+from ragpulse.judges.text.tokens import content_tokens
+from ragpulse.model import Judgement, Trace
+
+__all__ = ["HeuristicFaithfulnessJudge", "LLMFaithfulnessJudge"]
+
+# Words for the short-answer rule: Latin/digit runs, and each CJK character on its own (no jieba: its
+# dictionary load would block the event loop on first use).
+_WORD_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]|[^\W_]+")
+_CLAIM_TEXT_KEYS = ("claim", "statement", "text")
+#: The prompt small fact-checking models (Bespoke-MiniCheck) are trained on, as Spring AI's
+#: FactCheckingEvaluator sends it; ``{document}`` is one retrieved chunk, ``{claim}`` one answer sentence.
+FACT_CHECK_TEMPLATE = "Document: {document}\nClaim: {claim}"
+_CLAIM_LABELS = {"en": ("Question", "Answer"), "zh": ("问题", "回答")}
+
+
+_SNIPPET_CHARS = 160
+#: Yes/no words: they carry the answer's polarity, which word lookup cannot verify ("no" is a stop word
+#: already), so they are not counted as unsupported content.
+_POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", "对的", "没错"})
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 1] + "…"
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+class LLMFaithfulnessJudge(Judge):
+    """Faithfulness of the answer to the retrieved context, decided by the judge model (score 0–1)."""
+
+    name = "faithfulness"
+    Options = FaithfulnessOptions
+    options: FaithfulnessOptions
+    needs_context = True
+    #: Default thresholds per mode.
+    THRESHOLDS: ClassVar[dict[str, float]] = {"claims": 0.8, "binary": 0.5, "sentence_check": 0.8}
+
+    def configure(self) -> None:
+        o = self.options
+        self.mode = o.mode
+        self.literal_match = o.literal_match
+        self.literal_min_chars = o.literal_min_chars
+        self.short_answer_tokens = o.short_answer_tokens
+        if self.mode != "binary" and self.literal_match:
+            raise ConfigError("judges.faithfulness.literal_match applies to mode binary only")
+        self.fact_check_template = o.template or FACT_CHECK_TEMPLATE
+        missing = [p for p in ("{document}", "{claim}") if p not in self.fact_check_template]
+        if missing:
+            raise ConfigError(f"judges.faithfulness.template: lacks {' and '.join(missing)}")
+
+    def template_names(self) -> Sequence[str]:
+        return [] if self.mode == "sentence_check" else [f"faithfulness_{self.mode}"]
+
+    def version_settings(self) -> dict[str, Any]:
+        if self.mode == "claims":
+            return self.model_version_settings(mode="claims")
+        if self.mode == "sentence_check":
+            return self.model_version_settings(
+                mode="sentence_check",
+                template=self.fact_check_template,
+                max_calls_per_trace=self.options.max_calls_per_trace,
+            )
+        return self.model_version_settings(
+            mode="binary",
+            literal_match=self.literal_match,
+            literal_min_chars=self.literal_min_chars,
+            short_answer_tokens=self.short_answer_tokens,
+        )
+
+    def default_threshold(self) -> float:
+        return self.THRESHOLDS[self.mode]
+
+    async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
+        chunks = self.context(trace.contexts, log)
+        lang = self.lang(trace)
+        if self.mode == "claims":
+            return await self._claims(trace, chunks, lang, log)
+        if self.mode == "sentence_check":
+            return await self._sentence_check(trace, chunks, log)
+        return await self._binary(trace, chunks, lang, log)
+
+    # -- claims ----------------------------------------------------------------------------------------
+    async def _claims(self, trace: Trace, chunks: list[str], lang: str, log: CallLog) -> Decision | Judgement:
+        question, answer = trace.question or "", trace.answer or ""
+        text = await self.ask(
+            log, "faithfulness_claims", lang, question=question, answer=answer, context=format_chunks(chunks)
+        )
+        obj = extract_json(text, required=("claims", "statements"), untrusted=[question, answer, *chunks])
+        items = obj.get("claims", obj.get("statements"))
+        if not isinstance(items, list):
+            raise JudgeError("unparseable", "'claims' is not a list")
+        claims: list[Claim] = []
+        for item in items:
+            if not isinstance(item, dict):
+                raise JudgeError("unparseable", "a claim is not an object")
+            claim = next((str(item[k]) for k in _CLAIM_TEXT_KEYS if k in item), "")
+            verdict = normalize_verdict_word(item.get("supported", item.get("verdict")))
+            if verdict is None:
+                raise JudgeError("unparseable", f"claim without a yes/no 'supported' value: {claim[:80]}")
+            start, end = locate(claim, answer) or (None, None)
+            claims.append(Claim(claim.strip(), start, end, "supported" if verdict else "unsupported"))
+        return self._claims_decision(claims, "claims")
+
+    def _claims_decision(self, claims: list[Claim], decided_by: str, note: str = "") -> Decision | Judgement:
+        """Score = supported / checked claims (``unchecked`` ones left out); ``flags.claims`` the details."""
+        checked = [c for c in claims if c.verdict != "unchecked"]
+        if not checked:
+            return self.skipped("no_claims: the judge model found no factual claims in the answer" + note)
+        supported = sum(1 for c in checked if c.verdict == "supported")
+        reason = f"{supported}/{len(checked)} claims supported"
+        unsupported = [c.text for c in checked if c.verdict != "supported"]
+        if unsupported and not self.settings.redact_text:
+            reason += "; unsupported: " + "; ".join(unsupported)
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.redact_text)}
+        return Decision(supported / len(checked), reason + note, decided_by, flags)
+
+    # -- sentence_check --------------------------------------------------------------------------------
+    async def _sentence_check(self, trace: Trace, chunks: list[str], log: CallLog) -> Decision | Judgement:
+        """Each answer sentence against each chunk (rank order, stopping at the first that supports it), one
+        call each with the fact-checking template; at most ``max_calls_per_trace`` calls."""
+        answer = trace.answer or ""
+        calls_left = self.options.max_calls_per_trace
+        claims: list[Claim] = []
+        for start, end in lexical.sentence_spans(answer):
+            sentence = answer[start:end]
+            verdict: Verdict = "unsupported"
+            evidence = None
+            for rank, chunk in enumerate(chunks):
+                if calls_left == 0:
+                    verdict = "unchecked"
+                    break
+                calls_left -= 1
+                prompt = self.fact_check_template.replace("{document}", defuse(chunk))
+                text = await self.ask_prompt(log, prompt.replace("{claim}", defuse(sentence)))
+                if parse_verdict(text, untrusted=[sentence, chunk]) >= 0.5:
+                    verdict, evidence = "supported", evidence_of(trace, rank)
+                    break
+            claims.append(Claim(sentence, start, end, verdict, evidence))
+        unchecked = sum(1 for c in claims if c.verdict == "unchecked")
+        note = (
+            f"; {unchecked} sentence(s) unchecked (max_calls_per_trace {self.options.max_calls_per_trace})"
+            if unchecked
+            else ""
+        )
+        return self._claims_decision(claims, "sentence_check", note)
+
+    # -- binary ----------------------------------------------------------------------------------------
+    def _claim_text(self, trace: Trace, lang: str) -> str:
+        answer = (trace.answer or "").strip()
+        if len(_WORD_RE.findall(answer)) <= self.short_answer_tokens and trace.question:
+            q_label, a_label = _CLAIM_LABELS.get(lang, _CLAIM_LABELS["en"])
+            return f"{q_label}: {trace.question.strip()}\n{a_label}: {answer}"
+        return answer
+
+    async def _binary(self, trace: Trace, chunks: list[str], lang: str, log: CallLog) -> Decision:
+        claim = self._claim_text(trace, lang)
+        untrusted = [trace.question or "", trace.answer or "", *chunks]
+        text = await self.ask(log, "faithfulness_binary", lang, claim=claim, context=format_chunks(chunks))
+        score = parse_verdict(text, untrusted=untrusted)
+        if score > 0:  # yes, or a graded score the model gave instead
+            return Decision(score, "supported by the retrieved context", "whole_context")
+        if len(chunks) > 1:
+            for rank, chunk in enumerate(chunks):
+                text = await self.ask(log, "faithfulness_binary", lang, claim=claim, context=chunk)
+                score = parse_verdict(text, untrusted=untrusted)
+                if score > 0:
+                    return Decision(score, f"supported by retrieved chunk {rank}", f"chunk:{rank}")
+        answer = (trace.answer or "").strip()
+        if self.literal_match and len(answer) >= self.literal_min_chars:
+            folded = _fold(answer)
+            if any(folded in _fold(c) for c in trace.contexts):
+                return Decision(1.0, "the context contains the answer literally", "literal")
+        return Decision(0.0, "not supported by the retrieved context", "unsupported")
+
+
+class HeuristicFaithfulnessJudge(Judge):
+    """Faithfulness by sentence-level lexical support (answer ↔ retrieved context).
+
+    Method (``sentence_support/v1``):
+
+    1. Shared rules (:func:`ragpulse.judges.frame.precheck`): no answer / abstention → ``skipped``; no
+       retrieved context → ``ok``, score 0, reason ``no_context``.
+    2. An answer that only restates the question (:func:`lexical.restates_question`) → score 0: it makes no
+       claim the context could support.
+    3. The answer is split into sentences (:func:`lexical.sentences`). For each sentence:
+
+       - a meta statement about the context ("the context does not mention …", "文中未提及…") → support 0;
+       - a courtesy sentence (apology, thanks, reassurance: "Sorry for the delay", "非常抱歉给您带来不便")
+         is left out: it carries no claim worth checking (:func:`lexical.is_courtesy`);
+       - otherwise its *new* content tokens are taken: content tokens minus those of the question (words the
+         user supplied are not evidence either way) and minus yes/no words (polarity cannot be looked up). No new token → support 1 (nothing to verify).
+       - support = weighted share of the new tokens found in the **single best** context chunk (claims are
+         checked chunk by chunk, not against a bag of every chunk's words). Tokens with digits weigh 2,
+         code identifiers (``foreachBatch``, ``df.write.csv``) 2, capitalised names 1.5, others 1
+         (:func:`lexical.token_weight`). Chinese words also match as
+         substrings of the chunk, so jieba segmenting a word differently in the context does not count
+         against the answer.
+       - a sentence with Chinese text also gets a character-bigram support (share of its bigrams, minus
+         the question's, found in the best chunk); its support is the mean of the two, because word
+         boundaries are uncertain and numbers stick to their units ("2014年2月" → "20", "01", "14", "4年", …).
+
+    4. score = mean sentence support (0–1); ``passed`` = score ≥ threshold (default
+       :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence (quoted, or by position
+       when ``settings.redact_text`` is on, so no answer text reaches the store).
+
+    The idea of checking each answer statement against the context is the one of Ragas/TruLens
+    faithfulness (Es et al., 2023, "RAGAS"), done with token support instead of an LLM verdict.
+
+    Known blind spots: negation and wrong relations between supported words ("X does not support Y" when the
+    context says it does) pass; correct paraphrases and general knowledge not in the context fail; long
+    contexts make chance matches of common words likelier. The threshold was chosen in the middle of the
+    range where balanced accuracy was stable on both halves of ares_human (see ``docs/judges.md``).
+
+    Options (``settings.judges["faithfulness"]``): ``threshold`` (0–1); the LLM modes' options are valid and
+    ignored.
+    """
+
+    name = "faithfulness"
+    Options = FaithfulnessOptions
+    needs_context = True
+    #: Pass threshold shipped by default (mean sentence support, 0–1).
+    DEFAULT_THRESHOLD = 0.65
+    METHOD = "sentence_support/v1"
+
+    def decide_now(self, trace: Trace) -> Decision | Judgement:
+        """Score how much of the answer the retrieved context supports (0–1). Pure CPU, no I/O; a few ms
+        for a 5,000-character context."""
+        answer = trace.answer or ""
+        self.require_readable(answer, *trace.contexts)
+        chunks = [lexical.chunk_index(c) for c in trace.contexts]
+        q_tokens = set(content_tokens(trace.question))
+        q_grams: set[str] | None = (
+            None  # the question's character bigrams, made for the first Chinese sentence
+        )
+        a_tokens = content_tokens(answer)
+        if lexical.restates_question(q_tokens, a_tokens):
+            return Decision(0.0, lexical.ECHO_REASON, "echo")
+        salient = lexical.salient_terms(answer)
+        supports: list[tuple[float, str, int]] = []
+        claims: list[Claim] = []
+        for start, end in lexical.sentence_spans(answer):
+            sentence = answer[start:end]
+            if lexical.is_meta_statement(sentence):
+                supports.append((0.0, sentence, -1))
+                claims.append(Claim(sentence, start, end, "unsupported"))
+                continue
+            if lexical.is_courtesy(sentence):
+                claims.append(Claim(sentence, start, end, "unchecked"))
+                continue
+            new = [t for t in content_tokens(sentence) if t not in q_tokens and t not in _POLARITY]
+            value, chunk_i = lexical.best_chunk_support(new, chunks, salient)
+            if lexical.has_cjk(sentence):
+                if q_grams is None:
+                    q_grams = set(lexical.char_bigrams(trace.question or ""))
+                grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
+                value = (value + lexical.best_chunk_bigram_support(grams, chunks)) / 2
+            supports.append((value, sentence, chunk_i))
+            ok_ = value >= self.threshold
+            evidence = evidence_of(trace, chunk_i) if ok_ else None
+            claims.append(Claim(sentence, start, end, "supported" if ok_ else "unsupported", evidence))
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.redact_text)}
+        if not supports:
+            return Decision(1.0, "no content words to check", "sentence_support", flags)
+        score = sum(s for s, _, _ in supports) / len(supports)
+        worst_i = min(range(len(supports)), key=lambda i: supports[i][0])
+        worst = supports[worst_i]
+        unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
+        # With redact_text the store keeps no answer text, so the reason names the sentence by position only.
+        where = f"sentence {worst_i + 1}" if self.settings.redact_text else _snippet(worst[1])
+        reason = (
+            f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
+            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"
+        )
+        return Decision(min(1.0, max(0.0, score)), reason, "sentence_support", flags)

@@ -1,0 +1,1 @@
+"""Checklist judges: business judges declared in configuration (rules and rubric items)."""

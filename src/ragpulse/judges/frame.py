@@ -1,0 +1,516 @@
+"""The one judge frame: :class:`Judge`, the base class of every built-in, checklist and plugin judge.
+
+A judge turns one trace into one :class:`~ragpulse.model.Judgement`. The frame does everything but the
+decision, in one place and the same way for every judge and backend:
+
+1. **identity**: ``name``, ``version`` (:func:`compute_version` of :meth:`Judge.version_settings`),
+   ``backend`` (``llm`` when the judge holds the shared model client, else ``heuristic``), ``model``,
+   ``threshold``; :meth:`Judge.ok` / :meth:`Judge.skipped` / :meth:`Judge.error` build judgements with it;
+2. **options**: ``settings.judges[<name>]`` validated by the judge's :attr:`Judge.Options` model (unknown keys
+   and bad values are a ``ConfigError`` naming the judge and option, see :mod:`ragpulse.judges.options`);
+3. **precheck** (:meth:`Judge.precheck`, the shared rules of :func:`precheck`) → **decide**
+   (:meth:`Judge.decide`, the subclass) → **error codes** mapped to a status through one table
+   (:data:`STATUS_BY_CODE`) → **cost** (latency, tokens, retries, cache, raw replies) added;
+   :meth:`Judge.judge` never raises except ``asyncio.CancelledError``;
+4. **model calls** through :meth:`Judge.ask`: render a template (:mod:`ragpulse.judges.model.prompts`, fences
+   neutralised), call the shared :class:`~ragpulse.judges.model.client.LLMClient` (limits, retries, cache,
+   budget), strip reasoning blocks, account the cost in the judgement's :class:`CallLog`.
+
+Reason codes (the start of ``reason`` of a ``skipped``/``error`` judgement):
+
+=======================  =========  ======================================================================
+code                     status     when
+=======================  =========  ======================================================================
+``no_answer``            skipped    the trace has no answer
+``no_question``          skipped    a judge that needs the question got none
+``no_reference``         skipped    a judge that needs an expected answer or keywords got none
+``abstained``            skipped    the answer declines to answer ("I don't know", "无法回答")
+``over_budget``          skipped    the judge's daily token budget is spent (no request made)
+``no_claims``            skipped    the model found no claim to check in the answer
+``unsupported_language`` skipped    an offline judge cannot read the text's script (kana, Hangul, Thai, …)
+``judge_unavailable``    error      the model could not be reached or kept failing (HTTP status, provider's
+                                    message for a 4xx, timeout, connection failure)
+``truncated_output``     error      the reply hit ``max_tokens``
+``empty_output``         error      the reply was empty
+``bad_reply``            error      the reply could not be read at all (not UTF-8, not a chat completion)
+``unparseable``          error      no verdict in the reply (also refusals and "cannot determine")
+``out_of_range``         error      a score outside its scale, NaN or infinite
+``bad_labels``           error      the trace's relevance labels are malformed
+``internal_error``       error      a bug in the judge (logged with its traceback)
+=======================  =========  ======================================================================
+
+Writing a judge (a plugin through the ``ragpulse.judges`` entry point group, see
+:mod:`ragpulse.judges.registry`)::
+
+    class PolitenessJudge(Judge):
+        name = "politeness"
+        DEFAULT_THRESHOLD = 1.0
+
+        def version_settings(self) -> dict[str, Any]:
+            return {"rule": "thanks-v1", "threshold": self.threshold}
+
+        async def decide(self, trace: Trace, log: CallLog) -> Decision:
+            polite = "thank" in (trace.answer or "").lower()
+            return Decision(1.0 if polite else 0.0, "thanks" if polite else "no thanks")
+
+    def build(settings, options):  # the entry point's object
+        return PolitenessJudge(settings, options)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ragpulse.config import Settings
+from ragpulse.errors import JudgeError
+from ragpulse.judges.model.client import LLMClient, LLMResult, ModelUnavailableError
+from ragpulse.judges.model.context import fit_context
+from ragpulse.judges.model.parsing import strip_reasoning
+from ragpulse.judges.model.prompts import LANGUAGES, PromptTemplate, load_prompts
+from ragpulse.judges.options import JudgeOptions, parse_options
+from ragpulse.judges.text.scripts import unreadable_script
+from ragpulse.judges.text.tokens import detect_language, is_abstention
+from ragpulse.logging import get_logger
+from ragpulse.model import Backend, Judgement, JudgementFlags, JudgementStatus, Trace
+
+__all__ = [
+    "STATUS_BY_CODE",
+    "CallLog",
+    "Decision",
+    "Judge",
+    "compute_version",
+    "error",
+    "ok",
+    "precheck",
+    "skipped",
+]
+
+_log = get_logger("ragpulse.judges")
+
+#: Version of the reply protocol (how replies are read: standalone verdict words, refusals, graded scores,
+#: passage numbers); hashed into the version of every judge that asks the model, so a change re-judges.
+REPLY_PROTOCOL = 2
+
+#: Version of the rule that heuristic judges skip text in scripts they cannot segment (hashed into their
+#: versions).
+UNREADABLE_SCRIPTS = 1
+
+#: Status of a judgement whose decision raised ``JudgeError(code)``; codes not listed give ``error``.
+STATUS_BY_CODE: Mapping[str, JudgementStatus] = {
+    "over_budget": JudgementStatus.SKIPPED,
+    "no_claims": JudgementStatus.SKIPPED,
+    "no_question": JudgementStatus.SKIPPED,
+    "no_reference": JudgementStatus.SKIPPED,
+    "unsupported_language": JudgementStatus.SKIPPED,
+}
+
+
+def compute_version(name: str, backend: Backend, settings: dict[str, Any]) -> str:
+    """Return the 12-hex-char version of a judge: the first 12 hex characters of the SHA-256 of the canonical
+    JSON of ``{"name", "backend", "settings"}`` (``settings``: everything that can change a verdict — prompt
+    text, mode, threshold, model, options; key order does not matter)."""
+    doc = {"name": name, "backend": backend.value, "settings": settings}
+    blob = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def ok(
+    *,
+    judge: str,
+    version: str,
+    backend: Backend,
+    score: float,
+    threshold: float,
+    reason: str = "",
+    model: str | None = None,
+    flags: JudgementFlags | None = None,
+    **extra: Any,
+) -> Judgement:
+    """A decided judgement: ``passed = score >= threshold`` (``score`` a finite number in [0, 1])."""
+    return Judgement(
+        judge=judge,
+        version=version,
+        backend=backend,
+        model=model,
+        score=score,
+        passed=score >= threshold,
+        threshold=threshold,
+        status=JudgementStatus.OK,
+        reason=reason,
+        flags=flags or JudgementFlags(),
+        **extra,
+    )
+
+
+def skipped(*, judge: str, version: str, backend: Backend, reason: str, **extra: Any) -> Judgement:
+    """A judgement the judge declined to make (``no_reference``, ``no_answer``, ``abstained``, …)."""
+    return Judgement(
+        judge=judge, version=version, backend=backend, status=JudgementStatus.SKIPPED, reason=reason, **extra
+    )
+
+
+def error(*, judge: str, version: str, backend: Backend, reason: str, **extra: Any) -> Judgement:
+    """A judgement that failed (``judge_unavailable``, ``unparseable``, ``out_of_range``, …)."""
+    return Judgement(
+        judge=judge, version=version, backend=backend, status=JudgementStatus.ERROR, reason=reason, **extra
+    )
+
+
+def precheck(
+    trace: Trace,
+    *,
+    judge: str,
+    version: str,
+    backend: Backend,
+    threshold: float,
+    model: str | None = None,
+    needs_context: bool = False,
+    needs_reference: bool = False,
+    **extra: Any,
+) -> Judgement | None:
+    """Apply the rules every judge shares before doing any work; ``None`` means "go on and judge".
+
+    In order: no answer → ``skipped`` ``no_answer``; ``needs_reference`` and neither an expected answer nor
+    keywords → ``skipped`` ``no_reference``; an abstaining answer
+    (:func:`ragpulse.judges.text.tokens.is_abstention`) → ``skipped`` ``abstained``; ``needs_context`` and
+    no retrieved context → ``ok``, score 0, not passed, reason ``no_context`` (``decided_by="no_context"``),
+    without a model call (ragpulse's rule; Ragas, DeepEval and TruLens each treat empty context differently).
+    """
+    common: dict[str, Any] = {
+        "judge": judge,
+        "version": version,
+        "backend": backend,
+        "model": model,
+        "threshold": threshold,
+        **extra,
+    }
+    if not trace.answer or not trace.answer.strip():
+        return skipped(reason="no_answer", **common)
+    if needs_reference and not ((trace.expected_answer or "").strip() or trace.keywords):
+        return skipped(reason="no_reference", **common)
+    if is_abstention(trace.answer):
+        return skipped(reason="abstained", **common)
+    if needs_context and not trace.contexts:
+        return ok(
+            score=0.0,
+            reason="no_context: no retrieved context to check the answer against",
+            flags=JudgementFlags(decided_by="no_context"),
+            **common,
+        )
+    return None
+
+
+@dataclass
+class CallLog:
+    """What the model calls of one judgement cost and returned (filled by :meth:`Judge.ask`)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    calls: int = 0
+    cached_calls: int = 0
+    tokens_estimated: bool = False
+    outputs: list[str] = field(default_factory=list)
+    context_truncated: bool = False
+
+    def add(self, r: LLMResult) -> None:
+        """Record one model reply (tokens, retries, cache hit, raw text)."""
+        self.prompt_tokens += r.prompt_tokens
+        self.completion_tokens += r.completion_tokens
+        self.retries += r.retries
+        self.calls += 1
+        self.cached_calls += int(r.cached)
+        self.tokens_estimated = self.tokens_estimated or r.tokens_estimated
+        self.outputs.append(r.text)
+
+    @property
+    def raw_output(self) -> str | None:
+        """The raw replies, joined by ``\\n---\\n`` when there were several (``None``: no call made)."""
+        if not self.outputs:
+            return None
+        return self.outputs[0] if len(self.outputs) == 1 else "\n---\n".join(self.outputs)
+
+    def flags(self) -> dict[str, Any]:
+        """Judgement flags of the calls: truncation, summed retries, ``cached`` when every call was a cache
+        hit, ``tokens_estimated`` when a reply carried no ``usage``."""
+        out: dict[str, Any] = {
+            "context_truncated": self.context_truncated,
+            "retries": self.retries,
+            "cached": self.calls > 0 and self.cached_calls == self.calls,
+        }
+        if self.tokens_estimated:
+            out["tokens_estimated"] = True
+        return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :meth:`Judge.decide` found: a 0–1 score, a reason for people, the deciding rule/stage, extra
+    flags (``verdicts``, ``items``, ``claims``, …) and, when it differs from the judge's, the backend that
+    decided (labels decide retrieval judges without the model: ``heuristic``)."""
+
+    score: float
+    reason: str
+    decided_by: str | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    backend: Backend | None = None
+
+
+class Judge:
+    """Base class of every judge (see the module docstring).
+
+    Subclasses set :attr:`name` (or assign ``self.name`` before calling ``super().__init__``),
+    :attr:`Options`, :attr:`DEFAULT_THRESHOLD`, the precheck needs, and implement :meth:`decide` and
+    :meth:`version_settings`; :meth:`configure` reads options before the version is computed.
+
+    Args:
+        settings: process settings (judge model, language, context budget, prompts dir, redact_text).
+        options: this judge's options (``settings.judges.get(name, {})``) or an :attr:`Options` instance.
+        client: the shared judge-model client; ``None`` → the judge runs on the ``heuristic`` backend.
+
+    Raises:
+        ConfigError: a bad option or prompt template.
+    """
+
+    name: str = "judge"
+    Options: ClassVar[type[JudgeOptions]] = JudgeOptions
+    DEFAULT_THRESHOLD: ClassVar[float] = 0.5
+    #: Precheck needs (see :func:`precheck`); ``needs_answer = False`` skips the precheck entirely.
+    needs_answer: bool = True
+    needs_context: bool = False
+    needs_reference: bool = False
+    #: Templates the judge renders (loaded in both languages, or the ``language`` option's one).
+    TEMPLATES: ClassVar[Sequence[str]] = ()
+    #: System message sent before each prompt (``None``: the prompt alone).
+    SYSTEM: ClassVar[str | None] = None
+    #: Set by heuristic-only judges: the method's name; the judge never uses the model, and its version
+    #: hashes the method, the threshold and :meth:`method_settings`.
+    METHOD: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        settings: Settings,
+        options: Mapping[str, Any] | JudgeOptions | None = None,
+        *,
+        client: Any = None,
+    ) -> None:
+        self.settings = settings
+        self.options = parse_options(self.name, self.Options, options)
+        self.client: LLMClient | None = client
+        language = getattr(self.options, "language", None)
+        self.language: str = language or settings.judge_language
+        if self.METHOD is not None:
+            self.client = None
+        self.configure()
+        self.backend: Backend = Backend.LLM if self.client is not None else Backend.HEURISTIC
+        self.model: str | None = self.client.model if self.client is not None else None
+        threshold = self.options.threshold
+        self.threshold: float = float(threshold if threshold is not None else self.default_threshold())
+        self.templates: dict[tuple[str, str], PromptTemplate] = {}
+        if self.client is not None:
+            langs = LANGUAGES if self.language == "auto" else (self.language,)
+            self.templates = load_prompts(self.template_names(), langs, settings.judge_prompts_dir)
+        self.version: str = compute_version(self.name, self.backend, self.version_settings())
+
+    # -- subclass hooks --------------------------------------------------------------------------------
+    def configure(self) -> None:
+        """Read options into attributes (may set ``self.client = None`` when the model is not used)."""
+
+    def template_names(self) -> Sequence[str]:
+        """The templates this instance renders (default :attr:`TEMPLATES`)."""
+        return self.TEMPLATES
+
+    def default_threshold(self) -> float:
+        """The threshold when the ``threshold`` option is not set."""
+        return self.DEFAULT_THRESHOLD
+
+    def version_settings(self) -> dict[str, Any]:
+        """Everything that can change a verdict (hashed into ``version``); by default (heuristic judges)
+        :attr:`METHOD`, the threshold, the unreadable-script rule and :meth:`method_settings`."""
+        return {
+            "method": self.METHOD,
+            "threshold": self.threshold,
+            "unreadable_scripts": UNREADABLE_SCRIPTS,
+            **self.method_settings(),
+        }
+
+    def method_settings(self) -> dict[str, Any]:
+        """A heuristic method's parameters besides its name and threshold (hashed into ``version``)."""
+        return {}
+
+    async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
+        """Judge a trace that passed :meth:`precheck`: a :class:`Decision` (made an ``ok`` judgement) or a
+        finished judgement; raise :class:`~ragpulse.errors.JudgeError` for an unusable model reply.
+        Default: :meth:`decide_now`."""
+        return self.decide_now(trace)
+
+    def decide_now(self, trace: Trace) -> Decision | Judgement:
+        """:meth:`decide` for judges that need no I/O (the heuristic ones); see :meth:`evaluate`."""
+        raise NotImplementedError
+
+    def model_version_settings(self, **extra: Any) -> dict[str, Any]:
+        """Version settings of a judge that asks the model: ``extra`` plus threshold, model, temperature,
+        max tokens, context budget, language and the text of every template used."""
+        return {
+            **extra,
+            "reply_protocol": REPLY_PROTOCOL,
+            "threshold": self.threshold,
+            "model": self.model,
+            "temperature": self.settings.judge_temperature,
+            "max_tokens": getattr(self.options, "max_tokens", None) or self.settings.judge_max_tokens,
+            "context_budget_chars": self.settings.judge_context_budget_chars,
+            "language": self.language,
+            "prompts": {f"{t}.{lang}": tpl.text for (t, lang), tpl in sorted(self.templates.items())},
+        }
+
+    def precheck(self, trace: Trace) -> Judgement | None:
+        """The shared rules (:func:`precheck`) with this judge's needs; ``None``: go on."""
+        if not self.needs_answer:
+            return None
+        return precheck(
+            trace,
+            needs_context=self.needs_context,
+            needs_reference=self.needs_reference,
+            **self.identity(),
+        )
+
+    @staticmethod
+    def require_readable(*texts: str | None) -> None:
+        """For heuristic decisions, with the texts they read: a script they cannot segment (kana, Hangul,
+        Thai, …; :mod:`ragpulse.judges.text.scripts`) raises ``JudgeError("unsupported_language")``
+        (``skipped``), never a confident wrong score."""
+        script = unreadable_script(texts)
+        if script is not None:
+            raise JudgeError(
+                "unsupported_language", f"the heuristic judge cannot read {script} text; use a judge model"
+            )
+
+    def identity(self, backend: Backend | None = None) -> dict[str, Any]:
+        """The fields every judgement of this judge carries (``backend`` overrides the judge's)."""
+        b = backend or self.backend
+        return {
+            "judge": self.name,
+            "version": self.version,
+            "backend": b,
+            "model": self.model if b is Backend.LLM else None,
+            "threshold": self.threshold,
+        }
+
+    # -- judgements ------------------------------------------------------------------------------------
+    def ok(self, score: float, reason: str, *, backend: Backend | None = None, **flags: Any) -> Judgement:
+        """An ``ok`` judgement of this judge; ``flags`` become :class:`~ragpulse.model.JudgementFlags`."""
+        return ok(score=score, reason=reason, flags=JudgementFlags(**flags), **self.identity(backend))
+
+    def skipped(self, reason: str, **flags: Any) -> Judgement:
+        """A ``skipped`` judgement of this judge (``reason`` = ``"<code>: detail"``)."""
+        return skipped(reason=reason, flags=JudgementFlags(**flags), **self.identity())
+
+    def error(self, reason: str, **flags: Any) -> Judgement:
+        """An ``error`` judgement of this judge (``reason`` = ``"<code>: detail"``)."""
+        return error(reason=reason, flags=JudgementFlags(**flags), **self.identity())
+
+    # -- the judge contract ----------------------------------------------------------------------------
+    async def judge(self, trace: Trace) -> Judgement:
+        """Judge one trace; never raises except ``asyncio.CancelledError`` (see the module docstring)."""
+        started = time.perf_counter()
+        log = CallLog()
+        try:
+            out = self.precheck(trace) or await self.decide(trace, log)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            out = self._failure(e, log, trace)
+        return self._finish(out, log, started)
+
+    def evaluate(self, trace: Trace) -> Judgement:
+        """Synchronous :meth:`judge` of a judge that needs no I/O (implements :meth:`decide_now`)."""
+        started = time.perf_counter()
+        log = CallLog()
+        try:
+            out = self.precheck(trace) or self.decide_now(trace)
+        except Exception as e:
+            out = self._failure(e, log, trace)
+        return self._finish(out, log, started)
+
+    def _failure(self, e: Exception, log: CallLog, trace: Trace) -> Judgement:
+        """The judgement for an exception of :meth:`decide`: its code's status (:data:`STATUS_BY_CODE`), or
+        ``internal_error`` (logged with the traceback) for anything but a :class:`JudgeError`."""
+        if isinstance(e, JudgeError):
+            if isinstance(e, ModelUnavailableError):
+                log.retries += e.retries
+            status = STATUS_BY_CODE.get(e.code, JudgementStatus.ERROR)
+            return (self.skipped if status is JudgementStatus.SKIPPED else self.error)(str(e) or e.code)
+        _log.error("judge_internal_error", judge=self.name, trace_id=trace.trace_id, exc_info=e)
+        return self.error(f"internal_error: {type(e).__name__}")
+
+    def _finish(self, out: Decision | Judgement, log: CallLog, started: float) -> Judgement:
+        if isinstance(out, Decision):
+            out = self.ok(out.score, out.reason, backend=out.backend, decided_by=out.decided_by, **out.flags)
+        cost: dict[str, Any] = {"latency_s": time.perf_counter() - started}
+        if log.calls:
+            cost.update(
+                raw_output=log.raw_output,
+                prompt_tokens=log.prompt_tokens,
+                completion_tokens=log.completion_tokens,
+                flags=JudgementFlags(**{**log.flags(), **out.flags.model_dump(exclude_defaults=True)}),
+            )
+        elif log.retries:
+            cost["flags"] = out.flags.model_copy(update={"retries": log.retries})
+        return out.model_copy(update=cost)
+
+    # -- model calls -----------------------------------------------------------------------------------
+    def lang(self, trace: Trace) -> str:
+        """The prompt language for ``trace``: the ``language`` option, or detected from the question
+        (else the answer) when ``auto``."""
+        if self.language != "auto":
+            return self.language
+        return detect_language(trace.question or trace.answer)
+
+    def context(self, chunks: Sequence[str], log: CallLog) -> list[str]:
+        """``chunks`` cut to ``settings.judge_context_budget_chars`` (top-ranked kept first), the cut flagged."""
+        kept, truncated = fit_context(chunks, self.settings.judge_context_budget_chars)
+        log.context_truncated = log.context_truncated or truncated
+        return kept
+
+    async def ask(self, log: CallLog, template: str, lang: str, **values: str) -> str:
+        """Render ``template`` in ``lang`` (fences in ``values`` neutralised), call the model once, record
+        the cost in ``log``; return the reply text without reasoning blocks (``raw_output`` keeps them).
+
+        Raises:
+            JudgeError: ``truncated_output`` (``finish_reason == "length"``), ``empty_output``,
+                ``over_budget``, ``judge_unavailable``, ``bad_reply``.
+        """
+        prompt = self.templates[(template, lang)].render(**values)
+        return await self.ask_prompt(log, prompt)
+
+    async def ask_prompt(self, log: CallLog, prompt: str) -> str:
+        """:meth:`ask` with a prompt already rendered (judged texts in it already defused)."""
+        assert self.client is not None, "ask() needs the judge model"
+        messages = [{"role": "user", "content": prompt}]
+        if self.SYSTEM is not None:
+            messages.insert(0, {"role": "system", "content": self.SYSTEM})
+        max_tokens = getattr(self.options, "max_tokens", None)
+        result = await self.client.complete(
+            judge=self.name,
+            version=self.version,
+            messages=messages,
+            max_tokens=max_tokens,
+            daily_token_budget=getattr(self.options, "daily_token_budget", None),
+        )
+        log.add(result)
+        if result.finish_reason == "length":
+            limit = max_tokens or self.settings.judge_max_tokens
+            raise JudgeError("truncated_output", f"the judge model hit max_tokens ({limit})")
+        text = strip_reasoning(result.text)
+        if not text.strip():
+            raise JudgeError("empty_output", "the judge model returned no text")
+        return text
+
+    async def aclose(self) -> None:
+        """Release what the judge holds (the shared client is closed by ``close_judges``); idempotent."""

@@ -1,0 +1,485 @@
+"""The one shared access layer to the judge model (any OpenAI-compatible chat-completions API).
+
+:class:`LLMClient` wraps ``openai.AsyncOpenAI`` and adds what every LLM judge needs:
+
+- **Transport**: openai's aiohttp transport (``openai.DefaultAioHttpClient``) when
+  ``settings.judge_http_transport == "aiohttp"`` (its CPU per call stays flat as requests in flight grow),
+  else openai's httpx transport; either way the connection pool holds ``judge_max_concurrency`` connections.
+- **Requests**: ``temperature = settings.judge_temperature`` (0), ``max_tokens = settings.judge_max_tokens``,
+  ``timeout = settings.judge_timeout_s`` seconds per attempt. The API key comes from the settings, which read it
+  only from the environment (``RAGPULSE_JUDGE_API_KEY`` or ``OPENAI_API_KEY``).
+- **Retries**: the openai client's own retry machinery (``max_retries = settings.judge_max_retries``): 408, 409,
+  429 and 5xx responses, timeouts and connection errors are retried with exponential backoff (0.5 s doubling,
+  at most 8 s, up to 25 % jitter) and a server's ``Retry-After``/``retry-after-ms`` header is honoured (up to
+  two minutes). The attempts of each call are counted by a request hook on the HTTP client and reported as
+  retries in :attr:`LLMResult.retries` and :attr:`LLMStats.retries`. Requests go through the client's
+  documented generic ``post`` path (same retries, timeouts and errors as ``chat.completions.create``, without
+  its per-call parameter transformation).
+- **Limits shared by all judges**: a concurrency semaphore (``judge_max_concurrency`` calls in flight) and an
+  optional requests-per-minute limit (``judge_requests_per_minute``, a sliding 60 s window over call starts;
+  retries inside one call are paced by the backoff above, not by this window).
+- **Cache**: an in-process LRU (``judge_cache_size`` entries, 0 disables it) keyed by (judge version, model,
+  messages), so a redelivered trace costs no model call. A hit returns the stored reply with ``cached=True``
+  and zero tokens (nothing was spent). An identical request already in flight is awaited instead of sent
+  again (also a hit). Failures are not cached.
+- **Budget**: an optional daily token budget per judge (``judge_daily_token_budget``, or the judge's
+  ``daily_token_budget`` option; prompt + completion tokens, UTC days). It is taken when a call is about to be
+  sent — after its concurrency slot and rate-limit turn — so calls queued behind the limits cannot all get
+  through: the prompt's estimated tokens (:func:`estimate_tokens`: ⌈characters of all message contents / 4⌉)
+  are reserved, and the reservation is replaced by the reply's ``usage`` when it comes (released when the call
+  fails). A call is refused while the judge's spent + reserved tokens are at or over the budget:
+  ``JudgeError("over_budget")`` until the next UTC day; :attr:`LLMStats.over_budget` counts refusals. A reply
+  without a ``usage`` block (Ollama and several compatible servers) is charged the estimate of its prompt and of
+  its text (:attr:`LLMResult.tokens_estimated`), never 0. A call in flight may overshoot by its completion.
+- **Replies**: a body that is not JSON text in UTF-8, or not a chat completion, raises
+  ``JudgeError("bad_reply")`` (no traceback); an HTTP 4xx error that is not retried (400, 401, 404, 413, …)
+  keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason, e.g. a "context
+  length exceeded" 400.
+
+Nothing here blocks the event loop. The openai client, semaphore and limiter are bound to the event loop that
+first uses them; a client used from another loop (e.g. another test) builds fresh ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import openai
+
+from ragpulse.config import Settings
+from ragpulse.errors import ConfigError, JudgeError
+from ragpulse.logging import get_logger
+
+__all__ = ["LLMClient", "LLMResult", "LLMStats", "ModelUnavailableError", "estimate_tokens"]
+
+_log = get_logger("ragpulse.judges.model.client")
+
+
+def estimate_tokens(texts: Sequence[str]) -> int:
+    """The documented token estimate: ⌈total characters / 4⌉ (about right for English; high for Chinese)."""
+    return math.ceil(sum(len(t) for t in texts) / 4)
+
+
+class ModelUnavailableError(JudgeError):
+    """The judge model could not be reached or kept failing (code ``judge_unavailable``).
+
+    Attributes:
+        retries: retries the openai client took before giving up.
+    """
+
+    def __init__(self, message: str, *, retries: int) -> None:
+        super().__init__("judge_unavailable", message, retriable=True)
+        self.retries = retries
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One judge-model reply.
+
+    Attributes:
+        text: ``choices[0].message.content`` ("" when the model sent none).
+        finish_reason: ``stop``, ``length`` (hit ``max_tokens``: the output is truncated), … or ``None``.
+        prompt_tokens / completion_tokens: from the API's ``usage``; the estimate (:func:`estimate_tokens`)
+            when the reply had none; 0 when cached.
+        tokens_estimated: the reply had no ``usage``: the token counts are estimates.
+        retries: retries the openai client took for this call (0 for a cache hit).
+        latency_s: wall time of the call including retries and waiting for the limits, seconds.
+        cached: served from the in-process cache, no request made.
+    """
+
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    tokens_estimated: bool = False
+
+
+@dataclass
+class LLMStats:
+    """Counters of an :class:`LLMClient` since it was built (all integers, monotonic).
+
+    Attributes:
+        requests: calls sent to the model (each may include retries).
+        retries: retries taken by those calls (429/5xx/timeouts/connection errors).
+        failures: calls that failed for good (``judge_unavailable``).
+        cache_hits: calls answered from the cache.
+        over_budget: calls refused by the daily token budget, per judge name.
+        prompt_tokens / completion_tokens: tokens spent, per judge name.
+    """
+
+    requests: int = 0
+    retries: int = 0
+    failures: int = 0
+    cache_hits: int = 0
+    over_budget: dict[str, int] = field(default_factory=dict)
+    prompt_tokens: dict[str, int] = field(default_factory=dict)
+    completion_tokens: dict[str, int] = field(default_factory=dict)
+
+
+class _RateLimiter:
+    """At most ``per_minute`` call starts in any sliding window of ``window_s`` seconds (waits, never rejects)."""
+
+    def __init__(self, per_minute: int, window_s: float = 60.0) -> None:
+        self._per_minute = per_minute
+        self._window = window_s
+        self._starts: deque[float] = deque()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                while self._starts and now - self._starts[0] >= self._window:
+                    self._starts.popleft()
+                if len(self._starts) < self._per_minute:
+                    self._starts.append(now)
+                    return
+                await asyncio.sleep(self._window - (now - self._starts[0]))
+
+
+@dataclass
+class _LoopState:
+    """Everything bound to one event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    client: openai.AsyncOpenAI
+    semaphore: asyncio.Semaphore
+    limiter: _RateLimiter | None
+    #: cache key → the reply of the identical request in flight
+    inflight: dict[str, asyncio.Future[LLMResult]] = field(default_factory=dict)
+
+
+class LLMClient:
+    """Shared judge-model client: one per process (``build_judges`` makes one and gives it to every judge).
+
+    Args:
+        settings: reads ``judge_base_url``, ``judge_model``, ``judge_api_key``, ``judge_timeout_s``,
+            ``judge_max_tokens``, ``judge_temperature``, ``judge_max_retries``, ``judge_max_concurrency``,
+            ``judge_requests_per_minute``, ``judge_cache_size``, ``judge_daily_token_budget`` and
+            ``judge_http_transport``.
+
+    Raises:
+        ConfigError: ``settings.judge_model`` is not set.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        if not settings.judge_model:
+            raise ConfigError("the LLM judge backend needs RAGPULSE_JUDGE_MODEL (judge_model)")
+        self.settings = settings
+        self.model: str = settings.judge_model
+        self.stats = LLMStats()
+        self._cache: OrderedDict[str, LLMResult] = OrderedDict()
+        self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens)
+        self._state: _LoopState | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def _build_state(self, loop: asyncio.AbstractEventLoop) -> _LoopState:
+        s = self.settings
+        n = s.judge_max_concurrency
+        # The Limits class of whichever HTTP library this openai release is built on (httpx or httpx2).
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
+        hooks = {"request": [_count_attempt]}
+        if s.judge_http_transport == "aiohttp":
+            http_client = openai.DefaultAioHttpClient(
+                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+            )
+        else:
+            http_client = openai.DefaultAsyncHttpxClient(
+                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+            )
+        client = openai.AsyncOpenAI(
+            api_key=s.judge_api_key.get_secret_value() if s.judge_api_key else "not-set",
+            base_url=s.judge_base_url,
+            timeout=s.judge_timeout_s,
+            max_retries=s.judge_max_retries,
+            http_client=http_client,
+        )
+        limiter = _RateLimiter(s.judge_requests_per_minute) if s.judge_requests_per_minute else None
+        return _LoopState(loop=loop, client=client, semaphore=asyncio.Semaphore(n), limiter=limiter)
+
+    def _loop_state(self) -> _LoopState:
+        if self._closed:
+            raise RuntimeError("LLMClient is closed")
+        loop = asyncio.get_running_loop()
+        if self._state is None or self._state.loop is not loop:
+            self._state = self._build_state(loop)
+        return self._state
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool (idempotent). The client cannot be used afterwards."""
+        self._closed = True
+        state, self._state = self._state, None
+        if state is not None and state.loop is asyncio.get_running_loop():
+            await state.client.close()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- budget ----------------------------------------------------------------------------------------
+    def tokens_spent_today(self, judge: str) -> int:
+        """Prompt + completion tokens ``judge`` spent on the current UTC day."""
+        day = datetime.now(UTC).date().isoformat()
+        d, n = self._spent.get(judge, (day, 0))
+        return n if d == day else 0
+
+    def _charge(self, judge: str, tokens: int) -> None:
+        day = datetime.now(UTC).date().isoformat()
+        self._spent[judge] = (day, self.tokens_spent_today(judge) + tokens)
+
+    def _refuse_over_budget(self, judge: str, budget: int | None) -> None:
+        if budget is not None and self.tokens_spent_today(judge) >= budget:
+            self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
+            raise JudgeError("over_budget", f"daily token budget of {budget} spent")
+
+    # -- calls -----------------------------------------------------------------------------------------
+    @staticmethod
+    def _cache_key(version: str, model: str, messages: Sequence[Mapping[str, str]]) -> str:
+        blob = json.dumps([version, model, list(messages)], ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    async def complete(
+        self,
+        *,
+        judge: str,
+        version: str,
+        messages: Sequence[Mapping[str, str]],
+        max_tokens: int | None = None,
+        daily_token_budget: int | None = None,
+    ) -> LLMResult:
+        """Send one chat-completions request (or answer it from the cache).
+
+        Args:
+            judge: judge name (budget and token accounting, logs).
+            version: judge version (part of the cache key).
+            messages: chat messages (``role``/``content``).
+            max_tokens: completion limit, default ``settings.judge_max_tokens``.
+            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge_daily_token_budget``.
+
+        Returns:
+            The reply; a ``finish_reason`` of ``length`` is returned as is (callers report
+            ``truncated_output``).
+
+        Raises:
+            JudgeError: code ``over_budget``: the judge's daily token budget is spent (no request made).
+            ModelUnavailableError: code ``judge_unavailable``: HTTP error after retries, timeout or connection
+                failure; ``retries`` says how many retries were taken.
+        """
+        cache_size = self.settings.judge_cache_size
+        key = self._cache_key(version, self.model, messages) if cache_size else ""
+        if cache_size:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                self.stats.cache_hits += 1
+                return LLMResult(text=hit.text, finish_reason=hit.finish_reason, cached=True)
+        budget = daily_token_budget or self.settings.judge_daily_token_budget
+        self._refuse_over_budget(judge, budget)  # spent already: refuse without waiting for a slot
+        state = self._loop_state()
+        if not key:
+            return await self._send(state, judge, messages, max_tokens, budget)
+        # The same request already in flight (a trace redelivered while it is being judged): wait for it.
+        pending = state.inflight.get(key)
+        if pending is not None:
+            try:
+                first = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this caller was cancelled
+                # the first caller was cancelled: make the call ourselves (below)
+            else:
+                self.stats.cache_hits += 1
+                return LLMResult(text=first.text, finish_reason=first.finish_reason, cached=True)
+        fut: asyncio.Future[LLMResult] = state.loop.create_future()
+        state.inflight[key] = fut
+        try:
+            result = await self._send(state, judge, messages, max_tokens, budget)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved here, so an unwatched failure is not reported as "never retrieved"
+            raise
+        finally:
+            if state.inflight.get(key) is fut:
+                del state.inflight[key]
+        fut.set_result(result)
+        self._cache[key] = result
+        while len(self._cache) > cache_size:
+            self._cache.popitem(last=False)
+        return result
+
+    async def _send(
+        self,
+        state: _LoopState,
+        judge: str,
+        messages: Sequence[Mapping[str, str]],
+        max_tokens: int | None,
+        budget: int | None,
+    ) -> LLMResult:
+        """One request under the concurrency and rate limits and the budget; accounts tokens and retries."""
+        started = time.perf_counter()
+        attempts = [0]
+        token = _ATTEMPTS.set(attempts)
+        reserved = estimate_tokens([m.get("content") or "" for m in messages])
+        try:
+            async with state.semaphore:
+                if state.limiter is not None:
+                    await state.limiter.acquire()
+                self._refuse_over_budget(judge, budget)
+                self._charge(judge, reserved)
+                self.stats.requests += 1
+                try:
+                    # The documented generic-request path of the openai client: same retries, timeouts and
+                    # errors as ``chat.completions.create`` without its per-call TypedDict transformation
+                    # (≈ 0.7 ms CPU per call here).
+                    data = await state.client.post(
+                        "/chat/completions",
+                        cast_to=object,
+                        body={
+                            "model": self.model,
+                            "messages": [dict(m) for m in messages],
+                            "temperature": self.settings.judge_temperature,
+                            "max_tokens": max_tokens or self.settings.judge_max_tokens,
+                        },
+                    )
+                except openai.APIError as e:
+                    self._charge(judge, -reserved)
+                    retries = max(attempts[0] - 1, 0)
+                    self.stats.retries += retries
+                    if isinstance(e, openai.APIResponseValidationError):
+                        _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
+                        raise JudgeError(
+                            "bad_reply", "the judge model's reply is not a chat completion"
+                        ) from e
+                    self.stats.failures += 1
+                    detail = _describe(e, retries)
+                    _log.warning("judge_model_unavailable", judge=judge, model=self.model, detail=detail)
+                    raise ModelUnavailableError(detail, retries=retries) from e
+                except (UnicodeDecodeError, ValueError) as e:  # a body the transport could not decode
+                    self._charge(judge, -reserved)
+                    _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
+                    raise JudgeError("bad_reply", "the judge model's reply is not UTF-8 JSON") from e
+        finally:
+            _ATTEMPTS.reset(token)
+        retries = max(attempts[0] - 1, 0)
+        self.stats.retries += retries
+        try:
+            text, finish_reason, usage = _read_completion(data)
+        except JudgeError:
+            self._charge(judge, -reserved)
+            raise
+        pt, ct = usage or (reserved, estimate_tokens([text]))
+        self.stats.prompt_tokens[judge] = self.stats.prompt_tokens.get(judge, 0) + pt
+        self.stats.completion_tokens[judge] = self.stats.completion_tokens.get(judge, 0) + ct
+        self._charge(judge, pt + ct - reserved)
+        return LLMResult(
+            text=text,
+            finish_reason=finish_reason,
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            retries=retries,
+            latency_s=time.perf_counter() - started,
+            tokens_estimated=usage is None,
+        )
+
+
+#: Attempts of the current call, counted by the HTTP client's request hook (each retry is one more request).
+_ATTEMPTS: ContextVar[list[int] | None] = ContextVar("ragpulse_llm_attempts", default=None)
+
+
+async def _count_attempt(request: Any) -> None:
+    """HTTP client ``request`` event hook: count one attempt of the call running in this task."""
+    holder = _ATTEMPTS.get()
+    if holder is not None:
+        holder[0] += 1
+
+
+def _read_completion(data: object) -> tuple[str, str | None, tuple[int, int] | None]:
+    """``(text, finish_reason, (prompt_tokens, completion_tokens) or None without usage)`` of a body.
+
+    Raises:
+        JudgeError: ``bad_reply``: the body is not a chat completion.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+        raise JudgeError("bad_reply", "the reply is not a chat completion")
+    choices = data["choices"]
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    text = content if isinstance(content, str) else ""
+    finish = choice.get("finish_reason")
+    usage = data.get("usage")
+    counts = (
+        (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int)
+        else None
+    )
+    return text, finish if isinstance(finish, str) else None, counts
+
+
+def _int(v: object) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+
+def _describe(e: openai.APIError, retries: int) -> str:
+    attempts = f"after {retries + 1} attempt{'s' if retries else ''}"
+    if isinstance(e, openai.APIStatusError):
+        message = _provider_message(e) if 400 <= e.status_code < 500 and e.status_code not in _RETRIED else ""
+        return f"HTTP {e.status_code} {attempts}" + (f": {message}" if message else "")
+    refused = _socket_error(e)
+    if (
+        refused is not None
+    ):  # checked before the timeout: the aiohttp transport reports a refused connect as one
+        why = os.strerror(refused.errno) if refused.errno else str(refused)
+        return f"connection failed {attempts}: {why}"
+    if isinstance(e, openai.APITimeoutError):
+        return f"timeout {attempts}"
+    if isinstance(e, openai.APIConnectionError):
+        return f"connection failed {attempts}"
+    return f"{type(e).__name__} {attempts}"
+
+
+def _socket_error(e: BaseException) -> OSError | None:
+    """The first socket error (refused, unreachable, unknown host …) in ``e``'s chain; timeouts excluded."""
+    found: list[OSError] = []
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError) and not isinstance(cur, TimeoutError):
+            found.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    with_errno = [x for x in found if x.errno]  # the innermost cause names it best ("Connection refused")
+    return with_errno[0] if with_errno else (found[0] if found else None)
+
+
+#: HTTP statuses the openai client retries; their bodies say "slow down", not what was wrong with the request.
+_RETRIED = frozenset({408, 409, 429})
+
+
+def _provider_message(e: openai.APIStatusError) -> str:
+    """The provider's error message of an HTTP error (``error.message`` of the body), first 200 characters."""
+    body = e.body
+    msg = body.get("message") if isinstance(body, dict) else None
+    if not isinstance(msg, str):
+        msg = e.message or ""
+    return " ".join(msg.split())[:200]

@@ -1,0 +1,147 @@
+"""Judge prompt templates (every judge): packaged files ``ragpulse/judges/prompts/<name>.<lang>.txt``, overridable.
+
+A template is plain text with ``${placeholder}`` fields (:class:`string.Template` syntax; ``$$`` is a literal
+dollar sign). Each template name has a fixed set of required placeholders (:data:`REQUIRED_PLACEHOLDERS`);
+loading a template that lacks one, or uses an unknown one, raises :class:`~ragpulse.errors.ConfigError`.
+
+Languages are ``en`` and ``zh``. A file with the same name in ``settings.judge_prompts_dir`` replaces the
+packaged one (the judge's version changes with the text, since the text is part of it).
+
+Untrusted texts (question, answer, context, claim, reference, requirement) are placed between ``<<<NAME``
+and ``NAME>>>`` fences by the templates; :meth:`PromptTemplate.render` — the one renderer every judge uses —
+defuses any ``<<<``/``>>>`` inside the values, so a judged answer cannot close a fence and smuggle in
+instructions (``PASSAGES>>>`` in an answer reaches the model as ``PASSAGES›››``).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ragpulse.errors import ConfigError
+
+__all__ = [
+    "LANGUAGES",
+    "REQUIRED_PLACEHOLDERS",
+    "PromptTemplate",
+    "load_prompt",
+    "load_prompts",
+    "prompt_pair_text",
+]
+
+LANGUAGES = ("en", "zh")
+
+#: Template name → placeholders it must contain (and the only ones it may contain).
+REQUIRED_PLACEHOLDERS: Mapping[str, frozenset[str]] = {
+    "relevancy": frozenset({"question", "answer"}),
+    "relevancy_graded": frozenset({"question", "answer"}),
+    "relevancy_context": frozenset({"question", "answer", "context"}),
+    "relevancy_context_graded": frozenset({"question", "answer", "context"}),
+    "faithfulness_claims": frozenset({"question", "answer", "context"}),
+    "faithfulness_binary": frozenset({"claim", "context"}),
+    "context_precision": frozenset({"question", "reference", "passages"}),
+    "context_recall": frozenset({"question", "reference", "passages"}),
+    "context_relevance": frozenset({"question", "passages"}),
+    "answer_correctness": frozenset({"question", "answer", "reference"}),
+    "checklist_item": frozenset({"requirement", "question", "answer"}),
+}
+
+#: System message of the judges whose templates ask for JSON (reference metrics, checklists).
+JSON_SYSTEM = "You are a careful, strict evaluator. Follow the instructions and reply with JSON only."
+
+
+def defuse(value: str) -> str:
+    """Neutralise fence markers in a judged text: ``<<<`` → ``‹‹‹``, ``>>>`` → ``›››``."""
+    return value.replace("<<<", "‹‹‹").replace(">>>", "›››")
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A validated prompt template.
+
+    Attributes:
+        name: template name (a key of :data:`REQUIRED_PLACEHOLDERS`).
+        lang: ``en`` or ``zh``.
+        text: the template text.
+        source: where it was loaded from (a path or ``package:<file>``).
+    """
+
+    name: str
+    lang: str
+    text: str
+    source: str
+
+    def render(self, **values: str) -> str:
+        """Fill the placeholders; every value has its fence markers defused.
+
+        Raises:
+            KeyError: a placeholder has no value (a programming error; templates are validated at load).
+        """
+        return string.Template(self.text).substitute({k: defuse(v) for k, v in values.items()})
+
+
+def _validate(name: str, lang: str, text: str, source: str) -> PromptTemplate:
+    tpl = string.Template(text)
+    if not tpl.is_valid():
+        raise ConfigError(f"prompt template {source}: invalid placeholder syntax (use ${{name}}, $$ for $)")
+    found = set(tpl.get_identifiers())
+    required = REQUIRED_PLACEHOLDERS[name]
+    missing = sorted(required - found)
+    unknown = sorted(found - required)
+    if missing:
+        raise ConfigError(
+            f"prompt template {source} is missing placeholder(s) {', '.join('${' + m + '}' for m in missing)}"
+        )
+    if unknown:
+        raise ConfigError(
+            f"prompt template {source} has unknown placeholder(s) "
+            f"{', '.join('${' + u + '}' for u in unknown)}; allowed: {', '.join(sorted(required))}"
+        )
+    return PromptTemplate(name=name, lang=lang, text=text, source=source)
+
+
+def load_prompt(name: str, lang: str, prompts_dir: Path | None = None) -> PromptTemplate:
+    """Load and validate the template ``<name>.<lang>.txt``.
+
+    Args:
+        name: a key of :data:`REQUIRED_PLACEHOLDERS`.
+        lang: ``en`` or ``zh``.
+        prompts_dir: ``settings.judge_prompts_dir``; a file there overrides the packaged template.
+
+    Raises:
+        ConfigError: unknown name or language, ``prompts_dir`` missing, unreadable file, or a template with a
+            missing/unknown placeholder.
+    """
+    if name not in REQUIRED_PLACEHOLDERS:
+        raise ConfigError(f"unknown prompt template {name!r}")
+    if lang not in LANGUAGES:
+        raise ConfigError(f"unknown prompt language {lang!r} (expected one of {', '.join(LANGUAGES)})")
+    filename = f"{name}.{lang}.txt"
+    if prompts_dir is not None:
+        if not prompts_dir.is_dir():
+            raise ConfigError(f"judge_prompts_dir {prompts_dir} is not a directory")
+        path = prompts_dir / filename
+        if path.is_file():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise ConfigError(f"cannot read prompt template {path}: {e}") from e
+            return _validate(name, lang, text, str(path))
+    text = resources.files("ragpulse.judges").joinpath("prompts", filename).read_text(encoding="utf-8")
+    return _validate(name, lang, text, f"package:{filename}")
+
+
+def load_prompts(
+    names: Sequence[str], languages: Sequence[str], prompts_dir: Path | None = None
+) -> dict[tuple[str, str], PromptTemplate]:
+    """Load every ``(name, language)`` template: ``{(name, lang): template}`` (see :func:`load_prompt`)."""
+    return {(n, lang): load_prompt(n, lang, prompts_dir) for n in names for lang in languages}
+
+
+def prompt_pair_text(templates: Mapping[tuple[str, str], PromptTemplate], name: str) -> str:
+    """The English and Chinese text of template ``name`` joined by ``\\n---\\n`` (the form the reference and
+    checklist judges hash into their version)."""
+    return templates[(name, "en")].text + "\n---\n" + templates[(name, "zh")].text

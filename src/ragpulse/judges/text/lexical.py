@@ -1,0 +1,253 @@
+"""Lexical building blocks of the offline (``heuristic``) judges: sentences, meta statements, echoes, support.
+
+Everything here is deterministic and model-free. Tokens come from :mod:`ragpulse.judges.text.tokens` (jieba words
+for Chinese runs, case-folded words otherwise, stop words removed by ``content_tokens``).
+
+- :func:`sentences` splits an answer into sentences/clauses on ``. ! ? ;`` followed by white space, on the
+  Chinese ``。！？；`` and on line breaks (dots inside ``df.write.csv`` or ``3.5`` do not split).
+- :func:`is_meta_statement` spots sentences that talk *about* the context instead of answering ("the context
+  does not mention …", "the document is about …", "上下文中没有提到…"). They assert nothing the context can
+  support, and human annotators (ARES) label answers made of them unfaithful and irrelevant.
+- :func:`restates_question` spots an answer that only repeats the question.
+- :class:`ChunkIndex` holds one context chunk's content-token set and case-folded text; :func:`chunk_index`
+  caches them by chunk text (LRU), so a chunk shared by many traces is tokenised once.
+- :func:`char_bigrams` / :func:`best_chunk_bigram_support`: character bigrams for Chinese, where word
+  boundaries are uncertain and numbers stick to their units ("2014年2月").
+- :func:`token_weight` weighs a token by how much it carries a checkable fact: tokens with digits and code
+  identifiers (``foreachBatch``, ``df.write.csv``) weigh :data:`NUMBER_WEIGHT`, capitalised names in
+  English text :data:`NAME_WEIGHT`, others 1 (:func:`salient_terms` finds the names and identifiers).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ragpulse.judges.text.tokens import content_tokens
+
+__all__ = [
+    "NAME_WEIGHT",
+    "NUMBER_WEIGHT",
+    "QUESTION_WORDS",
+    "ChunkIndex",
+    "best_chunk_bigram_support",
+    "best_chunk_support",
+    "char_bigrams",
+    "chunk_index",
+    "has_cjk",
+    "is_courtesy",
+    "is_meta_statement",
+    "restates_question",
+    "salient_terms",
+    "sentence_spans",
+    "sentences",
+    "token_supported",
+    "token_weight",
+]
+
+#: Weight of a token holding a digit (amounts, dates, versions) or of a code identifier: wrong numbers and
+#: made-up API names are the commonest hallucinations.
+NUMBER_WEIGHT = 2.0
+#: Weight of a capitalised name (``Delhi``, ``MLflow``) that is not the first word of its sentence.
+NAME_WEIGHT = 1.5
+#: Share of the question's content tokens an answer must repeat, adding nothing, to count as an echo.
+ECHO_MIN_COVERAGE = 0.8
+#: Reason of a judgement whose answer only restates the question (:func:`restates_question`).
+ECHO_REASON = "restates_question: the answer only repeats the question"
+
+_SENT_SPLIT_RE = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
+_CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_DIGIT_RE = re.compile(r"\d")
+_RUN_RE = re.compile(r"[^\W_]+")
+_WORDISH_RE = re.compile(r"[^\W_]+(?:[.-][^\W_]+)*")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+
+_META_EN = re.compile(
+    r"\b(?:"
+    r"not (?:explicitly |directly |clearly |specifically )?(?:stated|mentioned|specified|provided|covered|"
+    r"addressed|described|discussed)"
+    r"|no (?:clear |direct |specific |explicit |relevant )?(?:information|answer|mention)"
+    r"|(?:does|do) not (?:provide|mention|specify|contain|say|cover|address|include|explain|describe)"
+    r"|doesn't (?:provide|mention|specify|contain|say|cover|address|include|explain|describe)"
+    r"|(?:context|document|documentation|article|passage|text|page)(?: you provided| provided)? "
+    r"(?:is about|seems|appears|explains|describes|provides|mentions|discusses|is not relevant)"
+    r")",
+    re.IGNORECASE,
+)
+_COURTESY_RE = re.compile(
+    r"\b(?:sorry|apologi[sz]e|apologies|thank you|thanks|hope (?:this|that) helps|(?:glad|happy) to help|"
+    r"rest assured)\b|抱歉|对不起|感谢|谢谢|带来不便|请放心|希望对您有(?:所)?帮助|很高兴为您",
+    re.IGNORECASE,
+)
+
+#: Interrogative words: they ask, they are not topic words an answer should repeat (English ones are
+#: stop words already).
+QUESTION_WORDS = frozenset(
+    "怎样 怎么 怎么样 如何 什么 什么样 时候 谁 哪 哪里 哪儿 哪些 哪个 多少 几 为什么 为何 是否 多久 能否 可否".split()
+)
+
+_META_ZH = re.compile(
+    r"(?:上下文|资料|文档|文章|文中|材料|参考内容|给定内容)[^。！？；]{0,8}?"
+    r"(?:没有|未|并未|并没有)(?:明确)?(?:提到|提及|说明|给出|包含|涉及)"
+    r"|(?:没有|未)(?:明确)?(?:提到|提及|说明)"
+)
+
+
+def has_cjk(text: str) -> bool:
+    """True when ``text`` holds at least one CJK ideograph."""
+    return _CJK_RE.search(text) is not None
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of the sentences/clauses of ``text`` that hold at least one content token, in order:
+    ``text[start:end]`` is the sentence without surrounding white space."""
+    out: list[tuple[int, int]] = []
+    cuts = [(m.start(), m.end()) for m in _SENT_SPLIT_RE.finditer(text)]
+    begin = 0
+    for cut_start, cut_end in [*cuts, (len(text), len(text))]:
+        part = text[begin:cut_start]
+        stripped = part.strip()
+        if stripped and content_tokens(stripped):
+            start = begin + (len(part) - len(part.lstrip()))
+            out.append((start, start + len(stripped)))
+        begin = cut_end
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences/clauses of ``text`` that hold at least one content token, stripped, in order."""
+    return [text[a:b] for a, b in sentence_spans(text)]
+
+
+def is_meta_statement(sentence: str) -> bool:
+    """True when the sentence talks about the context (lacks/mentions/is about) rather than stating facts."""
+    return bool(_META_EN.search(sentence) or _META_ZH.search(sentence))
+
+
+def is_courtesy(sentence: str) -> bool:
+    """True for apologies, thanks and reassurances ("Sorry for the delay", "非常抱歉给您带来不便").
+
+    They carry no claim worth checking against the context, so faithfulness leaves them out of its mean.
+    """
+    return _COURTESY_RE.search(sentence) is not None
+
+
+def restates_question(question_tokens: Iterable[str], answer_tokens: Iterable[str]) -> bool:
+    """True when the answer only repeats the question.
+
+    Every answer content token is a question content token, and the answer repeats at least
+    :data:`ECHO_MIN_COVERAGE` of the question's distinct content tokens. A short answer that picks one
+    option named in the question ("Arthur's Magazine" for "A or B?") is not an echo.
+    """
+    q, a = set(question_tokens), set(answer_tokens)
+    return bool(a) and bool(q) and a <= q and len(a) >= ECHO_MIN_COVERAGE * len(q)
+
+
+def salient_terms(text: str) -> dict[str, float]:
+    """Case-folded names and code identifiers of ``text`` with their weights.
+
+    Names: words with a capital initial that are not the first word of a sentence (:data:`NAME_WEIGHT`).
+    Identifiers: camelCase words and dotted names such as ``df.write.csv`` (:data:`NUMBER_WEIGHT`).
+    One pass over the words of ``text``.
+    """
+    out: dict[str, float] = {}
+    for m in _WORDISH_RE.finditer(text):
+        word, i = m.group(0), m.start()
+        if "." in word or _CAMEL_RE.search(word):
+            out[word.casefold()] = NUMBER_WEIGHT
+            continue
+        if not word[0].isupper() or i == 0:
+            continue
+        if i >= 2 and text[i - 1].isspace() and text[i - 2] in ".!?":
+            continue
+        folded = word.casefold()
+        if out.get(folded, 0.0) < NAME_WEIGHT:
+            out[folded] = NAME_WEIGHT
+    return out
+
+
+def token_weight(token: str, salient: Mapping[str, float]) -> float:
+    """Weight of ``token`` in support scores: digits → :data:`NUMBER_WEIGHT`, else its weight in
+    ``salient`` (:func:`salient_terms`), else 1."""
+    if _DIGIT_RE.search(token):
+        return NUMBER_WEIGHT
+    return salient.get(token, 1.0)
+
+
+@dataclass(frozen=True)
+class ChunkIndex:
+    """One context chunk prepared for lookups.
+
+    Attributes:
+        tokens: the chunk's distinct content tokens.
+        folded: the chunk text, case-folded (for substring checks of Chinese words).
+    """
+
+    tokens: frozenset[str]
+    folded: str
+
+
+@lru_cache(maxsize=1024)
+def chunk_index(chunk: str) -> ChunkIndex:
+    """Tokenise a context chunk once (cached by its text, LRU of 1,024 chunks)."""
+    return ChunkIndex(tokens=frozenset(content_tokens(chunk)), folded=chunk.casefold())
+
+
+def token_supported(token: str, chunk: ChunkIndex, *, min_cjk_chars: int = 2) -> bool:
+    """True when ``token`` occurs in the chunk.
+
+    A token is found when it is one of the chunk's tokens; a Chinese word of at least ``min_cjk_chars``
+    characters (2 for the offline judges; 1 for the reference metrics of :mod:`ragpulse.judges.text.statements`) is
+    also found as a substring of the chunk text, because jieba may segment the same words differently in the
+    answer and in the context.
+    """
+    if token in chunk.tokens:
+        return True
+    return len(token) >= min_cjk_chars and has_cjk(token) and token in chunk.folded
+
+
+def best_chunk_support(
+    tokens: Sequence[str], chunks: Sequence[ChunkIndex], salient: Mapping[str, float]
+) -> tuple[float, int]:
+    """Weighted share (0–1) of ``tokens`` found in the single best chunk, and that chunk's index.
+
+    Returns ``(1.0, -1)`` for no tokens (nothing to verify) and ``(0.0, -1)`` for no chunks.
+    """
+    distinct = list(dict.fromkeys(tokens))
+    if not distinct:
+        return 1.0, -1
+    weights = [token_weight(t, salient) for t in distinct]
+    total = sum(weights)
+    best, best_i = 0.0, -1
+    for i, ch in enumerate(chunks):
+        got = sum(w for t, w in zip(distinct, weights, strict=True) if token_supported(t, ch))
+        if got > best:
+            best, best_i = got, i
+            if got >= total:
+                break
+    return best / total, best_i
+
+
+def char_bigrams(text: str) -> list[str]:
+    """Distinct character bigrams of the case-folded letter/digit runs of ``text`` (punctuation breaks runs)."""
+    out: dict[str, None] = {}
+    for run in _RUN_RE.findall(text.casefold()):
+        for i in range(len(run) - 1):
+            out[run[i : i + 2]] = None
+    return list(out)
+
+
+def best_chunk_bigram_support(grams: Sequence[str], chunks: Sequence[ChunkIndex]) -> float:
+    """Share (0–1) of ``grams`` found in the single best chunk's text; 1.0 for no grams, 0.0 for no chunks."""
+    if not grams:
+        return 1.0
+    best = 0
+    for ch in chunks:
+        got = sum(1 for g in grams if g in ch.folded)
+        if got > best:
+            best = got
+            if got == len(grams):
+                break
+    return best / len(grams)

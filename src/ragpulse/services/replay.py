@@ -1,0 +1,321 @@
+"""Replay a test set — in process through an engine, or through a running ``ragpulse serve`` via Kafka/OTLP —
+and return its :class:`~ragpulse.services.report_model.RunReport`.
+
+Entry points (the CLI and the HTTP API call these, with a store they opened):
+
+- :func:`replay_test_set` — pick the judges (``enabled_judges`` plus the retrieval judges the test set can
+  feed, :func:`ragpulse.replay.judge_defaults.default_replay_judges`), open them and the RAG endpoint client,
+  then :func:`run_replay`.
+- :func:`replay_via` — open the judges (for their versions), then :func:`run_replay_via`.
+- :func:`run_replay` / :func:`run_replay_via` — the same with judges the caller built.
+- :func:`stored_test_set` — a test set stored under a name (``replay --test-set NAME``).
+
+A run's life: stored test set and run record (status ``running``, :func:`ragpulse.replay.runner.start_run`);
+the cases judged (:func:`ragpulse.replay.runner.judge_cases`, or published and awaited in the store for
+``--via``); then one assembly for both paths (:func:`_finish`): report built, stored with status ``completed``
+or ``completed_with_errors``, returned. If the replay itself breaks, the run is marked ``failed`` when possible
+and the exception propagates.
+
+``--via``: each case's synthetic trace (same trace ids as a direct replay) is published as a Kafka event
+(:func:`ragpulse.ingest.events.trace_to_event`, carrying ``runId``, ``testCaseId``, ``expectedAnswer``,
+``keywords``) or as OTLP OpenInference spans; the store is polled until every case's trace is stored or
+``wait_s`` passes. Cases not stored in time count as not stored (reason ``timeout``), so the run ends
+``completed_with_errors``. The serving side must consume the same topic / listen on the OTLP endpoint and write
+to the same database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from enum import StrEnum
+
+from ragpulse.config import Settings
+from ragpulse.errors import NotFoundError
+from ragpulse.ingest.events import trace_to_event
+from ragpulse.ingest.publish import publish_kafka, publish_otlp
+from ragpulse.logging import get_logger
+from ragpulse.model import RunStatus, TestSet, TraceOutcome, TraceResult
+from ragpulse.protocols import Exporter, Judge, RunStore
+from ragpulse.replay.judge_defaults import default_replay_judges
+from ragpulse.replay.rag_client import RagClient
+from ragpulse.replay.runner import (
+    CaseResult,
+    ProgressCallback,
+    case_to_trace,
+    judge_cases,
+    run_settings,
+    start_run,
+)
+from ragpulse.services.judges import open_judges
+from ragpulse.services.report_model import RunReport
+from ragpulse.services.reports import build_report, stored_case
+
+__all__ = [
+    "Via",
+    "replay_test_set",
+    "replay_via",
+    "run_replay",
+    "run_replay_via",
+    "stored_test_set",
+]
+
+log = get_logger("ragpulse.replay")
+
+#: Seconds between two polls of the store while waiting for ``--via`` results.
+POLL_INTERVAL_S = 0.5
+
+
+class Via(StrEnum):
+    """The source a ``--via`` replay goes through."""
+
+    KAFKA = "kafka"
+    OTLP = "otlp"
+
+
+async def stored_test_set(store: RunStore, name: str) -> TestSet:
+    """The test set stored as ``name`` (by an earlier replay or the portal).
+
+    Raises:
+        NotFoundError: no test set of that name.
+        StoreError: the store failed.
+    """
+    ts = await store.get_test_set(name)
+    if ts is None:
+        raise NotFoundError(f"no test set {name!r} in the store (replay a file once to store it)")
+    return ts
+
+
+async def _finish(
+    store: RunStore,
+    *,
+    run_id: str,
+    test_set: TestSet,
+    cases: Sequence[CaseResult],
+    judges: Sequence[str],
+    started: float,
+    judges_added: Sequence[str] = (),
+    via: Via | None = None,
+) -> RunReport:
+    """Build the report of a judged run, store it with the run's final status, and return it."""
+    report = build_report(
+        run_id=run_id,
+        test_set=test_set.name,
+        cases=cases,
+        judges=judges,
+        wall_seconds=time.perf_counter() - started,
+        judges_added=judges_added,
+        via=via.value if via else None,
+    )
+    await store.finish_run(run_id, report.status, report.to_json())
+    log.info(
+        "replay_finished",
+        run_id=run_id,
+        via=via.value if via else None,
+        status=report.status.value,
+        pass_rate=report.pass_rate,
+        coverage=report.coverage,
+        wall_seconds=report.wall_seconds,
+    )
+    return report
+
+
+async def _mark_failed(store: RunStore, run_id: str, test_set: str, e: BaseException) -> None:
+    failed = {
+        "run_id": run_id,
+        "test_set": test_set,
+        "status": RunStatus.FAILED.value,
+        "error": f"{type(e).__name__}: {e}"[:500],
+    }
+    try:
+        await asyncio.shield(store.finish_run(run_id, RunStatus.FAILED, failed))
+    except BaseException:  # the store may be the reason we failed
+        log.warning("replay_mark_failed_failed", run_id=run_id)
+
+
+async def run_replay(
+    test_set: TestSet,
+    *,
+    judges: Mapping[str, Judge],
+    store: RunStore,
+    settings: Settings,
+    run_id: str | None = None,
+    exporters: Sequence[Exporter] = (),
+    rag_client: RagClient | None = None,
+    progress: ProgressCallback | None = None,
+    judges_added: Sequence[str] = (),
+) -> RunReport:
+    """Replay ``test_set`` through an in-process engine with ``judges`` and return the run report.
+
+    Stores the test set, creates the run (status ``running``), judges every case, then finishes the run with
+    status ``completed`` or ``completed_with_errors`` (an error judgement, a RAG endpoint failure or a failed
+    store write) and the report. ``judges_added`` names the judges added to the default list for this test set.
+
+    Raises:
+        StoreError: creating/finishing the run failed (the run is marked ``failed`` when possible).
+    """
+    started = time.perf_counter()
+    run_id = await start_run(store, test_set, judges, run_id=run_id, settings=run_settings(settings))
+    log.info(
+        "replay_started",
+        run_id=run_id,
+        test_set=test_set.name,
+        cases=len(test_set.cases),
+        judges=list(judges),
+    )
+    try:
+        cases = await judge_cases(
+            test_set,
+            run_id=run_id,
+            judges=judges,
+            store=store,
+            settings=settings,
+            exporters=exporters,
+            rag_client=rag_client,
+            progress=progress,
+        )
+    except BaseException as e:
+        await _mark_failed(store, run_id, test_set.name, e)
+        raise
+    return await _finish(
+        store,
+        run_id=run_id,
+        test_set=test_set,
+        cases=cases,
+        judges=list(judges),
+        started=started,
+        judges_added=judges_added,
+    )
+
+
+async def replay_test_set(
+    settings: Settings,
+    store: RunStore,
+    test_set: TestSet,
+    *,
+    judge_names: Sequence[str] | None = None,
+    run_id: str | None = None,
+    exporters: Sequence[Exporter] = (),
+    progress: ProgressCallback | None = None,
+) -> RunReport:
+    """Build the judges (``judge_names``, default: ``enabled_judges`` plus the retrieval judges the test set
+    can feed) and the RAG endpoint client (when ``rag_endpoint_url`` is set), replay, close them, and return
+    the report.
+
+    Everything asyncio-bound is created inside the running loop, so several calls (each in its own
+    ``asyncio.run``) work in one process.
+
+    Raises:
+        ConfigError: unknown judge name or bad judge configuration.
+        StoreError: the store failed.
+    """
+    selection = default_replay_judges(settings, test_set, judge_names)
+    async with AsyncExitStack() as stack:
+        judges = await open_judges(stack, settings, selection.names)
+        rag = None
+        if settings.rag_endpoint_url:
+            rag = await stack.enter_async_context(RagClient(settings))
+        return await run_replay(
+            test_set,
+            judges=judges,
+            store=store,
+            settings=settings,
+            run_id=run_id,
+            exporters=exporters,
+            rag_client=rag,
+            progress=progress,
+            judges_added=selection.added,
+        )
+
+
+async def run_replay_via(
+    test_set: TestSet,
+    via: Via,
+    *,
+    judges: Mapping[str, Judge],
+    store: RunStore,
+    settings: Settings,
+    run_id: str | None = None,
+    wait_s: float = 300.0,
+    topic: str | None = None,
+    endpoint: str | None = None,
+) -> RunReport:
+    """Send ``test_set``'s synthetic traces through ``via`` and return the run report once they are judged.
+
+    Args:
+        judges: the judges the serving side runs (for the run record's versions and the report's judge list).
+        store: the serving side's database.
+        wait_s: how long to wait for every case's judgements, seconds.
+        topic / endpoint: Kafka topic (default: first of ``kafka_topics``) / OTLP/HTTP base URL (default:
+            ``otlp_http_address``).
+
+    Raises:
+        ConfigError: the chosen source is not configured (no bootstrap servers / no OTLP endpoint).
+        IngestError: publishing failed.
+        StoreError: the store failed.
+    """
+    started = time.perf_counter()
+    run_id = await start_run(
+        store,
+        test_set,
+        judges,
+        run_id=run_id,
+        settings={"via": via.value, "judge_model": settings.judge_model},
+    )
+    traces = [case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.cases]
+    log.info("replay_via_started", run_id=run_id, via=via.value, cases=len(traces))
+    try:
+        if via is Via.KAFKA:
+            values = [json.dumps(trace_to_event(t), ensure_ascii=False).encode("utf-8") for t in traces]
+            await publish_kafka(settings, values, topic)
+        else:
+            await publish_otlp(settings, traces, endpoint)
+        wanted = {c.id for c in test_set.cases}
+        got: dict[str, TraceResult] = {}
+        deadline = time.monotonic() + wait_s
+        while True:
+            for r in await store.get_run_results(run_id):
+                if r.trace.test_case_id in wanted:
+                    got[r.trace.test_case_id] = r
+            if len(got) >= len(wanted) or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL_INTERVAL_S)
+    except BaseException as e:
+        await _mark_failed(store, run_id, test_set.name, e)
+        raise
+    cases: list[CaseResult] = []
+    for case, trace in zip(test_set.cases, traces, strict=True):
+        result = got.get(case.id)
+        if result is None:
+            missing = TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="timeout")
+            cases.append(CaseResult(case_id=case.id, result=missing, stored=False, note="timeout"))
+        else:
+            cases.append(stored_case(result, judges))
+    return await _finish(
+        store, run_id=run_id, test_set=test_set, cases=cases, judges=list(judges), started=started, via=via
+    )
+
+
+async def replay_via(
+    settings: Settings,
+    store: RunStore,
+    test_set: TestSet,
+    via: Via,
+    *,
+    judge_names: Sequence[str] | None = None,
+    run_id: str | None = None,
+    wait_s: float = 300.0,
+) -> RunReport:
+    """Open the judges (for their versions), then :func:`run_replay_via`.
+
+    Raises:
+        ConfigError / IngestError / StoreError: see :func:`run_replay_via`.
+    """
+    async with AsyncExitStack() as stack:
+        judges = await open_judges(stack, settings, judge_names)
+        return await run_replay_via(
+            test_set, via, judges=judges, store=store, settings=settings, run_id=run_id, wait_s=wait_s
+        )

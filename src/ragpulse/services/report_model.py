@@ -1,0 +1,256 @@
+"""The typed run report (pydantic): what ``ragpulse replay --json`` prints, ``runs show`` shows, the gate
+checks, and the runs table stores as JSON.
+
+Definitions of every number are in :mod:`ragpulse.services.reports`. The JSON form
+(:meth:`RunReport.to_json`) keeps the keys of the report's earlier ``dict`` form (``counts.pass`` …), and
+:meth:`RunReport.from_json` reads every report stored so far (missing keys take their defaults, unknown keys
+are ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome
+
+__all__ = [
+    "JUDGE_FIELDS",
+    "RUN_METRICS",
+    "CaseDiagnosis",
+    "CaseJudgement",
+    "CaseRow",
+    "Counts",
+    "Diagnosis",
+    "DiagnosisOverall",
+    "JudgeStats",
+    "MetricRef",
+    "RunReport",
+    "Tokens",
+    "parse_metric",
+]
+
+_CONFIG = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+#: Outcome of a judgement in the report's counts.
+CountKey = Literal["pass", "fail", "error", "skipped"]
+#: Which side of a RAG system a case (or a run) is weak on; see :mod:`ragpulse.services.diagnosis`.
+WeakSide = Literal["retrieval", "generation", "both", "none", "undetermined"]
+
+
+class Counts(BaseModel):
+    """Judgements by outcome (``pass``/``fail``/``error``/``skipped``); JSON keys as written."""
+
+    model_config = _CONFIG
+
+    pass_: int = Field(0, alias="pass")
+    fail: int = 0
+    error: int = 0
+    skipped: int = 0
+
+    def get(self, key: str) -> int:
+        """The count of outcome ``key`` (``pass``, ``fail``, ``error``, ``skipped``)."""
+        return self.pass_ if key == "pass" else int(getattr(self, key))
+
+
+class Tokens(BaseModel):
+    """Judge-model tokens summed over a run's judgements."""
+
+    model_config = _CONFIG
+
+    prompt: int = 0
+    completion: int = 0
+
+
+class JudgeStats(Counts):
+    """One judge over a run: ``mean`` score and ``pass_rate`` (passed / scored) over the cases it scored
+    (``None`` when none), ``coverage`` (scored / all cases, 0–1), ``scored`` and the four counts."""
+
+    mean: float | None = None
+    pass_rate: float | None = None
+    coverage: float = 0.0
+    scored: int = 0
+
+
+class CaseJudgement(BaseModel):
+    """One judge's verdict on a case: ``score`` (0–1, ``None`` unless ``ok``), ``passed``, ``status``,
+    ``reason``."""
+
+    model_config = _CONFIG
+
+    score: float | None = None
+    passed: bool | None = None
+    status: JudgementStatus
+    reason: str | None = None
+
+    @property
+    def outcome(self) -> CountKey:
+        """``pass``/``fail`` for a scored judgement, else its status (``error``/``skipped``)."""
+        if self.status is JudgementStatus.OK:
+            return "pass" if self.passed else "fail"
+        return "error" if self.status is JudgementStatus.ERROR else "skipped"
+
+
+class CaseRow(BaseModel):
+    """One test case of a run: identity, trace outcome, whether it passed, how many judgements were scored,
+    why it failed or was not scored (``reason``), and judge → :class:`CaseJudgement`."""
+
+    model_config = _CONFIG
+
+    case_id: str
+    trace_id: str | None = None
+    outcome: TraceOutcome = TraceOutcome.EVALUATED
+    passed: bool = False
+    scored: int = 0
+    reason: str | None = None
+    judgements: dict[str, CaseJudgement] = Field(default_factory=dict)
+
+
+class CaseDiagnosis(BaseModel):
+    """The weak side of one case, why, and the retrieval/generation scores it was decided on (0–1)."""
+
+    model_config = _CONFIG
+
+    case_id: str
+    weak_side: WeakSide
+    reason: str
+    retrieval: dict[str, float] = Field(default_factory=dict)
+    generation: dict[str, float] = Field(default_factory=dict)
+
+
+class DiagnosisOverall(BaseModel):
+    """The weak side of the run, a one-line summary, cases per side and each metric's mean (0–1)."""
+
+    model_config = _CONFIG
+
+    weak_side: WeakSide = "undetermined"
+    summary: str = ""
+    cases: dict[str, int] = Field(default_factory=dict)
+    means: dict[str, float] = Field(default_factory=dict)
+
+
+class Diagnosis(BaseModel):
+    """Which side of the RAG system is weak, overall and per case."""
+
+    model_config = _CONFIG
+
+    overall: DiagnosisOverall = Field(default_factory=DiagnosisOverall)
+    cases: list[CaseDiagnosis] = Field(default_factory=list)
+
+
+#: Run-level metrics of a threshold (``pass_rate=0.8``).
+RUN_METRICS = ("pass_rate", "coverage")
+
+#: Per-judge metric suffixes (``JUDGE.<suffix>``) and how to read them; a bare ``JUDGE`` is ``JUDGE.mean``.
+#: Suffixes may contain dots: names are parsed from the right, longest suffix first.
+JUDGE_FIELDS: dict[str, Callable[[JudgeStats], float | None]] = {
+    "mean": lambda s: s.mean,
+    "pass_rate": lambda s: s.pass_rate,
+    "coverage": lambda s: s.coverage,
+}
+
+
+class MetricRef(BaseModel):
+    """A metric of a run report: run-level (``judge`` is ``None``; ``field`` in :data:`RUN_METRICS`) or
+    ``field`` (a :data:`JUDGE_FIELDS` key) of ``judge``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judge: str | None
+    field: str
+
+    def __str__(self) -> str:
+        if self.judge is None:
+            return self.field
+        return self.judge if self.field == "mean" else f"{self.judge}.{self.field}"
+
+
+def parse_metric(name: str) -> MetricRef:
+    """``pass_rate`` / ``coverage`` → run metric; ``JUDGE.SUFFIX`` (suffix matched from the right, longest
+    first, against :data:`JUDGE_FIELDS`) → that judge field; anything else → ``JUDGE`` (mean score)."""
+    if name in RUN_METRICS:
+        return MetricRef(judge=None, field=name)
+    for suffix in sorted(JUDGE_FIELDS, key=len, reverse=True):
+        tail = "." + suffix
+        if name.endswith(tail) and len(name) > len(tail):
+            return MetricRef(judge=name[: -len(tail)], field=suffix)
+    return MetricRef(judge=name, field="mean")
+
+
+class RunReport(BaseModel):
+    """The report of one run (see :mod:`ragpulse.services.reports` for the definitions).
+
+    Attributes:
+        run_id / test_set / status: identity and final status of the run.
+        cases_total: cases in the run.
+        pass_rate / coverage: 0–1 (0.0 for an empty run).
+        averages: judge → mean score over the cases it scored (``None`` when none).
+        counts: judgements by outcome; tokens: judge-model tokens.
+        wall_seconds: wall time of the run, seconds.
+        judges: judge → :class:`JudgeStats`, in display order.
+        judges_added: judges added to ``enabled_judges`` for this test set.
+        cases: one :class:`CaseRow` per case, in test-set order.
+        diagnosis: weak side (retrieval or generation); ``None`` in reports stored before it existed.
+        via: ``kafka``/``otlp`` when the run went through a running ``serve``.
+        error: why the run failed (reports of ``failed`` runs).
+    """
+
+    model_config = _CONFIG
+
+    run_id: str
+    test_set: str
+    status: RunStatus = RunStatus.COMPLETED
+    cases_total: int = 0
+    pass_rate: float = 0.0
+    coverage: float = 0.0
+    averages: dict[str, float | None] = Field(default_factory=dict)
+    counts: Counts = Field(default_factory=Counts)
+    tokens: Tokens = Field(default_factory=Tokens)
+    wall_seconds: float = 0.0
+    judges: dict[str, JudgeStats] = Field(default_factory=dict)
+    judges_added: list[str] = Field(default_factory=list)
+    cases: list[CaseRow] = Field(default_factory=list)
+    diagnosis: Diagnosis | None = None
+    via: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunReport:
+        """Read a report as stored in the runs table (any earlier version).
+
+        Raises:
+            pydantic.ValidationError: ``data`` is not a run report.
+        """
+        return cls.model_validate(dict(data))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: the keys of :data:`~ragpulse.services.reports.REPORT_KEYS` and the rest; ``via`` and
+        ``error`` only when set."""
+        exclude = {k for k in ("via", "error") if getattr(self, k) is None}
+        return self.model_dump(mode="json", by_alias=True, exclude=exclude)
+
+    @property
+    def failing_cases(self) -> list[CaseRow]:
+        """Cases that did not pass, in run order."""
+        return [c for c in self.cases if not c.passed]
+
+    @property
+    def all_errors(self) -> bool:
+        """True when judges were asked and none answered: at least one ``error`` judgement and no scored one
+        (``skipped`` ones, e.g. ``no_reference``, aside) — the judge model is down or rejects every call."""
+        c = self.counts
+        return c.error > 0 and c.pass_ == 0 and c.fail == 0
+
+    def value(self, metric: MetricRef) -> float | None:
+        """The report's value of ``metric`` (0–1), or ``None`` when the run has none (a judge that scored no
+        case or is not in the run)."""
+        if metric.judge is None:
+            v: float | None = getattr(self, metric.field)
+            return v
+        stats = self.judges.get(metric.judge)
+        read = JUDGE_FIELDS.get(metric.field)
+        if stats is None or read is None:
+            return None
+        return read(stats)

@@ -1,0 +1,224 @@
+"""Stored runs: list them, read one's report, compare two, and re-judge stored traces.
+
+Every function takes an open store (``RunStore``/``Store`` protocol) and returns typed values; nothing prints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ragpulse.config import Settings
+from ragpulse.engine import Engine
+from ragpulse.errors import ConfigError, NotFoundError
+from ragpulse.model import RunRecord, TraceResult
+from ragpulse.protocols import Exporter, RunStore
+from ragpulse.services.compare import RunComparison, compare_reports
+from ragpulse.services.judges import open_judges
+from ragpulse.services.report_model import Counts, RunReport
+from ragpulse.services.reports import build_report, stored_case
+
+__all__ = [
+    "RejudgeSummary",
+    "RunSummary",
+    "compare_runs",
+    "get_run",
+    "list_runs",
+    "parse_since",
+    "rejudge",
+    "report_of",
+    "run_report",
+]
+
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(value: str, *, now: datetime | None = None) -> datetime:
+    """``24h``/``30m``/``7d``/``90s``/``2w`` before ``now``, or an ISO-8601 time (UTC when no zone).
+
+    Raises:
+        ConfigError: neither a duration nor an ISO time.
+    """
+    m = _DURATION_RE.match(value)
+    if m:
+        return (now or datetime.now(UTC)) - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        dt = datetime.fromisoformat(value.strip())
+    except ValueError as e:
+        raise ConfigError(f"--since {value!r}: expected a duration like 24h, 30m, 7d or an ISO time") from e
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+class RunSummary(RunRecord):
+    """A run as listed: its record (without the report) plus the report's headline numbers (``None`` while
+    the run has no report)."""
+
+    cases_total: int | None = None
+    pass_rate: float | None = None
+    coverage: float | None = None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunSummary:
+        """The summary of ``run``."""
+        rep = run.report or {}
+        return cls(
+            **{**run.model_dump(), "report": None},
+            cases_total=rep.get("cases_total"),
+            pass_rate=rep.get("pass_rate"),
+            coverage=rep.get("coverage"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (``runs list --json``): every run field but ``report``."""
+        return self.model_dump(mode="json", exclude={"report"})
+
+
+async def list_runs(store: RunStore, limit: int = 50) -> list[RunSummary]:
+    """The ``limit`` most recently started runs, newest first.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    return [RunSummary.of(r) for r in await store.list_runs(limit)]
+
+
+async def get_run(store: RunStore, run_id: str) -> RunRecord:
+    """Run ``run_id``.
+
+    Raises:
+        NotFoundError: no such run.
+        StoreError: the store failed.
+    """
+    run = await store.get_run(run_id)
+    if run is None:
+        raise NotFoundError(f"no run {run_id!r}")
+    return run
+
+
+async def report_of(store: RunStore, run: RunRecord) -> RunReport:
+    """The run's stored report; for a run without a complete one (still running, failed, or traces sent with
+    a run id through Kafka/OTLP) a report computed from the run's stored results (``wall_seconds`` 0, the
+    run's status, and the failure's ``error`` when it failed).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if run.report and "cases" in run.report:
+        return RunReport.from_json(run.report)
+    results = await store.get_run_results(run.run_id)
+    report = build_report(
+        run_id=run.run_id,
+        test_set=run.test_set,
+        cases=[stored_case(r, run.judges) for r in results],
+        judges=list(run.judges),
+        wall_seconds=0.0,
+        status=run.status,
+    )
+    error = (run.report or {}).get("error")
+    return report.model_copy(update={"error": error}) if isinstance(error, str) else report
+
+
+async def run_report(store: RunStore, run_id: str) -> RunReport:
+    """The report of run ``run_id`` (see :func:`report_of`).
+
+    A run id that only arrived with traces (``runId`` on Kafka events or ``ragpulse.run.id`` on OTLP spans,
+    no run record) is reported from those traces: test set from their ``test_set`` attribute (else ``-``),
+    status ``completed`` or ``completed_with_errors`` from the judgements.
+
+    Raises:
+        NotFoundError: no run record and no trace with that run id.
+        StoreError: the store failed.
+    """
+    run = await store.get_run(run_id)
+    if run is not None:
+        return await report_of(store, run)
+    results = await store.get_run_results(run_id)
+    if not results:
+        raise NotFoundError(f"no run {run_id!r}")
+    names = [str(v) for r in results if isinstance(v := r.trace.attributes.get("test_set"), str)]
+    return build_report(
+        run_id=run_id,
+        test_set=names[0] if names else "-",
+        cases=[stored_case(r, ()) for r in results],
+        judges=[],
+        wall_seconds=0.0,
+    )
+
+
+async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison:
+    """Compare run ``run_a`` (baseline) with run ``run_b`` (candidate).
+
+    Raises:
+        NotFoundError: either run does not exist.
+        StoreError: the store failed.
+    """
+    a = await run_report(store, run_a)
+    b = await run_report(store, run_b)
+    return compare_reports(a, b)
+
+
+class RejudgeSummary(BaseModel):
+    """What a re-judge did: traces submitted, results stored / failed for good, judgements by outcome, and
+    the judge versions used (judge → version)."""
+
+    traces: int = 0
+    stored: int = 0
+    failed: int = 0
+    counts: Counts = Field(default_factory=Counts)
+    judges: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def all_errors(self) -> bool:
+        """True when judges were asked and none answered (errors, no scored judgement): the judge model is
+        down or rejects every call."""
+        c = self.counts
+        return c.error > 0 and c.pass_ == 0 and c.fail == 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (``rejudge --json``)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+async def rejudge(
+    settings: Settings,
+    store: RunStore,
+    *,
+    app: str | None,
+    since: datetime,
+    judge_names: Sequence[str] | None = None,
+    limit: int | None = None,
+    exporters: Sequence[Exporter] = (),
+) -> RejudgeSummary:
+    """Re-evaluate stored traces of ``app`` (any when ``None``) received since ``since`` with the current
+    judge versions (at most ``limit`` traces).
+
+    New judgements are stored next to the old ones (keyed by version); an unchanged version re-writes
+    nothing new.
+
+    Raises:
+        ConfigError: unknown judge or bad judge configuration.
+        StoreError: the store could not be read.
+    """
+    counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
+    tally = {"traces": 0, "stored": 0, "failed": 0}
+
+    async def ack(result: TraceResult, ok: bool) -> None:
+        tally["stored" if ok else "failed"] += 1
+        for j in result.judgements:
+            counts[j.outcome] += 1
+
+    engine_settings = settings.model_copy(update={"sampling_rate": 1.0})
+    async with AsyncExitStack() as stack:
+        judges = await open_judges(stack, settings, judge_names)
+        engine = await stack.enter_async_context(Engine(judges, store, engine_settings, exporters))
+        async for t in store.traces_for_rejudge(app, since, limit):
+            await engine.submit(t, ack)
+            tally["traces"] += 1
+        await engine.drain(None)
+    return RejudgeSummary(**tally, counts=Counts(**counts), judges={n: j.version for n, j in judges.items()})

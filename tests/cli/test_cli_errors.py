@@ -1,0 +1,256 @@
+"""The CLI's one error boundary: every command × {bad config file, bad environment value, unreachable database,
+unknown id} → its exit code and one ``error: …`` line, never a traceback (subprocesses, real PostgreSQL).
+
+Exit codes (docs/cli.md): 2 usage/config/input error, 3 runtime failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragpulse.cli import app
+from ragpulse.cli._common import exit_code_for
+from ragpulse.errors import ConfigError, ExportError, IngestError, JudgeError, NotFoundError, StoreError
+from ragpulse.testing.openai_server import ScriptedOpenAIServer
+from testsupport import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+KESTREL = ROOT / "examples" / "kestrel_kb.jsonl"
+TRACE_ID = "0123456789abcdef0123456789abcdef"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: list[str]
+    code: int
+    message: str  # regex the one error line must match (after "error: ")
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Files:
+    testset: Path
+    events: Path
+    labels: Path
+    bad_config: Path
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    ts = tmp_path / "mini.jsonl"
+    ts.write_text("\n".join(KESTREL.read_text(encoding="utf-8").splitlines()[:2]) + "\n", encoding="utf-8")
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"traceId": "t1", "question": "q", "answer": "a"}\n', encoding="utf-8")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"question": "q", "answer": "a", "label": 1}\n', encoding="utf-8")
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("sampling_rate: abc\n", encoding="utf-8")
+    return Files(ts, events, labels, cfg)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RAGPULSE_", "OTEL_", "OPENAI_")) or k in ("RAGPULSE_SHARED_DIR",)
+    }
+    env.update(extra)
+    return env
+
+
+def _run(case: Case, base_env: dict[str, str]) -> tuple[Case, subprocess.CompletedProcess[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragpulse", *case.args],
+        env={**base_env, **case.env},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
+    return case, proc
+
+
+def _problems(results: list[tuple[Case, subprocess.CompletedProcess[str]]]) -> list[str]:
+    problems = []
+    for case, proc in results:
+        errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+        why = []
+        if proc.returncode != case.code:
+            why.append(f"exit {proc.returncode}, want {case.code}")
+        if "Traceback" in proc.stderr:
+            why.append("traceback in stderr")
+        if len(errors) != 1:
+            why.append(f"{len(errors)} error lines")
+        elif not re.search(case.message, errors[0]):
+            why.append(f"message {errors[0]!r} does not match {case.message!r}")
+        if why:
+            problems.append(f"{case.name}: {'; '.join(why)}\n  stderr: {proc.stderr[-600:]!r}")
+    return problems
+
+
+def _commands(f: Files, *, http_port: int) -> dict[str, list[str]]:
+    """Each command with otherwise valid arguments."""
+    return {
+        "replay": ["replay", str(f.testset)],
+        "replay --test-set": ["replay", "--test-set", "kestrel"],
+        "runs list": ["runs", "list"],
+        "runs show": ["runs", "show", "some-run"],
+        "runs compare": ["runs", "compare", "run-a", "run-b"],
+        "trace": ["trace", TRACE_ID],
+        "rejudge": ["rejudge", "--since", "1h"],
+        "gate": ["gate", "some-run", "--min", "pass_rate=0.5"],
+        "db info": ["db", "info"],
+        "db prune": ["db", "prune", "--older-than-days", "30"],
+        "send": ["send", str(f.events), "--to", "otlp", "--endpoint", f"http://127.0.0.1:{free_port()}"],
+        "calibrate": ["calibrate", str(f.labels), "--judge", "keyword", "--label", "label"],
+        "serve": ["serve"],
+    }
+
+
+SERVE_ENV = {"RAGPULSE_OTLP_GRPC_ADDRESS": "", "RAGPULSE_OTLP_HTTP_ADDRESS": ""}
+
+
+def _run_all(
+    cases: list[Case], base_env: dict[str, str]
+) -> list[tuple[Case, subprocess.CompletedProcess[str]]]:
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        return list(pool.map(lambda c: _run(c, base_env), cases))
+
+
+@pytest.fixture
+def base_env(pg_url: str) -> Iterator[dict[str, str]]:
+    yield _env(RAGPULSE_DATABASE_URL=pg_url, RAGPULSE_HTTP_ADDRESS=f"127.0.0.1:{free_port()}", **SERVE_ENV)
+
+
+def _table(f: Files) -> list[Case]:
+    """Every command × {bad config file, bad environment value, unreachable database, unknown id}."""
+    cmds = _commands(f, http_port=free_port())
+    closed_db = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    cases = []
+    for name, args in cmds.items():
+        cases.append(Case(f"{name} --config bad.yaml", ["--config", str(f.bad_config), *args], 2, CONFIG_MSG))
+        cases.append(
+            Case(f"{name} RAGPULSE_SAMPLING_RATE=abc", args, 2, CONFIG_MSG, {"RAGPULSE_SAMPLING_RATE": "abc"})
+        )
+        if name not in ("send", "calibrate"):  # they use no database
+            cases.append(Case(f"{name} database down", args, 3, DB_MSG, {"RAGPULSE_DATABASE_URL": closed_db}))
+    cases += [
+        Case("send to a closed OTLP endpoint", cmds["send"], 3, r"OTLP export to .* failed"),
+        Case("replay --test-set unknown", cmds["replay --test-set"], 2, r"no test set 'kestrel'"),
+        Case("runs show unknown", cmds["runs show"], 2, r"no run 'some-run'"),
+        Case("runs compare unknown", cmds["runs compare"], 2, r"no run 'run-a'"),
+        Case("trace unknown", cmds["trace"], 2, rf"no trace '{TRACE_ID}'"),
+        Case("gate unknown", cmds["gate"], 2, r"no run 'some-run'"),
+        Case(
+            "gate typo",
+            ["gate", "some-run", "--min", "faithfulnes=0.5"],
+            2,
+            r"unknown metric or judge 'faithfulnes'",
+        ),
+        Case(
+            "replay typo",
+            ["replay", str(f.testset), "--fail-under", "pass_rat=0.5"],
+            2,
+            r"unknown metric or judge 'pass_rat'",
+        ),
+        Case(
+            "send unparseable line",
+            ["send", str(f.labels), "--to", "otlp", "--endpoint", f"http://127.0.0.1:{free_port()}"],
+            2,
+            r"1 line\(s\) were skipped",
+        ),
+    ]
+    return cases
+
+
+CONFIG_MSG = r"^error: invalid configuration: sampling_rate: Input should be a valid number"
+DB_MSG = r"^error: store: connect failed"
+
+
+def test_every_command_maps_errors_to_one_line_and_its_exit_code(
+    files: Files, base_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In process (the same root command group as the console script), one row after the other.
+    for k in [k for k in os.environ if k.startswith(("RAGPULSE_", "OTEL_", "OPENAI_"))]:
+        monkeypatch.delenv(k)
+    runner = CliRunner()
+    problems = []
+    for case in _table(files):
+        res = runner.invoke(app, case.args, env={**base_env, **case.env})
+        if res.exception is not None and not isinstance(res.exception, SystemExit):
+            problems.append(f"{case.name}: uncaught {res.exception!r}")
+            continue
+        proc = subprocess.CompletedProcess(case.args, res.exit_code, res.stdout, res.stderr)
+        problems += _problems([(case, proc)])
+    assert not problems, "\n".join(problems)
+
+
+def test_real_processes_print_one_line_and_no_traceback(files: Files, base_env: dict[str, str]) -> None:
+    closed_db = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    replay = ["replay", str(files.testset)]
+    cases = [
+        Case("replay --config bad.yaml", ["--config", str(files.bad_config), *replay], 2, CONFIG_MSG),
+        Case("replay RAGPULSE_SAMPLING_RATE=abc", replay, 2, CONFIG_MSG, {"RAGPULSE_SAMPLING_RATE": "abc"}),
+        Case("replay database down", replay, 3, DB_MSG, {"RAGPULSE_DATABASE_URL": closed_db}),
+        Case("runs show unknown", ["runs", "show", "nope"], 2, r"^error: no run 'nope'$"),
+        Case(
+            "replay with OTEL_EXPORTER_OTLP_PROTOCOL=bogus",
+            replay,
+            2,
+            r"unsupported OTLP protocol 'bogus'",
+            {
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "bogus",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+            },
+        ),
+    ]
+    problems = _problems(_run_all(cases, base_env))
+    assert not problems, "\n".join(problems)
+
+
+def test_replay_whose_judgements_are_all_errors_exits_3(
+    files: Files, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
+        for k, v in {
+            "RAGPULSE_DATABASE_URL": pg_url,
+            "RAGPULSE_JUDGE_MODEL": "judge-test",
+            "RAGPULSE_JUDGE_BASE_URL": server.base_url,
+            "RAGPULSE_JUDGE_API_KEY": "sk-test",
+        }.items():
+            monkeypatch.setenv(k, v)
+        res = CliRunner().invoke(
+            app, ["replay", str(files.testset), "--judges", "relevancy", "--fail-under", "pass_rate=0.5"]
+        )
+    assert res.exit_code == 3, res.output
+    assert re.search(r"error: every judgement of run \S+ is an error \(first: relevancy: ", res.stderr)
+    assert "threshold breached" not in res.stderr  # the runtime failure wins over the breach
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (ConfigError("bad"), 2),
+        (NotFoundError("no run 'x'"), 2),
+        (ExportError("unsupported OTLP protocol"), 2),
+        (IngestError("line 3: not JSON"), 2),
+        (IngestError("Kafka source failed: broker gone", retriable=True), 3),  # serve's consume loop died
+        (StoreError("connect failed", retriable=True), 3),
+        (JudgeError("judge_unavailable"), 3),
+        (RuntimeError("a bug"), 3),
+        (KeyboardInterrupt(), 130),
+    ],
+)
+def test_exit_code_table(error: BaseException, code: int) -> None:
+    assert exit_code_for(error) == code

@@ -1,0 +1,245 @@
+"""Heuristic (offline) relevancy and faithfulness judges: hand-computed English and Chinese cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragpulse.config import Settings
+from ragpulse.errors import ConfigError
+from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
+from ragpulse.judges.answer.relevancy import HeuristicRelevancyJudge
+from ragpulse.model import Backend, JudgementStatus, Trace
+from ragpulse.protocols import Judge
+
+S = Settings()
+PARIS_CTX = "The Eiffel Tower is in Paris. It was completed in 1889."
+
+
+def faith(question: str, answer: str, contexts: list[str]) -> tuple[float, str, str | None]:
+    j = HeuristicFaithfulnessJudge(S, {}).evaluate(
+        Trace(trace_id="t", question=question, answer=answer, documents=contexts)
+    )
+    assert j.status is JudgementStatus.OK
+    assert j.score is not None
+    return j.score, j.reason, j.flags.decided_by
+
+
+async def test_faithfulness_is_a_judge_with_heuristic_backend() -> None:
+    j = HeuristicFaithfulnessJudge(S, {})
+    assert isinstance(j, Judge)
+    assert (j.name, j.backend, j.threshold) == ("faithfulness", Backend.HEURISTIC, 0.65)
+    out = await j.judge(
+        Trace(trace_id="t", question="Where is the Eiffel Tower?", answer="In Paris.", context=PARIS_CTX)
+    )
+    assert out.backend is Backend.HEURISTIC
+    assert out.model is None
+    assert out.version == j.version
+    assert out.score == 1.0
+    assert out.passed is True
+    assert out.flags.decided_by == "sentence_support"
+
+
+def test_faithfulness_fully_supported_english() -> None:
+    # sentence 1: new tokens {paris} (eiffel, tower come from the question) → 1
+    # sentence 2: {completed, 1889} both in the context → 1
+    score, _, _ = faith(
+        "Where is the Eiffel Tower?", "The Eiffel Tower is in Paris. It was completed in 1889.", [PARIS_CTX]
+    )
+    assert score == 1.0
+
+
+def test_faithfulness_wrong_number_weighs_double() -> None:
+    # sentence 2: completed (weight 1, found) + 1925 (weight 2, not found) → 1/3; mean (1 + 1/3) / 2 = 2/3
+    score, reason, _ = faith(
+        "Where is the Eiffel Tower?", "The Eiffel Tower is in Paris. It was completed in 1925.", [PARIS_CTX]
+    )
+    assert score == pytest.approx(2 / 3)
+    assert "least supported (0.33): It was completed in 1925." in reason
+
+
+def test_redact_text_keeps_answer_text_out_of_reasons() -> None:
+    settings = Settings(redact_text=True)
+    trace = Trace(
+        trace_id="t",
+        question="Where is the Eiffel Tower?",
+        answer="The Eiffel Tower is in Paris. It was completed in 1925.",
+        context=PARIS_CTX,
+    )
+    j = HeuristicFaithfulnessJudge(settings, {}).evaluate(trace)
+    assert j.reason.endswith("least supported (0.33): sentence 2")
+    assert "1925" not in j.reason
+    r = HeuristicRelevancyJudge(settings, {}).evaluate(
+        Trace(
+            trace_id="t",
+            question="How do I delete a file on DBFS?",
+            answer="Clusters can be resized from the compute page in the workspace settings.",
+        )
+    )
+    assert r.reason == "covers 0/3 question terms"
+
+
+def test_faithfulness_unsupported_answer_fails() -> None:
+    # {rome} and {opened, 1925} are absent from the context → both sentences 0
+    j = HeuristicFaithfulnessJudge(S, {}).evaluate(
+        Trace(
+            trace_id="t",
+            question="Where is the Eiffel Tower?",
+            answer="The Eiffel Tower is in Rome. It opened in 1925.",
+            context=PARIS_CTX,
+        )
+    )
+    assert j.score == 0.0
+    assert j.passed is False
+
+
+def test_faithfulness_yes_no_words_are_not_content() -> None:
+    assert faith("Is the Eiffel Tower in Paris?", "Yes.", [PARIS_CTX])[0] == 1.0
+    assert faith("Is the Eiffel Tower in Paris?", "Yes, it was completed in 1889.", [PARIS_CTX])[0] == 1.0
+
+
+def test_faithfulness_leaves_courtesy_sentences_out() -> None:
+    # "Sorry for the wait." is left out; the other sentence is fully supported → 1.0
+    score, _, _ = faith(
+        "Where is the Eiffel Tower?", "Sorry for the wait. The Eiffel Tower is in Paris.", [PARIS_CTX]
+    )
+    assert score == 1.0
+    score, _, _ = faith(
+        "中国的首都是哪里？",
+        "非常抱歉给您带来不便。中国的首都是北京。",
+        ["北京是中国的首都。长城位于北京北部。"],
+    )
+    assert score == pytest.approx(0.75)
+
+
+def test_faithfulness_code_identifiers_weigh_double() -> None:
+    # new tokens use (1, found), foreachbatch (camelCase identifier, 2, absent), method (1, found) → 2/4
+    score, _, _ = faith(
+        "How do I write batches?", "Use the foreachBatch method.", ["Use the foreach method to write."]
+    )
+    assert score == pytest.approx(0.5)
+
+
+def test_faithfulness_checks_each_sentence_against_one_chunk() -> None:
+    # new tokens paris (1, sentence-initial) and germany (name, 1.5): chunk 0 has paris → 1/2.5,
+    # chunk 1 has germany → 1.5/2.5 = 0.6. A bag of both chunks would have given 1.0.
+    chunks = ["Paris is the capital of France.", "Berlin is the capital of Germany."]
+    score, _, _ = faith("Which city is a capital?", "Paris is the capital of Germany.", chunks)
+    assert score == pytest.approx(0.6)
+
+
+def test_faithfulness_meta_statement_and_echo_score_zero() -> None:
+    score, _, _ = faith(
+        "Is the Unity Catalog metastore in the data plane?",
+        "Based on the context, it is not explicitly stated whether the metastore is in the data plane.",
+        ["Unity Catalog metastore stores metadata in the control plane."],
+    )
+    assert score == 0.0
+    score, reason, decided = faith(
+        "shallow clone table performance",
+        "Shallow clone table performance.",
+        ["Shallow clone table performance is good."],
+    )
+    assert (score, decided) == (0.0, "echo")
+    assert reason.startswith("restates_question")
+
+
+def test_faithfulness_chinese_tokens_and_bigrams() -> None:
+    ctx = ["北京是中国的首都。长城位于北京北部。"]
+    # new token 北京 found → 1; new bigrams 是北 (absent), 北京 (found) → 1/2; mean (1 + 0.5) / 2 = 0.75
+    score, _, _ = faith("中国的首都是哪里？", "中国的首都是北京。", ctx)
+    assert score == pytest.approx(0.75)
+    score, _, _ = faith("中国的首都是哪里？", "中国的首都是上海。", ctx)
+    assert score == 0.0
+
+
+def test_faithfulness_shared_rules() -> None:
+    j = HeuristicFaithfulnessJudge(S, {})
+    no_ctx = j.evaluate(Trace(trace_id="t", question="q?", answer="Two days."))
+    assert (no_ctx.status, no_ctx.score, no_ctx.passed, no_ctx.reason_code) == (
+        JudgementStatus.OK,
+        0.0,
+        False,
+        "no_context",
+    )
+    abst = j.evaluate(Trace(trace_id="t", question="q?", answer="根据现有资料无法回答。", context="c"))
+    assert abst.status is JudgementStatus.SKIPPED
+    assert abst.reason == "abstained"
+    assert j.evaluate(Trace(trace_id="t", question="q?", answer="", context="c")).reason == "no_answer"
+
+
+def test_threshold_option_changes_version_and_is_validated() -> None:
+    a, b = HeuristicFaithfulnessJudge(S, {}), HeuristicFaithfulnessJudge(S, {"threshold": 0.5})
+    assert b.threshold == 0.5
+    assert a.version != b.version
+    assert HeuristicFaithfulnessJudge(S, {}).version == a.version
+    with pytest.raises(ConfigError):
+        HeuristicFaithfulnessJudge(S, {"threshold": 1.5})
+    with pytest.raises(ConfigError):
+        HeuristicRelevancyJudge(S, {"threshold": "high"})
+
+
+def rel(question: str | None, answer: str) -> tuple[JudgementStatus, float | None, str]:
+    j = HeuristicRelevancyJudge(S, {}).evaluate(Trace(trace_id="t", question=question, answer=answer))
+    return j.status, j.score, j.reason
+
+
+def test_relevancy_english() -> None:
+    j = HeuristicRelevancyJudge(S, {})
+    assert (j.name, j.backend, j.threshold) == ("relevancy", Backend.HEURISTIC, 0.5)
+    # question terms delete, file, dbfs all in the answer → 1.0
+    assert (
+        rel(
+            "How do I delete a file on DBFS?",
+            "To delete a file on DBFS, use dbutils.fs.rm with the file path.",
+        )[1]
+        == 1.0
+    )
+    # long answer sharing no question term → 0.0
+    assert (
+        rel(
+            "How do I delete a file on DBFS?",
+            "Clusters can be resized from the compute page in the workspace settings.",
+        )[1]
+        == 0.0
+    )
+    # short factoid answer → direct answer
+    assert rel("The Oberoi Group has its head office in what city?", "Delhi")[1] == 1.0
+    # meta statement about the context: coverage × (1 − 1/1) = 0
+    _, score, reason = rel(
+        "Does Unity Catalog work with Informatica?",
+        "Based on the context, there is no clear information on whether Unity Catalog works with Informatica.",
+    )
+    assert score == 0.0
+    assert "talk about the context" in reason
+    # answering with a question
+    assert (
+        rel(
+            "How to load data with PySpark in Databricks?",
+            "To load data with PySpark in Databricks, what are the steps to follow?",
+        )[1]
+        == 0.0
+    )
+
+
+def test_relevancy_chinese_and_no_question() -> None:
+    # question terms 删除, 集群 (如何 is a question word): both in the answer → 1.0
+    assert rel("如何删除集群？", "删除集群需要在计算页面点击删除按钮，然后确认操作即可完成。")[1] == 1.0
+    # terms 订单, 延迟, 退款 (什么, 时候 are left out): 订单 and 延迟 found, 退款 absent → 2/3
+    assert rel("订单延迟了什么时候退款？", "订单延迟超过10个工作日的，您可以取消订单并领取优惠券。")[
+        1
+    ] == pytest.approx(2 / 3)
+    status, score, reason = rel(None, "Some answer.")
+    assert status is JudgementStatus.SKIPPED
+    assert score is None
+    assert reason == "no_question"
+
+
+def test_sentence_split_keeps_dotted_names_and_splits_chinese() -> None:
+    from ragpulse.judges.text.lexical import sentences
+
+    assert sentences("Use df.write.csv here. Version 3.5 works!\nDone") == [
+        "Use df.write.csv here.",
+        "Version 3.5 works!",
+        "Done",
+    ]
+    assert sentences("北京是首都。长城很长！") == ["北京是首都。", "长城很长！"]

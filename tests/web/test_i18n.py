@@ -1,0 +1,31 @@
+"""Every English label has a Chinese one (and the other way round); the language choice rules."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ragpulse.web.i18n import MESSAGES, pick_language
+
+
+def test_catalogues_have_the_same_keys_and_no_empty_label() -> None:
+    assert set(MESSAGES["en"]) == set(MESSAGES["zh"])
+    assert all(v.strip() for lang in MESSAGES.values() for v in lang.values())
+    for key, en in MESSAGES["en"].items():  # the same placeholders in both languages
+        assert sorted(re.findall(r"\{\w+\}", en)) == sorted(re.findall(r"\{\w+\}", MESSAGES["zh"][key])), key
+
+
+@pytest.mark.parametrize(
+    ("query", "cookie", "accept", "lang"),
+    [
+        ("zh", "en", "en", "zh"),
+        (None, "zh", "en-US", "zh"),
+        ("xx", None, "zh-CN,zh;q=0.9,en;q=0.8", "zh"),
+        (None, None, "en-US,en;q=0.9,zh;q=0.8", "en"),
+        (None, None, "fr-FR, zh;q=0.5", "zh"),
+        (None, None, None, "en"),
+    ],
+)
+def test_pick_language(query: str | None, cookie: str | None, accept: str | None, lang: str) -> None:
+    assert pick_language(query, cookie, accept) == lang

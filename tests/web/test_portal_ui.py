@@ -1,0 +1,201 @@
+"""The portal in a real browser: test sets and cases, import with a bad row, Live traffic → Trace with the
+unsupported sentence highlighted, copy to test set, Chinese, 390 px phones. Every page loads nothing from
+another host (checked by the ``page``/``phone`` fixtures)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from portal_browser import PortalPage
+from portal_testutil import Portal, seed
+from ragpulse.model import (
+    Backend,
+    Document,
+    Judgement,
+    JudgementFlags,
+    JudgementStatus,
+    Source,
+    Trace,
+    TraceOutcome,
+    TraceResult,
+)
+
+pytestmark = pytest.mark.integration  # a started serve on PostgreSQL and a browser
+
+ANSWER = "Refunds take five days. Shipping is free on Mars."
+
+
+def _failing_trace(tid: str) -> TraceResult:
+    claims = [
+        {"text": "Refunds take five days.", "start": 0, "end": 23, "verdict": "supported"},
+        {"text": "Shipping is free on Mars.", "start": 24, "end": 49, "verdict": "unsupported"},
+    ]
+    return TraceResult(
+        trace=Trace(
+            trace_id=tid,
+            app="ui-shop",
+            scenario="refunds",
+            question="How long do refunds take?",
+            documents=(Document(id="policy-7", content="Refunds are paid within five days.", rank=0),),
+            answer=ANSWER,
+            source=Source.OTLP,
+        ),
+        outcome=TraceOutcome.EVALUATED,
+        judgements=(
+            Judgement(
+                judge="faithfulness",
+                version="v-ui",
+                backend=Backend.LLM,
+                model="judge-m",
+                score=0.5,
+                passed=False,
+                threshold=0.8,
+                status=JudgementStatus.OK,
+                reason="1/2 claims supported",
+                flags=JudgementFlags.model_validate({"decided_by": "claims", "claims": claims}),
+                prompt_tokens=120,
+                completion_tokens=30,
+                latency_s=0.4,
+            ),
+        ),
+        received_at=datetime.now(UTC),
+    )
+
+
+def test_create_test_set_add_edit_delete_case_and_import(page: PortalPage, portal: Portal) -> None:
+    p = page.page
+    page.goto("/test-sets")
+    p.fill("#create-test-set input[name=name]", "ui-faq")
+    p.fill("#create-test-set input[name=knowledge_base]", "kb-ui")
+    p.click("#create-test-set button")
+    p.wait_for_url("**/test-sets/ui-faq*")
+    assert "No cases yet" in p.inner_text("main")
+    p.fill("#add-case input[name=id]", "c1")
+    p.fill("#add-case input[name=question]", "How long is the warranty?")
+    p.fill("#add-case input[name=keywords]", "two, years")
+    p.click("#add-case button")
+    p.wait_for_selector("#cases tr[data-case=c1]")
+    p.click("#cases tr[data-case=c1] a")
+    p.fill("#edit-case input[name=expected_answer]", "Two years.")
+    p.click("#edit-case button")
+    p.wait_for_selector("#cases tr[data-case=c1]")
+    assert "Two years." in p.inner_text("#cases tr[data-case=c1]")
+    jsonl = (
+        '{"id": "c2", "question": "Q2"}\n{"id": "c3", "question": ["bad"]}\n{"id": "c4", "question": "Q4"}'
+    )
+    p.fill("#import-form textarea[name=text]", jsonl)
+    p.click("#import-form button")
+    p.wait_for_selector("#import-result")
+    assert "2 new" in p.inner_text("#import-result")
+    row = p.inner_text("#rejected tbody tr")
+    assert row.startswith("2")
+    assert "question must be a string" in row
+    assert [r.get_attribute("data-case") for r in p.query_selector_all("#cases tbody tr")] == [
+        "c1",
+        "c2",
+        "c4",
+    ]
+    p.once("dialog", lambda d: d.accept())
+    p.click("#cases tr[data-case=c4] button.danger")
+    p.wait_for_selector("#cases tr[data-case=c4]", state="detached")
+    with portal.client() as c:  # what the UI wrote is what the API (and the CLI) read
+        cases = c.get("/api/v1/test-sets/ui-faq/cases").json()["items"]
+    assert cases == [
+        {
+            "id": "c1",
+            "question": "How long is the warranty?",
+            "expected_answer": "Two years.",
+            "keywords": ["two", "years"],
+        },
+        {"id": "c2", "question": "Q2"},
+    ]
+    page.goto("/test-sets?kb=kb-ui")
+    assert p.query_selector("#test-sets tr[data-name=ui-faq]") is not None
+    p.once("dialog", lambda d: d.dismiss())
+    p.click("#test-sets tr[data-name=ui-faq] button.danger")
+    assert p.query_selector("#test-sets tr[data-name=ui-faq]") is not None  # dismissed: still there
+
+
+def test_live_traffic_to_trace_with_highlight_and_copy(page: PortalPage, portal: Portal) -> None:
+    tid = "ab" * 16
+    seed(portal.db_url, [_failing_trace(tid)])
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "regressions"})
+    p = page.page
+    page.goto("/traffic?since=1h&app=ui-shop&judge=faithfulness&outcome=fail")
+    assert p.query_selector("svg.hist[data-judge=faithfulness]") is not None
+    p.click(f"#traces tr[data-trace='{tid}'] td a >> nth=1")
+    p.wait_for_url(f"**/traces/{tid}")
+    marks = p.query_selector_all("#answer mark.unsupported")
+    assert [m.inner_text() for m in marks] == ["Shipping is free on Mars."]
+    assert p.inner_text("#answer") == ANSWER
+    judgement = p.inner_text("#judgements tr[data-judge=faithfulness]")
+    assert "1/2 claims supported" in judgement
+    assert "judge-m" in judgement
+    assert "150" in judgement  # tokens
+    assert "policy-7" in p.inner_text("#documents")
+    p.select_option("#copy-form select[name=test_set]", "regressions")
+    p.fill("#copy-form input[name=case_id]", "mars")
+    p.click("#copy-form button")
+    p.wait_for_selector("text=Copied to test set regressions as case mars.")
+    with portal.client() as c:
+        case = c.get("/api/v1/test-sets/regressions/cases/mars").json()
+    assert case["answer"] == ANSWER
+    assert case["contexts"] == ["Refunds are paid within five days."]
+
+
+def test_switch_to_chinese_and_accept_language(page: PortalPage, browser: object, portal: Portal) -> None:
+    p = page.page
+    page.goto("/test-sets")
+    assert p.inner_text("nav").split() == [
+        "Test",
+        "sets",
+        "Run",
+        "evaluation",
+        "Run",
+        "history",
+        "Live",
+        "traffic",
+    ]
+    p.click("#lang-switch")
+    p.wait_for_url("**lang=zh*")
+    assert "测试集" in p.inner_text("nav")
+    page.goto("/traffic")  # the cookie keeps the choice
+    assert "实时流量" in p.inner_text("h1")
+    assert p.get_attribute("html", "lang") == "zh-CN"
+    page.goto("/traffic?lang=en")
+    assert p.inner_text("h1") == "Live traffic"
+
+
+def test_accept_language_zh(browser: object, portal: Portal) -> None:
+    from playwright.sync_api import Browser
+
+    assert isinstance(browser, Browser)
+    zh = PortalPage(browser, portal, 1280, 900, locale="zh-CN")
+    try:
+        zh.goto("/test-sets")
+        assert zh.page.inner_text("h1") == "测试集"
+    finally:
+        zh.close()
+
+
+def test_phone_width_has_no_horizontal_scroll(phone: PortalPage, portal: Portal) -> None:
+    tid = "cd" * 16
+    seed(portal.db_url, [_failing_trace(tid)])
+    with portal.client() as c:
+        c.post(
+            "/api/v1/test-sets",
+            json={"name": "phone-set", "knowledge_base": "a-rather-long-knowledge-base-name"},
+        )
+        c.post("/api/v1/test-sets/phone-set/cases", json={"id": "p1", "question": "A long question " * 10})
+    for path in (
+        "/test-sets",
+        "/test-sets/phone-set",
+        "/traffic?since=1h",
+        f"/traces/{tid}",
+        "/test-sets?lang=zh",
+    ):
+        phone.goto(path)
+        assert phone.no_horizontal_scroll(), path
