@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ragpulse.model import Backend, Judgement, RunRecord, RunStatus, TestSet, Trace, TraceResult
+from ragpulse.model import (
+    Backend,
+    CalibrationProfile,
+    Judgement,
+    RunRecord,
+    RunStatus,
+    TestSet,
+    Trace,
+    TraceResult,
+)
 
 __all__ = [
     "AckCallback",
@@ -124,6 +133,10 @@ class RunStore(ResultStore, Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Run ``run_id`` or ``None``."""
+        ...
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        """The newest calibration profile of exactly ``judge`` at ``judge_version``, or ``None``."""
         ...
 
 

@@ -17,11 +17,28 @@ from typing import Protocol
 from ragpulse.corrected_pass_rate import CalibrationCounts, CorrectedPassRate, corrected_pass_rate
 from ragpulse.logging import get_logger
 from ragpulse.model import CalibrationProfile
+from ragpulse.services.report_model import CorrectedRate, RunReport
 from ragpulse.telemetry import CORRECTED_PASS_RATES, CorrectedPassRates
 
-__all__ = ["CorrectedFigure", "CorrectedStore", "corrected_pass_rates", "publish", "run_corrected_loop"]
+__all__ = [
+    "CorrectedFigure",
+    "CorrectedStore",
+    "ProfileStore",
+    "corrected_pass_rates",
+    "publish",
+    "run_corrected_loop",
+    "with_corrected",
+]
 
 _log = get_logger("ragpulse.services.corrected")
+
+
+class ProfileStore(Protocol):
+    """Where calibration profiles are read from (``PostgresStore``, ``MemoryStore``)."""
+
+    async def latest_calibration_profile(
+        self, judge: str, judge_version: str
+    ) -> CalibrationProfile | None: ...
 
 
 class CorrectedStore(Protocol):
@@ -118,3 +135,22 @@ async def run_corrected_loop(
         except Exception as e:  # the loop must outlive a database outage
             _log.warning("corrected_pass_rates_failed", error=type(e).__name__, detail=str(e)[:200])
         await asyncio.sleep(interval_s)
+
+
+async def with_corrected(store: ProfileStore, report: RunReport, versions: Mapping[str, str]) -> RunReport:
+    """``report`` with ``judges.<name>.pass_rate_corrected`` for every judge whose version (from
+    ``versions``, the run's ``{judge: version}``) has a calibration profile and a trustworthy figure (≥ 30
+    scored cases); other judges are left as they are."""
+    updated = {}
+    for name, stats in report.judges.items():
+        version = versions.get(name)
+        profile = await store.latest_calibration_profile(name, version) if version else None
+        if profile is None:
+            continue
+        est = corrected_pass_rate(stats.pass_, stats.scored, counts_of(profile))
+        if est is not None:
+            rate = CorrectedRate(value=est.value, lower=est.lower, upper=est.upper, profile=profile.name)
+            updated[name] = stats.model_copy(update={"pass_rate_corrected": rate})
+    if not updated:
+        return report
+    return report.model_copy(update={"judges": {**report.judges, **updated}})

@@ -50,6 +50,7 @@ from ragpulse.replay.runner import (
     run_settings,
     start_run,
 )
+from ragpulse.services.corrected import with_corrected
 from ragpulse.services.judges import open_judges
 from ragpulse.services.report_model import RunReport
 from ragpulse.services.reports import build_report, stored_case
@@ -110,6 +111,8 @@ async def _finish(
         judges_added=judges_added,
         via=via.value if via else None,
     )
+    run = await store.get_run(run_id)
+    report = await with_corrected(store, report, run.judges if run else {})
     await store.finish_run(run_id, report.status, report.to_json())
     log.info(
         "replay_finished",

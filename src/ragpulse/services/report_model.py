@@ -64,14 +64,29 @@ class Tokens(BaseModel):
     completion: int = 0
 
 
+class CorrectedRate(BaseModel):
+    """A pass rate corrected for judge error (Rogan–Gladen) with its 95 % interval, all 0–1, and the name of
+    the calibration profile it used (see :mod:`ragpulse.corrected_pass_rate`)."""
+
+    model_config = _CONFIG
+
+    value: float
+    lower: float
+    upper: float
+    profile: str
+
+
 class JudgeStats(Counts):
     """One judge over a run: ``mean`` score and ``pass_rate`` (passed / scored) over the cases it scored
-    (``None`` when none), ``coverage`` (scored / all cases, 0–1), ``scored`` and the four counts."""
+    (``None`` when none), ``coverage`` (scored / all cases, 0–1), ``scored`` and the four counts.
+    ``pass_rate_corrected`` is set when the judge's version has a calibration profile and at least 30 cases
+    were scored (:func:`ragpulse.services.corrected.with_corrected`)."""
 
     mean: float | None = None
     pass_rate: float | None = None
     coverage: float = 0.0
     scored: int = 0
+    pass_rate_corrected: CorrectedRate | None = None
 
 
 class CaseJudgement(BaseModel):
@@ -149,6 +164,9 @@ JUDGE_FIELDS: dict[str, Callable[[JudgeStats], float | None]] = {
     "mean": lambda s: s.mean,
     "pass_rate": lambda s: s.pass_rate,
     "coverage": lambda s: s.coverage,
+    "pass_rate_corrected": lambda s: s.pass_rate_corrected.value if s.pass_rate_corrected else None,
+    "pass_rate_corrected.lower": lambda s: s.pass_rate_corrected.lower if s.pass_rate_corrected else None,
+    "pass_rate_corrected.upper": lambda s: s.pass_rate_corrected.upper if s.pass_rate_corrected else None,
 }
 
 

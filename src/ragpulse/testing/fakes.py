@@ -18,6 +18,7 @@ from ragpulse.errors import StoreError
 from ragpulse.judges.frame import compute_version, error, ok, skipped
 from ragpulse.model import (
     Backend,
+    CalibrationProfile,
     Judgement,
     RunRecord,
     RunStatus,
@@ -49,6 +50,7 @@ class MemoryStore:
         self.judgements: dict[tuple[str, str, str], Judgement] = {}
         self.test_sets: dict[str, TestSet] = {}
         self.runs: dict[str, RunRecord] = {}
+        self.calibrations: list[CalibrationProfile] = []
         self.writes: list[int] = []
         self.write_delay_s = 0.0
         self._fail: list[bool] = []
@@ -137,6 +139,15 @@ class MemoryStore:
             if t == tid:
                 by_name[name] = j
         return tuple(by_name.values())
+
+    async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
+        key = (profile.judge, profile.judge_version, profile.name)
+        self.calibrations = [p for p in self.calibrations if (p.judge, p.judge_version, p.name) != key]
+        self.calibrations.append(profile)
+
+    async def latest_calibration_profile(self, judge: str, judge_version: str) -> CalibrationProfile | None:
+        mine = [p for p in self.calibrations if (p.judge, p.judge_version) == (judge, judge_version)]
+        return max(mine, key=lambda p: p.created_at) if mine else None
 
     async def get_run_results(self, run_id: str) -> list[TraceResult]:
         """Traces of the run, each with its latest judgement per judge name."""
