@@ -11,7 +11,16 @@ from ragpulse.config import Settings
 from ragpulse.export import EvaluationEventExporter, MetricsExporter, build_exporters, shutdown_exporters
 from ragpulse.export.events import EVENT_NAME, otel_span_id, otel_trace_id
 from ragpulse.export.otel_setup import MetricsRuntime
-from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
+from ragpulse.model import (
+    Backend,
+    Judgement,
+    JudgementFlags,
+    JudgementStatus,
+    Source,
+    Trace,
+    TraceOutcome,
+    TraceResult,
+)
 
 from .helpers import OtlpLogsReceiver, attr_value
 
@@ -189,3 +198,39 @@ def test_redacted_explanations_keep_only_the_reason_code() -> None:
     assert red["gen_ai.evaluation.explanation"] == "judge_unavailable"
     assert "gen_ai.evaluation.explanation" not in event_attributes(res.trace, js[0], redact=True)
     assert event_attributes(res.trace, js[2], redact=True)["gen_ai.evaluation.explanation"] == "no_reference"
+
+
+def test_event_carries_unsupported_claim_count_and_first_span() -> None:
+    from ragpulse.export.events import event_attributes
+
+    answer = "Paris is in France. It has 90 million people. The Seine flows through it."
+    claims = [
+        {"text": "Paris is in France.", "start": 0, "end": 19, "verdict": "supported",
+         "evidence": {"doc_id": "d1", "rank": 0}},
+        {"text": "It has 90 million people.", "start": 20, "end": 45, "verdict": "unsupported", "evidence": None},
+        {"text": "The Seine flows through it.", "start": 46, "end": 73, "verdict": "contradicted", "evidence": None},
+    ]  # fmt: skip
+    assert answer[20:45] == "It has 90 million people."
+    trace = Trace(trace_id="c" * 32, question="Where is Paris?", answer=answer)
+    j = Judgement(
+        judge="faithfulness",
+        version="v1",
+        backend=Backend.HEURISTIC,
+        status=JudgementStatus.OK,
+        score=1 / 3,
+        passed=False,
+        threshold=0.65,
+        flags=JudgementFlags.model_validate({"claims": claims}),
+    )
+    full = event_attributes(trace, j)
+    assert full["ragpulse.claims.unsupported"] == 2
+    assert full["ragpulse.claims.first_unsupported.start"] == 20
+    assert full["ragpulse.claims.first_unsupported.end"] == 45
+    assert full["ragpulse.claims.first_unsupported.text"] == "It has 90 million people."
+    red = event_attributes(trace, j, redact=True)
+    assert red["ragpulse.claims.unsupported"] == 2
+    assert red["ragpulse.claims.first_unsupported.start"] == 20
+    assert "ragpulse.claims.first_unsupported.text" not in red
+    # a judgement without per-claim details carries none of these attributes
+    plain = j.model_copy(update={"flags": JudgementFlags()})
+    assert not [k for k in event_attributes(trace, plain) if k.startswith("ragpulse.claims")]

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ragpulse.model import JudgementStatus, TraceResult
 from ragpulse.services.compare import RunComparison
@@ -140,8 +141,35 @@ def print_compare(cmp: RunComparison, console: Console | None = None) -> None:
             c.print(ft)
 
 
+#: Styles of claim verdicts in the highlighted answer.
+_VERDICT_STYLE = {"unsupported": "bold red underline", "contradicted": "bold white on red"}
+
+
+def claims_of(result: TraceResult) -> list[tuple[str, dict[str, Any]]]:
+    """``(judge, claim)`` for every per-claim detail (``flags.claims``) of the trace's judgements."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for j in result.judgements:
+        claims = getattr(j.flags, "claims", None)
+        if isinstance(claims, list):
+            out.extend((j.judge, c) for c in claims if isinstance(c, dict))
+    return out
+
+
+def highlighted_answer(answer: str, claims: Sequence[dict[str, Any]]) -> Text:
+    """The answer with unsupported (red, underlined) and contradicted (white on red) claim spans marked;
+    claims without valid offsets are not marked."""
+    text = Text(answer)
+    for c in claims:
+        start, end, style = c.get("start"), c.get("end"), _VERDICT_STYLE.get(str(c.get("verdict")))
+        if style and isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(answer):
+            text.stylize(style, start, end)
+    return text
+
+
 def print_trace(result: TraceResult, console: Console | None = None) -> None:
-    """The trace's identity and outcome, then every judgement with its reason."""
+    """The trace's identity and outcome, question, ranked documents, the answer with the parts a judge found
+    unsupported highlighted, every judgement with its reason, and each checked claim with its verdict and
+    evidence."""
     c = console or stdout()
     tr = result.trace
     c.print(
@@ -150,6 +178,16 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
     )
     if tr.run_id:
         c.print(f"run {tr.run_id}  case {tr.test_case_id}")
+    if tr.question is not None:
+        c.print(Text.assemble(("question: ", "bold"), tr.question))
+    if tr.documents:
+        docs = Table("rank", "id", "score", "content", title="documents")
+        for d in tr.documents:
+            docs.add_row(fmt(d.rank), d.id or "-", fmt(d.score), _cut(d.content, 140))
+        c.print(docs)
+    claims = claims_of(result)
+    if tr.answer is not None:
+        c.print(Text.assemble(("answer: ", "bold"), highlighted_answer(tr.answer, [cl for _, cl in claims])))
     t = Table("judge", "version", "backend", "status", "score", "passed", "reason")
     for j in result.judgements:
         t.add_row(
@@ -162,3 +200,14 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
             _cut(j.reason, 120),
         )
     c.print(t)
+    if claims:
+        ct = Table("judge", "verdict", "span", "evidence", "claim", title="claims")
+        for judge, cl in claims:
+            ev = cl.get("evidence")
+            evidence = f"{ev.get('doc_id') or '-'} (rank {ev.get('rank')})" if isinstance(ev, dict) else "-"
+            span = f"{cl['start']}–{cl['end']}" if isinstance(cl.get("start"), int) else "not located"
+            style = _VERDICT_STYLE.get(str(cl.get("verdict")), "")
+            ct.add_row(
+                judge, Text(str(cl.get("verdict")), style=style), span, evidence, _cut(cl.get("text"), 100)
+            )
+        c.print(ct)

@@ -16,6 +16,11 @@ request, so backends that correlate logs with traces show the scores next to the
                                      ``.model`` (judge model, when an LLM judged)
 ``ragpulse.trace_id``                the trace id as ragpulse stores it (also for non-hex ids)
 ``ragpulse.app`` / ``ragpulse.run_id``  the evaluated trace's app and replay run, when known
+``ragpulse.claims.unsupported``      judgements with per-claim details (``flags.claims``): how many
+                                     claims are ``unsupported`` or ``contradicted``
+``ragpulse.claims.first_unsupported.start`` / ``.end``  character offsets into the stored answer of the
+                                     first such claim (when located); ``.text`` its text, only without
+                                     ``redact_text``
 ===================================  ===========================================================
 
 Trace ids that are 32 hex characters (OTLP), UUIDs, or shorter hex ids (left-padded) become the record's trace
@@ -47,7 +52,14 @@ from ragpulse.errors import ExportError
 from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.model import Judgement, JudgementStatus, Trace
 
-__all__ = ["EVENT_NAME", "EvaluationEventExporter", "otel_span_id", "otel_trace_id"]
+__all__ = [
+    "EVENT_NAME",
+    "EvaluationEventExporter",
+    "claim_attributes",
+    "event_attributes",
+    "otel_span_id",
+    "otel_trace_id",
+]
 
 #: The GenAI semantic-conventions event name.
 EVENT_NAME = "gen_ai.evaluation.result"
@@ -176,6 +188,24 @@ def event_attributes(trace: Trace, j: Judgement, *, redact: bool = False) -> dic
         "ragpulse.run_id": trace.run_id,
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
+    attrs.update(claim_attributes(j, redact=redact))
+    return attrs
+
+
+def claim_attributes(j: Judgement, *, redact: bool = False) -> dict[str, AttributeValue]:
+    """``ragpulse.claims.*`` attributes of a judgement with per-claim details (``flags.claims``), else ``{}``."""
+    claims = getattr(j.flags, "claims", None)
+    if not isinstance(claims, list):
+        return {}
+    bad = [c for c in claims if isinstance(c, dict) and c.get("verdict") in ("unsupported", "contradicted")]
+    attrs: dict[str, AttributeValue] = {"ragpulse.claims.unsupported": len(bad)}
+    if bad:
+        first = bad[0]
+        for key in ("start", "end"):
+            if isinstance(first.get(key), int):
+                attrs[f"ragpulse.claims.first_unsupported.{key}"] = first[key]
+        if not redact and isinstance(first.get("text"), str):
+            attrs["ragpulse.claims.first_unsupported.text"] = first["text"]
     return attrs
 
 

@@ -1,0 +1,82 @@
+"""``ragpulse trace ID``: the answer with unsupported parts highlighted and each claim's verdict and evidence,
+from the per-claim details the offline faithfulness judge stores (English and Chinese)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ragpulse.cli import app
+from ragpulse.cli._render import highlighted_answer
+from ragpulse.config import Settings
+from ragpulse.judges.registry import build_judges
+from ragpulse.model import Document, Source, Trace, TraceOutcome, TraceResult
+from ragpulse.store.postgres import PostgresStore
+
+CASES = {
+    "e" * 32: (
+        "The Eiffel Tower is in Paris. It was completed in 1889.",
+        "The Eiffel Tower is in Paris. It was completed in 1925 by aliens.",
+        "It was completed in 1925 by aliens.",
+    ),
+    "f" * 32: (
+        "埃菲尔铁塔位于巴黎，建成于1889年。",
+        "埃菲尔铁塔位于巴黎。它建成于1925年，由外星人建造。",
+        "它建成于1925年，由外星人建造。",
+    ),
+}
+
+
+async def _store_judged(url: str) -> None:
+    judge = build_judges(Settings(), ["faithfulness"])["faithfulness"]
+    store = await PostgresStore.connect(url)
+    try:
+        results = []
+        for trace_id, (context, answer, _) in CASES.items():
+            trace = Trace(
+                trace_id=trace_id,
+                question="Where is it?",
+                documents=[Document(id="d1", content=context, rank=0, score=0.9)],
+                answer=answer,
+                source=Source.KAFKA,
+            )
+            results.append(
+                TraceResult(
+                    trace=trace, outcome=TraceOutcome.EVALUATED, judgements=[await judge.judge(trace)]
+                )
+            )
+        await store.write_results(results)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("trace_id", list(CASES))
+def test_trace_shows_claims_and_highlights_the_unsupported_sentence(
+    trace_id: str, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    asyncio.run(_store_judged(pg_url))
+    _, answer, unsupported = CASES[trace_id]
+
+    res = CliRunner().invoke(app, ["trace", trace_id, "--json"])
+    assert res.exit_code == 0, res.output
+    (judgement,) = json.loads(res.stdout)["judgements"]
+    claims = judgement["flags"]["claims"]
+    assert [c["verdict"] for c in claims] == ["supported", "unsupported"]
+    bad = claims[1]
+    assert answer[bad["start"] : bad["end"]] == unsupported
+    assert claims[0]["evidence"] == {"doc_id": "d1", "rank": 0}
+    assert bad["evidence"] is None
+
+    res = CliRunner().invoke(app, ["trace", trace_id])
+    assert res.exit_code == 0, res.output
+    assert "claims" in res.stdout
+    assert f"{bad['start']}–{bad['end']}" in res.stdout
+    assert "d1 (rank 0)" in res.stdout
+
+    text = highlighted_answer(answer, claims)
+    marked = [(s.start, s.end, str(s.style)) for s in text.spans]
+    assert marked == [(bad["start"], bad["end"], "bold red underline")]
