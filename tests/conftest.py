@@ -6,7 +6,8 @@ import asyncio
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -82,8 +83,8 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key)
 
 
-def _run(coro: object) -> object:
-    return asyncio.run(coro)  # type: ignore[arg-type]
+def _run(coro: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(coro)
 
 
 async def _create_db(name: str) -> None:

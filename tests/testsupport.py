@@ -7,13 +7,14 @@ a loopback HTTP server.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,6 +38,27 @@ def shared_dir() -> Path:
         if cand.is_dir():
             return cand.resolve()
     return (REPO / ".." / "shared").resolve()
+
+
+async def wait_until(
+    cond: Callable[[], bool | Awaitable[bool]], timeout_s: float = 10.0, what: str = "the condition"
+) -> None:
+    """Wait (polling every 10 ms, without blocking the event loop) until ``cond()`` is true; ``cond`` may be a
+    coroutine function (e.g. a database query).
+
+    Raises:
+        TimeoutError: ``cond()`` still false after ``timeout_s`` seconds; the message names ``what``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = cond()
+        if not isinstance(got, bool):
+            got = await got
+        if got:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        await asyncio.sleep(0.01)
 
 
 def free_port() -> int:

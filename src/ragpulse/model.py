@@ -43,6 +43,7 @@ __all__ = [
     "TraceOutcome",
     "TraceResult",
     "cases_hash",
+    "judged_content_hash",
     "normalize_trace_id",
 ]
 
@@ -287,6 +288,11 @@ class Trace(BaseModel):
         return []
 
     @property
+    def content_hash(self) -> str:
+        """Hash of the content a judge sees (question, contexts, answer): :func:`judged_content_hash`."""
+        return judged_content_hash(self)
+
+    @property
     def doc_ids(self) -> list[str | None]:
         """Document ids in rank order (``None`` where the source reported none)."""
         return [d.id for d in self.documents]
@@ -478,6 +484,21 @@ def _hashable(v: Any) -> Any:
     if isinstance(v, list | tuple):
         return [_hashable(x) for x in v]
     return v
+
+
+def judged_content_hash(trace: Trace) -> str:
+    """32 hex characters of the sha256 of what a judge sees: the question, the retrieved contexts
+    (:attr:`Trace.contexts`, in order) and the answer, each length-prefixed and NUL-free as stored.
+
+    A stored ``ok``/``skipped`` judgement is final for (trace id, judge, version, content hash): a redelivery
+    with the same hash is not judged again; another hash (the same trace id answered differently) is.
+    """
+    h = hashlib.sha256()
+    for part in (trace.question or "", *trace.contexts, "\x1e", trace.answer or ""):
+        data = part.replace("\x00", "").encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()[:32]
 
 
 def cases_hash(cases: Iterable[TestCase]) -> str:

@@ -26,7 +26,9 @@ from ragpulse.model import (
 __all__ = [
     "AckCallback",
     "Exporter",
+    "FinalJudgementLookup",
     "Judge",
+    "PendingStore",
     "ResultStore",
     "RunStore",
     "Store",
@@ -95,6 +97,30 @@ class ResultStore(Protocol):
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport: ...
 
 
+class PendingStore(Protocol):
+    """Durable holding area for inputs a source accepted but whose result is not stored yet (OTLP traces), so
+    an input answered "accepted" survives a restart. Rows are grouped by ``(source, key)`` (OTLP: the trace
+    id); several payloads may share a key (spans of one trace from several requests). Every method raises
+    :class:`~ragpulse.errors.StoreError` on failure.
+    """
+
+    async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep ``(key, payload)`` items, all or none (one transaction)."""
+        ...
+
+    async def load_pending(self, source: str) -> list[tuple[str, bytes]]:
+        """Every key of ``source`` with its payloads concatenated in arrival order, oldest key first."""
+        ...
+
+    async def remove_pending(self, source: str, keys: Sequence[str]) -> None:
+        """Forget the payloads of ``keys`` (their results are stored)."""
+        ...
+
+    async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
+        """Move the payloads of ``key`` into one dead letter with ``reason`` (they can never be stored)."""
+        ...
+
+
 class RunStore(ResultStore, Protocol):
     """What replay and the run services need: results, test sets and runs (``PostgresStore``, and the
     in-memory ``ragpulse.testing.MemoryStore`` of unit tests)."""
@@ -156,6 +182,19 @@ class Store(RunStore, Protocol):
         ...
 
 
+@runtime_checkable
+class FinalJudgementLookup(Protocol):
+    """Optional store capability (``PostgresStore`` has it): which judgements are final for a content.
+
+    ``final_judgements(keys)`` maps ``(trace_id, content_hash)`` pairs to the ``(judge, version)`` pairs of
+    their stored ``ok``/``skipped`` judgements, in one query (see :func:`ragpulse.model.judged_content_hash`).
+    """
+
+    async def final_judgements(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]: ...
+
+
 class Exporter(Protocol):
     """Receives judgements that the store inserted or changed. Must not block or raise."""
 
@@ -172,6 +211,10 @@ class TraceSink(Protocol):
     ``submit`` waits while the engine's bounded queue is full (back-pressure) and returns once the trace is
     queued. ``ack`` is awaited after the trace's result is stored (``ok=True``) or failed for good
     (``ok=False``); Kafka commits offsets from it.
+
+    Optional (not part of the structural check): ``async prefetch(traces)`` — told about a batch of traces
+    about to be submitted (a Kafka poll batch), so that the engine looks up their final judgements in one store
+    query and a redelivery of identical content is not judged again (:class:`ragpulse.engine.Engine`).
     """
 
     async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None: ...

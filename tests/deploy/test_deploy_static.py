@@ -69,7 +69,9 @@ def test_dockerfile_env_and_ports() -> None:
     env = dict(re.findall(r"(\w+)=(\S+)", env_block.group(1)))
     assert env
     assert all(_is_setting(k) for k in env), env
-    exposed = {int(p) for p in re.search(r"^EXPOSE (.+)$", text, re.M).group(1).split()}  # type: ignore[union-attr]
+    m = re.search(r"^EXPOSE (.+)$", text, re.M)
+    assert m is not None
+    exposed = {int(p) for p in m.group(1).split()}
     assert exposed == set(DEFAULT_PORTS.values())
     for field, port in DEFAULT_PORTS.items():
         assert _port(env[f"RAGPULSE_{field.upper()}"]) == port

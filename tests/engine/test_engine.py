@@ -12,7 +12,8 @@ import structlog
 from ragpulse.config import JudgeRoute, Settings
 from ragpulse.engine import Engine, EngineClosedError
 from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
-from ragpulse.testing.fakes import MemoryExporter, MemoryStore, ScriptedJudge
+from ragpulse.testing.fakes import GatedJudge, MemoryExporter, MemoryStore, ScriptedJudge
+from testsupport import wait_until
 
 
 def _settings(**kw: Any) -> Settings:
@@ -33,18 +34,6 @@ def _trace(i: int | str, **kw: Any) -> Trace:
     fields: dict[str, Any] = {"trace_id": f"t-{i}", "question": f"q{i}", "answer": f"a{i}"}
     fields.update(kw)
     return Trace(**fields)
-
-
-class GatedJudge(ScriptedJudge):
-    """A scripted judge that waits for ``gate`` before each verdict (builds back-pressure on demand)."""
-
-    def __init__(self, name: str, gate: asyncio.Event) -> None:
-        super().__init__(name)
-        self.gate = gate
-
-    async def judge(self, trace: Trace) -> Judgement:
-        await self.gate.wait()
-        return await super().judge(trace)
 
 
 class Acks:
@@ -135,15 +124,15 @@ async def test_back_pressure_submit_blocks_while_queue_full() -> None:
     judge = GatedJudge("g", gate)
     s = _settings(engine_queue_size=2, engine_workers=1, engine_batch_size=1)
     async with Engine({"g": judge}, store, s) as eng:
-        await eng.submit(_trace(0))  # taken by the single worker
-        await asyncio.sleep(0.01)
+        await eng.submit(_trace(0))
+        await asyncio.wait_for(judge.waiting.wait(), 5)  # taken by the single worker
         await eng.submit(_trace(1))
         await eng.submit(_trace(2))  # queue now full (2 slots)
         assert not eng.has_room()
         blocked = asyncio.create_task(eng.submit(_trace(3)))
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: eng.in_flight == 4, what="the fourth submit to be counted")
+        await asyncio.sleep(0)  # one more turn of the loop: a submit that could proceed would finish here
         assert not blocked.done(), "submit must wait while the queue is full"
-        assert eng.in_flight == 4
         gate.set()
         await asyncio.wait_for(blocked, 2)
         assert await eng.drain(5)
@@ -288,13 +277,14 @@ async def test_blocked_submit_fails_when_engine_closes() -> None:
     gate = asyncio.Event()
 
     s = _settings(engine_queue_size=1, engine_workers=1, shutdown_deadline_s=0.2)
-    eng = Engine({"g": GatedJudge("g", gate)}, MemoryStore(), s)
+    judge = GatedJudge("g", gate)
+    eng = Engine({"g": judge}, MemoryStore(), s)
     await eng.start()
     await eng.submit(_trace(0))
-    await asyncio.sleep(0.01)
+    await asyncio.wait_for(judge.waiting.wait(), 5)
     await eng.submit(_trace(1))
     blocked = asyncio.create_task(eng.submit(_trace(2)))
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: eng.in_flight == 3, what="the blocked submit to be counted")
     await eng.aclose()
     with pytest.raises(EngineClosedError):
         await blocked
@@ -361,13 +351,14 @@ async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
 
     store = MemoryStore()
     s = _settings(engine_queue_size=1, engine_workers=1)
-    async with Engine({"g": GatedJudge("g", gate)}, store, s) as eng:
+    judge = GatedJudge("g", gate)
+    async with Engine({"g": judge}, store, s) as eng:
         await eng.submit(_trace(0))
-        await asyncio.sleep(0.01)
+        await asyncio.wait_for(judge.waiting.wait(), 5)
         await eng.submit(_trace(1))
         blocked = asyncio.create_task(eng.submit(_trace(2)))
-        await asyncio.sleep(0.05)
-        assert eng.in_flight == 3
+        await wait_until(lambda: eng.in_flight == 3, what="the blocked submit to be counted")
+        assert not blocked.done()
         blocked.cancel()
         with pytest.raises(asyncio.CancelledError):
             await blocked

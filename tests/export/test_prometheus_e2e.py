@@ -23,6 +23,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -78,6 +79,18 @@ async def _resend(bootstrap: str, topic: str, n: int) -> None:
         await p.stop()
 
 
+async def _committed_total(bootstrap: str, group: str, topic: str, partitions: int = 2) -> int:
+    """Sum over the partitions of ``group``'s committed offsets on ``topic`` (messages done with)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        return sum([await c.committed(TopicPartition(topic, p)) or 0 for p in range(partitions)])
+    finally:
+        await c.stop()
+
+
 async def _produce(bootstrap: str, topic: str, seconds: float) -> int:
     from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -130,9 +143,9 @@ def _not_yet_recorded() -> set[str]:
     return {"ragpulse_engine_queue_depth"}
 
 
-def _query(base: str, expr: str) -> dict[str, object]:
+def _query(base: str, expr: str) -> dict[str, Any]:
     r = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=10)
-    body: dict[str, object] = r.json()
+    body: dict[str, Any] = r.json()
     assert r.status_code == 200, f"{expr}: {body}"
     assert body.get("status") == "success", f"{expr}: {body}"
     return body
@@ -208,21 +221,21 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         deadline = time.monotonic() + 20
         missing = set(names)
         while missing and time.monotonic() < deadline:
-            missing = {n for n in names if not _query(base, f'count({{__name__="{n}"}})')["data"]["result"]}  # type: ignore[index]
+            missing = {n for n in names if not _query(base, f'count({{__name__="{n}"}})')["data"]["result"]}
             time.sleep(0.5)
         assert not missing, f"metrics without series: {sorted(missing)}"
 
-        up = _query(base, 'up{job="ragpulse"}')["data"]["result"]  # type: ignore[index]
+        up = _query(base, 'up{job="ragpulse"}')["data"]["result"]
         assert up
         assert up[0]["value"][1] == "1"
         # Judgements flowed: faithfulness scores and outcomes were scraped with non-zero counts.
-        scored = _query(base, 'sum(ragpulse_judge_score_count{judge="faithfulness"})')["data"]["result"]  # type: ignore[index]
+        scored = _query(base, 'sum(ragpulse_judge_score_count{judge="faithfulness"})')["data"]["result"]
         assert scored
         assert float(scored[0]["value"][1]) > 0
 
         for expr in dashboard_exprs(rate_interval="1m") + alert_exprs() + grafana_alert_exprs():
             _query(base, expr)  # parses and evaluates (empty results are fine)
-        pass_rate = _query(base, dashboard_exprs()[0])["data"]["result"]  # type: ignore[index]
+        pass_rate = _query(base, dashboard_exprs()[0])["data"]["result"]
         assert pass_rate, "pass-rate panel returns series while judgements flow"
 
         # The alert rules are loaded and evaluate without errors.
@@ -239,7 +252,7 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         # Counted once: every sent event is received once (the malformed one is rejected instead), and each
         # stored judgement is counted once — Prometheus agrees with the store once the flow has settled.
         def scraped(expr: str) -> float:
-            res = _query(base, expr)["data"]["result"]  # type: ignore[index]
+            res = _query(base, expr)["data"]["result"]
             return float(res[0]["value"][1]) if res else 0.0
 
         deadline = time.monotonic() + 20
@@ -265,7 +278,15 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         while scraped('sum(ragpulse_traces_received_total{source="kafka"})') < sent + 50:
             assert time.monotonic() < deadline, "redelivered events not received"
             time.sleep(0.5)
-        time.sleep(2.5)  # let the last batch be stored and scraped
+        # Offsets are committed after the judgements are stored: wait until every message (the sent events,
+        # the malformed one, the 50 redelivered) is committed, then for a scrape that began after that.
+        while asyncio.run(_committed_total(kafka, f"g-{topic}", topic)) < sent + 1 + 50:
+            assert time.monotonic() < deadline, "redelivered events not stored and committed"
+            time.sleep(0.2)
+        committed_at = time.time()
+        while scraped('timestamp(up{job="ragpulse"})') <= committed_at:
+            assert time.monotonic() < deadline, "no scrape after the last commit"
+            time.sleep(0.2)
         assert asyncio.run(_stored_counts(pg_url)) == before
         assert {j: scraped(f'sum(ragpulse_judgements_total{{judge="{j}"}})') for j in before} == before
     finally:

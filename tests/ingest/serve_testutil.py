@@ -16,6 +16,8 @@ from typing import Any
 
 import asyncpg
 
+from testsupport import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -28,6 +30,8 @@ class ServeProcess:
         # between serve processes of concurrent test runs
         self.env["RAGPULSE_API_ADDRESS"] = ""
         self.env.update(env)
+        # the portal API binds 127.0.0.1:9470 by default: a free port, so serve tests can run side by side
+        self.env.setdefault("RAGPULSE_API_ADDRESS", f"127.0.0.1:{free_port()}")
         self.env["PYTHONPATH"] = str(REPO / "src")
         self.env["RAGPULSE_LOG_JSON"] = "true"
         self.proc: subprocess.Popen[bytes] | None = None

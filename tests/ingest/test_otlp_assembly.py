@@ -131,7 +131,8 @@ def test_idle_timeout_releases_incomplete_trace_and_activity_extends_it() -> Non
     assert asm.stats.incomplete == 1
 
 
-def test_pending_traces_are_bounded_oldest_evicted() -> None:
+def test_pending_traces_are_bounded_and_nothing_taken_is_evicted() -> None:
+    """Issue 11 item 10: at the limit, spans of new traces are not taken (reported), held traces stay."""
     clock = FakeClock()
     asm = _assembler(clock, otlp_max_pending_traces=3)
     ids = [f"{i:032x}" for i in range(1, 6)]
@@ -139,11 +140,31 @@ def test_pending_traces_are_bounded_oldest_evicted() -> None:
         asm.add([_retriever(tid)])
         clock.advance(0.1)
     assert asm.pending_traces == 3
-    assert asm.stats.evicted == 2
-    # an evicted trace's late spans do not resurrect it
-    assert asm.add([_retriever(ids[0], span_id="1111111111111111")]) == 0
+    assert asm.saturated
+    assert asm.stats.spans_no_room == 2
+    # a held trace still takes more spans; a trace that was not taken stays out
+    assert asm.add([_retriever(ids[0], span_id="1111111111111111")]) == 1
+    plan = asm.plan([_retriever(ids[4], span_id="2222222222222222")])
+    assert (len(plan.keep), plan.no_room) == (0, 1)
     clock.advance(60)
-    assert [t.trace_id for t in asm.poll()] == ids[2:]
+    assert [t.trace_id for t in asm.poll()] == ids[1:3] + ids[:1]
+    assert not asm.saturated
+
+
+def test_a_trace_being_made_durable_is_not_released_until_commit() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_root()])
+    plan = asm.plan([_retriever()])
+    clock.advance(5)  # past the root grace
+    assert asm.poll() == []
+    asm.commit(plan)
+    clock.advance(1)
+    (trace,) = asm.poll()
+    assert trace.doc_ids == ["policy#1", "policy#2"]
+    aborted = asm.plan([_retriever("ffffffffffffffffffffffffffffffff")])
+    asm.abort(aborted)
+    assert asm.pending_traces == 0
 
 
 def test_flush_releases_everything() -> None:

@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from ingest.otlp_testutil import MemorySink, expected_records, fixtures_dir
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
+from testsupport import wait_until
 
 QUESTION = "How many days per week can I work remotely while I'm still on probation?"
 ANSWER = "Up to 2 days per week while on probation."
@@ -175,9 +176,8 @@ async def test_own_service_spans_are_ignored(receivers: tuple[OtlpReceivers, Mem
     r, sink = receivers
     exporter = GrpcExporter(endpoint=f"127.0.0.1:{r.grpc_port}", insecure=True, timeout=5)
     await asyncio.to_thread(_emit_rag_trace, exporter, "ragpulse")
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: r.intake.spans_ignored == 3, what="the three own spans to be ignored")
     assert sink.traces == []
-    assert r.intake.spans_ignored == 3
     assert r.assembler.pending_traces == 0
 
 

@@ -153,3 +153,40 @@ async def test_grpc_cut_character_keeps_every_trace(receivers: tuple[OtlpReceive
     assert json_format.MessageToDict(resp) == {}
     await sink.wait_for(3)
     assert sink.by_id()[OI_TRACE].question == f"{QUESTION} \ufffd!!!!"
+
+
+async def test_client_disconnect_is_one_debug_line_not_an_error_traceback(
+    receivers: tuple[OtlpReceivers, MemorySink], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 11 item 15: an exporter that hangs up mid-body leaves one DEBUG line and no ERROR traceback."""
+    import asyncio
+    import logging
+
+    import structlog
+
+    from ragpulse.logging import configure_logging
+
+    r, sink = receivers
+    configure_logging("DEBUG", json=True)
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as logs:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", r.http_port)
+        writer.write(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"Content-Length: 100000\r\n\r\n" + b"\x0a" * 1000
+        )
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        async with asyncio.timeout(5):
+            while not any(e["event"] == "otlp_client_disconnected" for e in logs):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        # the gRPC side: a call abandoned by its deadline
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{r.grpc_port}") as channel:
+            with pytest.raises(grpc.aio.AioRpcError):
+                await channel.unary_unary(EXPORT)(b"\x0a" * 10, timeout=0.0001)
+    (event,) = [e for e in logs if e["event"] == "otlp_client_disconnected"]
+    assert (event["log_level"], event["transport"], event["received_bytes"]) == ("debug", "http", 1000)
+    assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
+    assert [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.ERROR] == []
+    assert sink.traces == []

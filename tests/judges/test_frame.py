@@ -16,7 +16,9 @@ KW: dict[str, Any] = {"judge": "j", "version": "v1", "backend": Backend.HEURISTI
 
 
 def test_precheck_rules_in_order() -> None:
-    assert precheck(Trace(trace_id="t", question="q", answer=" "), **KW).reason == "no_answer"  # type: ignore[union-attr]
+    j = precheck(Trace(trace_id="t", question="q", answer=" "), **KW)
+    assert j is not None
+    assert j.reason == "no_answer"
     j = precheck(Trace(trace_id="t", question="q", answer="x"), needs_reference=True, **KW)
     assert j is not None
     assert j.status is JudgementStatus.SKIPPED

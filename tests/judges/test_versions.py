@@ -43,11 +43,11 @@ CHECKLIST: dict[str, Any] = {
 GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 32e8c9111615 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "relevancy", {}, "30fab55c1578"),
-    # was 0fec9fe1b69e (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
-    ("heuristic", "faithfulness", {}, "a37170cb2ea2"),
+    # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
+    ("heuristic", "faithfulness", {}, "8dfb3744ec18"),
     # LLM-only options leave the offline judge's version alone.
-    # was 0fec9fe1b69e (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
-    ("heuristic", "faithfulness", {"mode": "binary"}, "a37170cb2ea2"),
+    # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
+    ("heuristic", "faithfulness", {"mode": "binary"}, "8dfb3744ec18"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {}, "0603ef760474"),
     # was 1ec92fa6a325 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -60,8 +60,8 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     ("heuristic", "answer_correctness", {}, "7a232538f828"),
     # was a06762f87e77 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "relevancy", {"threshold": 0.6}, "79c56ea1bd02"),
-    # was e731a6ecbc22 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
-    ("heuristic", "faithfulness", {"threshold": 0.7}, "c3b6835754f4"),
+    # was e731a6ecbc22 (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "7e1dd962a85c"),
     # was 5a6e472cfd52 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {"threshold": 0.5}, "db860ab2d8a6"),
     # was 3846d703ebae (main 0a55620): skips scripts it cannot segment (issue 10 item 7)

@@ -40,7 +40,7 @@ def _j(judge: str, score: float | None, *, status: str = "ok", threshold: float 
     return ok(score=score, reason=f"{judge} says {score}", **common)
 
 
-def _case(case_id: str, *judgements, outcome: TraceOutcome = TraceOutcome.EVALUATED) -> CaseResult:  # type: ignore[no-untyped-def]
+def _case(case_id: str, *judgements: Judgement, outcome: TraceOutcome = TraceOutcome.EVALUATED) -> CaseResult:
     trace = Trace(trace_id=f"t-{case_id}", question="q", answer="a", run_id="run-g", test_case_id=case_id)
     return CaseResult(
         case_id=case_id,

@@ -76,7 +76,7 @@ def test_kestrel_replay_checklists_context_metrics_and_gate(pg_url: str, tmp_pat
     assert stored.declared_version == "2026.11-1"
     assert stored.version
     assert stored.score == pytest.approx(0.4)
-    items = {i["id"]: i["passed"] for i in stored.flags.items}  # type: ignore[attr-defined]
+    items = {i["id"]: i["passed"] for i in (stored.flags.model_extra or {})["items"]}
     assert items == {
         "reassurance": False,
         "current_status": False,

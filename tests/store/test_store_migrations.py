@@ -9,11 +9,14 @@ import asyncpg
 
 import ragpulse.store
 from ragpulse.store.migrate import MIGRATION_LOCK_KEY, load_migrations, migrate
+from testsupport import wait_until
 
 TABLES = {
     "calibration_profiles",
     "dead_letters",
+    "judgement_history",
     "judgements",
+    "pending_inputs",
     "run_cases",
     "runs",
     "schema_migrations",
@@ -75,7 +78,15 @@ async def test_migrate_waits_for_advisory_lock(store_url: str) -> None:
     try:
         await holder.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
         task = asyncio.create_task(migrate(runner))
-        await asyncio.sleep(0.3)
+
+        async def runner_waits_on_the_lock() -> bool:
+            waiting = await holder.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'",
+                runner.get_server_pid(),
+            )
+            return bool(waiting)
+
+        await wait_until(runner_waits_on_the_lock, what="the migration to wait on the advisory lock")
         assert not task.done()
         assert await _tables(holder) == set()  # nothing ran while another replica held the lock
         await holder.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)

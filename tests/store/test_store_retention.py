@@ -10,6 +10,7 @@ import asyncpg
 from ragpulse.store.postgres import PostgresStore
 from ragpulse.store.retention import retention_loop
 from store import store_factories as f
+from testsupport import wait_until
 
 
 async def _counts(url: str) -> tuple[int, int, int, int]:
@@ -83,11 +84,14 @@ async def test_retention_loop_prunes_periodically(store: PostgresStore, store_ur
     await store.write_results([f.result(f.trace("x"), f.ok(), received_at=old)])
     settings = f.store_settings(store_url, retention_days=1, retention_interval_s=0.05)
     task = asyncio.create_task(retention_loop(store, settings))
-    await asyncio.sleep(0.2)
-    assert await store.get_trace("x") is None
+
+    async def pruned(trace_id: str) -> bool:
+        return await store.get_trace(trace_id) is None
+
+    await wait_until(lambda: pruned("x"), what="the first prune")
     await store.write_results([f.result(f.trace("y"), f.ok(), received_at=old)])
-    await asyncio.sleep(0.2)
-    assert await store.get_trace("y") is None
+    await wait_until(lambda: pruned("y"), what="a later prune")
+    assert not task.done()
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
 

@@ -46,15 +46,42 @@ async def test_same_batch_twice_changes_nothing(store: PostgresStore, store_url:
     assert (fa.latency_s, fa.prompt_tokens, fa.reason) == (0.2, 120, "faithfulness looks fine")
 
 
-async def test_changed_score_reports_one_change(store: PostgresStore) -> None:
+async def test_final_judgement_kept_for_same_content_replaced_for_new_content(
+    store: PostgresStore, store_url: str
+) -> None:
+    """Issue 11 item 13: an ok/skipped judgement is final for its judged content."""
     await store.write_results([f.result(f.trace(), f.ok("faithfulness", 0.8), f.ok("relevancy", 0.9))])
+    # a redelivery judged differently by a non-deterministic judge: nothing changes
     rep = await store.write_results([f.result(f.trace(), f.ok("faithfulness", 0.5), f.ok("relevancy", 0.9))])
-    assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1")})
+    assert rep.changed == frozenset()
+    got = await store.get_trace("a" * 32)
+    assert got is not None
+    assert next(j for j in got.judgements if j.judge == "faithfulness").score == 0.8
+    # the same trace id with another answer is judged again; the replaced row is kept as history
+    rep = await store.write_results(
+        [f.result(f.trace(answer="Another answer."), f.ok("faithfulness", 0.5), f.ok("relevancy", 0.9))]
+    )
+    assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1"), ("a" * 32, "relevancy", "v1")})
     got = await store.get_trace("a" * 32)
     assert got is not None
     fa = next(j for j in got.judgements if j.judge == "faithfulness")
     assert fa.score == 0.5
     assert fa.passed is False
+    assert await pg_count(store_url, "SELECT count(*) FROM judgement_history WHERE score = 0.8") == 1
+    assert await pg_count(store_url, "SELECT count(*) FROM judgement_history") == 2
+
+
+async def test_error_judgement_is_replaced_on_retry(store: PostgresStore, store_url: str) -> None:
+    err = f.not_ok("faithfulness", JudgementStatus.ERROR, "judge_unavailable: HTTP 503")
+    await store.write_results([f.result(f.trace(), err)])
+    rep = await store.write_results([f.result(f.trace(), f.ok("faithfulness", 0.7))])
+    assert rep.changed == frozenset({("a" * 32, "faithfulness", "v1")})
+    got = await store.get_trace("a" * 32)
+    assert got is not None
+    assert got.judgements[0].score == 0.7
+    assert await pg_count(store_url, "SELECT count(*) FROM judgement_history") == 0  # errors are not history
+    finals = await store.final_judgements([("a" * 32, f.trace().content_hash), ("a" * 32, "other")])
+    assert finals == {("a" * 32, f.trace().content_hash): frozenset({("faithfulness", "v1")})}
 
 
 async def test_duplicates_inside_one_batch_last_wins(store: PostgresStore, store_url: str) -> None:
@@ -137,7 +164,13 @@ async def test_concurrent_overlapping_batches(store: PostgresStore, store_url: s
     ids = [f"c{i:03d}" for i in range(300)]
 
     def batch(order: list[str], score: float) -> list[TraceResult]:
-        return [f.result(f.trace(t), f.ok("faithfulness", score), f.ok("keyword", score)) for t in order]
+        # each round answers differently, so each round's judgements replace the last (same content is final)
+        return [
+            f.result(
+                f.trace(t, answer=f"answer {score}"), f.ok("faithfulness", score), f.ok("keyword", score)
+            )
+            for t in order
+        ]
 
     for round_ in range(2):
         s = round_ / 10

@@ -199,3 +199,45 @@ def test_phone_width_has_no_horizontal_scroll(phone: PortalPage, portal: Portal)
     ):
         phone.goto(path)
         assert phone.no_horizontal_scroll(), path
+
+
+def test_run_evaluation_history_drawer_and_compare(page: PortalPage, portal: Portal) -> None:
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "ui-runs", "knowledge_base": "kb-runs"})
+        for i in range(6):
+            c.post(
+                "/api/v1/test-sets/ui-runs/cases",
+                json={
+                    "id": f"r{i}",
+                    "question": "What colour is the sky?",
+                    "answer": "The sky is blue." if i % 2 == 0 else "Bananas are yellow.",
+                    "contexts": ["On a clear day the sky is blue."],
+                    "keywords": ["blue"],
+                },
+            )
+    p = page.page
+    run_ids = []
+    for n in (1, 2):
+        page.goto("/runs/new?test_set=ui-runs")
+        p.select_option("#run-form select[name=test_set]", "ui-runs")
+        p.fill("#run-form input[name=run_id]", f"ui-run-{n}")
+        p.fill("#run-form input[name=threshold_keyword]", "0.5" if n == 1 else "0.9")
+        p.fill("#run-form textarea[name=fail_under]", "pass_rate=0.4")
+        p.click("#run-form button")
+        p.wait_for_url(f"**/runs/ui-run-{n}")
+        p.wait_for_selector("#run-live[data-status=completed]", timeout=60_000)  # live progress until done
+        assert "keyword" in p.inner_text("#averages")
+        assert "r1" in p.inner_text("#failing")  # the off-topic answers fail
+        run_ids.append(f"ui-run-{n}")
+    page.goto("/runs")
+    p.click("#runs tr[data-run=ui-run-1] a.drawer-link")
+    p.wait_for_selector("#run-drawer #drawer-cases tr[data-case=r0]")
+    assert "keyword" in p.inner_text("#drawer-cases tr[data-case=r0]")
+    p.click("#close-drawer")
+    for rid in run_ids:
+        p.check(f"#runs tr[data-run={rid}] input[type=checkbox]")
+    p.click("#compare-btn")
+    p.wait_for_selector("#deltas")
+    assert p.query_selector("#deltas tr[data-metric=pass_rate]") is not None
+    with portal.client() as c:
+        assert c.get("/api/v1/runs/ui-run-1").json()["request"]["thresholds"] == {"keyword": 0.5}

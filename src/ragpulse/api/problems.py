@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ragpulse.errors import ConfigError, StoreError
+from ragpulse.errors import ConfigError, NotFoundError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.services.errors import BadRequest, Conflict, NotFound, ServiceError
 from ragpulse.services.evaluate import EvaluationFailed, EvaluationTimeout
@@ -81,7 +81,7 @@ def install_problem_handlers(app: FastAPI, html_error: ErrorPage | None = None) 
 
     async def service_error(request: Request, exc: Exception) -> Response:
         status = 422
-        if isinstance(exc, NotFound):
+        if isinstance(exc, NotFound | NotFoundError):
             status = 404
         elif isinstance(exc, Conflict):
             status = 409
@@ -105,6 +105,7 @@ def install_problem_handlers(app: FastAPI, html_error: ErrorPage | None = None) 
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(ConfigError, service_error)
+    app.add_exception_handler(NotFoundError, service_error)
     app.add_exception_handler(StoreError, store_error)
     app.add_exception_handler(Exception, unexpected)
 

@@ -1,9 +1,83 @@
-"""``/api/v1``: runs (start, history, cancel, comparisons). Filled in on the services layer's run functions."""
+"""``/api/v1``: runs — start (queued in PostgreSQL, run by ``serve``'s worker), history, one run with progress
+and report, cancel, and comparisons (thin adapters over :mod:`ragpulse.services.run_queue`,
+:mod:`ragpulse.services.runs` and :mod:`ragpulse.services.runs_view`)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel
+
+from ragpulse.api.auth import get_ctx
+from ragpulse.api.context import PortalContext
+from ragpulse.services import run_queue, runs_view
+from ragpulse.services.paging import DEFAULT_LIMIT, Page
+from ragpulse.services.runs import compare_runs
 
 __all__ = ["router"]
 
 router = APIRouter()
+
+Ctx = Annotated[PortalContext, Depends(get_ctx)]
+
+
+class RunOptions(BaseModel):
+    """What a run may choose: the configured judges, judge models and RAG endpoints (names only)."""
+
+    judges: list[str]
+    judge_models: list[str]
+    rag_endpoints: list[str]
+
+
+class Cancelled(BaseModel):
+    """The run's status after a cancel (``cancelled``, or ``running`` until its worker has stopped it)."""
+
+    run_id: str
+    status: str
+
+
+@router.get("/run-options", summary="Judges, judge models and RAG endpoints a run may choose")
+async def run_options(ctx: Ctx) -> RunOptions:
+    return RunOptions(judges=sorted(ctx.judges), **run_queue.run_options(ctx.settings))
+
+
+@router.post("/runs", status_code=202, summary="Start a run (queued; see status_url)")
+async def start_run(ctx: Ctx, body: run_queue.RunRequest, response: Response) -> run_queue.RunAccepted:
+    accepted = await run_queue.enqueue_run(ctx.store, ctx.settings, sorted(ctx.judges), body)
+    if ctx.runs is not None:
+        ctx.runs.wake()
+    response.headers["Location"] = accepted.status_url
+    return accepted
+
+
+@router.get("/runs", summary="Run history, newest first")
+async def list_runs(
+    ctx: Ctx,
+    test_set: Annotated[str | None, Query()] = None,
+    status: Annotated[str | None, Query(description="queued, running, completed, … cancelled")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = DEFAULT_LIMIT,
+    cursor: Annotated[str | None, Query()] = None,
+) -> Page[runs_view.RunItem]:
+    return await runs_view.list_runs(ctx.store, test_set=test_set, status=status, limit=limit, cursor=cursor)
+
+
+@router.get("/runs/{run_id}", summary="One run: status, progress, report and every case with its judgements")
+async def get_run(ctx: Ctx, run_id: str) -> runs_view.RunDetail:
+    return await runs_view.get_run(ctx.store, run_id)
+
+
+@router.post("/runs/{run_id}/cancel", summary="Cancel a queued or running run (a finished one → 409)")
+async def cancel(ctx: Ctx, run_id: str) -> Cancelled:
+    return Cancelled(run_id=run_id, status=await run_queue.cancel_run(ctx.store, run_id))
+
+
+@router.get(
+    "/run-comparisons", summary="Compare run a (baseline) with run b: deltas per judge, flipped cases"
+)
+async def compare(
+    ctx: Ctx,
+    a: Annotated[str, Query(description="baseline run id")],
+    b: Annotated[str, Query(description="candidate")],
+) -> dict[str, Any]:
+    return (await compare_runs(ctx.store, a, b)).to_json()

@@ -89,7 +89,8 @@ async def open_portal(
     engine: TraceSink | None,
 ) -> PortalServer | None:
     """``serve``'s hook: start the portal on ``settings``' API address inside ``stack`` (stopped when the
-    stack closes), with the run-queue worker; ``None`` when the address is empty (portal off).
+    stack closes), with the worker of the run queue (:class:`~ragpulse.services.run_queue.RunWorker`);
+    ``None`` when the address is empty (portal off, and no portal run is executed by this process).
 
     Raises:
         ConfigError: see :class:`PortalServer`.
@@ -98,12 +99,16 @@ async def open_portal(
     if not options.address.strip():
         return None
     check_exposure(options)
+    from ragpulse.services.run_queue import RunWorker
+
+    runs = await stack.enter_async_context(RunWorker(store, settings))
     ctx = PortalContext(
         store=store,
         settings=settings,
         options=options,
         judges=judges,
         engine=engine,
+        runs=runs,
         redact_text=bool(getattr(settings, "redact_text", False)),
     )
     return await stack.enter_async_context(PortalServer(ctx))

@@ -136,7 +136,9 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             if otlp_on:
                 from ragpulse.ingest.otlp import OtlpReceivers
 
-                sources["otlp"] = await stack.enter_async_context(OtlpReceivers(settings, engine))
+                sources["otlp"] = await stack.enter_async_context(
+                    OtlpReceivers(settings, engine, pending=store)
+                )
             if kafka_on:
                 from ragpulse.ingest.kafka import KafkaSource
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,7 +41,15 @@ from ragpulse.engine.sampling import SamplingPolicy
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
-from ragpulse.protocols import AckCallback, Exporter, Judge, ResultStore, WriteReport, judge_needs_answer
+from ragpulse.protocols import (
+    AckCallback,
+    Exporter,
+    FinalJudgementLookup,
+    Judge,
+    ResultStore,
+    WriteReport,
+    judge_needs_answer,
+)
 
 __all__ = [
     "NOT_EVALUABLE_ATTRIBUTE",
@@ -52,6 +61,11 @@ __all__ = [
 ]
 
 log = get_logger("ragpulse.engine")
+
+#: Most (trace id, content hash) keys whose final judgements the engine remembers.
+FINAL_CACHE_SIZE = 100_000
+#: Longest wait for the store's answer in :meth:`Engine.prefetch`, seconds (on timeout the traces are judged).
+PREFETCH_TIMEOUT_S = 5.0
 
 #: Longest pause between two store write attempts, seconds.
 MAX_BACKOFF_S = 30.0
@@ -78,6 +92,9 @@ class EngineStats:
         failed: traces whose write failed for good (acked ``ok=False``).
         store_retries: store write attempts that failed and were retried.
         batches: successful store writes.
+        already_judged: redelivered traces whose every routed judgement was already final for their content
+            (no judge call, nothing changed).
+        judgements_final: judge calls skipped because the judgement was final for the content.
     """
 
     received: int = 0
@@ -91,6 +108,8 @@ class EngineStats:
     failed: int = 0
     store_retries: int = 0
     batches: int = 0
+    already_judged: int = 0
+    judgements_final: int = 0
 
 
 class _State(Enum):
@@ -185,6 +204,9 @@ class Engine:
     ) -> None:
         self._judges = dict(judges)
         self._redelivering = redelivering
+        #: ``{(trace_id, content_hash): {(judge, version)}}`` of final judgements, from :meth:`prefetch` and
+        #: from this engine's own writes (LRU, :data:`FINAL_CACHE_SIZE` keys).
+        self._final: OrderedDict[tuple[str, str], frozenset[tuple[str, str]]] = OrderedDict()
         self._sampling = sampling or SamplingPolicy(rate=settings.sampling_rate)
         self._router = Router(self._judges, settings.judge_routes)
         self._store = store
@@ -314,6 +336,32 @@ class Engine:
         if not queued:
             raise EngineClosedError("engine began closing while the trace waited for room")
 
+    async def prefetch(self, traces: Sequence[Trace]) -> None:
+        """Look up, in one store query, the final (``ok``/``skipped``) judgements of ``traces`` for their
+        judged content (:func:`ragpulse.model.judged_content_hash`); a trace submitted afterwards skips the
+        judges whose judgement is final (exactly once on redelivery: no judge call, nothing re-exported).
+
+        Sources that see batches call it once per batch (Kafka: per poll). Never raises: when the store cannot
+        answer (no such capability, an error, :data:`PREFETCH_TIMEOUT_S`), the traces are simply judged.
+        """
+        if not isinstance(self._store, FinalJudgementLookup) or not traces:
+            return
+        keys = list(dict.fromkeys((t.trace_id, t.content_hash) for t in traces))
+        try:
+            async with asyncio.timeout(PREFETCH_TIMEOUT_S):
+                found = await self._store.final_judgements(keys)
+        except Exception as e:  # a lookup is an optimisation of correctness already kept by the store
+            log.debug("engine_prefetch_failed", traces=len(keys), error=str(e)[:200])
+            return
+        for key, finals in found.items():
+            self._remember(key, finals)
+
+    def _remember(self, key: tuple[str, str], finals: frozenset[tuple[str, str]]) -> None:
+        old = self._final.pop(key, frozenset())
+        self._final[key] = old | finals
+        while len(self._final) > FINAL_CACHE_SIZE:
+            self._final.popitem(last=False)
+
     def has_room(self) -> bool:
         """True while the input queue has a free slot (sources pause/resume partitions on it)."""
         return self._state is _State.RUNNING and self._queue is not None and not self._queue.full()
@@ -379,6 +427,20 @@ class Engine:
         judges = self._router.select(trace) if reason in (None, "no_answer") else ()
         # Without an answer only the judges declaring needs_answer=False can run (retrieval judges).
         runnable = judges if reason is None else tuple(j for j in judges if not judge_needs_answer(j))
+        final = self._final.get((trace.trace_id, trace.content_hash)) if self._final and runnable else None
+        if final:  # a redelivery of judged content: its ok/skipped judgements are final, no judge call
+            todo = tuple(j for j in runnable if (j.name, j.version) not in final)
+            self.stats.judgements_final += len(runnable) - len(todo)
+            if not todo:
+                self.stats.already_judged += 1
+                return TraceResult(
+                    trace=trace,
+                    outcome=TraceOutcome.INCOMPLETE if trace.incomplete else TraceOutcome.EVALUATED,
+                    received_at=item.received_at,
+                )
+            runnable = todo
+            if reason is None:
+                judges = todo
         if reason is not None and not runnable:
             self.stats.not_evaluable += 1
             return TraceResult(
@@ -392,14 +454,19 @@ class Engine:
                 ran: Sequence[Judgement] = [await self._run_judge(runnable[0], trace)]
             else:
                 ran = await asyncio.gather(*(self._run_judge(j, trace) for j in runnable))
+        judgements: list[Judgement]
         if reason is None:
-            judgements: Sequence[Judgement] = ran
+            judgements = list(ran)
         else:  # no answer: the answer-needing judges are recorded as skipped, in route order
             self.stats.answerless += 1
             by_name = {j.judge: j for j in ran}
-            judgements = [
-                by_name[j.name] if not judge_needs_answer(j) else _skipped_no_answer(j) for j in judges
-            ]
+            judgements = []
+            for j in judges:  # judgements already final for this content are left out
+                if not judge_needs_answer(j):
+                    if j.name in by_name:
+                        judgements.append(by_name[j.name])
+                elif not final or (j.name, j.version) not in final:
+                    judgements.append(_skipped_no_answer(j))
         if trace.incomplete:
             self.stats.incomplete += 1
             outcome = TraceOutcome.INCOMPLETE
@@ -492,6 +559,11 @@ class Engine:
         for i, (result, ack) in enumerate(batch):
             if last[result.trace.trace_id] == i:
                 self._export(result, report)
+                finals = frozenset(
+                    (j.judge, j.version) for j in result.judgements if j.status is not JudgementStatus.ERROR
+                )
+                if finals:
+                    self._remember((result.trace.trace_id, result.trace.content_hash), finals)
             self.stats.stored += 1
             await self._ack(ack, result, True)
 

@@ -4,7 +4,9 @@ Delivery is at least once: a message's offset is committed only after the engine
 result (or after it went to the dead-letter topic); the store's upsert makes redeliveries harmless, so the
 visible result is exactly once. Flow per message:
 
-1. :func:`~ragpulse.ingest.events.parse_event` → a trace, or a rejection reason; any other exception while
+1. each poll batch is decoded (:func:`~ragpulse.ingest.events.parse_event` → a trace, or a rejection reason)
+   and its traces are handed once to the sink's optional ``prefetch`` (the engine's one-query lookup of
+   judgements already final for their content: a redelivery is not judged again); any other exception while
    decoding one message (a bug) dead-letters it with reason ``internal_error: <exception type>`` and is logged
    once (``kafka_message_failed``) — the consume loop goes on;
 2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka_dlq_topic``) with
@@ -30,6 +32,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
@@ -45,7 +48,7 @@ from ragpulse.ingest.events import EventRejected, parse_event
 from ragpulse.ingest.kafka_client import client_options, dlq_topic_for
 from ragpulse.ingest.offsets import OffsetTracker
 from ragpulse.logging import get_logger
-from ragpulse.model import TraceResult
+from ragpulse.model import Trace, TraceResult
 from ragpulse.protocols import TraceSink
 
 __all__ = ["DLQ_HEADERS", "KafkaSource"]
@@ -78,6 +81,16 @@ CONSUMER_LAG = telemetry.meter.create_observable_gauge(
     unit="{message}",
     description="Kafka messages not yet judged and stored: high-water mark minus next offset to commit",
 )
+
+
+@dataclass(slots=True)
+class _Polled:
+    """A polled record, decoded: ``trace`` or the dead-letter ``reason``/``code``."""
+
+    rec: ConsumerRecord[bytes, bytes]
+    trace: Trace | None
+    reason: str | None
+    code: str | None
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -129,7 +142,7 @@ class KafkaSource:
         self._max_batch = max_batch
         self._revoke_wait_s = revoke_wait_s
         self._tracker = OffsetTracker()
-        self._pending: deque[ConsumerRecord[bytes, bytes]] = deque()
+        self._pending: deque[_Polled] = deque()
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -264,10 +277,10 @@ class KafkaSource:
                     await self._feed()
                 elif self._pending:
                     self._pause()
-                    self._extend(await c.getmany(timeout_ms=100))
+                    await self._extend(await c.getmany(timeout_ms=100))
                 else:
                     self._resume()
-                    self._extend(await c.getmany(timeout_ms=500, max_records=self._max_batch))
+                    await self._extend(await c.getmany(timeout_ms=500, max_records=self._max_batch))
                 await self._commit()
             except asyncio.CancelledError:
                 raise
@@ -275,9 +288,17 @@ class KafkaSource:
                 log.warning("kafka_error", error=str(e))
                 await asyncio.sleep(1.0)
 
-    def _extend(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
-        for records in batch.values():
-            self._pending.extend(records)
+    async def _extend(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        """Decode a poll batch and tell the sink about its traces once (``prefetch``: the engine looks up
+        their final judgements in one store query, so a redelivery of judged content is not judged again)."""
+        polled = [self._decode(rec) for records in batch.values() for rec in records]
+        if not polled:
+            return
+        prefetch = getattr(self._sink, "prefetch", None)
+        traces = [p.trace for p in polled if p.trace is not None]
+        if prefetch is not None and traces:
+            await prefetch(traces)
+        self._pending.extend(polled)
 
     def _pause(self) -> None:
         assert self._consumer is not None
@@ -296,39 +317,46 @@ class KafkaSource:
             self._paused = False
             log.debug("kafka_resumed")
 
+    def _decode(self, rec: ConsumerRecord[bytes, bytes]) -> _Polled:
+        """Parse one record: a trace, or the dead-letter reason and code (never raises)."""
+        try:
+            trace = parse_event(
+                rec.value,
+                max_bytes=self._settings.kafka_max_message_bytes,
+                log_text=self._settings.log_text,
+            )
+        except EventRejected as e:
+            return _Polled(rec, None, e.reason, e.code)
+        except Exception as e:  # a bug for one message must not stop the partition (or crash-loop serve)
+            log.error(
+                "kafka_message_failed",
+                error_type=type(e).__name__,
+                topic=rec.topic,
+                partition=rec.partition,
+                offset=rec.offset,
+                exc_info=True,
+            )
+            return _Polled(rec, None, f"internal_error: {type(e).__name__}", "internal_error")
+        return _Polled(rec, trace, None, None)
+
     async def _feed(self) -> None:
         assert self._consumer is not None
         assigned = self._consumer.assignment()
         while self._pending and not self._stopping and self._sink.has_room():
-            rec = self._pending.popleft()
+            polled = self._pending.popleft()
+            rec = polled.rec
             tp = TopicPartition(rec.topic, rec.partition)
             if tp not in assigned:
                 continue  # revoked meanwhile: the new owner reads it
             self._tracker.add(tp, rec.offset)
-            try:
-                trace = parse_event(
-                    rec.value,
-                    max_bytes=self._settings.kafka_max_message_bytes,
-                    log_text=self._settings.log_text,
+            if polled.trace is None:
+                await self._dead_letter(
+                    rec, polled.reason or "internal_error", polled.code or "internal_error"
                 )
-            except EventRejected as e:
-                await self._dead_letter(rec, e.reason, e.code)
-                self._tracker.done(tp, rec.offset)
-                continue
-            except Exception as e:  # a bug for one message must not stop the partition (or crash-loop serve)
-                log.error(
-                    "kafka_message_failed",
-                    error_type=type(e).__name__,
-                    topic=rec.topic,
-                    partition=rec.partition,
-                    offset=rec.offset,
-                    exc_info=True,
-                )
-                await self._dead_letter(rec, f"internal_error: {type(e).__name__}", "internal_error")
                 self._tracker.done(tp, rec.offset)
                 continue
             self.stats["received"] += 1
-            await self._sink.submit(trace, ack=self._ack_for(rec))
+            await self._sink.submit(polled.trace, ack=self._ack_for(rec))
 
     def _ack_for(self, rec: ConsumerRecord[bytes, bytes]) -> Any:
         tp = TopicPartition(rec.topic, rec.partition)
@@ -424,7 +452,8 @@ class KafkaSource:
             except (KafkaError, TimeoutError) as e:
                 log.debug("kafka_end_offsets_failed", error=str(e))
         held: dict[TopicPartition, int] = {}
-        for rec in self._pending:
+        for polled in self._pending:
+            rec = polled.rec
             tp = TopicPartition(rec.topic, rec.partition)
             held[tp] = min(held.get(tp, rec.offset), rec.offset)
         for tp in assigned:
@@ -448,7 +477,9 @@ class KafkaSource:
     async def _on_revoked(self, revoked: frozenset[TopicPartition]) -> None:
         if not revoked:
             return
-        self._pending = deque(r for r in self._pending if TopicPartition(r.topic, r.partition) not in revoked)
+        self._pending = deque(
+            p for p in self._pending if TopicPartition(p.rec.topic, p.rec.partition) not in revoked
+        )
         await self._wait_in_flight(revoked, self._revoke_wait_s)
         await self._commit(force=True, tps=revoked)
         self._tracker.forget(revoked)

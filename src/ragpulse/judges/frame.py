@@ -16,45 +16,9 @@ decision, in one place and the same way for every judge and backend:
    neutralised), call the shared :class:`~ragpulse.judges.model.client.LLMClient` (limits, retries, cache,
    budget), strip reasoning blocks, account the cost in the judgement's :class:`CallLog`.
 
-Reason codes (the start of ``reason`` of a ``skipped``/``error`` judgement):
-
-=======================  =========  ======================================================================
-code                     status     when
-=======================  =========  ======================================================================
-``no_answer``            skipped    the trace has no answer
-``no_question``          skipped    a judge that needs the question got none
-``no_reference``         skipped    a judge that needs an expected answer or keywords got none
-``abstained``            skipped    the answer declines to answer ("I don't know", "无法回答")
-``over_budget``          skipped    the judge's daily token budget is spent (no request made)
-``no_claims``            skipped    the model found no claim to check in the answer
-``unsupported_language`` skipped    an offline judge cannot read the text's script (kana, Hangul, Thai, …)
-``judge_unavailable``    error      the model could not be reached or kept failing (HTTP status, provider's
-                                    message for a 4xx, timeout, connection failure)
-``truncated_output``     error      the reply hit ``max_tokens``
-``empty_output``         error      the reply was empty
-``bad_reply``            error      the reply could not be read at all (not UTF-8, not a chat completion)
-``unparseable``          error      no verdict in the reply (also refusals and "cannot determine")
-``out_of_range``         error      a score outside its scale, NaN or infinite
-``bad_labels``           error      the trace's relevance labels are malformed
-``internal_error``       error      a bug in the judge (logged with its traceback)
-=======================  =========  ======================================================================
-
-Writing a judge (a plugin through the ``ragpulse.judges`` entry point group, see
-:mod:`ragpulse.judges.registry`)::
-
-    class PolitenessJudge(Judge):
-        name = "politeness"
-        DEFAULT_THRESHOLD = 1.0
-
-        def version_settings(self) -> dict[str, Any]:
-            return {"rule": "thanks-v1", "threshold": self.threshold}
-
-        async def decide(self, trace: Trace, log: CallLog) -> Decision:
-            polite = "thank" in (trace.answer or "").lower()
-            return Decision(1.0 if polite else 0.0, "thanks" if polite else "no thanks")
-
-    def build(settings, options):  # the entry point's object
-        return PolitenessJudge(settings, options)
+Reason codes (the start of ``reason`` of a ``skipped``/``error`` judgement) and their statuses: the table in
+``docs/llm-judges.md``. Writing a plugin judge on this class: ``docs/reference-metrics.md`` ("Plugin judges")
+and ``tests/judges/test_plugin_entry_point.py``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
-"""Build the configured judges: built-ins (LLM or heuristic backend) and plugins.
+"""Build the configured judges: built-ins (LLM or heuristic backend), checklists and plugins.
 
-Built-in judges are a table, :data:`BUILTIN_JUDGES`: name → :class:`JudgeSpec` naming the class for each
-backend as ``"module:Class"`` (imported lazily, so a judge's dependencies load only when it is used). When
-``settings.judge_model`` is set a judge with an ``llm`` class gets it, else its ``heuristic`` class; a judge
-with only one backend always uses that one (``keyword`` is always heuristic).
-
-Every judge class is called as ``cls(settings, options)`` where ``options = settings.judges.get(name, {})``;
-LLM classes also get ``client=`` the one :class:`~ragpulse.judges.model.client.LLMClient` shared by all judges built
-in the same :func:`build_judges` call (so one connection pool, one concurrency limit, one rate limit, one
-cache per process when the process calls it once).
-
-Checklists: every key of ``settings.checklists`` is also a judge name (a
-:class:`~ragpulse.judges.checklist.judge.ChecklistJudge`); it may not clash with a built-in name.
-
-Plugins: an entry point in the group ``ragpulse.judges`` whose name is the judge name and whose object is a
-factory called as ``factory(settings, options)`` returning a :class:`~ragpulse.protocols.Judge` — normally a
-subclass of :class:`ragpulse.judges.frame.Judge`, the documented plugin base class. Built-in names cannot be
-taken over by a plugin.
-
-Options: the options of every configured built-in judge (``settings.judges``) are validated by the judge's
-options model (:mod:`ragpulse.judges.options`) when judges are built, whatever the backend and whether or not
-the judge is enabled: a typo is a ``ConfigError`` at start-up.
-
-To add a built-in judge, add one row to :data:`BUILTIN_JUDGES`. A row may name a class or any factory
-function: ``heuristic`` targets are called as ``f(settings, options)``, ``llm`` targets as
-``f(settings, options, client=client)``.
+Built-ins are a table, :data:`BUILTIN_JUDGES`: name → :class:`JudgeSpec` naming the class (or factory) for
+each backend as ``"module:Class"``, imported lazily. With ``settings.judge_model`` set a judge gets its
+``llm`` class, called as ``cls(settings, options, client=client)`` with the one
+:class:`~ragpulse.judges.model.client.LLMClient` shared by every judge of the :func:`build_judges` call;
+else its ``heuristic`` class, ``cls(settings, options)``. ``options = settings.judges.get(name, {})``, and the
+options of every configured built-in judge are validated (:mod:`ragpulse.judges.options`) whatever the
+backend and whether or not it is enabled. Every key of ``settings.checklists`` is a judge too
+(:class:`~ragpulse.judges.checklist.judge.ChecklistJudge`). Plugins: entry points of the group
+``ragpulse.judges`` named after the judge, whose object is ``factory(settings, options) -> Judge`` (normally
+a :class:`ragpulse.judges.frame.Judge`); built-in names cannot be taken over.
 """
 
 from __future__ import annotations

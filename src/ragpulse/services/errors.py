@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from ragpulse.errors import ConfigError
+from ragpulse.errors import ConfigError, NotFoundError
 
 __all__ = ["BadRequest", "Conflict", "NotFound", "ServiceError"]
 
@@ -23,8 +23,9 @@ class BadRequest(ServiceError):
     """A request value the service cannot use; the message says which and why."""
 
 
-class NotFound(ServiceError):
-    """The named thing does not exist."""
+class NotFound(ServiceError, NotFoundError):
+    """The named thing does not exist (also a :class:`~ragpulse.errors.NotFoundError`, as the run services
+    raise)."""
 
 
 class Conflict(ServiceError):

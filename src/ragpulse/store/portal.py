@@ -108,6 +108,15 @@ def _trace_where(f: TraceQuery, p: _Params) -> str:
     return " AND ".join(cond) if cond else "TRUE"
 
 
+def _run_page_row(r: Any) -> dict[str, Any]:
+    return {
+        "run": run_from_row(r),
+        "progress_done": r["progress_done"],
+        "progress_total": r["progress_total"],
+        "request": r["request"],
+    }
+
+
 class PortalQueries:
     """Queries of the portal, mixed into ``PostgresStore`` (which provides ``_run``)."""
 
@@ -348,10 +357,11 @@ class PortalQueries:
         status: str | None,
         limit: int,
         after: tuple[datetime, str] | None,
-    ) -> list[RunRecord]:
-        """Runs newest first (``started_at DESC, run_id DESC``), filtered by test set and status."""
+    ) -> list[dict[str, Any]]:
+        """Runs newest first (``started_at DESC, run_id DESC``), filtered by test set and status: dicts with
+        ``run`` (:class:`RunRecord`), ``progress_done``, ``progress_total`` and ``request``."""
 
-        async def q(conn: Conn) -> list[RunRecord]:
+        async def q(conn: Conn) -> list[dict[str, Any]]:
             rows = await conn.fetch(
                 """SELECT * FROM runs
                    WHERE ($1::text IS NULL OR test_set = $1) AND ($2::text IS NULL OR status = $2)
@@ -363,9 +373,18 @@ class PortalQueries:
                 after[1] if after else None,
                 limit,
             )
-            return [run_from_row(r) for r in rows]
+            return [_run_page_row(r) for r in rows]
 
         return await self._q("list_runs", q)
+
+    async def run_page_row(self, run_id: str) -> dict[str, Any] | None:
+        """One run as :meth:`list_run_page` returns it, or ``None``."""
+
+        async def q(conn: Conn) -> dict[str, Any] | None:
+            r = await conn.fetchrow("SELECT * FROM runs WHERE run_id = $1", run_id)
+            return _run_page_row(r) if r is not None else None
+
+        return await self._q("run_page_row", q)
 
     async def run_queue_row(self, run_id: str) -> dict[str, Any] | None:
         """The queue columns of run ``run_id`` (``status``, ``request``, ``progress_done``, ``progress_total``,
@@ -435,8 +454,8 @@ class PortalQueries:
 
     async def request_cancel(self, run_id: str) -> str | None:
         """Cancel run ``run_id``: a queued run becomes ``cancelled`` at once, a running one gets
-        ``cancel_requested`` (its worker stops it). Returns the run's status after the call, or ``None`` for
-        an unknown run; a finished run is left as it is (its status is returned)."""
+        ``cancel_requested`` (its worker stops it). Returns the run's status *before* the call, or ``None`` for
+        an unknown run; a finished run is left as it is."""
 
         async def q(conn: Conn) -> str | None:
             async with conn.transaction():
@@ -449,8 +468,7 @@ class PortalQueries:
                                   updated_at = now() WHERE run_id = $1""",
                         run_id,
                     )
-                    return "cancelled"
-                if status == "running":
+                elif status == "running":
                     await conn.execute(
                         "UPDATE runs SET cancel_requested = true, updated_at = now() WHERE run_id = $1",
                         run_id,

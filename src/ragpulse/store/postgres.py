@@ -28,7 +28,7 @@ from ragpulse.model import (
     TraceResult,
     normalize_trace_id,
 )
-from ragpulse.protocols import ResultStore, WriteReport
+from ragpulse.protocols import PendingStore, ResultStore, WriteReport
 from ragpulse.store import calibrations, catalog
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
@@ -43,7 +43,7 @@ from ragpulse.store.rows import (
     trace_from_row,
     trace_row,
 )
-from ragpulse.store.sql import JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
+from ragpulse.store.sql import FINAL_JUDGEMENTS, JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
 
 __all__ = ["PostgresStore"]
 
@@ -87,6 +87,21 @@ class PostgresStore(PortalQueries):
         self._pool = pool
         self._redact = redact_text
         self._acquire_timeout = acquire_timeout_s
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The connection pool (shared by stores made from this one)."""
+        return self._pool
+
+    @property
+    def redact_text(self) -> bool:
+        """Texts are stored as hashes and lengths."""
+        return self._redact
+
+    @property
+    def acquire_timeout_s(self) -> float:
+        """Longest wait for a pooled connection, seconds."""
+        return self._acquire_timeout
 
     # -- life cycle ---------------------------------------------------------------------------------------------
     @classmethod
@@ -244,6 +259,29 @@ class PostgresStore(PortalQueries):
             )
 
         return await self._run("write_results", tx)
+
+    async def final_judgements(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
+        """The final (``ok``/``skipped``) judgements stored for ``(trace_id, content_hash)`` pairs, as
+        ``{(trace_id, content_hash): {(judge, version), …}}`` (pairs without any are absent). One query for
+        the whole batch; the engine skips these judges on a redelivery of identical content.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not keys:
+            return {}
+        tids = [k[0] for k in keys]
+        hashes = [k[1] for k in keys]
+
+        async def q(conn: Conn) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
+            out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+            for r in await conn.fetch(FINAL_JUDGEMENTS, tids, hashes):
+                out.setdefault((r["trace_id"], r["content_hash"]), set()).add((r["judge"], r["version"]))
+            return {k: frozenset(v) for k, v in out.items()}
+
+        return await self._run("final_judgements", q)
 
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         """The trace ``trace_id`` (normalised like :func:`ragpulse.model.normalize_trace_id`) with all its
@@ -446,6 +484,67 @@ class PostgresStore(PortalQueries):
 
         await self._run("write_dead_letter", q)
 
+    # -- pending inputs (accepted, result not stored yet; ragpulse.protocols.PendingStore) -----------------------
+    async def add_pending(self, source: str, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep ``(key, payload)`` items of ``source`` in ``pending_inputs`` (one transaction)."""
+        if not items:
+            return
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                """INSERT INTO pending_inputs (source, key, payload)
+                   SELECT $1, k, p FROM unnest($2::text[], $3::bytea[]) AS t(k, p)""",
+                source,
+                [k for k, _ in items],
+                [p for _, p in items],
+            )
+
+        await self._run("add_pending", q)
+
+    async def load_pending(self, source: str) -> list[tuple[str, bytes]]:
+        """Every pending key of ``source`` with its payloads concatenated in arrival order (for OTLP the
+        concatenation of serialized requests is itself one valid request), oldest key first."""
+
+        async def q(conn: Conn) -> list[tuple[str, bytes]]:
+            rows = await conn.fetch(
+                """SELECT key, string_agg(payload, ''::bytea ORDER BY id) AS payload, min(id) AS first
+                   FROM pending_inputs WHERE source = $1 GROUP BY key ORDER BY first""",
+                source,
+            )
+            return [(str(r["key"]), bytes(r["payload"])) for r in rows]
+
+        return await self._run("load_pending", q)
+
+    async def remove_pending(self, source: str, keys: Sequence[str]) -> None:
+        """Delete the pending payloads of ``keys``."""
+        if not keys:
+            return
+
+        async def q(conn: Conn) -> None:
+            await conn.execute(
+                "DELETE FROM pending_inputs WHERE source = $1 AND key = ANY($2::text[])", source, list(keys)
+            )
+
+        await self._run("remove_pending", q)
+
+    async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
+        """Move the pending payloads of ``key`` into one dead letter (payloads concatenated, ``meta.key``)."""
+
+        async def q(conn: Conn) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    """INSERT INTO dead_letters (source, reason, payload, meta)
+                       SELECT $1, $3, string_agg(payload, ''::bytea ORDER BY id), jsonb_build_object('key', $2::text)
+                       FROM pending_inputs WHERE source = $1 AND key = $2
+                       HAVING count(*) > 0""",
+                    source,
+                    key,
+                    clean(reason) or "",
+                )
+                await conn.execute("DELETE FROM pending_inputs WHERE source = $1 AND key = $2", source, key)
+
+        await self._run("dead_letter_pending", q)
+
     async def list_dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         """Newest dead letters first: dicts with ``id``, ``source``, ``reason``, ``payload`` (bytes), ``meta``,
         ``created_at``."""
@@ -460,4 +559,7 @@ class PostgresStore(PortalQueries):
 if TYPE_CHECKING:  # PostgresStore satisfies the ResultStore seam (checked by mypy)
 
     def _is_result_store(store: PostgresStore) -> ResultStore:
+        return store
+
+    def _is_pending_store(store: PostgresStore) -> PendingStore:
         return store

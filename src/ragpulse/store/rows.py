@@ -102,6 +102,7 @@ JUDGEMENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("prompt_tokens", "int4", False),
     ("completion_tokens", "int4", False),
     ("source", "text", False),
+    ("content_hash", "text", False),
 )
 
 
@@ -233,6 +234,7 @@ def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any
         j.prompt_tokens,
         j.completion_tokens,
         trace.source.value,
+        trace.content_hash,
     )
 
 

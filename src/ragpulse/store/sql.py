@@ -5,6 +5,7 @@ from __future__ import annotations
 from ragpulse.store.rows import JUDGEMENT_COLUMNS, TRACE_COLUMNS
 
 __all__ = [
+    "FINAL_JUDGEMENTS",
     "JUDGEMENT_UPSERT",
     "RUN_CASES_UPSERT",
     "TRACE_UPSERT",
@@ -19,9 +20,11 @@ def _bulk_upsert(
     compare: tuple[str, ...],
     keep: tuple[str, ...],
     returning: str,
+    where: str | None = None,
 ) -> str:
     """``INSERT … SELECT FROM unnest($1::t1[], …) ON CONFLICT (key) DO UPDATE … WHERE (compare) IS DISTINCT
-    FROM (excluded.compare) RETURNING …``; columns in ``keep`` keep their first stored value."""
+    FROM (excluded.compare) RETURNING …``; columns in ``keep`` keep their first stored value; ``where``
+    (SQL over ``<alias>.col`` and ``excluded.col``) replaces the default update condition."""
     names = [c[0] for c in columns]
     arrays = ", ".join(f"${i}::{typ}[]" for i, (_, typ, _) in enumerate(columns, start=1))
     select = ", ".join(f"u.{n}::jsonb" if js else f"u.{n}" for n, _, js in columns)
@@ -29,11 +32,12 @@ def _bulk_upsert(
     updates.append("updated_at = now()")
     cmp_old = ", ".join(f"{alias}.{c}" for c in compare)
     cmp_new = ", ".join(f"excluded.{c}" for c in compare)
+    condition = where or f"({cmp_old}) IS DISTINCT FROM ({cmp_new})"
     return (
         f"INSERT INTO {table} AS {alias} ({', '.join(names)})\n"
         f"SELECT {select}\nFROM unnest({arrays}) AS u({', '.join(names)})\n"
         f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(updates)}\n"
-        f"WHERE ({cmp_old}) IS DISTINCT FROM ({cmp_new})\n"
+        f"WHERE {condition}\n"
         f"RETURNING {returning}"
     )
 
@@ -54,7 +58,14 @@ TRACE_UPSERT = _bulk_upsert(
 #: the same trace (a redelivery), so they neither count as a change nor overwrite the first stored values.
 VERDICT_COLUMNS = ("status", "score", "passed", "threshold", "backend", "model", "declared_version")
 
-#: Upsert of judgements keyed (trace_id, judge, version); returns only rows inserted or whose verdict changed.
+_VERDICT_OLD = ", ".join(f"j.{c}" for c in VERDICT_COLUMNS)
+_VERDICT_NEW = ", ".join(f"excluded.{c}" for c in VERDICT_COLUMNS)
+
+#: Upsert of judgements keyed (trace_id, judge, version); returns only rows inserted or replaced. A stored
+#: ``ok``/``skipped`` judgement is final for its judged content (``content_hash``): the same content never
+#: replaces it, whatever the new verdict (a non-deterministic judge on a redelivery). Other content replaces
+#: it (migration 110 keeps the replaced row in ``judgement_history``); a stored ``error`` is replaced by a
+#: different verdict.
 JUDGEMENT_UPSERT = _bulk_upsert(
     "judgements",
     "j",
@@ -63,7 +74,19 @@ JUDGEMENT_UPSERT = _bulk_upsert(
     compare=VERDICT_COLUMNS,
     keep=(),
     returning="j.trace_id, j.judge, j.version, (j.xmax = 0) AS inserted",
+    where=(
+        "j.content_hash IS DISTINCT FROM excluded.content_hash"
+        f" OR (j.status = 'error' AND ({_VERDICT_OLD}) IS DISTINCT FROM ({_VERDICT_NEW}))"
+    ),
 )
+
+#: Final (``ok``/``skipped``) judgements of ``(trace_id, content_hash)`` pairs (two text arrays).
+FINAL_JUDGEMENTS = """
+SELECT j.trace_id, j.content_hash, j.judge, j.version FROM judgements j
+JOIN unnest($1::text[], $2::text[]) AS k(trace_id, content_hash)
+  ON j.trace_id = k.trace_id AND j.content_hash = k.content_hash
+WHERE j.status <> 'error'
+"""
 
 #: Links replayed traces to their run (``run_id``, ``trace_id``, ``test_case_id`` arrays).
 RUN_CASES_UPSERT = """

@@ -256,6 +256,22 @@ class ScriptedJudge:
             self.active -= 1
 
 
+class GatedJudge(ScriptedJudge):
+    """A :class:`ScriptedJudge` that waits for ``gate`` before each verdict (builds back-pressure on demand)."""
+
+    def __init__(self, name: str, gate: asyncio.Event, score: float = 1.0) -> None:
+        super().__init__(name, score)
+        self.gate = gate
+        #: set once a worker is inside :meth:`judge` (held at the gate): tests wait for it instead of sleeping
+        self.waiting = asyncio.Event()
+
+    async def judge(self, trace: Trace) -> Judgement:
+        """Wait for the gate, then return the scripted verdict."""
+        self.waiting.set()
+        await self.gate.wait()
+        return await super().judge(trace)
+
+
 class MemoryExporter:
     """An :class:`~ragpulse.protocols.Exporter` that records every ``on_stored`` call."""
 

@@ -76,8 +76,9 @@ async def test_sentence_check_asks_per_sentence_and_chunk_and_stores_claims(
         False,
         "sentence_check",
     )
-    claims = j.flags.model_extra["claims"]
+    claims = (j.flags.model_extra or {})["claims"]
     assert [c["verdict"] for c in claims] == ["supported", "unsupported", "unsupported"]
+    assert EN.answer is not None
     assert [EN.answer[c["start"] : c["end"]] for c in claims] == [c["text"] for c in claims]
     assert [c["text"] for c in claims] == [
         "Refunds are paid within 30 days.",
@@ -92,7 +93,8 @@ async def test_sentence_check_caps_calls_and_says_so(openai_server: ScriptedOpen
     openai_server.reset(_minicheck({(ZH.contexts[0], "退款在购买后30天内支付。")}))
     j = await _judge(openai_server, ZH, max_calls_per_trace=2)
     assert openai_server.request_count == 2
-    claims = j.flags.model_extra["claims"]
+    claims = (j.flags.model_extra or {})["claims"]
+    assert ZH.answer is not None
     assert [(ZH.answer[c["start"] : c["end"]], c["verdict"]) for c in claims] == [
         ("退款在购买后30天内支付。", "supported"),
         ("订单从柏林发货。", "unchecked"),
@@ -109,7 +111,7 @@ async def test_sentence_check_custom_template_and_redact_text(openai_server: Scr
     async with LLMClient(s) as client:
         j = await build_judges(s, ["faithfulness"], client=client)["faithfulness"].judge(EN)
     assert openai_server.requests[0].user_text.startswith("Premise: Refunds are paid")
-    claims = j.flags.model_extra["claims"]
+    claims = (j.flags.model_extra or {})["claims"]
     assert all("text" not in c for c in claims)
     assert [(c["start"], c["end"]) for c in claims] == [(0, 32), (34, 58), (59, 77)]
 
@@ -128,7 +130,7 @@ async def test_claims_mode_locates_verbatim_claims_and_leaves_paraphrases_null(
     )
     async with LLMClient(s) as client:
         j = await build_judges(s, ["faithfulness"], client=client)["faithfulness"].judge(EN)
-    claims = j.flags.model_extra["claims"]
+    claims = (j.flags.model_extra or {})["claims"]
     assert [(c["start"], c["end"], c["verdict"]) for c in claims] == [
         (0, 32, "supported"),
         (34, 57, "unsupported"),
@@ -161,6 +163,6 @@ def test_heuristic_claim_offsets_always_slice_the_stored_answer(parts: list[tupl
     j = HeuristicFaithfulnessJudge(Settings(), {}).evaluate(trace)
     if j.status is not JudgementStatus.OK or j.flags.decided_by != "sentence_support":
         return
-    for c in j.flags.model_extra["claims"]:
+    for c in (j.flags.model_extra or {})["claims"]:
         assert answer[c["start"] : c["end"]] == c["text"]
         assert c["verdict"] in {"supported", "unsupported", "unchecked"}

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from ragpulse.calibration import calibrate
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
@@ -243,3 +247,37 @@ def test_sentence_split_keeps_dotted_names_and_splits_chinese() -> None:
         "Done",
     ]
     assert sentences("北京是首都。长城很长！") == ["北京是首都。", "长城很长！"]
+
+
+SWAPS = Path(__file__).resolve().parents[1] / "data" / "faithfulness_swaps.jsonl"
+
+
+def test_entity_and_relation_swaps_are_caught() -> None:
+    """The committed set of faithful/swapped sentence pairs (English and Chinese, written for ragpulse):
+    balanced accuracy at least 0.70 (0.50 before the slot check: every swap passed)."""
+    rows = [json.loads(line) for line in SWAPS.read_text("utf-8").splitlines()]
+    assert len(rows) >= 120
+    assert {r["lang"] for r in rows} == {"en", "zh"}
+    judge = HeuristicFaithfulnessJudge(Settings(), {})
+    judgements = [
+        judge.evaluate(
+            Trace(
+                trace_id=r["id"],
+                question=r["question"],
+                answer=r["answer"],
+                documents=[{"content": c} for c in r["contexts"]],
+            )
+        )
+        for r in rows
+    ]
+    report = calibrate(judgements, [r["faithful"] for r in rows])
+    assert report.balanced_accuracy is not None
+    assert report.balanced_accuracy >= 0.70
+    tom = Trace(
+        trace_id="t",
+        question="Who was appointed?",
+        answer="Harlow Bank appointed Tom Varga as chief risk officer in March.",
+        context="Harlow Bank appointed Mira Osei as chief risk officer in March. Her predecessor, Tom Varga, moved.",
+    )
+    j = judge.evaluate(tom)
+    assert (j.passed, (j.flags.model_extra or {})["claims"][0]["verdict"]) == (False, "unsupported")

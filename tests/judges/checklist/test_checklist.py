@@ -59,7 +59,7 @@ async def test_rules_each_kind() -> None:
     bad = await j.judge(
         _t("We guarantee it. See https://evil.example.org/x for the form, no more info here today ok")
     )
-    items = {i["id"]: i["passed"] for i in bad.flags.items}  # type: ignore[attr-defined]
+    items = {i["id"]: i["passed"] for i in (bad.flags.model_extra or {})["items"]}
     assert items == {"any": False, "all": False, "none": False, "re": False, "link": False, "len": False}
     assert bad.score == 0.0
     assert "link (no link to ['help.example.com']" in bad.reason
@@ -263,7 +263,7 @@ async def test_example_order_delay_with_model_rubric() -> None:
     assert len(srv.requests) == 4  # one per rubric item; expected_time is a rule
     assert r.score == pytest.approx(0.8)
     assert r.passed is True
-    by = {i["id"]: i["by"] for i in r.flags.items}  # type: ignore[attr-defined]
+    by = {i["id"]: i["by"] for i in (r.flags.model_extra or {})["items"]}
     assert by == {
         "reassurance": "llm",
         "current_status": "llm",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from ragpulse.config import Settings
@@ -23,7 +25,7 @@ def _trace(row: dict[str, object]) -> Trace:
     return Trace(
         trace_id=str(row["id"]),
         question=str(row["question"]),
-        documents=list(row["contexts"]),  # type: ignore[call-overload]
+        documents=[str(c) for c in cast(list[object], row["contexts"])],
         expected_answer=str(row["reference_answer"]),
         attributes={"context_labels": row["context_labels"]},
     )
@@ -67,7 +69,7 @@ async def test_heuristic_usefulness_agrees_with_rgb_labels() -> None:
         t = _trace(row)
         r = await judge.judge(t)
         assert r.flags.decided_by == "heuristic"
-        useful = r.flags.verdicts  # type: ignore[attr-defined]
+        useful = (r.flags.model_extra or {})["verdicts"]
         for u, lab in zip(useful, row["context_labels"], strict=True):
             pos += lab
             neg += 1 - lab

@@ -8,10 +8,25 @@ keeps the spans of each open trace (keyed by trace id, deduplicated by span id) 
 - ``otlp_idle_timeout_s`` seconds after its last span arrived without a root: released with
   ``incomplete=True``.
 
-At most ``otlp_max_pending_traces`` traces, of at most ``max_spans_per_trace`` spans each, are held; beyond that the least recently updated trace is evicted
-(dropped, logged and counted in :attr:`AssemblerStats.evicted` and ``ragpulse_otlp_traces_evicted``). Spans
-arriving for a trace that was already released are dropped and counted (``late_spans``), so a trace is never
-judged twice from one export stream.
+Accepting spans is two steps, so a receiver can make them durable before it answers:
+:meth:`TraceAssembler.plan` decides what is taken (and reserves room), :meth:`TraceAssembler.commit` adds it
+(:meth:`TraceAssembler.abort` gives the room back). :meth:`TraceAssembler.add` does both at once. A trace with
+spans between plan and commit is never released.
+
+Bounds — nothing that was taken is dropped later, and no trace ever makes room for another:
+
+- the **backlog** — traces held plus traces released and not yet acknowledged by the sink (only counted when
+  a ``journal`` is set: then a trace leaves the backlog once its result is stored) — is at most
+  ``otlp_max_pending_traces``; spans that would open a trace beyond it are not taken (``no_room``);
+- a trace keeps at most ``max_spans_per_trace`` spans; further spans are not taken (``over_limit``);
+- spans arriving for a trace that was already released are not taken (``late``), so a trace is never judged
+  twice from one export stream.
+
+Receivers report what was not taken as OTLP ``partial_success`` (or refuse the request while the backlog is
+full). With a :class:`~ragpulse.ingest.otlp.journal.PendingJournal`, a released trace is submitted with an
+ack that deletes its pending rows once stored (or moves them to the dead letters when it can never be), a
+trace that cannot be mapped is dead-lettered, and :meth:`TraceAssembler.run` does not flush on stop (held
+traces stay pending and are resumed on the next start).
 
 Time comes from an injectable monotonic ``clock`` (seconds) so tests need no sleeps; :meth:`TraceAssembler.poll`
 does the work and :meth:`TraceAssembler.run` calls it periodically and submits the traces to a
@@ -26,48 +41,82 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ragpulse import telemetry
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.conventions import TraceBuilder
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.logging import get_logger
-from ragpulse.model import Trace
-from ragpulse.protocols import TraceSink
+from ragpulse.model import Trace, TraceResult
+from ragpulse.protocols import AckCallback, TraceSink
 
-__all__ = ["AssemblerStats", "Clock", "TraceAssembler"]
+if TYPE_CHECKING:
+    from ragpulse.ingest.otlp.journal import PendingJournal
+
+__all__ = ["AssemblerStats", "Clock", "Plan", "TraceAssembler"]
 
 #: A monotonic clock in seconds.
 Clock = Callable[[], float]
 
 log = get_logger(__name__)
 
-TRACES_EVICTED = telemetry.meter.create_counter(
-    "ragpulse_otlp_traces_evicted",
-    description="Partial OTLP traces dropped because the pending limit was hit",
+SPANS_NOT_TAKEN = telemetry.meter.create_counter(
+    "ragpulse_otlp_spans_not_taken",
+    description="OTLP spans refused (partial success): reason late, over_limit or no_room",
 )
-SPANS_OVER_LIMIT = telemetry.meter.create_counter(
-    "ragpulse_otlp_spans_over_limit", description="OTLP spans dropped because their trace had too many spans"
-)
-LATE_SPANS = telemetry.meter.create_counter(
-    "ragpulse_otlp_late_spans", description="OTLP spans dropped because their trace was already released"
-)
+
+#: Grace before a trace whose spans are being made durable is looked at again, seconds.
+_RECHECK_S = 0.05
 
 
 @dataclass
 class AssemblerStats:
-    """Counters since start: traces released complete / incomplete, evicted, late spans dropped, spans
-    dropped over the per-trace limit, traces that could not be mapped, traces submitted to the sink and
+    """Counters since start: traces released complete / incomplete, spans not taken (late, over the
+    per-trace limit, no room in the backlog), traces that could not be mapped, traces submitted to the sink and
     submissions the sink refused (raised)."""
 
     completed: int = 0
     incomplete: int = 0
-    evicted: int = 0
     late_spans: int = 0
     spans_over_limit: int = 0
+    spans_no_room: int = 0
     unmappable: int = 0
     submit_errors: int = 0
     submitted: int = 0
+
+
+@dataclass
+class Plan:
+    """What :meth:`TraceAssembler.plan` decided for a batch of spans.
+
+    Attributes:
+        keep: the spans taken (to commit).
+        late / over_limit / no_room: spans not taken, by reason.
+        traces: ids of the traces ``keep`` touches (held against release until commit/abort).
+    """
+
+    keep: list[SpanData] = field(default_factory=list)
+    late: int = 0
+    over_limit: int = 0
+    no_room: int = 0
+    traces: set[str] = field(default_factory=set)
+
+    @property
+    def not_taken(self) -> int:
+        """Spans not taken."""
+        return self.late + self.over_limit + self.no_room
+
+    def message(self) -> str:
+        """One line for ``partial_success.error_message``."""
+        parts = []
+        if self.no_room:
+            parts.append(f"{self.no_room} spans not taken: pending-trace limit reached, retry later")
+        if self.late:
+            parts.append(f"{self.late} spans of traces already released")
+        if self.over_limit:
+            parts.append(f"{self.over_limit} spans over the per-trace span limit")
+        return "; ".join(parts)
 
 
 @dataclass
@@ -75,6 +124,8 @@ class _Pending:
     spans: dict[str, SpanData] = field(default_factory=dict)
     last_seen: float = 0.0
     root_seen_at: float | None = None
+    planned: int = 0  # spans planned and not yet committed/aborted
+    holds: int = 0  # plans touching this trace not yet committed/aborted
 
 
 class TraceAssembler:
@@ -84,8 +135,10 @@ class TraceAssembler:
         settings: ``otlp_root_grace_s``, ``otlp_idle_timeout_s``, ``otlp_max_pending_traces``.
         builder: maps a released trace's spans to a :class:`~ragpulse.model.Trace`.
         clock: monotonic seconds (default :func:`time.monotonic`).
-        max_spans_per_trace: spans kept per trace; further spans of that trace are dropped and counted
-            (bounds memory against a runaway or hostile trace).
+        max_spans_per_trace: spans kept per trace; further spans of that trace are not taken (bounds memory
+            against a runaway or hostile trace).
+        journal: the durable record of accepted traces (acks, dead letters, no flush on stop); ``None``
+            keeps everything in memory.
     """
 
     def __init__(
@@ -94,6 +147,7 @@ class TraceAssembler:
         builder: TraceBuilder,
         clock: Clock = time.monotonic,
         max_spans_per_trace: int = 10_000,
+        journal: PendingJournal | None = None,
     ) -> None:
         self._max_spans = max_spans_per_trace
         self._grace = settings.otlp_root_grace_s
@@ -101,12 +155,15 @@ class TraceAssembler:
         self._max = settings.otlp_max_pending_traces
         self._builder = builder
         self._clock = clock
+        self._journal = journal
         # Least recently updated first.
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
         # (due time, trace id) of traces whose root arrived; due times are non-decreasing.
         self._due: deque[tuple[float, str]] = deque()
         self._released: OrderedDict[str, None] = OrderedDict()
         self._released_max = max(self._max, 1000)
+        self._in_hand = 0
+        self._unacked = 0
         self._wake = asyncio.Event()
         self._stopping = False
         self.stats = AssemblerStats()
@@ -117,51 +174,88 @@ class TraceAssembler:
         return len(self._pending)
 
     @property
-    def saturated(self) -> bool:
-        """True when ``otlp_max_pending_traces`` traces are held (receivers then refuse new requests with a
-        retryable answer until the engine catches up)."""
-        return len(self._pending) >= self._max
+    def backlog(self) -> int:
+        """Traces held, plus traces released and not yet handed to the sink, plus (with a journal) traces
+        handed over whose results are not stored yet."""
+        return len(self._pending) + self._in_hand + self._unacked
 
-    def add(self, spans: Iterable[SpanData]) -> int:
-        """Add spans (any traces, any order). Returns how many were kept (late ones are dropped)."""
+    @property
+    def saturated(self) -> bool:
+        """True when the backlog is at ``otlp_max_pending_traces`` (receivers then refuse new requests with a
+        retryable answer until the engine catches up)."""
+        return self.backlog >= self._max
+
+    def plan(self, spans: Iterable[SpanData], *, resumed: bool = False) -> Plan:
+        """Decide which of ``spans`` are taken and hold room for them until :meth:`commit` / :meth:`abort`.
+
+        ``resumed``: spans read back from the journal at start (they were taken before): no backlog limit.
+        """
         now = self._clock()
-        kept = 0
+        plan = Plan()
         for span in spans:
             tid = span.trace_id
             if tid in self._released:
-                self.stats.late_spans += 1
-                LATE_SPANS.add(1)
+                plan.late += 1
                 continue
             p = self._pending.get(tid)
             if p is None:
-                p = self._pending[tid] = _Pending()
-            elif len(p.spans) >= self._max_spans and span.span_id not in p.spans:
-                self.stats.spans_over_limit += 1
-                SPANS_OVER_LIMIT.add(1)
+                if self.backlog >= self._max and not resumed:
+                    plan.no_room += 1
+                    continue
+                p = self._pending[tid] = _Pending(last_seen=now)
+            if span.span_id not in p.spans and len(p.spans) + p.planned >= self._max_spans:
+                plan.over_limit += 1
                 continue
-            else:
-                self._pending.move_to_end(tid)
+            p.planned += 1
+            plan.keep.append(span)
+            if tid not in plan.traces:
+                plan.traces.add(tid)
+                p.holds += 1
+        self.stats.late_spans += plan.late
+        self.stats.spans_over_limit += plan.over_limit
+        self.stats.spans_no_room += plan.no_room
+        for reason, n in (("late", plan.late), ("over_limit", plan.over_limit), ("no_room", plan.no_room)):
+            if n:
+                SPANS_NOT_TAKEN.add(n, {"reason": reason})
+        return plan
+
+    def commit(self, plan: Plan) -> int:
+        """Add the spans of ``plan``; returns how many."""
+        now = self._clock()
+        for span in plan.keep:
+            p = self._pending[span.trace_id]
+            p.planned -= 1
             p.spans[span.span_id] = span
             p.last_seen = now
-            kept += 1
             if span.is_root and p.root_seen_at is None:
                 p.root_seen_at = now
-                self._due.append((now + self._grace, tid))
+                self._due.append((now + self._grace, span.trace_id))
                 self._wake.set()
-        while len(self._pending) > self._max:
-            tid, p = self._pending.popitem(last=False)
-            self.stats.evicted += 1
-            TRACES_EVICTED.add(1)
-            self._mark_released(tid)
-            log.warning("otlp_trace_evicted", trace_id=tid, spans=len(p.spans), limit=self._max)
-        return kept
+        for tid in plan.traces:
+            self._pending[tid].holds -= 1
+            self._pending.move_to_end(tid)
+        return len(plan.keep)
+
+    def abort(self, plan: Plan) -> None:
+        """Give back what ``plan`` held (its spans were not taken after all)."""
+        for span in plan.keep:
+            self._pending[span.trace_id].planned -= 1
+        for tid in plan.traces:
+            p = self._pending[tid]
+            p.holds -= 1
+            if p.holds == 0 and not p.spans:
+                del self._pending[tid]
+
+    def add(self, spans: Iterable[SpanData]) -> int:
+        """:meth:`plan` and :meth:`commit` at once. Returns how many spans were taken."""
+        return self.commit(self.plan(spans))
 
     def _mark_released(self, tid: str) -> None:
         self._released[tid] = None
         while len(self._released) > self._released_max:
             self._released.popitem(last=False)
 
-    def _release(self, tid: str, *, incomplete: bool) -> Trace | None:
+    def _release(self, tid: str, *, incomplete: bool) -> tuple[str, Trace | None]:
         """Pop and map one trace; ``None`` (logged, counted as rejected ``unmappable``) if mapping fails."""
         p = self._pending.pop(tid)
         self._mark_released(tid)
@@ -171,35 +265,52 @@ class TraceAssembler:
             self.stats.unmappable += 1
             telemetry.TRACES_REJECTED.add(1, {"source": "otlp", "reason": "unmappable"})
             log.error("otlp_trace_unmappable", trace_id=tid, spans=len(p.spans), error=f"{type(e).__name__}")
-            return None
+            return tid, None
         if incomplete:
             self.stats.incomplete += 1
         else:
             self.stats.completed += 1
-        return trace
+        return tid, trace
+
+    def _poll(self, now: float | None = None) -> list[tuple[str, Trace | None]]:
+        t = self._clock() if now is None else now
+        out: list[tuple[str, Trace | None]] = []
+        recheck: list[str] = []
+        while self._due and self._due[0][0] <= t:
+            _, tid = self._due.popleft()
+            p = self._pending.get(tid)
+            if p is None:
+                continue
+            if p.holds:
+                recheck.append(tid)
+            else:
+                out.append(self._release(tid, incomplete=False))
+        for tid in recheck:
+            self._due.append((t + _RECHECK_S, tid))
+        for tid, p in list(self._pending.items()):
+            if p.last_seen + self._idle > t:
+                break
+            if p.holds:  # being made durable: look again after the idle timeout
+                p.last_seen = t
+                self._pending.move_to_end(tid)
+                continue
+            out.append(self._release(tid, incomplete=p.root_seen_at is None))
+        return out
 
     def poll(self, now: float | None = None) -> list[Trace]:
         """Release the traces that are due at ``now`` (default: the clock), oldest first."""
-        t = self._clock() if now is None else now
-        out: list[Trace | None] = []
-        while self._due and self._due[0][0] <= t:
-            _, tid = self._due.popleft()
-            if tid in self._pending:
-                out.append(self._release(tid, incomplete=False))
-        while self._pending:
-            tid, p = next(iter(self._pending.items()))
-            if p.last_seen + self._idle > t:
-                break
-            out.append(self._release(tid, incomplete=p.root_seen_at is None))
-        return [x for x in out if x is not None]
+        return [t for _, t in self._poll(now) if t is not None]
 
-    def flush(self) -> list[Trace]:
-        """Release every held trace now (shutdown): with a root → complete, else incomplete."""
+    def _flush(self) -> list[tuple[str, Trace | None]]:
         out = [
             self._release(tid, incomplete=p.root_seen_at is None) for tid, p in list(self._pending.items())
         ]
         self._due.clear()
-        return [x for x in out if x is not None]
+        return out
+
+    def flush(self) -> list[Trace]:
+        """Release every held trace now (shutdown): with a root → complete, else incomplete."""
+        return [t for _, t in self._flush() if t is not None]
 
     def next_deadline(self) -> float | None:
         """Clock time at which the next trace becomes due, ``None`` when nothing is held."""
@@ -210,37 +321,79 @@ class TraceAssembler:
             times.append(next(iter(self._pending.values())).last_seen + self._idle)
         return min(times) if times else None
 
-    async def _submit(self, sink: TraceSink, traces: list[Trace]) -> None:
-        for trace in traces:
+    def _ack_for(self, tid: str) -> AckCallback:
+        journal = self._journal
+        assert journal is not None
+
+        async def ack(result: TraceResult, ok: bool) -> None:
             try:
+                await journal.done(tid, ok)
+            finally:
+                self._unacked -= 1
+
+        return ack
+
+    async def _submit(self, sink: TraceSink, released: list[tuple[str, Trace | None]]) -> None:
+        """Hand ``released`` to ``sink`` one by one; until handed over they count in the backlog."""
+        self._in_hand += len(released)
+        try:
+            for tid, trace in released:
+                await self._submit_one(sink, tid, trace)  # moves it out of _in_hand
+        finally:  # cancelled mid-way: what was not handed over stays pending in the journal
+            self._in_hand = 0
+
+    async def _submit_one(self, sink: TraceSink, tid: str, trace: Trace | None) -> None:
+        if trace is None:  # unmappable
+            self._in_hand -= 1
+            if self._journal is not None:
+                await self._journal.dead_letter(tid, "unmappable")
+            return
+        if self._journal is not None:  # from here on its ack takes it out of the backlog
+            self._unacked += 1
+            self._in_hand -= 1
+        try:
+            if self._journal is not None:
+                await sink.submit(trace, self._ack_for(tid))
+            else:
                 await sink.submit(trace)
-            except Exception as e:  # the engine refused it (e.g. closing); keep serving the others
-                self.stats.submit_errors += 1
-                log.error("otlp_submit_failed", trace_id=trace.trace_id, error=f"{type(e).__name__}: {e}")
-                continue
-            self.stats.submitted += 1  # counted on TRACES_RECEIVED by the engine, once
+        except Exception as e:  # the engine refused it (e.g. closing); keep serving the others
+            if self._journal is not None:
+                self._unacked -= 1  # still pending in the journal: resumed on the next start
+            else:
+                self._in_hand -= 1
+            self.stats.submit_errors += 1
+            log.error("otlp_submit_failed", trace_id=trace.trace_id, error=f"{type(e).__name__}: {e}")
+            return
+        if self._journal is None:
+            self._in_hand -= 1
+        self.stats.submitted += 1  # counted on TRACES_RECEIVED by the engine, once
 
     def stop(self) -> None:
-        """Ask :meth:`run` to flush everything held and return."""
+        """Ask :meth:`run` to return (flushing held traces first unless a journal keeps them)."""
         self._stopping = True
         self._wake.set()
 
     async def run(self, sink: TraceSink, max_tick_s: float = 0.25) -> None:
-        """Release due traces into ``sink`` until :meth:`stop`, then flush the rest and return.
+        """Release due traces into ``sink`` until :meth:`stop`, then return; without a journal, every held
+        trace is flushed into ``sink`` first.
 
         Waits between polls until the next deadline (at most ``max_tick_s``), or until a root span arrives.
         ``sink.submit`` may block (engine back-pressure); spans keep being collected meanwhile, bounded by
-        ``otlp_max_pending_traces``. Cancelling the task drops what was not yet submitted.
+        ``otlp_max_pending_traces``. Cancelling the task drops what was not yet submitted (with a journal it
+        stays pending).
         """
         while not self._stopping:
-            await self._submit(sink, self.poll())
+            await self._submit(sink, self._poll())
             deadline = self.next_deadline()
             wait = max_tick_s if deadline is None else min(max_tick_s, max(0.0, deadline - self._clock()))
             self._wake.clear()
             if wait > 0 and not self._stopping:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=wait)
-        rest = self.flush()
+        if self._journal is not None:
+            log.info("otlp_pending_kept", traces=len(self._pending))
+            return
+        rest = self._flush()
         if rest:
             log.info("otlp_flush_on_shutdown", traces=len(rest))
         await self._submit(sink, rest)

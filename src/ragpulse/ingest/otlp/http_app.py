@@ -10,6 +10,9 @@ Bodies: ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), optional
 - 415 for another content type;
 - 503 with ``Retry-After: 1`` while ``otlp_max_pending_traces`` traces are held (back-pressure; OTLP
   exporters retry).
+
+A client that disconnects before its body arrived is one DEBUG line (``otlp_client_disconnected``), never an
+ERROR traceback: nothing of the request was taken.
 """
 
 from __future__ import annotations
@@ -19,12 +22,16 @@ from fastapi.responses import Response
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
+from starlette.requests import ClientDisconnect
 
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.decode import PayloadTooLarge
 from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, count_rejected
+from ragpulse.logging import get_logger
 
 __all__ = ["JSON", "PROTOBUF", "build_http_app"]
+
+log = get_logger(__name__)
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -65,12 +72,16 @@ def build_http_app(intake: OtlpIntake, max_request_bytes: int) -> FastAPI:
             return _status(code_pb2.RESOURCE_EXHAUSTED, "request body too large", as_json, 413)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_request_bytes:
-                count_rejected("too_large")
-                return _status(code_pb2.RESOURCE_EXHAUSTED, "request body too large", as_json, 413)
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_request_bytes:
+                    count_rejected("too_large")
+                    return _status(code_pb2.RESOURCE_EXHAUSTED, "request body too large", as_json, 413)
+                chunks.append(chunk)
+        except ClientDisconnect:  # the exporter gave up (timeout, shutdown): nothing was taken
+            log.debug("otlp_client_disconnected", transport="http", received_bytes=size)
+            return Response(status_code=499)
         try:
             resp = await intake.handle(
                 b"".join(chunks),

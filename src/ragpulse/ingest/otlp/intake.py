@@ -10,9 +10,10 @@ import asyncio
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse import telemetry
-from ragpulse.errors import IngestError
+from ragpulse.errors import IngestError, StoreError
 from ragpulse.ingest.otlp.assembly import TraceAssembler
 from ragpulse.ingest.otlp.decode import DecodeResult, decode_json, decode_protobuf, decompress
+from ragpulse.ingest.otlp.journal import PendingJournal, split_by_trace
 from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
 
@@ -32,17 +33,19 @@ OWN_SPANS_IGNORED = telemetry.meter.create_counter(
 def count_rejected(reason: str, n: int = 1) -> None:
     """Count ``n`` rejected OTLP inputs on ``ragpulse_traces_rejected{source=otlp, reason}``.
 
-    Reasons: ``bad_span`` (one undecodable span), ``malformed`` (whole request), ``too_large``,
-    ``unsupported_media_type``, ``overloaded`` (refused for back-pressure; the client retries).
+    Reasons: ``bad_span`` (one undecodable span), ``not_taken`` (a span the assembler did not take: its
+    trace was already released, over the per-trace span limit, or no room), ``malformed`` (whole request),
+    ``too_large``, ``unsupported_media_type``, ``unauthenticated``, ``overloaded`` (refused for back-pressure
+    or while the journal is unavailable; the client retries).
     """
     if n:
         telemetry.TRACES_REJECTED.add(n, {"source": "otlp", "reason": reason})
 
 
 class Overloaded(IngestError):
-    """The assembler holds ``otlp_max_pending_traces`` traces (the engine is not keeping up): the request is
-    refused with a retryable answer (HTTP 503 + ``Retry-After`` / gRPC ``UNAVAILABLE``) so OTLP clients retry
-    later instead of ragpulse evicting traces."""
+    """The backlog holds ``otlp_max_pending_traces`` traces (the engine is not keeping up) or the journal
+    cannot record: the request is refused with a retryable answer (HTTP 503 + ``Retry-After`` / gRPC
+    ``UNAVAILABLE``) so OTLP clients retry later; nothing of it was taken."""
 
     retriable = True
 
@@ -50,14 +53,23 @@ class Overloaded(IngestError):
 class OtlpIntake:
     """Accepts decoded requests into a :class:`~ragpulse.ingest.otlp.assembly.TraceAssembler`.
 
+    With a ``journal`` the spans taken are made durable before the answer (a failure to do so answers
+    :class:`Overloaded`, retryable); what the assembler does not take (backlog full, late spans, spans over
+    the per-trace limit) is reported as ``partial_success``, or — when nothing at all could be taken for lack
+    of room — refused as :class:`Overloaded`.
+
     Args:
         assembler: where spans go.
         own_service: ``settings.service_name``; spans of that service or scope are ignored.
+        journal: the durable record of accepted traces, or ``None`` (memory only).
     """
 
-    def __init__(self, assembler: TraceAssembler, own_service: str) -> None:
+    def __init__(
+        self, assembler: TraceAssembler, own_service: str, journal: PendingJournal | None = None
+    ) -> None:
         self._assembler = assembler
         self._own = own_service
+        self._journal = journal
         self.spans_accepted = 0
         self.spans_rejected = 0
         self.spans_ignored = 0
@@ -75,7 +87,7 @@ class OtlpIntake:
             transport: ``http`` or ``grpc`` (for logs).
 
         Raises:
-            Overloaded: the assembler is full; nothing was read.
+            Overloaded: the backlog is full or the journal cannot record; nothing was taken.
             PayloadTooLarge: over ``limit`` after decompression.
             IngestError: undecodable payload.
         """
@@ -88,35 +100,70 @@ class OtlpIntake:
             result = decode_json(raw) if json else decode_protobuf(raw)
             return result, request_to_spans(result.request, self._own)
 
-        result, split = await asyncio.to_thread(work) if len(body) > OFFLOAD_BYTES else work()
-        return self.accept(result, transport, split)
+        big = len(body) > OFFLOAD_BYTES
+        result, split = await asyncio.to_thread(work) if big else work()
+        return await self.accept(result, transport, split, offload=big)
 
-    def accept(
-        self, result: DecodeResult, transport: str, split: SplitResult | None = None
+    async def accept(
+        self,
+        result: DecodeResult,
+        transport: str,
+        split: SplitResult | None = None,
+        *,
+        offload: bool = False,
     ) -> ExportTraceServiceResponse:
-        """Queue the good spans of ``result``; the response reports rejected spans (OTLP partial success).
+        """Take the good spans of ``result`` (durably, with a journal); the response reports what was not
+        taken (OTLP partial success).
 
-        Fast and non-blocking: traces are submitted to the engine later, from the assembler's task. Must run
-        on the event loop's thread (the assembler is not thread-safe); ``split`` may be computed elsewhere.
+        Traces are submitted to the engine later, from the assembler's task. Must run on the event loop's
+        thread (the assembler is not thread-safe); ``split`` may be computed elsewhere; ``offload`` splits the
+        request per trace in a worker thread.
+
+        Raises:
+            Overloaded: nothing could be taken for lack of room, or the journal could not record.
         """
         if split is None:
             split = request_to_spans(result.request, self._own)
-        kept = self._assembler.add(split.spans)
+        plan = self._assembler.plan(split.spans)
+        if plan.no_room and not plan.keep:
+            count_rejected("overloaded")
+            raise Overloaded("too many traces pending; retry later")
+        if plan.keep and self._journal is not None:
+            try:
+                if offload:
+                    payloads = await asyncio.to_thread(split_by_trace, result.request, plan.keep)
+                else:
+                    payloads = split_by_trace(result.request, plan.keep)
+                await self._journal.record(payloads)
+            except StoreError as e:
+                self._assembler.abort(plan)
+                count_rejected("overloaded")
+                log.warning("otlp_journal_unavailable", transport=transport, error=str(e)[:200])
+                raise Overloaded("cannot persist the traces now; retry later") from e
+            except BaseException:
+                self._assembler.abort(plan)
+                raise
+        kept = self._assembler.commit(plan)
         self.spans_accepted += kept
         self.spans_ignored += split.ignored_own
         if split.ignored_own:
             OWN_SPANS_IGNORED.add(split.ignored_own)
         resp = ExportTraceServiceResponse()
-        if result.rejected_spans:
-            self.spans_rejected += result.rejected_spans
-            count_rejected("bad_span", result.rejected_spans)
-            resp.partial_success.rejected_spans = result.rejected_spans
-            resp.partial_success.error_message = "; ".join(result.errors)[:1000]
+        rejected = result.rejected_spans + plan.not_taken
+        if rejected:
+            self.spans_rejected += rejected
+            if result.rejected_spans:
+                count_rejected("bad_span", result.rejected_spans)
+            if plan.not_taken:
+                count_rejected("not_taken", plan.not_taken)
+            errors = [*result.errors, *([plan.message()] if plan.not_taken else [])]
+            resp.partial_success.rejected_spans = rejected
+            resp.partial_success.error_message = "; ".join(errors)[:1000]
             log.warning(
                 "otlp_spans_rejected",
                 transport=transport,
-                rejected=result.rejected_spans,
+                rejected=rejected,
                 accepted=kept,
-                errors=result.errors,
+                errors=errors,
             )
         return resp

@@ -15,8 +15,12 @@
   OTLP response).
 - While ``otlp_max_pending_traces`` traces are held, requests are refused with HTTP 503 (``Retry-After``) /
   gRPC ``UNAVAILABLE``, which OTLP exporters retry.
-- On exit the receivers stop accepting, then every held trace is flushed to the sink (traces without a
-  root flagged ``incomplete``).
+- With a ``pending`` store (``serve`` passes the PostgreSQL store) every trace is recorded there before the
+  receiver answers 200 (:mod:`ragpulse.ingest.otlp.journal`) and deleted once its result is stored; on start
+  the pending traces are read back and judged. On exit the receivers stop accepting and held traces simply
+  stay pending (no flush, so the shutdown deadline holds).
+- Without a ``pending`` store, on exit every held trace is flushed to the sink (traces without a root flagged
+  ``incomplete``).
 
 Metrics: ``ragpulse_traces_received{source=otlp}`` per trace handed to the sink,
 ``ragpulse_traces_rejected{source=otlp,reason}`` per rejected span or request.
@@ -34,14 +38,17 @@ import grpc
 
 from ragpulse.asgi_server import EmbeddedAsgiServer, parse_address
 from ragpulse.config import Settings
-from ragpulse.errors import ConfigError
+from ragpulse.errors import ConfigError, IngestError
 from ragpulse.ingest.otlp.assembly import Clock, TraceAssembler
 from ragpulse.ingest.otlp.conventions import ConventionMapper, TraceBuilder
+from ragpulse.ingest.otlp.decode import decode_protobuf
 from ragpulse.ingest.otlp.grpc_service import TraceServiceReceiver, add_receiver
 from ragpulse.ingest.otlp.http_app import build_http_app
 from ragpulse.ingest.otlp.intake import OtlpIntake
+from ragpulse.ingest.otlp.journal import PendingJournal
+from ragpulse.ingest.otlp.spans import request_to_spans
 from ragpulse.logging import get_logger
-from ragpulse.protocols import TraceSink
+from ragpulse.protocols import PendingStore, TraceSink
 
 __all__ = ["OtlpReceivers", "parse_address"]
 
@@ -56,6 +63,8 @@ class OtlpReceivers:
         sink: the engine (or any :class:`~ragpulse.protocols.TraceSink`).
         mappers: convention mappers replacing the defaults.
         clock: monotonic clock for the assembler (tests).
+        pending: durable store for accepted traces (at-least-once across restarts); ``None`` keeps them in
+            memory only.
 
     Raises:
         ConfigError: (on enter) an invalid address or ``otlp_attributes``, or a port that cannot be bound.
@@ -68,11 +77,15 @@ class OtlpReceivers:
         *,
         mappers: Sequence[ConventionMapper] | None = None,
         clock: Clock = time.monotonic,
+        pending: PendingStore | None = None,
     ) -> None:
         self._settings = settings
         self._sink = sink
-        self.assembler = TraceAssembler(settings, TraceBuilder(settings, mappers), clock=clock)
-        self.intake = OtlpIntake(self.assembler, settings.service_name)
+        self.journal = PendingJournal(pending) if pending is not None else None
+        self.assembler = TraceAssembler(
+            settings, TraceBuilder(settings, mappers), clock=clock, journal=self.journal
+        )
+        self.intake = OtlpIntake(self.assembler, settings.service_name, self.journal)
         self._grpc: grpc.aio.Server | None = None
         self._http: EmbeddedAsgiServer | None = None
         self._assembler_task: asyncio.Task[None] | None = None
@@ -109,8 +122,10 @@ class OtlpReceivers:
             raise RuntimeError("OtlpReceivers already started")
         self._started = True
         s = self._settings
-        self._assembler_task = asyncio.create_task(self.assembler.run(self._sink), name="otlp-assembler")
         try:
+            if self.journal is not None:
+                await self._resume(self.journal)
+            self._assembler_task = asyncio.create_task(self.assembler.run(self._sink), name="otlp-assembler")
             if s.otlp_grpc_address.strip():
                 await self._start_grpc(s.otlp_grpc_address)
             if s.otlp_http_address.strip():
@@ -118,6 +133,21 @@ class OtlpReceivers:
         except BaseException:
             await self.close()
             raise
+
+    async def _resume(self, journal: PendingJournal) -> None:
+        """Read the traces accepted before the last stop back into the assembler (released as usual)."""
+        rows = await journal.load()
+        resumed = 0
+        for tid, payload in rows:
+            try:
+                spans = request_to_spans(decode_protobuf(payload).request, self._settings.service_name).spans
+            except IngestError:
+                await journal.dead_letter(tid, "unreadable")
+                continue
+            self.assembler.commit(self.assembler.plan(spans, resumed=True))
+            resumed += 1
+        if rows:
+            log.info("otlp_pending_resumed", traces=resumed)
 
     async def _start_grpc(self, address: str) -> None:
         host, port = parse_address(address)
@@ -156,10 +186,13 @@ class OtlpReceivers:
             await self._http.stop()
         if self._assembler_task is not None:
             self.assembler.stop()
+            # With a journal nothing needs flushing (held traces stay pending): do not wait on a blocked submit.
+            wait = 1.0 if self.journal is not None else self._settings.shutdown_deadline_s
             try:
-                await asyncio.wait_for(self._assembler_task, timeout=self._settings.shutdown_deadline_s)
+                await asyncio.wait_for(self._assembler_task, timeout=wait)
             except TimeoutError:
-                log.warning("otlp_flush_timeout", pending=self.assembler.pending_traces)
+                if self.journal is None:
+                    log.warning("otlp_flush_timeout", pending=self.assembler.pending_traces)
         log.info(
             "otlp_receivers_stopped",
             spans_accepted=self.intake.spans_accepted,

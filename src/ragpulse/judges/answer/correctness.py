@@ -1,23 +1,13 @@
 """Answer correctness (Ragas definition): factual F1 of statements combined with semantic similarity.
 
-Statements of the answer and of the ground truth are classified:
-
-- TP: answer statements the ground truth confirms; FP: answer statements it does not confirm;
-  FN: ground-truth statements the answer lacks.
-- ``F1 = TP / (TP + 0.5·(FP + FN))``; ``score = (w_f1·F1 + w_sim·similarity) / (w_f1 + w_sim)``, weights
-  ``(0.75, 0.25)`` by default (option ``weights: [w_f1, w_sim]``; ``w_sim = 0`` turns similarity off).
-
-Backends: with a judge model, one call returns the three statement lists; offline (``heuristic``), the
-statements are cut by :func:`ragpulse.judges.text.statements.split_statements` and an answer statement is a TP
-when the ground truth supports it lexically (:func:`~ragpulse.judges.text.statements.supported`, coverage ≥
-``min_coverage``, default 0.6), else an FP; a ground-truth statement not supported by the answer is an FN.
-Similarity: cosine of embeddings when ``embeddings_base_url`` and ``embeddings_model`` are set, else the
-lexical cosine of content tokens (:mod:`ragpulse.judges.answer.similarity`).
-
-Ground truth: the expected answer, else the keywords (one statement each). None → ``skipped``/
-``no_reference``. An abstaining or missing answer is ``skipped``. No statements on either side →
-``skipped``/``no_statements``; a model reply with no statements at all is an ``error`` (``unparseable``).
-Default threshold 0.5.
+Answer and ground-truth statements are sorted into TP (answer statements the ground truth confirms), FP (not
+confirmed) and FN (ground-truth statements the answer lacks) — by one judge-model call, or lexically
+(:func:`~ragpulse.judges.text.statements.supported`, coverage ≥ ``min_coverage``, default 0.6).
+``F1 = TP / (TP + 0.5·(FP + FN))``; score = ``(w_f1·F1 + w_sim·similarity) / (w_f1 + w_sim)``, option
+``weights`` default ``[0.75, 0.25]``; similarity from embeddings when configured, else lexical
+(:mod:`ragpulse.judges.answer.similarity`). Ground truth: the expected answer, else the keywords. No statements
+on either side → ``skipped``/``no_statements`` (a model reply without any is ``unparseable``). Threshold 0.5;
+details in ``docs/reference-metrics.md``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,15 @@
 """Faithfulness: is the answer supported by the retrieved context? LLM judge and heuristic judge.
 
-LLM modes (``settings.judges.faithfulness.mode``):
+LLM modes (option ``mode``; details in ``docs/llm-judges.md``): ``claims`` (default, Ragas/TruLens: one call
+lists the answer's claims, each supported or not; score = supported / all; threshold 0.8), ``binary`` (the
+claim against the whole context, then each chunk in rank order, then an optional literal match; 1 or 0;
+threshold 0.5) and ``sentence_check`` (each answer sentence against each chunk with the fixed prompt of
+small fact checkers such as Bespoke-MiniCheck; score = supported / checked sentences; threshold 0.8).
+``claims`` and ``sentence_check`` store ``flags.claims`` (:mod:`ragpulse.judges.answer.claims`). Contexts are
+cut to ``judge_context_budget_chars`` (flagged ``context_truncated``).
 
-``claims`` (default; the Ragas/TruLens method)
-    One model call splits the answer into atomic claims and marks each supported or not by the context (one
-    structured JSON answer). score = supported claims / all claims; the reason lists the unsupported ones.
-    Default threshold 0.8. A reply with no claims at all is ``skipped`` with reason ``no_claims``.
-
-``binary`` (the seed design's three-stage strategy), score 1 or 0, default threshold 0.5:
-    (a) the claim — question + answer for answers of at most ``short_answer_tokens`` words (default 8; a
-    CJK character counts as one word),
-    else the answer — is checked against the whole retrieved context (``decided_by="whole_context"``);
-    (b) if unsupported and there are several chunks, against each chunk in rank order, passing on the first
-    supporting one (``decided_by="chunk:<0-based rank>"``);
-    (c) only with ``literal_match: true`` (off by default): passes when the context contains the answer
-    literally (case and whitespace folded) and the answer has at least ``literal_min_chars`` characters
-    (default 20) so that "Yes" or "2" cannot match by chance (``decided_by="literal"``).
-    Nothing supports it → score 0 (``decided_by="unsupported"``).
-
-Both modes: an abstaining answer is ``skipped``/``abstained``; no retrieved context → ``ok``, score 0,
-``no_context`` (no model call). Contexts are cut to ``judge_context_budget_chars`` (top-ranked chunks first,
-flagged ``context_truncated``).
-
-The heuristic judge (:class:`HeuristicFaithfulnessJudge`, no judge model) checks each sentence's lexical
-support in the best chunk; see its docstring and ``docs/judges.md``.
+The heuristic judge (:class:`HeuristicFaithfulnessJudge`) checks each sentence's lexical support in the best
+chunk; its method, measured agreement and blind spots are in ``docs/judges.md``.
 """
 
 from __future__ import annotations
@@ -56,6 +42,8 @@ _CLAIM_LABELS = {"en": ("Question", "Answer"), "zh": ("问题", "回答")}
 
 
 _SNIPPET_CHARS = 160
+#: Factor on a sentence's support when one of its entities or numbers stands in another's slot of the context.
+SWAP_PENALTY = 0.5
 #: Yes/no words: they carry the answer's polarity, which word lookup cannot verify ("no" is a stop word
 #: already), so they are not counted as unsupported content.
 _POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", "对的", "没错"})
@@ -219,45 +207,17 @@ class LLMFaithfulnessJudge(Judge):
 
 
 class HeuristicFaithfulnessJudge(Judge):
-    """Faithfulness by sentence-level lexical support (answer ↔ retrieved context).
+    """Faithfulness by sentence-level lexical support (``sentence_support/v2``; see ``docs/judges.md``).
 
-    Method (``sentence_support/v1``):
+    An answer that only restates the question scores 0. Per sentence (:func:`lexical.sentence_spans`): a meta
+    statement about the context scores 0, a courtesy sentence is left out, any other scores the weighted share
+    of its new content tokens (not from the question, not yes/no words) found in the single best chunk
+    (:func:`lexical.best_chunk_support`; for Chinese the mean with character-bigram support), halved
+    (:data:`SWAP_PENALTY`) when a name or number of it stands in another's slot of the context
+    (:func:`lexical.swapped_slot`). score = mean sentence support; ``flags.claims`` has one entry per sentence.
+    The idea is Ragas/TruLens faithfulness (Es et al., 2023) with token support instead of an LLM verdict.
 
-    1. Shared rules (:func:`ragpulse.judges.frame.precheck`): no answer / abstention → ``skipped``; no
-       retrieved context → ``ok``, score 0, reason ``no_context``.
-    2. An answer that only restates the question (:func:`lexical.restates_question`) → score 0: it makes no
-       claim the context could support.
-    3. The answer is split into sentences (:func:`lexical.sentences`). For each sentence:
-
-       - a meta statement about the context ("the context does not mention …", "文中未提及…") → support 0;
-       - a courtesy sentence (apology, thanks, reassurance: "Sorry for the delay", "非常抱歉给您带来不便")
-         is left out: it carries no claim worth checking (:func:`lexical.is_courtesy`);
-       - otherwise its *new* content tokens are taken: content tokens minus those of the question (words the
-         user supplied are not evidence either way) and minus yes/no words (polarity cannot be looked up). No new token → support 1 (nothing to verify).
-       - support = weighted share of the new tokens found in the **single best** context chunk (claims are
-         checked chunk by chunk, not against a bag of every chunk's words). Tokens with digits weigh 2,
-         code identifiers (``foreachBatch``, ``df.write.csv``) 2, capitalised names 1.5, others 1
-         (:func:`lexical.token_weight`). Chinese words also match as
-         substrings of the chunk, so jieba segmenting a word differently in the context does not count
-         against the answer.
-       - a sentence with Chinese text also gets a character-bigram support (share of its bigrams, minus
-         the question's, found in the best chunk); its support is the mean of the two, because word
-         boundaries are uncertain and numbers stick to their units ("2014年2月" → "20", "01", "14", "4年", …).
-
-    4. score = mean sentence support (0–1); ``passed`` = score ≥ threshold (default
-       :data:`DEFAULT_THRESHOLD`). ``reason`` names the least-supported sentence (quoted, or by position
-       when ``settings.redact_text`` is on, so no answer text reaches the store).
-
-    The idea of checking each answer statement against the context is the one of Ragas/TruLens
-    faithfulness (Es et al., 2023, "RAGAS"), done with token support instead of an LLM verdict.
-
-    Known blind spots: negation and wrong relations between supported words ("X does not support Y" when the
-    context says it does) pass; correct paraphrases and general knowledge not in the context fail; long
-    contexts make chance matches of common words likelier. The threshold was chosen in the middle of the
-    range where balanced accuracy was stable on both halves of ares_human (see ``docs/judges.md``).
-
-    Options (``settings.judges["faithfulness"]``): ``threshold`` (0–1); the LLM modes' options are valid and
-    ignored.
+    Options: ``threshold`` (default :data:`DEFAULT_THRESHOLD`); the LLM modes' options are valid and ignored.
     """
 
     name = "faithfulness"
@@ -265,7 +225,7 @@ class HeuristicFaithfulnessJudge(Judge):
     needs_context = True
     #: Pass threshold shipped by default (mean sentence support, 0–1).
     DEFAULT_THRESHOLD = 0.65
-    METHOD = "sentence_support/v1"
+    METHOD = "sentence_support/v2"
 
     def decide_now(self, trace: Trace) -> Decision | Judgement:
         """Score how much of the answer the retrieved context supports (0–1). Pure CPU, no I/O; a few ms
@@ -299,6 +259,12 @@ class HeuristicFaithfulnessJudge(Judge):
                     q_grams = set(lexical.char_bigrams(trace.question or ""))
                 grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
                 value = (value + lexical.best_chunk_bigram_support(grams, chunks)) / 2
+            if (
+                chunk_i >= 0
+                and value >= self.threshold
+                and lexical.swapped_slot(sentence, trace.contexts[chunk_i])
+            ):
+                value *= SWAP_PENALTY  # every word is in the context, but an entity or number sits in another's place
             supports.append((value, sentence, chunk_i))
             ok_ = value >= self.threshold
             evidence = evidence_of(trace, chunk_i) if ok_ else None

@@ -1,26 +1,10 @@
-"""Keyword overlap judge: does the answer contain the expected keywords? (no model call)
+"""Keyword overlap judge: does the answer contain the expected keywords? (no model call; ``docs/judges.md``)
 
-score = |K ∩ A| / |K|, where K is the reference keyword list and A the answer.
-
-- **K**: the trace's explicit ``keywords`` when present; otherwise keywords extracted from the
-  ``expected_answer``: its distinct content tokens in order of appearance (:func:`ragpulse.judges.text.tokens.
-  content_tokens`: jieba words for Chinese, case-folded words for other text, English and Chinese stop words
-  and punctuation removed), dropping single Chinese characters (mostly particles and measure words: "人" in
-  "12人" is not a keyword, "12" is). If that leaves nothing, all content tokens are kept, and if there are
-  none, all tokens (a reference answer "No" gives K = ["no"]).
-- **Matching** a keyword k against the answer:
-
-  1. k's case-folded, whitespace-collapsed text occurs in the case-folded answer as a substring, where k
-     contains Chinese or several words ("machine learning", "明斯克协议"); a single Latin-script word must
-     instead be a whole answer token, so "cat" does not match "category";
-  2. or every content token of k (every token when k has only stop words) is among the answer's tokens
-     (so the phrase "Delta Lake tables" matches "tables in Delta Lake").
-
-Default threshold 0.3 (pass when at least ~a third of the keywords appear). No expected answer and no
-keywords → ``skipped`` ``no_reference``; the other shared rules of :func:`ragpulse.judges.frame.precheck`
-apply too (no answer, abstention).
-
-Blind spots: synonyms and paraphrases do not match; a keyword can appear in a negated or wrong statement.
+score = |K ∩ A| / |K|: K is the trace's ``keywords``, else the distinct content tokens of ``expected_answer``
+(:func:`extract_keywords`); a keyword matches as a case-folded substring when it holds Chinese or several
+words, as a whole answer token when it is one Latin-script word, or when all its content tokens are answer
+tokens (:func:`keyword_matches`). Default threshold 0.3; no keywords and no expected answer →
+``skipped``/``no_reference``. Blind spots: synonyms, paraphrases, keywords inside a wrong statement.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Relevancy: does the answer address the question? LLM judge and heuristic judge.
 
-LLM method (source): TruLens "answer relevance" (question ↔ answer, no context) by default, so it costs few tokens
-and does not overlap with faithfulness; the ``with_context`` mode also asks whether the answer is in line with
-the retrieved context (Spring AI ``RelevancyEvaluator`` behaviour). The model answers YES/NO (score 1 or 0) or,
-with ``graded: true``, a 0–3 rating with a one-sentence reason, normalised to 0–1 (``rating / 3``).
+LLM (details in ``docs/llm-judges.md``): TruLens "answer relevance" (question ↔ answer, no context) by
+default; ``mode: with_context`` also asks whether the answer is in line with the retrieved context (Spring
+AI ``RelevancyEvaluator``). YES/NO gives 1 or 0, ``graded: true`` a 0–3 rating normalised to 0–1; threshold
+0.5. No question → ``skipped``/``no_question``.
 
-Options (``settings.judges.relevancy``): ``mode`` (``question`` default, ``with_context``), ``graded`` (bool,
-default false), ``threshold`` (default 0.5: YES passes, NO fails; graded 2–3 pass, 0–1 fail) and the common
-model options (see :mod:`ragpulse.judges.options`). ``with_context`` needs retrieved context: without
-any the judgement is ``ok``, score 0, reason ``no_context``. A trace without a question is ``skipped`` with
-reason ``no_question`` (the engine normally filters those out first).
-
-The heuristic judge (:class:`HeuristicRelevancyJudge`, no judge model) measures lexical engagement with the
-question; see its docstring and ``docs/judges.md``.
+The heuristic judge (:class:`HeuristicRelevancyJudge`) measures lexical engagement with the question; its
+method and blind spots are in ``docs/judges.md``.
 """
 
 from __future__ import annotations
@@ -86,30 +80,14 @@ class LLMRelevancyJudge(Judge):
 
 
 class HeuristicRelevancyJudge(Judge):
-    """Answer relevancy by lexical engagement with the question (question ↔ answer, no context).
+    """Answer relevancy by lexical engagement with the question (``question_coverage/v1``; see
+    ``docs/judges.md``).
 
-    Method (``question_coverage/v1``):
-
-    1. Shared rules (:func:`ragpulse.judges.frame.precheck`): no answer / abstention → ``skipped``; no
-       question → ``skipped`` ``no_question``.
-    2. The answer only restates the question, or every sentence of it is itself a question → score 0.
-       A short answer (at most :data:`SHORT_ANSWER_TOKENS` distinct content tokens, at least one not from
-       the question, no meta statement) is a direct factoid answer ("Delhi", "12人") → score 1.
-    3. coverage = share of the question's distinct content tokens, interrogatives such as 如何/什么 left
-       out (:data:`lexical.QUESTION_WORDS`), that the answer repeats; English tokens compared on their first
-       6 characters (a cheap stand-in for stemming: ``partitioning`` ~ ``partitioned``), Chinese words whole
-       or as a substring of the answer.
-    4. score = coverage × (1 − share of the answer's sentences that are meta statements about the context,
-       such as "the context does not mention …").
-
-    ``passed`` = score ≥ threshold (default :data:`DEFAULT_THRESHOLD`).
-
-    Known blind spots: an answer may repeat the question's words and still not answer it (topic drift within
-    the same vocabulary passes); a correct answer in other words ("When?" → "In 1844.") covers few question
-    tokens and may fail; a short off-topic answer ("Banana.") passes as a direct answer. Use the LLM backend
-    where that matters.
-
-    Options (``settings.judges["relevancy"]``): ``threshold`` (0–1); the LLM options are valid and ignored.
+    An echo of the question, or an answer made only of questions, scores 0; a short direct answer (at most
+    :data:`SHORT_ANSWER_TOKENS` distinct content tokens, some new, no meta statement) scores 1; otherwise score
+    = share of the question's content tokens (interrogatives left out, English compared on their first
+    :data:`STEM_PREFIX` characters, Chinese also as substrings) that the answer repeats × (1 − share of meta
+    statements among its sentences). Options: ``threshold``; the LLM options are valid and ignored.
     """
 
     name = "relevancy"

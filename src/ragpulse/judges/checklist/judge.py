@@ -1,19 +1,11 @@
 """The checklist judge: a business judge built from a :class:`~ragpulse.judges.checklist.spec.Checklist`.
 
-Per trace:
-
-1. the trace's app/scenario is not in the checklist's lists → ``skipped``/``not_applicable``; no answer →
-   ``skipped``/``no_answer``; an abstaining answer → ``skipped``/``abstained`` (shared rules);
-2. every rule item is checked (:mod:`ragpulse.judges.checklist.rules`); every rubric item is asked to the
-   judge model (one call per item, concurrently, with a one-sentence reason), or, without a model, checked
-   with its ``offline`` rule, or left out (not judged);
-3. ``score = items passed / items judged`` (0–1); ``passed = score >= threshold`` (mode ``all``: threshold
-   1.0, every judged item must pass). No judged item → ``skipped``/``no_judged_items``. A rubric item whose
-   model reply is unusable makes the whole judgement an ``error`` (never a silent fail).
-
-The judgement's ``declared_version`` is the checklist's ``version``; ``version`` is the computed hash of the
-whole definition (items, mode, threshold, scope), the rubric prompt and the model. ``flags.items`` lists each
-item as ``{"id", "kind", "passed" (bool or None), "reason", "by" ("rule" | "llm" | "offline" | "none")}``.
+A trace outside the checklist's apps/scenarios is ``skipped``/``not_applicable``; then the shared rules.
+Rule items are checked (:mod:`ragpulse.judges.checklist.rules`); rubric items are asked to the judge model
+(one call per item, concurrently), else checked with their ``offline`` rule, else not judged. score = items
+passed / items judged (mode ``all``: threshold 1.0); no judged item → ``skipped``/``no_judged_items``; an
+unusable rubric reply makes the judgement an ``error``. ``declared_version`` is the checklist's ``version``;
+``flags.items`` lists ``{"id", "kind", "passed", "reason", "by"}`` per item.
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
 """Checklist definitions (business judges from configuration) and their loading.
 
-A checklist is declared under ``checklists`` in the config file, either inline or as a path to a YAML file
-holding the same mapping (relative paths are resolved against the working directory, then the config file's
-directory)::
-
-    checklists:
-      reimbursement_answer: config/checklists/reimbursement.yaml
-      order_delay_answer:
-        version: "2026-11-1"
-        mode: share            # share: score = items passed / items judged;  all: every item must pass
-        threshold: 0.8         # ignored (1.0) in mode "all"
-        apps: [kestrel-kb]     # apps/scenarios it applies to (empty = all); others → skipped/not_applicable
-        scenarios: [order_delay]
-        items:
-          - {id: status, kind: contains, any: ["已发货", "shipped"]}
-          - {id: eta, kind: regex, pattern: "\\d+\\s*(天|days?)"}
-          - {id: link, kind: link, domains: [help.kestrel.example]}
-          - {id: short, kind: length, max_chars: 600}
-          - {id: reassure, kind: rubric, rubric: "The answer reassures the customer.",
-             offline: {kind: contains, any: ["抱歉", "sorry"]}}
-
-Item kinds: ``contains`` (``any``: at least one phrase, ``all``: every phrase, ``none``: no phrase;
-case-insensitive), ``regex`` (``pattern`` must match, or must not with ``match: false``; ``ignore_case``
-default true), ``link`` (the answer links to one of ``domains`` or their subdomains; with ``only_allowed``
-every link must), ``length`` (``min_chars``/``max_chars``, characters after trimming) and ``rubric`` (judged
-by the judge model with a one-sentence reason; ``offline`` is an optional rule used when no model is
-configured, otherwise the item is not judged and left out of the score).
+A checklist is declared under ``checklists`` in the config file, inline or as a path to a YAML file holding
+the same mapping (relative paths: the working directory, then the config file's directory). Fields and item
+kinds (``contains``, ``regex``, ``link``, ``length``, ``rubric`` with an optional ``offline`` rule) are
+described in ``docs/reference-metrics.md`` ("Checklists"); examples in ``config/checklists/``.
 """
 
 from __future__ import annotations

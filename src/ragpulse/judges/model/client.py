@@ -1,40 +1,20 @@
 """The one shared access layer to the judge model (any OpenAI-compatible chat-completions API).
 
-:class:`LLMClient` wraps ``openai.AsyncOpenAI`` and adds what every LLM judge needs:
+:class:`LLMClient` wraps ``openai.AsyncOpenAI`` (its aiohttp or httpx transport, ``judge_http_transport``;
+requests through its documented generic ``post`` path) and adds what every judge needs; the behaviour is
+described in ``docs/llm-judges.md`` ("The judge-model layer"):
 
-- **Transport**: openai's aiohttp transport (``openai.DefaultAioHttpClient``) when
-  ``settings.judge_http_transport == "aiohttp"`` (its CPU per call stays flat as requests in flight grow),
-  else openai's httpx transport; either way the connection pool holds ``judge_max_concurrency`` connections.
-- **Requests**: ``temperature = settings.judge_temperature`` (0), ``max_tokens = settings.judge_max_tokens``,
-  ``timeout = settings.judge_timeout_s`` seconds per attempt. The API key comes from the settings, which read it
-  only from the environment (``RAGPULSE_JUDGE_API_KEY`` or ``OPENAI_API_KEY``).
-- **Retries**: the openai client's own retry machinery (``max_retries = settings.judge_max_retries``): 408, 409,
-  429 and 5xx responses, timeouts and connection errors are retried with exponential backoff (0.5 s doubling,
-  at most 8 s, up to 25 % jitter) and a server's ``Retry-After``/``retry-after-ms`` header is honoured (up to
-  two minutes). The attempts of each call are counted by a request hook on the HTTP client and reported as
-  retries in :attr:`LLMResult.retries` and :attr:`LLMStats.retries`. Requests go through the client's
-  documented generic ``post`` path (same retries, timeouts and errors as ``chat.completions.create``, without
-  its per-call parameter transformation).
-- **Limits shared by all judges**: a concurrency semaphore (``judge_max_concurrency`` calls in flight) and an
-  optional requests-per-minute limit (``judge_requests_per_minute``, a sliding 60 s window over call starts;
-  retries inside one call are paced by the backoff above, not by this window).
-- **Cache**: an in-process LRU (``judge_cache_size`` entries, 0 disables it) keyed by (judge version, model,
-  messages), so a redelivered trace costs no model call. A hit returns the stored reply with ``cached=True``
-  and zero tokens (nothing was spent). An identical request already in flight is awaited instead of sent
-  again (also a hit). Failures are not cached.
-- **Budget**: an optional daily token budget per judge (``judge_daily_token_budget``, or the judge's
-  ``daily_token_budget`` option; prompt + completion tokens, UTC days). It is taken when a call is about to be
-  sent — after its concurrency slot and rate-limit turn — so calls queued behind the limits cannot all get
-  through: the prompt's estimated tokens (:func:`estimate_tokens`: ⌈characters of all message contents / 4⌉)
-  are reserved, and the reservation is replaced by the reply's ``usage`` when it comes (released when the call
-  fails). A call is refused while the judge's spent + reserved tokens are at or over the budget:
-  ``JudgeError("over_budget")`` until the next UTC day; :attr:`LLMStats.over_budget` counts refusals. A reply
-  without a ``usage`` block (Ollama and several compatible servers) is charged the estimate of its prompt and of
-  its text (:attr:`LLMResult.tokens_estimated`), never 0. A call in flight may overshoot by its completion.
-- **Replies**: a body that is not JSON text in UTF-8, or not a chat completion, raises
-  ``JudgeError("bad_reply")`` (no traceback); an HTTP 4xx error that is not retried (400, 401, 404, 413, …)
-  keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason, e.g. a "context
-  length exceeded" 400.
+- retries: the openai client's own (408/409/429/5xx, timeouts, connection errors; backoff, ``Retry-After``),
+  ``judge_max_retries`` times; attempts counted by a request hook (:attr:`LLMResult.retries`);
+- limits shared by all judges: ``judge_max_concurrency`` calls in flight (also the pool size) and an optional
+  ``judge_requests_per_minute`` sliding 60 s window;
+- an in-process LRU cache (``judge_cache_size``) keyed by (judge version, model, messages); an identical
+  request in flight is awaited; failures are not cached;
+- the daily token budget per judge (UTC days), taken after the concurrency slot: the prompt's estimate
+  (:func:`estimate_tokens`) is reserved and replaced by the reply's ``usage``; a reply without ``usage`` is
+  charged the estimate (:attr:`LLMResult.tokens_estimated`); over budget → ``JudgeError("over_budget")``;
+- replies that are not UTF-8 JSON or not a chat completion → ``JudgeError("bad_reply")``; an HTTP 4xx that is
+  not retried keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason.
 
 Nothing here blocks the event loop. The openai client, semaphore and limiter are bound to the event loop that
 first uses them; a client used from another loop (e.g. another test) builds fresh ones.

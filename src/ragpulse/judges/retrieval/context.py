@@ -1,38 +1,15 @@
 """Retrieval judges: context precision, context recall (Ragas) and context relevance (TruLens).
 
-Each judge decides, in order of preference (option ``method``: ``auto`` | ``labels`` | ``llm`` |
-``heuristic``; ``auto`` = labels when the trace carries them, else the judge model when one is configured,
-else the heuristic):
-
-- **labels** (:mod:`ragpulse.judges.retrieval.labels`): labelled chunk relevance (``context_labels``), else the
-  ground-truth contexts (``reference_contexts``: a retrieved chunk is relevant when it matches one), no model
-  call, ``backend=heuristic``, ``decided_by="labels"`` or ``"reference_contexts"``;
-- **llm**: one judge-model call per trace with the numbered chunks (top-ranked first within
-  ``judge_context_budget_chars``; chunks cut by the budget count as not relevant and the judgement is flagged
-  ``context_truncated``);
-- **heuristic** (:mod:`ragpulse.judges.text.statements`): a chunk is useful for a reference when it supports one
-  of the reference's statements (coverage ≥ ``min_coverage``, default 0.6), and relevant to a question when
-  it covers ≥ ``min_coverage`` (default 0.5) of the question's content tokens.
-
-Scores (all 0–1; formulas in :mod:`ragpulse.judges.formulas`):
-
-=====================  =====================================================================  =========
-judge                  score                                                                  threshold
-=====================  =====================================================================  =========
-``context_precision``  mean of precision@k over the ranks k holding a useful chunk (Ragas)     0.5
-``context_recall``     supported ground-truth statements / all of them (Ragas); with labels:  0.5
-                       relevant chunks retrieved (in the top ``k``) / chunks labelled relevant
-                       (reference contexts: reference contexts retrieved / all of them)
-``context_relevance``  relevant chunks / retrieved chunks (TruLens)                           0.5
-=====================  =====================================================================  =========
-
-``flags.verdicts`` keeps the per-item verdicts (0/1): one per retrieved chunk in rank order (precision,
-relevance, label recall) or per reference statement (statement recall).
-
-Edge cases: an empty retrieval scores ``ok`` 0.0 with reason ``no_context`` and no model call (recall first
-needs a reference: without one it is ``skipped``/``no_reference``). Context precision and recall do not need
-the answer; precision uses the expected answer (or keywords) as reference and falls back to the answer
-(Ragas' reference-free variant). Option ``k`` limits all three judges to the top ``k`` retrieved chunks.
+Each judge decides with (option ``method``: ``auto`` | ``labels`` | ``llm`` | ``heuristic``; ``auto`` = labels
+when the trace carries them, else the judge model when one is configured, else the heuristic): **labels**
+(:mod:`ragpulse.judges.retrieval.labels`, no model call, ``backend=heuristic``), **llm** (one call per trace
+with the numbered chunks; chunks cut by the context budget count as not relevant) or **heuristic**
+(:mod:`ragpulse.judges.text.statements`: statement support / question coverage ≥ ``min_coverage``). Scores
+(formulas in :mod:`ragpulse.judges.formulas`, definitions and edge cases in ``docs/reference-metrics.md``):
+precision = mean of precision@k over the ranks holding a useful chunk, recall = supported reference
+statements (or relevant labelled chunks retrieved) / all, relevance = relevant chunks / retrieved chunks;
+threshold 0.5. ``flags.verdicts`` keeps the per-chunk (or per-statement) 0/1 verdicts; option ``k`` limits
+the judges to the top ``k`` chunks; an empty retrieval is ``ok`` 0.0, ``no_context``.
 """
 
 from __future__ import annotations
@@ -217,6 +194,16 @@ class _ContextJudge(Judge):
         flags.extend([False] * (len(chunks) - len(kept)))
         return _Flags(tuple(flags), Backend.LLM, "llm")
 
+    async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
+        """Per-chunk flags (:meth:`_chunk_flags`) scored by :meth:`_score` (precision and relevance)."""
+        flags = await self._chunk_flags(trace, log)
+        if isinstance(flags, Judgement):
+            return flags
+        return self._decision(*self._score(flags.flags), flags)
+
+    def _score(self, flags: tuple[bool, ...]) -> tuple[float, str]:
+        raise NotImplementedError
+
     def _decision(self, score: float, reason: str, f: _Flags) -> Decision:
         return Decision(score, reason, f.decided_by, {"verdicts": [int(x) for x in f.flags]}, f.backend)
 
@@ -244,17 +231,11 @@ class ContextPrecisionJudge(_ContextJudge):
         hf = tuple(any(supported(s, [c], self.min_coverage) for s in stmts) for c in chunks)
         return _Flags(hf, Backend.HEURISTIC, "heuristic")
 
-    async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
-        flags = await self._chunk_flags(trace, log)
-        if isinstance(flags, Judgement):
-            return flags
-        score = average_precision(flags.flags)
-        n_rel = sum(flags.flags)
-        reason = (
-            f"{n_rel} of {len(flags.flags)} retrieved chunks useful (ranks {_ranks(flags.flags)}); "
+    def _score(self, flags: tuple[bool, ...]) -> tuple[float, str]:
+        score = average_precision(flags)
+        return score, f"{sum(flags)} of {len(flags)} retrieved chunks useful (ranks {_ranks(flags)}); " + (
             f"average precision {score:.4f}"
         )
-        return self._decision(score, reason, flags)
 
 
 class ContextRecallJudge(_ContextJudge):
@@ -352,13 +333,8 @@ class ContextRelevanceJudge(_ContextJudge):
         hf = tuple(coverage(question, c) >= self.min_coverage for c in chunks)
         return _Flags(hf, Backend.HEURISTIC, "heuristic")
 
-    async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
-        flags = await self._chunk_flags(trace, log)
-        if isinstance(flags, Judgement):
-            return flags
-        score = share(flags.flags) or 0.0
+    def _score(self, flags: tuple[bool, ...]) -> tuple[float, str]:
         reason = (
-            f"{sum(flags.flags)} of {len(flags.flags)} retrieved chunks relevant to the question "
-            f"(ranks {_ranks(flags.flags)})"
+            f"{sum(flags)} of {len(flags)} retrieved chunks relevant to the question (ranks {_ranks(flags)})"
         )
-        return self._decision(score, reason, flags)
+        return share(flags) or 0.0, reason

@@ -1,21 +1,12 @@
-"""Lexical building blocks of the offline (``heuristic``) judges: sentences, meta statements, echoes, support.
+"""Lexical building blocks of the heuristic judges: sentences, meta statements, echoes, support, swaps.
 
-Everything here is deterministic and model-free. Tokens come from :mod:`ragpulse.judges.text.tokens` (jieba words
-for Chinese runs, case-folded words otherwise, stop words removed by ``content_tokens``).
-
-- :func:`sentences` splits an answer into sentences/clauses on ``. ! ? ;`` followed by white space, on the
-  Chinese ``。！？；`` and on line breaks (dots inside ``df.write.csv`` or ``3.5`` do not split).
-- :func:`is_meta_statement` spots sentences that talk *about* the context instead of answering ("the context
-  does not mention …", "the document is about …", "上下文中没有提到…"). They assert nothing the context can
-  support, and human annotators (ARES) label answers made of them unfaithful and irrelevant.
-- :func:`restates_question` spots an answer that only repeats the question.
-- :class:`ChunkIndex` holds one context chunk's content-token set and case-folded text; :func:`chunk_index`
-  caches them by chunk text (LRU), so a chunk shared by many traces is tokenised once.
-- :func:`char_bigrams` / :func:`best_chunk_bigram_support`: character bigrams for Chinese, where word
-  boundaries are uncertain and numbers stick to their units ("2014年2月").
-- :func:`token_weight` weighs a token by how much it carries a checkable fact: tokens with digits and code
-  identifiers (``foreachBatch``, ``df.write.csv``) weigh :data:`NUMBER_WEIGHT`, capitalised names in
-  English text :data:`NAME_WEIGHT`, others 1 (:func:`salient_terms` finds the names and identifiers).
+Deterministic and model-free; tokens from :mod:`ragpulse.judges.text.tokens`. :func:`sentence_spans` splits on
+``. ! ? ;`` + white space, ``。！？；`` and line breaks (not inside ``df.write.csv`` or ``3.5``);
+:func:`is_meta_statement` spots sentences about the context ("the context does not mention …", "上下文中没有
+提到…"); :func:`restates_question` an echo of the question; :func:`chunk_index` caches a chunk's tokens (LRU);
+:func:`best_chunk_support` / :func:`best_chunk_bigram_support` measure support in the single best chunk, with
+:func:`token_weight` (digits and code identifiers :data:`NUMBER_WEIGHT`, names :data:`NAME_WEIGHT`);
+:func:`swapped_slot` finds an entity or number standing in another's slot of the context.
 """
 
 from __future__ import annotations
@@ -43,6 +34,7 @@ __all__ = [
     "salient_terms",
     "sentence_spans",
     "sentences",
+    "swapped_slot",
     "token_supported",
     "token_weight",
 ]
@@ -251,3 +243,86 @@ def best_chunk_bigram_support(grams: Sequence[str], chunks: Sequence[ChunkIndex]
             if got == len(grams):
                 break
     return best / len(grams)
+
+
+#: A neighbour word is a slot only when the context uses it at most this often.
+MAX_SLOT_USES = 2
+#: ``a`` counts as next to ``w`` in the context within this many content words (a summary drops modifiers).
+SLOT_WINDOW = 3
+_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve twice half 一 二 两 三 四 五 六 七 八 九 十".split()
+)
+
+
+def _kind(token: str, text: str) -> str | None:
+    """What a swap can exchange: ``num`` (digits, number words), ``name`` (capitalised inside a sentence of
+    ``text``, not all capitals), ``zh``
+    (a Chinese word of two or more characters); ``None`` for other words."""
+    if _DIGIT_RE.search(token) or token in _NUMBER_WORDS:
+        return "num"
+    if has_cjk(token):
+        return "zh" if len(token) >= 2 else None
+    for m in re.finditer(rf"(?<!\w){re.escape(token)}(?!\w)", text, re.IGNORECASE):
+        word, before = m.group(0), text[: m.start()].rstrip(" ")
+        # capitalised inside a sentence (not a sentence or line start, not code such as GRANT)
+        if (
+            word[0].isupper()
+            and not word.isupper()
+            and before
+            and (before[-1].isalnum() or before[-1] == ",")
+        ):
+            return "name"
+    return None
+
+
+def swapped_slot(sentence: str, chunk: str) -> str | None:
+    """An entity or number of ``sentence`` standing where ``chunk`` has another one, or ``None``.
+
+    Lexical support finds every word of "Tom Varga was appointed chief risk officer" in a context saying
+    "Harlow Bank appointed Mira Osei as chief risk officer. Her predecessor, Tom Varga, moved to Lisbon." This
+    looks at the slots instead: for each name, number or Chinese word ``a`` of the sentence and each content
+    word ``w`` right next to it, the context must not put ``w`` next to a *different* name/number/word of
+    the same kind that the sentence does not mention (``Osei`` next to ``appointed``) while never putting
+    ``a`` there. Returns the swapped token (for the reason), else ``None``.
+    """
+    words = content_tokens(sentence)
+    ctx = content_tokens(chunk)
+    folded_chunk = chunk.casefold()
+    in_sentence = set(words)
+    for i, a in enumerate(words):
+        kind = _kind(a, sentence + "\n" + chunk)
+        if kind is None or a not in folded_chunk:
+            continue
+        for side in (-1, 1):
+            j = i + side
+            if not 0 <= j < len(words) or words[j] == a:
+                continue
+            w = words[j]
+            # a slot is a word the context uses rarely: common words of a long context have many neighbours
+            if ctx.count(w) > MAX_SLOT_USES or _adjacent(a, w, side, ctx, folded_chunk):
+                continue
+            if not has_cjk(w) and _kind(w, sentence) is not None:  # a slot is a relation word, not a name
+                continue
+            fillers = {ctx[k - side] for k, t in enumerate(ctx) if t == w and 0 <= k - side < len(ctx)}
+            if any(
+                b != a and b not in in_sentence and _kind(b, chunk) == kind and a not in b and b not in a
+                for b in fillers
+            ):
+                return a
+    return None
+
+
+def _adjacent(a: str, w: str, side: int, ctx: Sequence[str], folded: str) -> bool:
+    """``a`` next to ``w`` on ``side`` in the context: within :data:`SLOT_WINDOW` content words, or (Chinese)
+    within 8 characters of the same sentence."""
+    near = range(1, SLOT_WINDOW + 1)
+    if any(
+        t == a and 0 <= k + side * d < len(ctx) and ctx[k + side * d] == w
+        for k, t in enumerate(ctx)
+        for d in near
+    ):
+        return True
+    if has_cjk(a) or has_cjk(w):
+        first, second = (a, w) if side == 1 else (w, a)
+        return re.search(re.escape(first) + r"[^。！？；]{0,8}" + re.escape(second), folded) is not None
+    return False

@@ -46,53 +46,21 @@ ZH_STOPWORDS = frozenset(
 # Phrases that mark an answer that declines to answer. Matched on the case-folded, whitespace-collapsed
 # answer; only short answers (or answers that start with the phrase) count, so "I don't know why X, but
 # the policy says Y" style answers with substance are not treated as abstentions.
-_ABSTAIN_EN = (
-    "i don't know",
-    "i do not know",
-    "i dont know",
-    "i'm not sure",
-    "i am not sure",
-    "i cannot answer",
-    "i can't answer",
-    "i am unable to answer",
-    "i'm unable to answer",
-    "i could not find",
-    "i couldn't find",
-    "no information",
-    "not enough information",
-    "insufficient information",
-    "the context does not",
-    "the provided context does not",
-    "there is no information",
-    "cannot be determined",
-    "i have no information",
-    "unable to find",
-    "no relevant information",
-    "i don't have enough information",
-    "i do not have enough",
-    "sorry, i can't",
-    "sorry, i cannot",
+_ABSTAIN_EN = tuple(
+    (
+        "i don't know|i do not know|i dont know|i'm not sure|i am not sure|i cannot answer|"
+        "i can't answer|i am unable to answer|i'm unable to answer|i could not find|i couldn't find|"
+        "no information|not enough information|insufficient information|the context does not|"
+        "the provided context does not|there is no information|cannot be determined|"
+        "i have no information|unable to find|no relevant information|i don't have enough information|"
+        "i do not have enough|sorry, i can't|sorry, i cannot"
+    ).split("|")
 )
-_ABSTAIN_ZH = (
-    "无法回答",
-    "不知道",
-    "无法确定",
-    "没有相关信息",
-    "没有找到相关",
-    "未找到相关",
-    "资料中没有",
-    "现有资料无法",
-    "无法从",
-    "不清楚",
-    "信息不足",
-    "没有足够的信息",
-    "抱歉，我无法",
-    "抱歉,我无法",
-    "暂无相关",
-    "无法提供",
-    "文档中没有",
-    "上下文中没有",
-    "未提及",
+_ABSTAIN_ZH = tuple(
+    (
+        "无法回答|不知道|无法确定|没有相关信息|没有找到相关|未找到相关|资料中没有|现有资料无法|无法从|不清楚|信息不足|没有足够的信息|抱歉，我无法|抱歉,我无法|暂无相关|无法提供|"
+        "文档中没有|上下文中没有|未提及"
+    ).split("|")
 )
 
 _jieba_lock = threading.Lock()

@@ -1,0 +1,386 @@
+"""Runs started from the portal: a queue in PostgreSQL and the worker that runs them inside ``ragpulse serve``.
+
+``POST /api/v1/runs`` (and the UI's Run evaluation) call :func:`enqueue_run`: the request is checked (the test
+set exists, judges, judge model and RAG endpoint name configured ones, thresholds parse) and stored with the run
+in status ``queued``. :class:`RunWorker` (started by ``serve`` with the portal) claims queued runs with
+``FOR UPDATE SKIP LOCKED`` — replicas never take the same run — and replays each through the same engine and
+report code as ``ragpulse replay`` (:func:`ragpulse.services.replay.run_replay`), reporting progress (cases done
+/ total) as it goes. A run whose worker stopped reporting for :data:`STALE_AFTER` (a replica that died) is
+queued again and replayed from the start under the same run id (its traces' ids are the same, so the store
+keeps one judgement per case and judge).
+
+Cancel (:func:`cancel_run`): a queued run is cancelled at once; a running one is flagged, its worker notices
+within :data:`POLL_S` and closes the gate in front of the run's judges — from then on no judge is called for
+it (the cases left are recorded ``skipped``/``cancelled``) — and the run is stored as ``cancelled`` with the
+report of what was judged.
+
+The request names things; it never carries a URL or a secret: ``judge_model`` names an entry of the
+``judge.models`` setting and ``rag.endpoint`` one of ``rag.endpoints`` (URL, field names and the environment
+variable of its key are configuration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragpulse.config import Settings
+from ragpulse.logging import get_logger
+from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, Trace
+from ragpulse.protocols import Judge
+from ragpulse.services.errors import BadRequest, Conflict, NotFound
+from ragpulse.services.testsets import NAME_PATTERN, load_test_set
+from ragpulse.store import PostgresStore
+
+__all__ = [
+    "POLL_S",
+    "STALE_AFTER",
+    "RagChoice",
+    "RunAccepted",
+    "RunRequest",
+    "RunWorker",
+    "cancel_run",
+    "enqueue_run",
+    "run_options",
+]
+
+log = get_logger("ragpulse.runs.queue")
+
+#: How often a worker looks for queued runs and, while running one, reports progress and reads cancel flags.
+POLL_S = 0.25
+#: A running portal run whose worker has not reported for this long is queued again.
+STALE_AFTER = timedelta(seconds=60)
+
+
+class RagChoice(BaseModel):
+    """Which configured RAG endpoint answers cases without a recorded answer, with its retrieval parameters."""
+
+    model_config = ConfigDict(extra="forbid")
+    endpoint: str = Field(min_length=1, max_length=128, description="a name of the rag.endpoints setting")
+    top_k: int | None = Field(default=None, ge=1, le=1000)
+    similarity_threshold: float | None = Field(default=None, ge=0, le=1)
+
+
+class RunRequest(BaseModel):
+    """A run to start (``POST /api/v1/runs``): names only, never a URL or a key."""
+
+    model_config = ConfigDict(extra="forbid")
+    test_set: str = Field(pattern=NAME_PATTERN)
+    run_id: str | None = Field(default=None, pattern=NAME_PATTERN)
+    judges: list[str] | None = Field(default=None, description="judge names; default: the configured ones")
+    thresholds: dict[str, float] | None = Field(default=None, description="judge → threshold 0–1")
+    judge_model: str | None = Field(default=None, max_length=128, description="a name of judge.models")
+    rag: RagChoice | None = None
+    fail_under: list[str] | None = Field(
+        default=None, description='e.g. ["pass_rate=0.8", "faithfulness=0.7"]'
+    )
+
+
+class RunAccepted(BaseModel):
+    """The answer to a started run."""
+
+    run_id: str
+    status: str
+    status_url: str
+
+
+def _models(settings: Settings) -> Mapping[str, Any]:
+    judge = getattr(settings, "judge", None)
+    return dict(getattr(judge, "models", {}) or {})
+
+
+def _endpoints(settings: Settings) -> Mapping[str, Any]:
+    rag = getattr(settings, "rag", None)
+    return dict(getattr(rag, "endpoints", {}) or {})
+
+
+def run_options(settings: Settings) -> dict[str, list[str]]:
+    """The names a run may choose: ``judge_models`` and ``rag_endpoints`` (configured), sorted."""
+    return {"judge_models": sorted(_models(settings)), "rag_endpoints": sorted(_endpoints(settings))}
+
+
+def _check(req: RunRequest, settings: Settings, known_judges: Sequence[str]) -> None:
+    from ragpulse.services.gate import parse_thresholds
+
+    known = set(known_judges)
+    unknown = sorted(set(req.judges or ()) - known)
+    if unknown:
+        raise BadRequest(f"unknown judge(s) {', '.join(unknown)}; configured: {', '.join(sorted(known))}")
+    for name, value in (req.thresholds or {}).items():
+        if name not in known:
+            raise BadRequest(f"threshold for unknown judge {name!r}")
+        if not 0.0 <= value <= 1.0:
+            raise BadRequest(f"threshold of {name} must be in [0, 1], got {value}")
+    if req.judge_model is not None and req.judge_model not in _models(settings):
+        raise BadRequest(
+            f"unknown judge model {req.judge_model!r}; configured (judge.models): "
+            f"{', '.join(sorted(_models(settings))) or 'none'}"
+        )
+    if req.rag is not None and req.rag.endpoint not in _endpoints(settings):
+        raise BadRequest(
+            f"unknown RAG endpoint {req.rag.endpoint!r}; configured (rag.endpoints): "
+            f"{', '.join(sorted(_endpoints(settings))) or 'none'}"
+        )
+    if req.fail_under:
+        try:
+            parse_thresholds(req.fail_under, judges=known)
+        except Exception as e:  # ConfigError with the offending item
+            raise BadRequest(f"fail_under: {e}") from e
+
+
+async def enqueue_run(
+    store: PostgresStore, settings: Settings, known_judges: Sequence[str], req: RunRequest
+) -> RunAccepted:
+    """Check ``req`` and queue the run (status ``queued``, progress 0 / cases).
+
+    Raises:
+        NotFound: the test set does not exist.
+        BadRequest: an unknown judge, judge model or RAG endpoint, a bad threshold or ``fail_under`` item.
+        Conflict: ``run_id`` exists already.
+    """
+    from ragpulse.replay.runner import new_run_id
+
+    ts = await load_test_set(store, req.test_set)
+    _check(req, settings, known_judges)
+    run_id = req.run_id or new_run_id(ts.name)
+    record = RunRecord(
+        run_id=run_id, test_set=ts.name, status=RunStatus.QUEUED, settings={"request": req.model_dump()}
+    )
+    if not await store.enqueue_run(record, req.model_dump(mode="json"), len(ts.cases)):
+        raise Conflict(f"run {run_id!r} exists already")
+    log.info("run_queued", run_id=run_id, test_set=ts.name, cases=len(ts.cases))
+    return RunAccepted(run_id=run_id, status="queued", status_url=f"/api/v1/runs/{run_id}")
+
+
+async def cancel_run(store: PostgresStore, run_id: str) -> str:
+    """Cancel a queued or running run; returns its status afterwards (``cancelled`` or, for a running run
+    whose worker has not stopped it yet, ``running``).
+
+    Raises:
+        NotFound: no such run.
+        Conflict: the run has finished.
+    """
+    before = await store.request_cancel(run_id)
+    if before is None:
+        raise NotFound(f"run {run_id!r} not found")
+    if before not in ("queued", "running"):
+        raise Conflict(
+            f"run {run_id!r} has finished ({before}); only a queued or running run can be cancelled"
+        )
+    return "cancelled" if before == "queued" else "running"
+
+
+class _Gate:
+    """Open until the run is cancelled."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+
+class _GatedJudge:
+    """A judge that stops calling its inner judge once the run's gate closes (then: ``skipped``/``cancelled``)."""
+
+    def __init__(self, inner: Judge, gate: _Gate) -> None:
+        self.inner = inner
+        self.gate = gate
+        self.name = inner.name
+        self.version = inner.version
+        self.backend = inner.backend
+        self.threshold = inner.threshold
+        self.needs_answer = getattr(inner, "needs_answer", True)
+        self.model = getattr(inner, "model", None)
+
+    async def judge(self, trace: Trace) -> Judgement:
+        if self.gate.closed:
+            return Judgement(
+                judge=self.name,
+                version=self.version,
+                backend=self.backend,
+                threshold=self.threshold,
+                status=JudgementStatus.SKIPPED,
+                reason="cancelled: the run was cancelled",
+            )
+        return await self.inner.judge(trace)
+
+
+def _run_settings(settings: Settings, req: RunRequest) -> Settings:
+    """``settings`` with the request's thresholds, judge model and RAG endpoint applied."""
+    flat: dict[str, Any] = {}
+    if req.thresholds:
+        section: Any = getattr(settings, "judge", settings)  # sectioned settings, or the flat ones
+        judges_opts = {k: dict(v) for k, v in (getattr(section, "judges", None) or {}).items()}
+        for name, value in req.thresholds.items():
+            judges_opts.setdefault(name, {})["threshold"] = value
+        flat["judges"] = judges_opts
+    if req.judge_model is not None:
+        m = _models(settings)[req.judge_model]
+        flat["judge_model"] = m.model
+        if m.base_url:
+            flat["judge_base_url"] = m.base_url
+        if m.api_key_env:
+            key = os.environ.get(m.api_key_env)
+            if key:
+                flat["judge_api_key"] = key
+    if req.rag is not None:
+        e = _endpoints(settings)[req.rag.endpoint]
+        flat["rag_endpoint_url"] = e.url
+        flat["rag_request_question_field"] = e.question_field
+        flat["rag_response_answer_field"] = e.answer_field
+        flat["rag_response_contexts_field"] = e.contexts_field
+        flat["rag_response_doc_ids_field"] = e.doc_ids_field
+        flat["rag_endpoint_timeout_s"] = e.timeout_s
+        if e.api_key_env and os.environ.get(e.api_key_env):
+            flat["rag_endpoint_api_key"] = os.environ[e.api_key_env]
+    if not flat:
+        return settings
+    replaced: Any = getattr(settings, "replaced", None)
+    return replaced(**flat) if replaced is not None else settings.model_copy(update=flat)
+
+
+class _RunStore(PostgresStore):
+    """The store as one portal run sees it (same connection pool): finishing the run after its gate closed
+    stores it as ``cancelled``, with the report of what was judged until then."""
+
+    def __init__(self, store: PostgresStore, gate: _Gate) -> None:
+        super().__init__(store.pool, redact_text=store.redact_text, acquire_timeout_s=store.acquire_timeout_s)
+        self._gate = gate
+
+    async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:
+        if self._gate.closed and status is not RunStatus.FAILED:
+            status = RunStatus.CANCELLED
+            report = {**report, "status": status.value}
+        await super().finish_run(run_id, status, report)
+
+    async def close(self) -> None:
+        """The pool belongs to the store this one was made from: nothing to close."""
+
+
+class RunWorker:
+    """Runs queued portal runs one at a time inside ``serve``; an async context manager.
+
+    Args:
+        store: the result store (its run queue).
+        settings: the process settings (each run applies its request on top).
+    """
+
+    def __init__(self, store: PostgresStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    async def __aenter__(self) -> RunWorker:
+        requeued = await self.store.requeue_stale_runs(STALE_AFTER)
+        if requeued:
+            log.info("runs_requeued", runs=requeued)
+        self._task = asyncio.create_task(self._loop(), name="ragpulse-run-worker")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def wake(self) -> None:
+        """A run was queued here: look now instead of at the next poll."""
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                row = await self.store.claim_queued_run(self.worker_id)
+            except Exception as e:
+                log.warning("run_queue_unavailable", error=str(e))
+                row = None
+            if row is None:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), POLL_S * 4)
+                continue
+            try:
+                await self._execute(row)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.error("run_failed", run_id=row["run_id"], error=f"{type(e).__name__}: {e}")
+                with contextlib.suppress(Exception):
+                    await self.store.set_run_status(
+                        row["run_id"],
+                        "failed",
+                        {
+                            "run_id": row["run_id"],
+                            "test_set": row["test_set"],
+                            "status": "failed",
+                            "error": str(e)[:500],
+                        },
+                    )
+
+    async def _execute(self, row: Mapping[str, Any]) -> None:
+        from ragpulse.replay.judge_defaults import default_replay_judges
+        from ragpulse.replay.rag_client import RagClient
+        from ragpulse.services.judges import open_judges
+        from ragpulse.services.replay import run_replay
+
+        run_id = str(row["run_id"])
+        req = RunRequest.model_validate(row["request"] or {"test_set": row["test_set"]})
+        ts = await load_test_set(self.store, req.test_set)
+        settings = _run_settings(self.settings, req)
+        gate = _Gate()
+        state = {"done": 0, "total": len(ts.cases)}
+
+        def progress(done: int, total: int) -> None:
+            state["done"], state["total"] = done, total
+
+        async def watch(task: asyncio.Task[Any]) -> None:
+            reported = -1
+            while not task.done():
+                cancel = await self.store.run_progress(run_id, state["done"], state["total"])
+                reported = state["done"]
+                if cancel and not gate.closed:
+                    # no judge is called from now on; the cases left go by as skipped and the run is stored
+                    # as cancelled with the report of what was judged
+                    gate.closed = True
+                    log.info("run_cancelling", run_id=run_id, done=state["done"])
+                await asyncio.sleep(POLL_S)
+            if reported != state["done"]:
+                await self.store.run_progress(run_id, state["done"], state["total"])
+
+        log.info("run_started", run_id=run_id, test_set=ts.name, cases=len(ts.cases))
+        async with AsyncExitStack() as stack:
+            selection = default_replay_judges(settings, ts, req.judges)
+            judges = await open_judges(stack, settings, selection.names)
+            gated: dict[str, Judge] = {n: _GatedJudge(j, gate) for n, j in judges.items()}
+            rag = None
+            if req.rag is not None:
+                rag = await stack.enter_async_context(RagClient(settings))
+            task = asyncio.create_task(
+                run_replay(
+                    ts,
+                    judges=gated,
+                    store=_RunStore(self.store, gate),
+                    settings=settings,
+                    run_id=run_id,
+                    rag_client=rag,
+                    progress=progress,
+                    judges_added=selection.added,
+                )
+            )
+            watcher = asyncio.create_task(watch(task))
+            try:
+                await task
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watcher
+        await self.store.run_progress(run_id, state["done"], state["total"])
+        log.info("run_cancelled" if gate.closed else "run_done", run_id=run_id, done=state["done"])

@@ -1,0 +1,134 @@
+"""Runs as the portal shows them: the history page (filters, keyset pagination, progress) and one run with its
+progress, gate result and report (shared by ``/api/v1/runs`` and the UI's Run history and Run evaluation)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from ragpulse.services.errors import BadRequest, NotFound
+from ragpulse.services.paging import DEFAULT_LIMIT, Page, encode_cursor, time_key
+from ragpulse.services.runs import report_of
+from ragpulse.store import PostgresStore
+
+__all__ = ["Progress", "RunDetail", "RunItem", "get_run", "list_runs"]
+
+STATUSES = ("queued", "running", "completed", "completed_with_errors", "failed", "cancelled", "interrupted")
+
+
+class Progress(BaseModel):
+    """Cases done / total (``None`` for runs that do not report progress)."""
+
+    done: int | None = None
+    total: int | None = None
+
+
+class RunItem(BaseModel):
+    """A row of the run history."""
+
+    run_id: str
+    test_set: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    progress: Progress
+    pass_rate: float | None = None
+    coverage: float | None = None
+    averages: dict[str, float | None] = {}
+    judges: dict[str, str] = {}
+
+
+class GateItem(BaseModel):
+    """One ``fail_under`` threshold of the run and whether the run met it."""
+
+    metric: str
+    minimum: float
+    actual: float | None
+    met: bool
+
+
+class RunDetail(RunItem):
+    """One run: the history row plus its request, ``fail_under`` results and report (computed from the stored
+    results while the run has none yet)."""
+
+    request: dict[str, Any] | None = None
+    fail_under: list[GateItem] = []
+    report: dict[str, Any]
+
+
+def _item(row: dict[str, Any]) -> RunItem:
+    run = row["run"]
+    rep = run.report or {}
+    done, total = row.get("progress_done"), row.get("progress_total")
+    if run.status.value in ("completed", "completed_with_errors") and isinstance(rep.get("cases_total"), int):
+        done = total = rep["cases_total"]  # finished: every case is done (progress is written every 0.25 s)
+    return RunItem(
+        run_id=run.run_id,
+        test_set=run.test_set,
+        status=run.status.value,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        progress=Progress(done=done, total=total),
+        pass_rate=rep.get("pass_rate"),
+        coverage=rep.get("coverage"),
+        averages=rep.get("averages") or {},
+        judges=run.judges,
+    )
+
+
+async def list_runs(
+    store: PostgresStore,
+    *,
+    test_set: str | None = None,
+    status: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    cursor: str | None = None,
+) -> Page[RunItem]:
+    """Runs newest first (by start), optionally of one test set and/or status.
+
+    Raises:
+        BadRequest: an unknown status or a bad cursor.
+    """
+    if status is not None and status not in STATUSES:
+        raise BadRequest(f"unknown status {status!r}: one of {', '.join(STATUSES)}")
+    rows = await store.list_run_page(
+        test_set=test_set, status=status, limit=limit + 1, after=time_key(cursor)
+    )
+    items = [_item(r) for r in rows[:limit]]
+    nxt = None
+    if len(rows) > limit:
+        last = rows[limit - 1]["run"]
+        nxt = encode_cursor([last.started_at, last.run_id])
+    return Page[RunItem](items=items, next_cursor=nxt)
+
+
+async def get_run(store: PostgresStore, run_id: str) -> RunDetail:
+    """One run with progress, request, ``fail_under`` results (once finished) and report.
+
+    Raises:
+        NotFound: no such run.
+    """
+    from ragpulse.services.gate import evaluate_gate, parse_thresholds
+
+    row = await store.run_page_row(run_id)
+    if row is None:
+        raise NotFound(f"run {run_id!r} not found")
+    run = row["run"]
+    report = await report_of(store, run)
+    item = _item(row)
+    if not run.report:
+        item = item.model_copy(
+            update={"pass_rate": report.pass_rate, "coverage": report.coverage, "averages": report.averages}
+        )
+    request = row.get("request")
+    gate: list[GateItem] = []
+    specs = (request or {}).get("fail_under") or []
+    if specs and run.report and "cases" in run.report:
+        result = evaluate_gate(report, parse_thresholds(specs))
+        gate = [
+            GateItem(metric=o.metric, minimum=o.minimum, actual=o.actual, met=o.met)
+            for o in result.thresholds
+        ]
+    return RunDetail(**item.model_dump(), request=request, fail_under=gate, report=report.to_json())

@@ -1,0 +1,76 @@
+"""With RAGPULSE_API_TOKEN the UI asks for the token once (cookie session) and every form carries a CSRF token."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from playwright.sync_api import Browser
+
+from portal_browser import PortalPage
+from portal_testutil import Portal, base_env, private_db
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "ui-token-123"
+
+
+@pytest.fixture(scope="module")
+def locked() -> Iterator[Portal]:
+    with private_db() as db:
+        env = base_env(db)
+        env["RAGPULSE_API_TOKEN"] = TOKEN
+        p = Portal(db, env)
+        p.start()
+        try:
+            yield p
+        finally:
+            p.stop()
+
+
+def test_browser_signs_in_once_and_creates_a_test_set(browser: Browser, locked: Portal) -> None:
+    page = PortalPage(browser, locked, 1280, 900)
+    try:
+        p = page.page
+        page.goto("/test-sets")
+        p.wait_for_url(re.compile(r"/login\?next="))
+        p.fill("input[name=token]", "wrong")
+        p.click("form[action='/login'] button")
+        assert "Wrong token." in p.inner_text("main")
+        p.fill("input[name=token]", TOKEN)
+        p.click("form[action='/login'] button")
+        p.wait_for_url("**/test-sets")
+        p.fill("#create-test-set input[name=name]", "locked-set")
+        p.click("#create-test-set button")
+        p.wait_for_url("**/test-sets/locked-set*")
+        page.goto("/traffic")  # the session cookie holds
+        assert p.inner_text("h1") == "Live traffic"
+    finally:
+        page.close()
+    with locked.client(TOKEN) as c:
+        assert c.get("/api/v1/test-sets/locked-set").status_code == 200
+
+
+def test_forms_need_the_session_and_the_csrf_token(locked: Portal) -> None:
+    with httpx.Client(base_url=locked.url, follow_redirects=False) as c:
+        r = c.get("/test-sets")
+        assert r.status_code == 303
+        assert r.headers["location"].startswith("/login")
+        login = c.get("/login")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', login.text)
+        assert csrf is not None
+        assert c.post("/login", data={"token": TOKEN, "next": "/"}).status_code == 403  # no CSRF field
+        r = c.post("/login", data={"token": TOKEN, "next": "/test-sets", "csrf_token": csrf.group(1)})
+        assert r.status_code == 303
+        assert c.get("/test-sets").status_code == 200
+        r = c.post("/test-sets", data={"name": "no-csrf"})
+        assert r.status_code == 403
+        r = c.post("/test-sets", data={"name": "with-csrf", "csrf_token": csrf.group(1)})
+        assert r.status_code == 303
+        c.cookies.delete("ragpulse_session")
+        assert (
+            c.post("/test-sets", data={"name": "x", "csrf_token": csrf.group(1)}).status_code == 303
+        )  # → login
+        assert c.get("/api/v1/test-sets").status_code == 401
