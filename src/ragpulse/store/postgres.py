@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
@@ -71,6 +71,14 @@ def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     return cols
 
 
+class _PublishFailed(StoreError):
+    """Carries the publisher's exception through :meth:`PostgresStore._run` unwrapped."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"publish failed: {type(cause).__name__}")
+        self.cause = cause
+
+
 class PostgresStore(PortalQueries):
     """Result store on PostgreSQL (asyncpg pool). Build it with :meth:`connect` or ``ragpulse.store.open_store``.
 
@@ -82,11 +90,19 @@ class PostgresStore(PortalQueries):
     """
 
     def __init__(
-        self, pool: asyncpg.Pool, *, redact_text: bool = False, acquire_timeout_s: float = 30.0
+        self,
+        pool: asyncpg.Pool,
+        *,
+        redact_text: bool = False,
+        acquire_timeout_s: float = 30.0,
+        results_outbox: bool = False,
     ) -> None:
         self._pool = pool
         self._redact = redact_text
         self._acquire_timeout = acquire_timeout_s
+        self.results_outbox = results_outbox
+        """When true, new and replaced judgements wait in the results stream's outbox (``published_at`` NULL)
+        until :meth:`publish_pending` hands them to the publisher; else they are stored as published."""
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -106,7 +122,12 @@ class PostgresStore(PortalQueries):
     # -- life cycle ---------------------------------------------------------------------------------------------
     @classmethod
     async def connect(
-        cls, url: str, settings: Settings | None = None, *, run_migrations: bool = True
+        cls,
+        url: str,
+        settings: Settings | None = None,
+        *,
+        run_migrations: bool = True,
+        results_outbox: bool = False,
     ) -> PostgresStore:
         """Open a pool on ``url`` (any asyncpg DSN, unix-socket URIs included) and apply pending migrations.
 
@@ -127,7 +148,12 @@ class PostgresStore(PortalQueries):
             )
         except Exception as e:
             raise to_store_error(e, "connect") from e
-        store = cls(pool, redact_text=s.redact_text, acquire_timeout_s=s.database_command_timeout_s)
+        store = cls(
+            pool,
+            redact_text=s.redact_text,
+            acquire_timeout_s=s.database_command_timeout_s,
+            results_outbox=results_outbox,
+        )
         if run_migrations:
             try:
                 await store.migrate()
@@ -226,6 +252,7 @@ class PostgresStore(PortalQueries):
         for r in results:
             by_trace[r.trace.trace_id] = r
         judgements: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        published_at = None if self.results_outbox else datetime.now(UTC)
         run_links: dict[tuple[str, str], str | None] = {}
         trace_rows = []
         # rows in key order: concurrent batches with overlapping traces then lock rows in the same order and
@@ -234,7 +261,7 @@ class PostgresStore(PortalQueries):
             trace_rows.append(trace_row(r, redact_text=self._redact))
             for j in r.judgements:
                 judgements[(r.trace.trace_id, j.judge, j.version)] = judgement_row(
-                    r.trace, j, redact_text=self._redact
+                    r.trace, j, redact_text=self._redact, published_at=published_at
                 )
             if r.trace.run_id:
                 run_links[(clean(r.trace.run_id) or "", r.trace.trace_id)] = clean(r.trace.test_case_id)
@@ -435,6 +462,52 @@ class PostgresStore(PortalQueries):
         return await self._run(
             "window_pass_counts", lambda c: calibrations.window_pass_counts(c, judge_versions, window)
         )
+
+    # -- results stream outbox (migration 061) -------------------------------------------------------------------
+    async def publish_pending(
+        self, publish: Callable[[list[dict[str, Any]]], Awaitable[None]], limit: int = 500
+    ) -> int:
+        """Hand up to ``limit`` unpublished judgements (oldest first) to ``publish``, then mark them published,
+        in one transaction; return how many.
+
+        The rows are locked (``FOR UPDATE SKIP LOCKED``) while ``publish`` runs, so replicas never publish the
+        same row at once; when ``publish`` raises nothing is marked and the rows are offered again (at least
+        once). Each row: ``trace_id``, ``judge``, ``version``, ``app``, ``scenario``, ``status``, ``score``,
+        ``passed``, ``reason``, ``flags`` (dict), ``time`` (when stored, UTC).
+        """
+
+        async def q(conn: Conn) -> int:
+            async with conn.transaction():
+                rows = await conn.fetch(
+                    """SELECT j.trace_id, j.judge, j.version, j.app, t.scenario, j.status, j.score, j.passed,
+                              j.reason, j.flags, j.updated_at AS time
+                       FROM judgements j JOIN traces t ON t.trace_id = j.trace_id
+                       WHERE j.published_at IS NULL
+                       ORDER BY j.updated_at
+                       LIMIT $1
+                       FOR UPDATE OF j SKIP LOCKED""",
+                    limit,
+                )
+                if not rows:
+                    return 0
+                try:
+                    await publish([dict(r) for r in rows])
+                except Exception as e:  # the publisher's error, not the store's: roll back, re-raise as is
+                    raise _PublishFailed(e) from e
+                await conn.execute(
+                    """UPDATE judgements j SET published_at = now()
+                       FROM unnest($1::text[], $2::text[], $3::text[]) AS k(trace_id, judge, version)
+                       WHERE j.trace_id = k.trace_id AND j.judge = k.judge AND j.version = k.version""",
+                    [r["trace_id"] for r in rows],
+                    [r["judge"] for r in rows],
+                    [r["version"] for r in rows],
+                )
+                return len(rows)
+
+        try:
+            return await self._run("publish_pending", q)
+        except _PublishFailed as e:
+            raise e.cause from e.cause.__cause__
 
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:

@@ -103,6 +103,7 @@ JUDGEMENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("completion_tokens", "int4", False),
     ("source", "text", False),
     ("content_hash", "text", False),
+    ("published_at", "timestamptz", False),
 )
 
 
@@ -210,9 +211,12 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
     )
 
 
-def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any, ...]:
+def judgement_row(
+    trace: Trace, j: Judgement, *, redact_text: bool, published_at: datetime | None = None
+) -> tuple[Any, ...]:
     """One row of :data:`JUDGEMENT_COLUMNS` (reason reduced to its code and raw output dropped when
-    ``redact_text``: both may quote the answer)."""
+    ``redact_text``: both may quote the answer). ``published_at`` ``None`` puts the judgement in the results
+    stream's outbox (migration 061)."""
     ok = j.status is JudgementStatus.OK
     reason = redact_reason(j.reason, ok) if redact_text else clean(j.reason)
     return (
@@ -235,6 +239,7 @@ def judgement_row(trace: Trace, j: Judgement, *, redact_text: bool) -> tuple[Any
         j.completion_tokens,
         trace.source.value,
         trace.content_hash,
+        published_at,
     )
 
 
