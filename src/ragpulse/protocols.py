@@ -145,8 +145,21 @@ class RunStore(ResultStore, Protocol):
         """The stored test set ``name`` with its cases, or ``None``."""
         ...
 
-    async def create_run(self, run: RunRecord) -> None:
-        """Insert a run (re-using an id resets it to status ``running``)."""
+    async def test_set_hash(self, name: str) -> str | None:
+        """:func:`~ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when absent."""
+        ...
+
+    async def create_run(self, run: RunRecord, *, replace: bool = False) -> None:
+        """Insert a run owned by this process (re-using an id resets it to status ``running``; ``replace``
+        also drops the old run's trace links)."""
+        ...
+
+    async def heartbeat_run(self, run_id: str) -> bool:
+        """Say that the running run's process is alive; ``False`` when the run is not ``running``."""
+        ...
+
+    async def database_identity(self) -> str:
+        """An id equal for every connection to the same database and different between databases."""
         ...
 
     async def finish_run(self, run_id: str, status: RunStatus, report: dict[str, Any]) -> None:

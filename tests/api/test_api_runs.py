@@ -180,3 +180,55 @@ def test_compare_two_runs(runs_portal: Portal) -> None:
         assert cmp["pass_to_fail"] == []
         _problem(c.get("/api/v1/run-comparisons", params={"a": "cmp-a", "b": "nope"}), 404)
         _problem(c.get("/api/v1/run-comparisons", params={"a": "cmp-a"}), 422)
+
+
+def test_a_run_survives_a_killed_serve(judge: ScriptedOpenAIServer) -> None:
+    """serve killed mid-run (SIGKILL): the restarted serve queues the run again and finishes it."""
+    with private_db() as db:
+        env = base_env(db)
+        env.update(
+            {
+                "RAGPULSE_JUDGE_MODEL": "scripted-judge",
+                "RAGPULSE_JUDGE_BASE_URL": judge.base_url,
+                "RAGPULSE_JUDGE_API_KEY": "test-key",
+                "RAGPULSE_ENABLED_JUDGES": "relevancy",
+                "RAGPULSE_ENGINE_WORKERS": "1",
+            }
+        )
+        first = Portal(db, env)
+        first.start()
+        try:
+            with first.client() as c:
+                c.post("/api/v1/test-sets", json={"name": "crash"})
+                for i in range(CASES):
+                    c.post(
+                        "/api/v1/test-sets/crash/cases",
+                        json={
+                            "id": f"k{i}",
+                            "question": f"What is part {i}?",
+                            "answer": f"Part {i} is a gear.",
+                        },
+                    )
+                before = len(judge.requests)
+                assert (
+                    c.post("/api/v1/runs", json={"test_set": "crash", "run_id": "crash-run"}).status_code
+                    == 202
+                )
+                judge.wait_for_requests(before + 3, timeout_s=60)
+        finally:
+            assert first.proc is not None
+            first.proc.kill()
+            first.proc.wait(10)
+        second = Portal(db, dict(env, RAGPULSE_API_ADDRESS=""))
+        second.env.pop("RAGPULSE_API_ADDRESS")
+        second.start()
+        try:
+            with second.client() as c:
+                run = _wait(
+                    c, "crash-run", {"completed", "completed_with_errors", "failed", "cancelled"}, timeout=90
+                )
+                assert run["status"] == "completed"
+                assert run["report"]["cases_total"] == CASES
+            assert any(e.get("event") == "runs_requeued" for e in second.logs)
+        finally:
+            second.stop()

@@ -143,6 +143,8 @@ async def test_replay_via_kafka_and_otlp_through_serve(
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
         "RAGPULSE_API_ADDRESS": "",  # no portal (its default port may be taken by another test)
         "RAGPULSE_ENABLED_JUDGES": "relevancy,faithfulness,keyword",
+        # issue 11 item 14: replayed traces carry their run id on the wire and are always judged
+        "RAGPULSE_SAMPLING_RATE": "0.2",
     }
     proc = ServeProcess(env)
     serve.append(proc)
@@ -170,10 +172,12 @@ async def test_replay_via_kafka_and_otlp_through_serve(
     conn = await asyncpg.connect(pg_url)
     try:
         rows = await conn.fetch("SELECT source, run_id, count(*) AS n FROM traces GROUP BY source, run_id")
+        not_sampled = await conn.fetchval("SELECT count(*) FROM traces WHERE outcome = 'not_sampled'")
         runs = await conn.fetch("SELECT run_id, status FROM runs")
     finally:
         await conn.close()
     got = {(r["source"], r["run_id"].split("-")[1]): r["n"] for r in rows}
     assert got == {("kafka", "kafka"): 17, ("otlp", "otlp"): 17}
     assert {r["status"] for r in runs} == {"completed"}
+    assert not_sampled == 0  # 8 of 10 were not_sampled at rate 0.2 before
     assert proc.terminate() == 0

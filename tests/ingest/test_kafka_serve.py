@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -334,3 +335,56 @@ async def test_serve_exits_3_when_kafka_is_unreachable(pg_url: str, procs: list[
     failed = proc.events("serve_failed")
     assert failed
     assert failed[0]["error"].startswith("cannot connect to Kafka at 127.0.0.1:")
+
+
+@pytest.mark.slow
+async def test_broker_gone_readiness_json_logs_and_bounded_shutdown(
+    pg_url: str, procs: list[ServeProcess]
+) -> None:
+    """Issue 11 item 11: with the broker killed, /readyz follows it within seconds, aiokafka's errors are
+    rate-limited JSON lines (not ~48 plain-text lines a second) and SIGTERM stops serve within the deadline."""
+    from ingest.conftest import _broker_bin
+    from testsupport import tansu_broker
+
+    broker = contextlib.ExitStack()
+    bootstrap = broker.enter_context(tansu_broker(_broker_bin(), cluster_prefix="gone", start_timeout=15))
+    try:
+        topic = f"gone-{uuid.uuid4().hex[:8]}"
+        await create_topic(bootstrap, topic, 1)
+        port = free_port()
+        env = _env(bootstrap, topic, pg_url, f"g-{uuid.uuid4().hex[:8]}", port,
+                   RAGPULSE_ENABLED_JUDGES="keyword", RAGPULSE_SHUTDOWN_DEADLINE_S="5")  # fmt: skip
+        proc = ServeProcess(env)
+        procs.append(proc)
+        proc.start()
+        await produce(bootstrap, topic, _stream(20))
+
+        async def stored() -> bool:
+            return bool((await db_counts(pg_url))["traces"] >= 20)
+
+        await _wait_for(stored, 60)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            assert (await http.get("/readyz")).json()["checks"]["kafka"] is True
+            broker.close()  # the broker is gone
+            gone_at = time.monotonic()
+
+            async def not_ready() -> bool:
+                r = await http.get("/readyz")
+                return r.status_code == 503 and r.json()["checks"]["kafka"] is False
+
+            await _wait_for(not_ready, 15)
+            print(f"/readyz 503 {time.monotonic() - gone_at:.1f}s after the broker died")
+        await asyncio.sleep(10.0)  # let aiokafka retry for a while: its errors must stay few and JSON
+        assert not [e for e in proc.logs if e.get("event") == "_raw"]  # every line is JSON
+        kafka_lines = [e for e in proc.logs if str(e.get("logger", "")).startswith("aiokafka")]
+        elapsed = time.monotonic() - gone_at
+        assert len(kafka_lines) <= 10 * (elapsed / 10.0 + 1)  # ≤ one line per message kind per 10 s
+        stop_at = time.monotonic()
+        rc = proc.terminate(timeout=60)
+        assert rc == 0, "\n".join(json.dumps(e)[:300] for e in proc.logs[-12:])
+        took = time.monotonic() - stop_at
+        print(f"SIGTERM → exit in {took:.1f}s with the broker gone (deadline 5 s)")
+        assert took < 25.0
+        assert proc.events("kafka_stopped")
+    finally:
+        broker.close()

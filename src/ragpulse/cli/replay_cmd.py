@@ -24,7 +24,7 @@ from ragpulse.cli import app as _app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.model import JudgementStatus, TestSet
-from ragpulse.protocols import Exporter, Store
+from ragpulse.protocols import Exporter
 from ragpulse.replay import load_test_set
 from ragpulse.replay.runner import ProgressCallback
 from ragpulse.services.gate import evaluate_thresholds, parse_thresholds
@@ -65,30 +65,39 @@ async def _replay(
     via: Via | None,
     wait_s: float,
     exporters: list[Exporter],
+    serve_url: str | None,
+    replace_run: bool,
+    replace_test_set: bool,
 ) -> RunReport:
     async with _common.open_cli_store(s) as store:
         if ts is None:
             assert stored is not None
             ts = await stored_test_set(store, stored)
-        return await _run(s, store, ts, judge_names, run_id, via, wait_s, exporters)
-
-
-async def _run(
-    s: Settings,
-    store: Store,
-    ts: TestSet,
-    judge_names: list[str] | None,
-    run_id: str | None,
-    via: Via | None,
-    wait_s: float,
-    exporters: list[Exporter],
-) -> RunReport:
-    if via is not None:
-        return await replay_via(s, store, ts, via, judge_names=judge_names, run_id=run_id, wait_s=wait_s)
-    with progress_bar(len(ts.cases), f"replay {ts.name}") as cb:
-        return await replay_test_set(
-            s, store, ts, judge_names=judge_names, run_id=run_id, exporters=exporters, progress=cb
-        )
+        if via is not None:
+            return await replay_via(
+                s,
+                store,
+                ts,
+                via,
+                judge_names=judge_names,
+                run_id=run_id,
+                wait_s=wait_s,
+                serve_url=serve_url,
+                replace_run=replace_run,
+                replace_test_set=replace_test_set,
+            )
+        with progress_bar(len(ts.cases), f"replay {ts.name}") as cb:
+            return await replay_test_set(
+                s,
+                store,
+                ts,
+                judge_names=judge_names,
+                run_id=run_id,
+                exporters=exporters,
+                progress=cb,
+                replace_run=replace_run,
+                replace_test_set=replace_test_set,
+            )
 
 
 def _first_error(report: RunReport) -> str:
@@ -118,7 +127,20 @@ def replay(
         "expected answers on cases without answers).",
     ),
     run_id: str | None = typer.Option(
-        None, "--run-id", help="Run id; re-using one re-judges the same traces idempotently."
+        None,
+        "--run-id",
+        help="Run id; re-using one with the same cases re-judges the same traces idempotently (with other "
+        "cases it is an error unless --replace-run).",
+    ),
+    replace_run: bool = typer.Option(
+        False,
+        "--replace-run",
+        help="Re-use --run-id even though that run replayed other cases (replaces it).",
+    ),
+    replace_test_set: bool = typer.Option(
+        False,
+        "--replace-test-set",
+        help="Replace the stored test set of the same name even though its cases differ from this file's.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
     fail_under: list[str] = typer.Option(  # noqa: B008 (typer's documented list-option default)
@@ -146,6 +168,12 @@ def replay(
         "and wait for their judgements in the store.",
     ),
     wait: float = typer.Option(300.0, "--wait", help="With --via: seconds to wait for the judgements."),
+    serve_url: str | None = typer.Option(
+        None,
+        "--serve-url",
+        help="With --via: base URL of serve's health port, whose /readyz says which database serve writes to "
+        "(default: http://<http_address>).",
+    ),
 ) -> None:
     """Replay a test set as synthetic traces through the judges and print the run report."""
     s = _common.settings()
@@ -173,6 +201,9 @@ def replay(
                 via=Via(via) if via else None,
                 wait_s=wait,
                 exporters=exporters,
+                serve_url=serve_url,
+                replace_run=replace_run,
+                replace_test_set=replace_test_set,
             )
         )
     finally:

@@ -289,7 +289,12 @@ class Engine:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        """Close (:meth:`aclose`); when the block is left by cancellation or Ctrl-C/SIGTERM nothing more is
+        awaited: in-flight work is cancelled at once instead of drained for ``shutdown_deadline_s``."""
+        interrupted = exc_type is not None and issubclass(
+            exc_type, asyncio.CancelledError | KeyboardInterrupt
+        )
+        await self.aclose(0.0 if interrupted else None)
 
     # -- TraceSink ------------------------------------------------------------------------------------------
 

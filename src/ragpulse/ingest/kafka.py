@@ -67,6 +67,15 @@ _SOURCES: weakref.WeakSet[KafkaSource] = weakref.WeakSet()
 
 #: Longest wait for the brokers' end offsets when refreshing the lag of paused partitions, seconds.
 LAG_QUERY_TIMEOUT_S = 2.0
+#: Seconds between two broker probes (``connected`` / ``/readyz``), and how long a probe may take.
+BROKER_PROBE_INTERVAL_S = 2.0
+BROKER_PROBE_TIMEOUT_S = 3.0
+#: Longest wait for an offset commit in the consume loop, seconds (then it is retried at the next interval).
+COMMIT_TIMEOUT_S = 10.0
+#: The final commit on stop gets what is left of the shutdown deadline, but at least this many seconds.
+FINAL_COMMIT_MIN_S = 1.0
+#: Longest wait for the consumer or the dead-letter producer to close on stop, seconds.
+CLOSE_TIMEOUT_S = 5.0
 
 
 def _observe_lag(_: CallbackOptions) -> Iterable[Observation]:
@@ -149,6 +158,8 @@ class KafkaSource:
         self._stopping = False
         self._paused = False
         self._connected = False
+        self._broker_ok = True
+        self._probe: asyncio.Task[None] | None = None
         self._last_commit = 0.0
         self._progress = asyncio.Event()
         #: ``{(topic, partition): lag}`` as last computed (messages).
@@ -159,8 +170,28 @@ class KafkaSource:
     # -- life cycle ------------------------------------------------------------------------------------------
     @property
     def connected(self) -> bool:
-        """True while the consumer is started and its loop is running (for ``/readyz``)."""
-        return self._connected and self._task is not None and not self._task.done()
+        """True while the consumer is started, its loop is running and the brokers answered the last probe
+        (a metadata request every :data:`BROKER_PROBE_INTERVAL_S`; for ``/readyz``)."""
+        return self._connected and self._broker_ok and self._task is not None and not self._task.done()
+
+    async def _probe_brokers(self) -> None:
+        """Keep :attr:`connected` following the broker connection: a metadata request every
+        :data:`BROKER_PROBE_INTERVAL_S`, failed after :data:`BROKER_PROBE_TIMEOUT_S`."""
+        assert self._consumer is not None
+        while not self._stopping:
+            try:
+                async with asyncio.timeout(BROKER_PROBE_TIMEOUT_S):
+                    await self._consumer.topics()
+                ok = True
+            except (KafkaError, TimeoutError, OSError):
+                ok = False
+            if ok != self._broker_ok:
+                if ok:
+                    log.info("kafka_brokers_reachable")
+                else:
+                    log.warning("kafka_brokers_unreachable", bootstrap=self._settings.kafka_bootstrap_servers)
+                self._broker_ok = ok
+            await asyncio.sleep(BROKER_PROBE_INTERVAL_S)
 
     async def start(self) -> None:
         """Connect the consumer and the dead-letter producer and start the consume loop.
@@ -198,6 +229,7 @@ class KafkaSource:
         self._connected = True
         _SOURCES.add(self)
         self._task = asyncio.create_task(self._run(), name="ragpulse-kafka")
+        self._probe = asyncio.create_task(self._probe_brokers(), name="ragpulse-kafka-probe")
         log.info("kafka_started", topics=list(s.kafka_topics), group=s.kafka_group_id)
 
     async def stop(self, deadline_s: float | None = None) -> None:
@@ -219,11 +251,17 @@ class KafkaSource:
                     await self._task
             except Exception:
                 log.exception("kafka_loop_failed")
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
         self._pending.clear()
         await self._wait_in_flight(None, deadline - time.monotonic())
         if self._tracker.in_flight():
             log.warning("kafka_stop_in_flight", in_flight=self._tracker.in_flight())
-        await self._commit(force=True)
+        # The final commit gets what is left of the deadline (at least a moment): with the brokers gone it is
+        # skipped rather than waited for — uncommitted offsets are redelivered anyway.
+        await self._commit(force=True, timeout_s=max(FINAL_COMMIT_MIN_S, deadline - time.monotonic()))
         self._connected = False
         _SOURCES.discard(self)
         await self._close_clients()
@@ -232,8 +270,22 @@ class KafkaSource:
     async def _close_clients(self) -> None:
         for client in (self._consumer, self._producer):
             if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.stop()
+                try:  # leaving the group / flushing needs the brokers: bounded when they are gone
+                    async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                        await client.stop()
+                except TimeoutError:
+                    log.warning(
+                        "kafka_close_timeout", client=type(client).__name__, timeout_s=CLOSE_TIMEOUT_S
+                    )
+                except asyncio.CancelledError:
+                    # aiokafka's consumer.stop() lets its fetcher's CancelledError escape when the brokers are
+                    # gone; only a cancellation of this task itself goes on up
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        raise
+                    log.debug("kafka_close_failed", client=type(client).__name__, error="CancelledError")
+                except Exception as e:
+                    log.debug("kafka_close_failed", client=type(client).__name__, error=str(e))
 
     async def __aenter__(self) -> KafkaSource:
         await self.start()
@@ -417,7 +469,13 @@ class KafkaSource:
         return [(k, v.encode("utf-8")) for k, v in zip(DLQ_HEADERS, vals, strict=True)]
 
     # -- commits, rebalances, lag ----------------------------------------------------------------------------
-    async def _commit(self, *, force: bool = False, tps: frozenset[TopicPartition] | None = None) -> None:
+    async def _commit(
+        self,
+        *,
+        force: bool = False,
+        tps: frozenset[TopicPartition] | None = None,
+        timeout_s: float = COMMIT_TIMEOUT_S,
+    ) -> None:
         now = time.monotonic()
         if not force and now - self._last_commit < self._commit_interval_s:
             return
@@ -426,13 +484,19 @@ class KafkaSource:
         offsets = self._tracker.to_commit(tps)
         if offsets:
             try:
-                await self._consumer.commit(offsets)
+                async with asyncio.timeout(timeout_s):  # aiokafka waits for a coordinator without limit
+                    await self._consumer.commit(offsets)
+            except TimeoutError:
+                log.warning("kafka_commit_skipped", reason="timeout", timeout_s=round(timeout_s, 1),
+                            partitions=len(offsets))  # fmt: skip
             except KafkaError as e:
                 log.warning("kafka_commit_failed", error=str(e), partitions=len(offsets))
             else:
                 self._tracker.mark_committed(offsets)
                 self.stats["committed"] += 1
-        await self._update_lag()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LAG_QUERY_TIMEOUT_S * 2):
+                await self._update_lag()
 
     async def _update_lag(self) -> None:
         """Recompute :attr:`lag`: high-water mark minus the oldest unfinished offset.

@@ -14,11 +14,14 @@ creating the run, the report, finishing or failing the run — is :mod:`ragpulse
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
+import os
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,10 +29,13 @@ from typing import Any
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.engine.engine import NOT_EVALUABLE_ATTRIBUTE
+from ragpulse.errors import ConfigError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
+    RUN_HEARTBEAT_S,
     Document,
     RunRecord,
+    RunStatus,
     Source,
     TestCase,
     TestSet,
@@ -39,12 +45,14 @@ from ragpulse.model import (
 )
 from ragpulse.protocols import Exporter, Judge, RunStore
 from ragpulse.replay.rag_client import RagAnswer, RagClient, RagEndpointError
+from ragpulse.store.process import OWNER_HOST
 
 __all__ = [
     "CaseResult",
     "ProgressCallback",
     "case_to_trace",
     "case_trace_id",
+    "heartbeat",
     "judge_cases",
     "new_run_id",
     "run_settings",
@@ -94,25 +102,93 @@ async def start_run(
     *,
     run_id: str | None,
     settings: dict[str, Any],
+    replace_run: bool = False,
+    replace_test_set: bool = False,
 ) -> str:
-    """Store ``test_set`` and create its run (status ``running``, the judges' versions, ``settings``).
+    """Store ``test_set`` and create its run (status ``running``, the judges' versions, ``settings``, the hash
+    of its cases, owned by this process). Nothing stored is overwritten unless asked:
+
+    - a stored test set of the same name with other cases (:func:`~ragpulse.model.cases_hash` differs) is an
+      error unless ``replace_test_set``; an identical one is not rewritten;
+    - an existing run ``run_id`` of another test set (or of other cases) is an error unless ``replace_run``
+      (then its old trace links are dropped); of the same cases it is re-run as before. A run id still
+      ``running`` in another live process is an error either way (a run this process claimed from the
+      portal's queue is its own).
 
     Returns the run id (``run_id``, or a new one from :func:`new_run_id`).
 
     Raises:
+        ConfigError: one of the conflicts above (the message names the way out).
         StoreError: the store failed.
     """
+    digest = test_set.content_hash()
+    stored = await store.test_set_hash(test_set.name)
+    if stored is not None and stored != digest and not replace_test_set:
+        raise ConfigError(
+            f"test set {test_set.name!r} is already stored with other cases ({_short(stored)}, this file "
+            f"{_short(digest)}); give --name NEW to store this one under another name, or --replace-test-set "
+            "to replace the stored cases (older runs keep their cases hash)"
+        )
+    replace = False
+    if run_id is not None:
+        old = await store.get_run(run_id)
+        mine = old is not None and (old.owner_host, old.owner_pid) == (OWNER_HOST, os.getpid())
+        if old is not None and old.status is RunStatus.RUNNING and not mine:  # mine: claimed from the queue
+            raise ConfigError(
+                f"run {run_id!r} is still running (pid {old.owner_pid} on {old.owner_host}); wait for it or "
+                "use another --run-id"
+            )
+        same = old is None or (old.test_set == test_set.name and old.cases_hash in (None, digest))
+        if not same and not replace_run:
+            assert old is not None
+            raise ConfigError(
+                f"run {run_id!r} already exists for test set {old.test_set!r} ({old.status.value}, started "
+                f"{old.started_at:%Y-%m-%d %H:%M} UTC) with other cases; use another --run-id, or --replace-run "
+                "to replace it"
+            )
+        replace = not same
     run_id = run_id or new_run_id(test_set.name)
-    await store.upsert_test_set(test_set)
+    if stored != digest:
+        await store.upsert_test_set(test_set)
     await store.create_run(
         RunRecord(
             run_id=run_id,
             test_set=test_set.name,
             judges={name: j.version for name, j in judges.items()},
             settings=settings,
-        )
+            cases_hash=digest,
+        ),
+        replace=replace,
     )
     return run_id
+
+
+def _short(digest: str) -> str:
+    """``sha256:1a2b3c4d5e6f`` — enough of a cases hash to tell two apart in a message."""
+    return digest[: len("sha256:") + 12]
+
+
+@asynccontextmanager
+async def heartbeat(store: RunStore, run_id: str, interval_s: float = RUN_HEARTBEAT_S) -> AsyncIterator[None]:
+    """While the block runs, tell the store every ``interval_s`` seconds that run ``run_id``'s process is alive
+    (:meth:`~ragpulse.protocols.RunStore.heartbeat_run`), so a run left ``running`` by a killed process reads
+    as ``interrupted`` once the beats stop. A failed beat is logged and retried at the next interval."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await store.heartbeat_run(run_id)
+            except Exception as e:  # the store may be briefly down; the replay itself will notice
+                log.warning("run_heartbeat_failed", run_id=run_id, error=str(e)[:200])
+
+    task = asyncio.create_task(beat(), name=f"ragpulse-heartbeat-{run_id}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer | None = None) -> Trace:

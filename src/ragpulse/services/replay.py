@@ -34,11 +34,11 @@ from contextlib import AsyncExitStack
 from enum import StrEnum
 
 from ragpulse.config import Settings
-from ragpulse.errors import NotFoundError
+from ragpulse.errors import ConfigError, NotFoundError
 from ragpulse.ingest.events import trace_to_event
 from ragpulse.ingest.publish import publish_kafka, publish_otlp
 from ragpulse.logging import get_logger
-from ragpulse.model import RunStatus, TestSet, TraceOutcome, TraceResult
+from ragpulse.model import RunStatus, TestSet, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import Exporter, Judge, RunStore
 from ragpulse.replay.judge_defaults import default_replay_judges
 from ragpulse.replay.rag_client import RagClient
@@ -46,6 +46,7 @@ from ragpulse.replay.runner import (
     CaseResult,
     ProgressCallback,
     case_to_trace,
+    heartbeat,
     judge_cases,
     run_settings,
     start_run,
@@ -57,10 +58,12 @@ from ragpulse.services.reports import build_report, stored_case
 
 __all__ = [
     "Via",
+    "check_serve_database",
     "replay_test_set",
     "replay_via",
     "run_replay",
     "run_replay_via",
+    "serve_readyz_url",
     "stored_test_set",
 ]
 
@@ -127,11 +130,14 @@ async def _finish(
 
 
 async def _mark_failed(store: RunStore, run_id: str, test_set: str, e: BaseException) -> None:
+    interrupted = isinstance(e, asyncio.CancelledError | KeyboardInterrupt)
+    error = "interrupted (SIGINT or SIGTERM)" if interrupted else f"{type(e).__name__}: {e}"[:500]
+    log.warning("replay_failed", run_id=run_id, test_set=test_set, error=error)
     failed = {
         "run_id": run_id,
         "test_set": test_set,
         "status": RunStatus.FAILED.value,
-        "error": f"{type(e).__name__}: {e}"[:500],
+        "error": error,
     }
     try:
         await asyncio.shield(store.finish_run(run_id, RunStatus.FAILED, failed))
@@ -150,18 +156,31 @@ async def run_replay(
     rag_client: RagClient | None = None,
     progress: ProgressCallback | None = None,
     judges_added: Sequence[str] = (),
+    replace_run: bool = False,
+    replace_test_set: bool = False,
 ) -> RunReport:
     """Replay ``test_set`` through an in-process engine with ``judges`` and return the run report.
 
-    Stores the test set, creates the run (status ``running``), judges every case, then finishes the run with
-    status ``completed`` or ``completed_with_errors`` (an error judgement, a RAG endpoint failure or a failed
-    store write) and the report. ``judges_added`` names the judges added to the default list for this test set.
+    Stores the test set, creates the run (status ``running``; see :func:`ragpulse.replay.runner.start_run` for
+    ``replace_run`` / ``replace_test_set``), judges every case while the run's heartbeat beats, then finishes
+    the run with status ``completed`` or ``completed_with_errors`` (an error judgement, a RAG endpoint failure
+    or a failed store write) and the report. ``judges_added`` names the judges added to the default list for
+    this test set.
 
     Raises:
+        ConfigError: the run id or test set name is taken by other cases (see ``start_run``).
         StoreError: creating/finishing the run failed (the run is marked ``failed`` when possible).
     """
     started = time.perf_counter()
-    run_id = await start_run(store, test_set, judges, run_id=run_id, settings=run_settings(settings))
+    run_id = await start_run(
+        store,
+        test_set,
+        judges,
+        run_id=run_id,
+        settings=run_settings(settings),
+        replace_run=replace_run,
+        replace_test_set=replace_test_set,
+    )
     log.info(
         "replay_started",
         run_id=run_id,
@@ -170,16 +189,17 @@ async def run_replay(
         judges=list(judges),
     )
     try:
-        cases = await judge_cases(
-            test_set,
-            run_id=run_id,
-            judges=judges,
-            store=store,
-            settings=settings,
-            exporters=exporters,
-            rag_client=rag_client,
-            progress=progress,
-        )
+        async with heartbeat(store, run_id):
+            cases = await judge_cases(
+                test_set,
+                run_id=run_id,
+                judges=judges,
+                store=store,
+                settings=settings,
+                exporters=exporters,
+                rag_client=rag_client,
+                progress=progress,
+            )
     except BaseException as e:
         await _mark_failed(store, run_id, test_set.name, e)
         raise
@@ -203,10 +223,12 @@ async def replay_test_set(
     run_id: str | None = None,
     exporters: Sequence[Exporter] = (),
     progress: ProgressCallback | None = None,
+    replace_run: bool = False,
+    replace_test_set: bool = False,
 ) -> RunReport:
     """Build the judges (``judge_names``, default: ``enabled_judges`` plus the retrieval judges the test set
-    can feed) and the RAG endpoint client (when ``rag_endpoint_url`` is set), replay, close them, and return
-    the report.
+    can feed) and the RAG endpoint client (when ``rag_endpoint_url`` is set), replay (:func:`run_replay`),
+    close them, and return the report.
 
     Everything asyncio-bound is created inside the running loop, so several calls (each in its own
     ``asyncio.run``) work in one process.
@@ -231,6 +253,8 @@ async def replay_test_set(
             rag_client=rag,
             progress=progress,
             judges_added=selection.added,
+            replace_run=replace_run,
+            replace_test_set=replace_test_set,
         )
 
 
@@ -245,6 +269,8 @@ async def run_replay_via(
     wait_s: float = 300.0,
     topic: str | None = None,
     endpoint: str | None = None,
+    replace_run: bool = False,
+    replace_test_set: bool = False,
 ) -> RunReport:
     """Send ``test_set``'s synthetic traces through ``via`` and return the run report once they are judged.
 
@@ -267,25 +293,24 @@ async def run_replay_via(
         judges,
         run_id=run_id,
         settings={"via": via.value, "judge_model": settings.judge_model},
+        replace_run=replace_run,
+        replace_test_set=replace_test_set,
     )
     traces = [case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.cases]
     log.info("replay_via_started", run_id=run_id, via=via.value, cases=len(traces))
     try:
-        if via is Via.KAFKA:
-            values = [json.dumps(trace_to_event(t), ensure_ascii=False).encode("utf-8") for t in traces]
-            await publish_kafka(settings, values, topic)
-        else:
-            await publish_otlp(settings, traces, endpoint)
-        wanted = {c.id for c in test_set.cases}
-        got: dict[str, TraceResult] = {}
-        deadline = time.monotonic() + wait_s
-        while True:
-            for r in await store.get_run_results(run_id):
-                if r.trace.test_case_id in wanted:
-                    got[r.trace.test_case_id] = r
-            if len(got) >= len(wanted) or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(POLL_INTERVAL_S)
+        async with heartbeat(store, run_id):
+            got = await _publish_and_wait(
+                test_set,
+                traces,
+                via,
+                store=store,
+                settings=settings,
+                run_id=run_id,
+                wait_s=wait_s,
+                topic=topic,
+                endpoint=endpoint,
+            )
     except BaseException as e:
         await _mark_failed(store, run_id, test_set.name, e)
         raise
@@ -302,6 +327,86 @@ async def run_replay_via(
     )
 
 
+async def _publish_and_wait(
+    test_set: TestSet,
+    traces: Sequence[Trace],
+    via: Via,
+    *,
+    store: RunStore,
+    settings: Settings,
+    run_id: str,
+    wait_s: float,
+    topic: str | None,
+    endpoint: str | None,
+) -> dict[str, TraceResult]:
+    """Publish ``traces`` through ``via``, then poll the store until every case is stored or ``wait_s``
+    passed; return the stored results by case id."""
+    if via is Via.KAFKA:
+        values = [json.dumps(trace_to_event(t), ensure_ascii=False).encode("utf-8") for t in traces]
+        await publish_kafka(settings, values, topic)
+    else:
+        await publish_otlp(settings, traces, endpoint)
+    wanted = {c.id for c in test_set.cases}
+    got: dict[str, TraceResult] = {}
+    deadline = time.monotonic() + wait_s
+    while True:
+        for r in await store.get_run_results(run_id):
+            if r.trace.test_case_id in wanted:
+                got[r.trace.test_case_id] = r
+        if len(got) >= len(wanted) or time.monotonic() >= deadline:
+            return got
+        await asyncio.sleep(POLL_INTERVAL_S)
+
+
+#: Seconds ``replay --via`` waits for serve's ``/readyz`` before giving up the database check.
+READYZ_TIMEOUT_S = 5.0
+
+
+def serve_readyz_url(settings: Settings, serve_url: str | None = None) -> str:
+    """``<serve_url>/readyz``, default ``http://<http_address>/readyz`` (serve's health port from the same
+    settings; a wildcard host ``0.0.0.0``/``::``/empty means this machine, ``127.0.0.1``)."""
+    if serve_url:
+        return serve_url.rstrip("/") + "/readyz"
+    host, _, port = settings.http_address.rpartition(":")
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}/readyz" if ":" not in host else f"http://[{host}]:{port}/readyz"
+
+
+async def check_serve_database(
+    store: RunStore, url: str, *, timeout_s: float = READYZ_TIMEOUT_S
+) -> str | None:
+    """Compare serve's database (``database`` on its ``/readyz`` at ``url``) with ``store``'s.
+
+    Returns serve's database identity, or ``None`` when it could not be asked (no answer within ``timeout_s``,
+    or a serve that does not report one): the replay then waits as before, with a warning in the log.
+
+    Raises:
+        ConfigError: serve writes to another database than ``store`` (the replay would wait for nothing).
+    """
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as http:
+            body = (await http.get(url)).json()
+    except (httpx.HTTPError, ValueError) as e:
+        log.warning("serve_database_unchecked", url=url, error=f"{type(e).__name__}: {e}"[:200])
+        return None
+    theirs = body.get("database") if isinstance(body, dict) else None
+    if not isinstance(theirs, str):
+        log.warning("serve_database_unchecked", url=url, error="no 'database' in the /readyz answer")
+        return None
+    ours = await store.database_identity()
+    if theirs != ours:
+        raise ConfigError(
+            f"serve ({url}) writes to another database ({theirs}) than this replay reads ({ours}): its "
+            "judgements would never arrive; give serve and replay the same RAGPULSE_DATABASE_URL (or pass "
+            "--serve-url for the serve that uses this database)"
+        )
+    return theirs
+
+
 async def replay_via(
     settings: Settings,
     store: RunStore,
@@ -311,14 +416,36 @@ async def replay_via(
     judge_names: Sequence[str] | None = None,
     run_id: str | None = None,
     wait_s: float = 300.0,
+    serve_url: str | None = None,
+    replace_run: bool = False,
+    replace_test_set: bool = False,
 ) -> RunReport:
-    """Open the judges (for their versions), then :func:`run_replay_via`.
+    """Check that serve writes to this store's database (:func:`check_serve_database`, within seconds), open
+    the judges (for their versions), then :func:`run_replay_via`.
+
+    ``judge_names`` must be empty: serve judges with its own configured judges (``enabled_judges``,
+    ``judge_routes``), which the events cannot change, so asking for others would silently not happen.
 
     Raises:
-        ConfigError / IngestError / StoreError: see :func:`run_replay_via`.
+        ConfigError: ``judge_names`` given, or serve writes to another database.
+        IngestError / StoreError: see :func:`run_replay_via`.
     """
+    if judge_names:
+        raise ConfigError(
+            "--judges cannot be used with --via: serve runs its own configured judges (enabled_judges, "
+            "judge_routes); set them on serve, or replay without --via"
+        )
+    await check_serve_database(store, serve_readyz_url(settings, serve_url))
     async with AsyncExitStack() as stack:
-        judges = await open_judges(stack, settings, judge_names)
+        judges = await open_judges(stack, settings, None)
         return await run_replay_via(
-            test_set, via, judges=judges, store=store, settings=settings, run_id=run_id, wait_s=wait_s
+            test_set,
+            via,
+            judges=judges,
+            store=store,
+            settings=settings,
+            run_id=run_id,
+            wait_s=wait_s,
+            replace_run=replace_run,
+            replace_test_set=replace_test_set,
         )

@@ -6,7 +6,8 @@ in status ``queued``. :class:`RunWorker` (started by ``serve`` with the portal) 
 ``FOR UPDATE SKIP LOCKED`` — replicas never take the same run — and replays each through the same engine and
 report code as ``ragpulse replay`` (:func:`ragpulse.services.replay.run_replay`), reporting progress (cases done
 / total) as it goes. A run whose worker stopped reporting for :data:`STALE_AFTER` (a replica that died) is
-queued again and replayed from the start under the same run id (its traces' ids are the same, so the store
+queued again — at once when it ran in a process of this host that is gone (``serve`` killed and
+restarted) — and replayed from the start under the same run id (its traces' ids are the same, so the store
 keeps one judgement per case and judge).
 
 Cancel (:func:`cancel_run`): a queued run is cancelled at once; a running one is flagged, its worker notices
@@ -27,7 +28,7 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -58,6 +59,19 @@ log = get_logger("ragpulse.runs.queue")
 POLL_S = 0.25
 #: A running portal run whose worker has not reported for this long is queued again.
 STALE_AFTER = timedelta(seconds=60)
+#: Idle polls between two looks for orphaned runs (about every 20 s).
+ORPHAN_CHECK_EVERY = 20
+
+
+def _alive(pid: int) -> bool:
+    """True when process ``pid`` exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RagChoice(BaseModel):
@@ -278,10 +292,25 @@ class RunWorker:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
-    async def __aenter__(self) -> RunWorker:
-        requeued = await self.store.requeue_stale_runs(STALE_AFTER)
+    async def requeue_orphans(self) -> list[str]:
+        """Queue again the running portal runs whose worker is gone: a process of this host that no longer
+        exists (a ``serve`` that was killed and restarted), or any worker silent for :data:`STALE_AFTER`."""
+        host = socket.gethostname()
+        now = datetime.now(UTC)
+        orphans = []
+        for r in await self.store.running_portal_runs():
+            owner_host, _, pid = str(r["claimed_by"] or "").rpartition(":")
+            dead = owner_host == host and pid.isdigit() and not _alive(int(pid))
+            silent = r["heartbeat_at"] is None or now - r["heartbeat_at"] > STALE_AFTER
+            if dead or silent:
+                orphans.append(r["run_id"])
+        requeued = await self.store.requeue_runs(orphans) if orphans else []
         if requeued:
             log.info("runs_requeued", runs=requeued)
+        return requeued
+
+    async def __aenter__(self) -> RunWorker:
+        await self.requeue_orphans()
         self._task = asyncio.create_task(self._loop(), name="ragpulse-run-worker")
         return self
 
@@ -296,13 +325,17 @@ class RunWorker:
         self._wake.set()
 
     async def _loop(self) -> None:
+        idle = 0
         while True:
             try:
+                if idle % ORPHAN_CHECK_EVERY == ORPHAN_CHECK_EVERY - 1:
+                    await self.requeue_orphans()
                 row = await self.store.claim_queued_run(self.worker_id)
             except Exception as e:
                 log.warning("run_queue_unavailable", error=str(e))
                 row = None
             if row is None:
+                idle += 1
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), POLL_S * 4)

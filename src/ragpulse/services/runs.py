@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.errors import ConfigError, NotFoundError
-from ragpulse.model import RunRecord, TraceResult
+from ragpulse.model import RunRecord, RunStatus, TraceResult
 from ragpulse.protocols import Exporter, RunStore
 from ragpulse.services.compare import RunComparison, compare_reports
 from ragpulse.services.judges import open_judges
@@ -32,6 +32,7 @@ __all__ = [
     "parse_since",
     "rejudge",
     "report_of",
+    "run_from_traces",
     "run_report",
 ]
 
@@ -89,16 +90,41 @@ async def list_runs(store: RunStore, limit: int = 50) -> list[RunSummary]:
 
 
 async def get_run(store: RunStore, run_id: str) -> RunRecord:
-    """Run ``run_id``.
+    """Run ``run_id``: its stored record, or — for a run id that only arrived on traces (``runId`` on Kafka
+    events, ``ragpulse.run.id`` on OTLP spans, no ``replay`` created it) — one made from those traces
+    (:func:`run_from_traces`).
 
     Raises:
-        NotFoundError: no such run.
+        NotFoundError: no run record and no trace with that run id.
         StoreError: the store failed.
     """
     run = await store.get_run(run_id)
     if run is None:
+        run = run_from_traces(run_id, await store.get_run_results(run_id))
+    if run is None:
         raise NotFoundError(f"no run {run_id!r}")
     return run
+
+
+def run_from_traces(run_id: str, results: Sequence[TraceResult]) -> RunRecord | None:
+    """The run record of a run id known only from its traces: test set from the traces' ``test_set``
+    attribute (``-`` when none says), started/finished at the first/last trace received, status ``completed``,
+    judges = ``{judge: version}`` of the judgements (the newest version per judge). ``None`` without traces."""
+    if not results:
+        return None
+    names = {r.trace.attributes.get("test_set") for r in results} - {None}
+    judges: dict[str, str] = {}
+    for r in sorted(results, key=lambda r: r.received_at):
+        for j in r.judgements:
+            judges[j.judge] = j.version
+    return RunRecord(
+        run_id=run_id,
+        test_set=str(names.pop()) if len(names) == 1 else "-",
+        started_at=min(r.received_at for r in results),
+        finished_at=max(r.received_at for r in results),
+        status=RunStatus.COMPLETED,
+        judges=judges,
+    )
 
 
 async def report_of(store: RunStore, run: RunRecord) -> RunReport:

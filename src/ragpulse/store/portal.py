@@ -11,6 +11,7 @@ layer (:mod:`ragpulse.services`) turns them into its typed models.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 from ragpulse.model import RunRecord
 from ragpulse.store.migrate import Conn
+from ragpulse.store.process import OWNER_HOST
 from ragpulse.store.rows import clean, run_from_row, utc
 
 __all__ = ["JudgeFilter", "PortalQueries", "TraceQuery"]
@@ -423,15 +425,20 @@ class PortalQueries:
 
     async def claim_queued_run(self, worker: str) -> dict[str, Any] | None:
         """Take the oldest queued run (``FOR UPDATE SKIP LOCKED``: replicas never take the same one), mark it
-        ``running`` claimed by ``worker``; return its queue row or ``None`` when the queue is empty."""
+        ``running`` claimed by ``worker`` and owned by this process (``owner_host``/``owner_pid``, so the replay
+        it starts may take the run id and a crash shows the run ``interrupted``); return its queue row or
+        ``None`` when the queue is empty."""
 
         async def q(conn: Conn) -> dict[str, Any] | None:
             r = await conn.fetchrow(
-                """UPDATE runs SET status = 'running', claimed_by = $1, heartbeat_at = now(), updated_at = now()
+                """UPDATE runs SET status = 'running', claimed_by = $1, heartbeat_at = now(), updated_at = now(),
+                          owner_host = $2, owner_pid = $3
                    WHERE run_id = (SELECT run_id FROM runs WHERE status = 'queued'
                                    ORDER BY started_at, run_id FOR UPDATE SKIP LOCKED LIMIT 1)
                    RETURNING run_id, test_set, status, request, progress_total""",
                 worker,
+                OWNER_HOST,
+                os.getpid(),
             )
             return dict(r) if r is not None else None
 
@@ -477,23 +484,34 @@ class PortalQueries:
 
         return await self._q("request_cancel", q)
 
-    async def requeue_stale_runs(self, older_than: timedelta) -> list[str]:
-        """Queued-from-the-portal runs left ``running`` by a worker that stopped reporting for
-        ``older_than`` (a crashed replica): queued again (or ``cancelled`` when a cancel was requested)."""
+    async def running_portal_runs(self) -> list[dict[str, Any]]:
+        """Portal runs in status ``running``: ``run_id``, ``claimed_by`` (``host:pid``), ``heartbeat_at``."""
+
+        async def q(conn: Conn) -> list[dict[str, Any]]:
+            rows = await conn.fetch(
+                """SELECT run_id, claimed_by, heartbeat_at FROM runs
+                   WHERE status = 'running' AND request IS NOT NULL ORDER BY started_at"""
+            )
+            return [dict(r) for r in rows]
+
+        return await self._q("running_portal_runs", q)
+
+    async def requeue_runs(self, run_ids: Sequence[str]) -> list[str]:
+        """Queue the still-``running`` portal runs ``run_ids`` again (``cancelled`` when a cancel was
+        requested): their worker is gone. Returns the ids changed."""
 
         async def q(conn: Conn) -> list[str]:
             rows = await conn.fetch(
                 """UPDATE runs SET status = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
                           claimed_by = NULL, updated_at = now(),
                           finished_at = CASE WHEN cancel_requested THEN now() ELSE NULL END
-                   WHERE status = 'running' AND request IS NOT NULL
-                     AND (heartbeat_at IS NULL OR heartbeat_at < now() - $1::interval)
+                   WHERE run_id = ANY($1::text[]) AND status = 'running' AND request IS NOT NULL
                    RETURNING run_id""",
-                older_than,
+                list(run_ids),
             )
             return [str(r["run_id"]) for r in rows]
 
-        return await self._q("requeue_stale_runs", q)
+        return await self._q("requeue_runs", q)
 
     async def set_run_status(self, run_id: str, status: str, report: dict[str, Any] | None) -> None:
         """Set a run's final ``status`` (e.g. ``cancelled``), with ``report`` when given, finished now."""

@@ -27,6 +27,7 @@ from ragpulse.model import (
     TraceResult,
 )
 from ragpulse.protocols import WriteReport
+from ragpulse.store.process import OWNER_HOST
 
 __all__ = ["MemoryExporter", "MemoryStore", "ScriptedJudge"]
 
@@ -106,10 +107,15 @@ class MemoryStore:
                 "status": RunStatus.RUNNING,
                 "finished_at": None,
                 "report": None,
+                "owner_host": run.owner_host or OWNER_HOST,
                 "owner_pid": run.owner_pid if run.owner_pid is not None else os.getpid(),
                 "heartbeat_at": datetime.now(UTC),
             }
         )
+
+    async def database_identity(self) -> str:
+        """``memory/<id of this store>``."""
+        return f"memory/{id(self):x}"
 
     async def heartbeat_run(self, run_id: str) -> bool:
         """Record a heartbeat of a running run."""

@@ -7,7 +7,11 @@ silently produce 24- and 12-byte ids, so ids are converted to bytes here before 
 also send base64 ids: an id that is not hex of the right length is accepted as base64 when it decodes to
 exactly 16 / 8 bytes, and rejected otherwise.
 
-Other rules: 64-bit integers may be decimal strings or JSON numbers; enums are integers, names are tolerated;
+Other rules: 64-bit integers may be decimal strings or JSON numbers; an attribute value that does not fit
+its kind (a 400-digit ``intValue``, ``doubleValue: 1e400``) is kept as text or as ``Infinity`` instead of
+rejecting the span; a span or event time that is not a
+``fixed64`` (negative, beyond 2**64 ns, not a number) counts as unset rather than rejecting the span; enums are
+integers, names are tolerated;
 unknown fields are ignored. A span that cannot be decoded (bad id, wrong types) is dropped and counted in
 :attr:`DecodeResult.rejected_spans`; the rest of the request is kept (OTLP partial success).
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -253,11 +258,37 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
+_TIME_KEYS = ("startTimeUnixNano", "endTimeUnixNano", "start_time_unix_nano", "end_time_unix_nano")
+
+
+def _time_or_unset(value: Any) -> Any:
+    """A ``fixed64`` time as sent when it fits (0 … 2**64-1 ns), else ``0`` (unset): a negative, huge or
+    non-numeric time must not cost the span (the trace then has no time, or the plausibility rule replaces it)."""
+    if isinstance(value, bool):
+        return 0
+    try:
+        n = int(value) if isinstance(value, int | str) else int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return n if 0 <= n < 2**64 else 0
+
+
 def _span_from_json(obj: Any) -> Span:
     """Parse one OTLP/JSON span object (ids converted first). Raises ValueError/ParseError."""
     if not isinstance(obj, dict):
         raise ValueError("span is not an object")
     d = {_CAMEL.get(k, k): v for k, v in obj.items()}
+    for key in _TIME_KEYS:
+        if key in d:
+            d[key] = _time_or_unset(d[key])
+    events = d.get("events")
+    if isinstance(events, list):
+        d["events"] = [
+            {**e, "timeUnixNano": _time_or_unset(e.get("timeUnixNano", e.get("time_unix_nano", 0)))}
+            if isinstance(e, dict)
+            else e
+            for e in events
+        ]
     trace_id = id_to_bytes(d.get("traceId"), TRACE_ID_BYTES)
     span_id = id_to_bytes(d.get("spanId"), SPAN_ID_BYTES)
     if not trace_id or not any(trace_id):
@@ -280,8 +311,83 @@ def _span_from_json(obj: Any) -> Span:
                 fixed.append(link)
         d["links"] = fixed
     span = Span()
-    json_format.ParseDict(d, span, ignore_unknown_fields=True)
+    _parse_lenient_dict(d, span)
     return span
+
+
+def _parse_lenient_dict(d: Any, msg: Message) -> None:
+    """``json_format.ParseDict`` into ``msg``; when that fails, once more after :func:`_loosen_any_values`
+    (an ``AnyValue`` that does not fit its kind is kept as text)."""
+    try:
+        json_format.ParseDict(d, msg, ignore_unknown_fields=True)
+    except json_format.ParseError:
+        msg.Clear()
+        json_format.ParseDict(_loosen_any_values(d), msg, ignore_unknown_fields=True)
+
+
+def _fits_int64(v: Any) -> bool:
+    try:
+        n = int(v) if isinstance(v, int | str) and not isinstance(v, bool) else None
+    except ValueError:
+        return False
+    return n is not None and -(2**63) <= n < 2**63
+
+
+def _fits_double(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int | float):
+        return True
+    if isinstance(v, str):
+        try:
+            float(v)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def _is_base64(v: Any) -> bool:
+    if not isinstance(v, str):
+        return False
+    try:
+        base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        try:
+            base64.urlsafe_b64decode(v + "=" * (-len(v) % 4))
+        except (binascii.Error, ValueError):
+            return False
+    return True
+
+
+def _loosen_any_values(obj: Any) -> Any:
+    """``obj`` with every ``AnyValue`` whose ``intValue`` / ``doubleValue`` / ``boolValue`` /
+    ``stringValue`` does not fit its kind (a 400-digit integer, ``1e400``, a list) turned into a ``stringValue``
+    holding the value's JSON text, and non-finite doubles spelled as proto3 JSON wants them."""
+    if isinstance(obj, list):
+        return [_loosen_any_values(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {k: _loosen_any_values(v) for k, v in obj.items()}
+    if "intValue" in out and not _fits_int64(out["intValue"]):
+        return {"stringValue": json.dumps(out["intValue"], default=str)}
+    if "doubleValue" in out:
+        v = out["doubleValue"]
+        if isinstance(v, float) and not math.isfinite(v):
+            return {"doubleValue": "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")}
+        if not _fits_double(v):
+            return {"stringValue": json.dumps(v, default=str)}
+    if "bytesValue" in out and not _is_base64(out["bytesValue"]):
+        return {
+            "stringValue": out["bytesValue"]
+            if isinstance(out["bytesValue"], str)
+            else json.dumps(out["bytesValue"], default=str)
+        }
+    if "boolValue" in out and not isinstance(out["boolValue"], bool):
+        return {"stringValue": json.dumps(out["boolValue"], default=str)}
+    if "stringValue" in out and not isinstance(out["stringValue"], str):
+        return {"stringValue": json.dumps(out["stringValue"], default=str)}
+    return out
 
 
 def _as_list(obj: Any, what: str) -> list[Any]:
@@ -332,7 +438,7 @@ def _decode_json(data: bytes | str) -> DecodeResult:
         rs = ResourceSpans()
         try:
             if rs_obj.get("resource") is not None:
-                json_format.ParseDict(rs_obj["resource"], rs.resource, ignore_unknown_fields=True)
+                _parse_lenient_dict(rs_obj["resource"], rs.resource)
             rs.schema_url = str(rs_obj.get("schemaUrl", rs_obj.get("schema_url", "")) or "")
         except (json_format.ParseError, TypeError, ValueError) as e:
             raise IngestError(f"malformed resource: {e}") from e
@@ -342,7 +448,7 @@ def _decode_json(data: bytes | str) -> DecodeResult:
             ss = ScopeSpans()
             try:
                 if ss_obj.get("scope") is not None:
-                    json_format.ParseDict(ss_obj["scope"], ss.scope, ignore_unknown_fields=True)
+                    _parse_lenient_dict(ss_obj["scope"], ss.scope)
                 ss.schema_url = str(ss_obj.get("schemaUrl", ss_obj.get("schema_url", "")) or "")
             except (json_format.ParseError, TypeError, ValueError) as e:
                 raise IngestError(f"malformed scope: {e}") from e
