@@ -47,12 +47,23 @@ class EmbeddedAsgiServer:
         address: where to listen.
         what: the server's name in error messages (``HTTP``, ``OTLP/HTTP``).
         task_name: name of the asyncio task that runs uvicorn.
+        ssl_certfile / ssl_keyfile: PEM certificate and key to serve HTTPS (both or neither).
 
     Attributes:
         host / port: the listening host and the bound port, once :meth:`start` returned.
     """
 
-    def __init__(self, app: Any, address: str, *, what: str, task_name: str) -> None:
+    def __init__(
+        self,
+        app: Any,
+        address: str,
+        *,
+        what: str,
+        task_name: str,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+    ) -> None:
+        self._ssl = (ssl_certfile, ssl_keyfile)
         self._app = app
         self._address = address
         self._what = what
@@ -76,7 +87,13 @@ class EmbeddedAsgiServer:
             raise ConfigError(f"cannot listen for {self._what} on {self._address}: {e}") from e
         self.host, self.port = host, int(sock.getsockname()[1])
         config = uvicorn.Config(
-            self._app, lifespan="off", access_log=False, log_level="warning", log_config=None
+            self._app,
+            lifespan="off",
+            access_log=False,
+            log_level="warning",
+            log_config=None,
+            ssl_certfile=self._ssl[0],
+            ssl_keyfile=self._ssl[1],
         )
         self._server = server = _Server(config)
         self._task = task = asyncio.create_task(server.serve(sockets=[sock]), name=self._task_name)

@@ -25,6 +25,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 __all__ = [
     "APP_LABELS_FOLDED",
+    "CASCADE_ESCALATIONS",
     "CORRECTED_PASS_RATES",
     "ENGINE_QUEUE_DEPTH",
     "EVALUATION_EVENTS",
@@ -61,6 +62,11 @@ JUDGE_LATENCY = meter.create_histogram(
 )
 #: Judge-model tokens. Attributes: judge, kind (prompt|completion).
 JUDGE_TOKENS = meter.create_counter("ragpulse_judge_tokens", description="Judge model tokens used")
+#: Cascade judgements the first stage did not decide (stage ``main`` or ``first_fallback``). Attributes:
+#: judge, stage.
+CASCADE_ESCALATIONS = meter.create_counter(
+    "ragpulse_cascade_escalations", description="Cascade judgements escalated to the main judge"
+)
 #: Traces received. Attributes: source (kafka|otlp|replay).
 TRACES_RECEIVED = meter.create_counter("ragpulse_traces_received", description="Traces received")
 #: Input rejected before it became a trace. Attributes: source, reason.
@@ -219,7 +225,7 @@ _reasons = LabelFolder(REASON_LABEL_LIMIT)
 
 
 def configure_app_label_limit(limit: int) -> None:
-    """Set the number of distinct ``app`` label values kept (``Settings.metrics_app_label_limit``).
+    """Set the number of distinct ``app`` label values kept (the ``export.metrics_app_label_limit`` setting).
 
     Also forgets the values seen so far (tests and a fresh ``serve`` start from zero).
     """

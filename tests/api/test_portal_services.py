@@ -30,7 +30,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 @pytest.fixture
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
-    s = await PostgresStore.connect(pg_url, Settings(database_url=pg_url, database_pool_max=2))
+    s = await PostgresStore.connect(pg_url, Settings(database_url=pg_url, database_pool_max=2).store)
     try:
         yield s
     finally:
@@ -255,3 +255,41 @@ async def test_dead_letters_page(store: PostgresStore) -> None:
     nxt = await deadletters.list_dead_letters(store, limit=2, cursor=page.next_cursor)
     assert [(d.payload_encoding, d.payload) for d in nxt.items] == [("base64", "//4=")]
     assert nxt.next_cursor is None
+
+
+async def test_score_rollup_gives_the_same_numbers(store: PostgresStore, pg_url: str) -> None:
+    import asyncpg
+
+    now = datetime.now(UTC)  # the module's NOW may be minutes old by now
+    scores = [0.05, 0.5, 0.51, 1.0, 0.0, 0.95, 0.3, 0.7]
+    results = [_r(i, _j("faithfulness", s), app="shop" if i % 2 else "crm") for i, s in enumerate(scores)]
+    results += [_r(40, _j("faithfulness", None)), _r(41, _j("faithfulness", 0.2), source=Source.API)]
+    await store.write_results(results)
+    conn = await asyncpg.connect(pg_url)
+    try:  # spread the judgements over the last 6 days, at different minutes of their hours
+        await conn.execute(
+            """UPDATE judgements SET created_at = now() - ((('x' || substr(trace_id, 31, 2))::bit(8)::int % 20)
+               * interval '7 hours 13 minutes')"""
+        )
+    finally:
+        await conn.close()
+    since, until = now - timedelta(days=7), now + timedelta(minutes=1)
+    before = await stats.score_stats(store, since=since, until=until, by_app=True)
+    upto = await stats.refresh_rollup(store)
+    assert upto is not None
+    after = await stats.score_stats(store, since=since, until=until, by_app=True)
+    assert [a.model_dump() for a in after] == [b.model_dump() for b in before]
+    assert sum(b.count for b in before) == 9  # source=api left out
+    with_api = await stats.score_stats(store, since=since, until=until, include_api=True)
+    assert with_api[0].count == 10
+    narrow = await stats.score_stats(store, since=now - timedelta(hours=30), until=now - timedelta(hours=2))
+    conn = await asyncpg.connect(pg_url)
+    try:
+        n = await conn.fetchval(
+            "SELECT count(*) FROM judgements WHERE created_at >= $1 AND created_at < $2 AND source <> 'api'",
+            now - timedelta(hours=30),
+            now - timedelta(hours=2),
+        )
+    finally:
+        await conn.close()
+    assert sum(s.count for s in narrow) == n

@@ -19,9 +19,9 @@ from ragpulse.testing.fakes import ScriptedJudge
 
 async def _seed(url: str) -> None:
     s = Settings(database_url=url)
-    store = await PostgresStore.connect(url, s)
+    store = await PostgresStore.connect(url, s.store)
     try:
-        async with Engine({"keyword": ScriptedJudge("keyword", 0.1)}, store, s) as eng:
+        async with Engine({"keyword": ScriptedJudge("keyword", 0.1)}, store, s.engine) as eng:
             for i, app_name in enumerate(["shop", "shop", "hr"]):
                 await eng.submit(
                     Trace(
@@ -84,3 +84,51 @@ def test_rejudge_with_the_judge_model_down_exits_3(pg_url: str, monkeypatch: pyt
     assert res.exit_code == 3, res.output
     assert json.loads(res.stdout)["counts"] == {"pass": 0, "fail": 0, "error": 3, "skipped": 0}
     assert "error: every judgement of the 3 re-judged trace(s) is an error" in res.stderr
+
+
+async def _seed_good(url: str) -> None:
+    """Three traces with a good (scored) relevancy judgement, as an earlier run with a working model left them."""
+    s = Settings(database_url=url)
+    store = await PostgresStore.connect(url, s.store)
+    try:
+        async with Engine({"relevancy": ScriptedJudge("relevancy", 0.9)}, store, s.engine) as eng:
+            for i in range(3):
+                await eng.submit(
+                    Trace(
+                        trace_id=f"{i + 10:032x}",
+                        app="shop",
+                        question="Where is my order?",
+                        answer="Your order ships in 3 days.",
+                        source=Source.KAFKA,
+                        end_time=datetime.now(UTC),
+                    )
+                )
+    finally:
+        await store.close()
+
+
+def test_rejudge_never_shadows_a_good_judgement_with_an_error(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ragpulse.testing.openai_server import ScriptedOpenAIServer
+
+    asyncio.run(_seed_good(pg_url))
+    with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
+        for k, v in {
+            "RAGPULSE_DATABASE_URL": pg_url,
+            "RAGPULSE_JUDGE_MODEL": "judge-test",
+            "RAGPULSE_JUDGE_BASE_URL": server.base_url,
+            "RAGPULSE_JUDGE_API_KEY": "sk-test",
+        }.items():
+            monkeypatch.setenv(k, v)
+        res = CliRunner().invoke(app, ["rejudge", "--since", "1h", "--judges", "relevancy", "--json"])
+    assert res.exit_code == 3, res.output  # every judgement an error: runtime failure
+    summary = json.loads(res.stdout)
+    assert summary["counts"] == {"pass": 0, "fail": 0, "error": 3, "skipped": 0}
+    assert summary["kept_good"] == 3
+    for i in range(3):
+        doc = json.loads(CliRunner().invoke(app, ["trace", f"{i + 10:032x}", "--json"]).stdout)
+        # only the good judgement: no error version beside it to become the newest
+        assert [(j["version"], j["status"], j["score"]) for j in doc["judgements"]] == [
+            (ScriptedJudge("relevancy").version, "ok", 0.9)
+        ]

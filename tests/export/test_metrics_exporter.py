@@ -10,7 +10,16 @@ import httpx
 from ragpulse import telemetry
 from ragpulse.export import MetricsExporter, metrics_asgi_app, render_metrics
 from ragpulse.export.otel_setup import MetricsRuntime
-from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
+from ragpulse.model import (
+    Backend,
+    Judgement,
+    JudgementFlags,
+    JudgementStatus,
+    Source,
+    Trace,
+    TraceOutcome,
+    TraceResult,
+)
 
 from .helpers import samples, series, serve_asgi, value
 
@@ -264,3 +273,21 @@ def test_exposed_names_types_and_labels_match_issue_5(metrics_runtime: MetricsRu
         "1.0",
         "+Inf",
     ]
+
+
+def test_cascade_escalations_counted_once_per_stored_judgement(metrics_runtime: MetricsRuntime) -> None:
+    """``ragpulse_cascade_escalations_total{judge,stage}``: stored judgements the first stage did not decide."""
+    judge = f"casc_{uuid.uuid4().hex[:8]}"
+    exp = MetricsExporter(clock=lambda: NOW)
+
+    def staged(stage: str) -> Judgement:
+        return ok(judge, 0.9).model_copy(update={"flags": JudgementFlags(stage=stage)})
+
+    stored = [staged("first"), staged("first"), staged("main"), staged("main"), staged("first_fallback")]
+    for j in stored:
+        exp.on_stored(result("casc-app", j), [j])
+    exp.on_stored(result("casc-app", stored[2]), [])  # a redelivery that changed nothing
+    text = render_metrics().decode()
+    assert value(text, "ragpulse_cascade_escalations_total", judge=judge, stage="main") == 2
+    assert value(text, "ragpulse_cascade_escalations_total", judge=judge, stage="first_fallback") == 1
+    assert series(text, "ragpulse_cascade_escalations_total", judge=judge, stage="first") == []

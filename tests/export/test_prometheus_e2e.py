@@ -178,6 +178,7 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         RAGPULSE_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
         RAGPULSE_OTLP_GRPC_ADDRESS="",
         RAGPULSE_OTLP_HTTP_ADDRESS="",
+        RAGPULSE_API_ADDRESS="",  # no portal: its fixed default port may be taken by a concurrent test run
         RAGPULSE_ENGINE_FLUSH_INTERVAL_S="0.05",
         RAGPULSE_JUDGE_MODEL="judge-mini",
         RAGPULSE_JUDGE_BASE_URL=judge_server.base_url,

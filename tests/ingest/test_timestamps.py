@@ -101,3 +101,20 @@ def test_huge_latency_with_timestamp_parses(latency: str, latency_s: float | Non
     assert t.end_time == NOON
     assert t.latency_s == latency_s
     assert t.start_time is None  # no start time that far back
+
+
+async def test_replaced_time_is_stored_with_its_flag(pg_url: str) -> None:
+    from ragpulse.config import Settings
+    from ragpulse.model import TraceOutcome, TraceResult
+    from ragpulse.store import PostgresStore
+
+    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url).store)
+    try:
+        t = _parse(timestamp=1773489600 * 1000 * 1000 * 1000 * 10)  # year ~2532: more than a day ahead
+        await store.write_results([TraceResult(trace=t, outcome=TraceOutcome.EVALUATED)])
+        got = await store.get_trace("t")
+        assert got is not None
+        assert got.trace.time_replaced is True
+        assert got.trace.end_time == RECEIVED  # not 1970, not 2532
+    finally:
+        await store.close()

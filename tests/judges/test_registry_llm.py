@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from kestrel import CHECKLISTS
 from ragpulse import protocols
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
@@ -17,7 +18,6 @@ from ragpulse.judges.registry import available_judges, build_judges
 from ragpulse.judges.retrieval.context import ContextPrecisionJudge
 from ragpulse.model import Backend, JudgementStatus, Trace
 from ragpulse.testing.openai_server import Reply, ScriptedOpenAIServer
-from refmetrics.kestrel import CHECKLISTS
 
 NAMES = ["context_precision", "context_recall", "context_relevance", "answer_correctness"]
 
@@ -35,7 +35,7 @@ def _settings(srv: ScriptedOpenAIServer, **kw: object) -> Settings:
         judge_api_key="sk-test",
         judge_max_retries=2,
         judge_timeout_s=5.0,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

@@ -100,8 +100,10 @@ async def open_portal(
         return None
     check_exposure(options)
     from ragpulse.services.run_queue import RunWorker
+    from ragpulse.services.stats import RollupRefresher
 
     runs = await stack.enter_async_context(RunWorker(store, settings))
+    await stack.enter_async_context(RollupRefresher(store))
     ctx = PortalContext(
         store=store,
         settings=settings,
@@ -109,6 +111,6 @@ async def open_portal(
         judges=judges,
         engine=engine,
         runs=runs,
-        redact_text=bool(getattr(settings, "redact_text", False)),
+        redact_text=settings.store.redact_text,
     )
     return await stack.enter_async_context(PortalServer(ctx))

@@ -40,8 +40,20 @@ def _cut(text: str | None, n: int = 90) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def print_report(report: RunReport, *, cases: bool = False, console: Console | None = None) -> None:
-    """Summary, per-judge table and failing cases of a run report (all cases when ``cases``)."""
+#: Case rows printed by default: a 100,000-case report's table would take minutes to render.
+CASE_ROWS = 200
+
+
+def print_report(
+    report: RunReport,
+    *,
+    cases: bool = False,
+    console: Console | None = None,
+    limit: int | None = CASE_ROWS,
+    offset: int = 0,
+) -> None:
+    """Summary, per-judge table and failing cases of a run report (all cases when ``cases``); the case table
+    shows ``limit`` rows from ``offset`` (``None``: all) and says how many it left out."""
     c = console or stdout()
     counts, tokens = report.counts, report.tokens
     c.print(f"run {report.run_id}  test set {report.test_set}  status {report.status.value}")
@@ -71,10 +83,11 @@ def print_report(report: RunReport, *, cases: bool = False, console: Console | N
         )
     c.print(t)
     rows = [r for r in report.cases if cases or not r.passed]
-    if rows:
+    shown = rows[offset : None if limit is None else offset + limit]
+    if shown:
         title = "cases" if cases else f"failing cases ({len(rows)} of {len(report.cases)})"
         ct = Table("case", "outcome", "passed", *names, "reason", title=title)
-        for r in rows:
+        for r in shown:
             js = r.judgements
             ct.add_row(
                 r.case_id,
@@ -89,6 +102,11 @@ def print_report(report: RunReport, *, cases: bool = False, console: Console | N
                 _cut(r.reason),
             )
         c.print(ct)
+    if len(shown) < len(rows):
+        c.print(
+            f"showing rows {offset + 1}–{offset + len(shown)} of {len(rows)} "
+            "(runs show --offset N --limit N for others, --limit 0 for all, --json for the data)"
+        )
     _print_diagnosis(report, c)
 
 
@@ -166,6 +184,27 @@ def highlighted_answer(answer: str, claims: Sequence[dict[str, Any]]) -> Text:
     return text
 
 
+def cascade_lines(result: TraceResult) -> list[str]:
+    """One line per cascade judgement: the deciding stage (``flags.stage``) and each stage's cost."""
+    out: list[str] = []
+    for j in result.judgements:
+        stage = getattr(j.flags, "stage", None)
+        stages = getattr(j.flags, "cascade", None)
+        if not isinstance(stage, str) or not isinstance(stages, dict):
+            continue
+        parts = []
+        for key in ("first", "main"):
+            s = stages.get(key)
+            if isinstance(s, dict):
+                parts.append(
+                    f"{key} {s.get('backend')} {s.get('status')} score {fmt(s.get('score'))} "
+                    f"{int(s.get('prompt_tokens') or 0) + int(s.get('completion_tokens') or 0)} tokens "
+                    f"{float(s.get('latency_s') or 0.0):.3f} s"
+                )
+        out.append(f"cascade {j.judge}: decided by {stage} ({'; '.join(parts)})")
+    return out
+
+
 def print_trace(result: TraceResult, console: Console | None = None) -> None:
     """The trace's identity and outcome, question, ranked documents, the answer with the parts a judge found
     unsupported highlighted, every judgement with its reason, and each checked claim with its verdict and
@@ -200,6 +239,8 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
             _cut(j.reason, 120),
         )
     c.print(t)
+    for line in cascade_lines(result):
+        c.print(line)
     if claims:
         ct = Table("judge", "verdict", "span", "evidence", "claim", title="claims")
         for judge, cl in claims:

@@ -57,8 +57,12 @@ def runs_show(
     run_id: str = typer.Argument(..., help="Run id."),
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
     all_cases: bool = typer.Option(True, "--all/--failing", help="List every case or only failing ones."),
+    limit: int = typer.Option(
+        _render.CASE_ROWS, "--limit", min=0, help="Case rows to print (0: all); the JSON report is complete."
+    ),
+    offset: int = typer.Option(0, "--offset", min=0, help="Skip this many case rows first."),
 ) -> None:
-    """Show a run's report with a per-case table (reasons included)."""
+    """Show a run's report with a per-case table (reasons included), a page of rows at a time."""
     s = _common.settings()
 
     async def q(store: Store) -> RunReport:
@@ -68,7 +72,7 @@ def runs_show(
     if json_out:
         _dump(report.to_json())
     else:
-        _render.print_report(report, cases=all_cases)
+        _render.print_report(report, cases=all_cases, limit=limit or None, offset=offset)
 
 
 @runs_app.command("compare")
@@ -162,7 +166,7 @@ def rejudge(
     since_dt = parse_since(since)
     from ragpulse.export import build_exporters, shutdown_exporters
 
-    exporters = build_exporters(s)
+    exporters = build_exporters(s.export)
 
     async def main() -> run_service.RejudgeSummary:
         async with _common.open_cli_store(s) as store:
@@ -188,6 +192,10 @@ def rejudge(
             f"rejudged {summary.traces} trace(s): stored {summary.stored}, failed {summary.failed}; "
             f"judgements pass {c.pass_} fail {c.fail} error {c.error} skipped {c.skipped}"
         )
+        if summary.kept_good:
+            typer.echo(
+                f"kept {summary.kept_good} good judgement(s): their error re-judgements were not stored"
+            )
         typer.echo("judge versions: " + ", ".join(f"{n}={v}" for n, v in summary.judges.items()))
     if summary.all_errors:
         raise _common.fail(

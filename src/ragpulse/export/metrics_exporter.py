@@ -13,7 +13,9 @@ Per changed judgement:
 - ``ragpulse_judge_latency_seconds{judge}`` ← ``latency_s`` for ``ok`` and ``error`` judgements (a skip made
   no judge call, so its ~0 s would hide real latency);
 - ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens (when non-zero: heuristic judges
-  use none, and each measurement costs tens of microseconds in the OTel SDK).
+  use none, and each measurement costs tens of microseconds in the OTel SDK);
+- ``ragpulse_cascade_escalations_total{judge,stage}`` +1 for a cascade judgement that escalated to the main
+  judge (``flags.stage`` ``main`` or ``first_fallback``; :mod:`ragpulse.judges.cascade`).
 
 Judgements of ``source=api`` traces (drafts judged on request by the portal's ``POST /evaluate``) record only
 the judge's latency and tokens: they stay out of ``ragpulse_judgements_total``, ``ragpulse_judge_score`` and
@@ -30,7 +32,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import ExportSettings
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Source, TraceResult
 
@@ -48,7 +50,7 @@ class MetricsExporter:
     """
 
     def __init__(
-        self, settings: Settings | None = None, *, clock: Callable[[], datetime] | None = None
+        self, settings: ExportSettings | None = None, *, clock: Callable[[], datetime] | None = None
     ) -> None:
         if settings is not None:
             telemetry.configure_app_label_limit(settings.metrics_app_label_limit)
@@ -92,3 +94,6 @@ class MetricsExporter:
             telemetry.JUDGE_TOKENS.add(j.prompt_tokens, {"judge": j.judge, "kind": "prompt"})
         if j.completion_tokens > 0:
             telemetry.JUDGE_TOKENS.add(j.completion_tokens, {"judge": j.judge, "kind": "completion"})
+        stage = getattr(j.flags, "stage", None)
+        if stage in ("main", "first_fallback"):
+            telemetry.CASCADE_ESCALATIONS.add(1, {"judge": j.judge, "stage": stage})

@@ -22,11 +22,8 @@ class OfflineJudge(Judge):
     DEFAULT_NAME: ClassVar[str]
 
     def __init__(self, settings: Settings, options: Mapping[str, Any] | None = None) -> None:
-        warnings.warn(
-            "ragpulse.judges.offline.OfflineJudge is deprecated; subclass ragpulse.judges.frame.Judge",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        msg = "ragpulse.judges.offline.OfflineJudge is deprecated; subclass ragpulse.judges.frame.Judge"
+        warnings.warn(msg, DeprecationWarning, stacklevel=2)
         opts = dict(options or {})
         self.name = str(opts.get("name", self.DEFAULT_NAME))
         super().__init__(settings, {k: v for k, v in opts.items() if k == "threshold"})
@@ -42,12 +39,14 @@ class OfflineJudge(Judge):
         return {"judge": self.name, "version": self.version, "backend": self.backend}
 
     def _ok(self, score: float, reason: str, decided_by: str, started: float) -> Judgement:
+        flags = JudgementFlags(decided_by=decided_by)
+        latency = time.perf_counter() - started
         return ok(
             score=score,
             threshold=self.threshold,
             reason=reason,
-            flags=JudgementFlags(decided_by=decided_by),
-            latency_s=time.perf_counter() - started,
+            flags=flags,
+            latency_s=latency,
             **self._common(),
         )
 

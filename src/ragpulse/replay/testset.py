@@ -46,7 +46,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -279,10 +279,22 @@ def _cases(rows: Iterable[tuple[int, Any]], unit: str, col: _Collector) -> list[
     return cases
 
 
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\n")`` one line at a time (a 200 MB file is not copied into a list of lines first)."""
+    start = 0
+    while True:
+        end = text.find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
 def _jsonl_rows(text: str, col: _Collector) -> Iterable[tuple[int, Any]]:
     # Only "\n" ends a line: str.splitlines() would also split at U+2028, U+2029, U+0085 …, which JSON
     # allows raw inside strings (json.dumps(..., ensure_ascii=False) writes them so).
-    for n, line in enumerate(text.split("\n"), start=1):
+    for n, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -508,6 +520,7 @@ def load_test_set(
             "(many NUL bytes); convert it or pass --encoding (e.g. utf-16-le)"
         )
     text = decode_text(p, data, encoding)
+    del data  # the bytes are not needed any more (a large file would be held twice)
     suffix = p.suffix.lower()
     fmt = "csv" if suffix == ".csv" else "json" if suffix == ".json" else "jsonl"
     parsed = read_cases(text, fmt, label=str(p), csv_delimiter=csv_delimiter)

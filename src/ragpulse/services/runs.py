@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.errors import ConfigError, NotFoundError
-from ragpulse.model import RunRecord, RunStatus, TraceResult
-from ragpulse.protocols import Exporter, RunStore
+from ragpulse.model import JudgementStatus, RunRecord, RunStatus, TraceResult
+from ragpulse.protocols import Exporter, RunStore, WriteReport
 from ragpulse.services.compare import RunComparison, compare_reports
 from ragpulse.services.judges import open_judges
 from ragpulse.services.report_model import Counts, RunReport
@@ -190,12 +190,14 @@ async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison
 
 
 class RejudgeSummary(BaseModel):
-    """What a re-judge did: traces submitted, results stored / failed for good, judgements by outcome, and
-    the judge versions used (judge → version)."""
+    """What a re-judge did: traces submitted, results stored / failed for good, judgements by outcome (as the
+    judges answered), error judgements not stored because the trace already has a scored judgement by that
+    judge (``kept_good``), and the judge versions used (judge → version)."""
 
     traces: int = 0
     stored: int = 0
     failed: int = 0
+    kept_good: int = 0
     counts: Counts = Field(default_factory=Counts)
     judges: dict[str, str] = Field(default_factory=dict)
 
@@ -225,7 +227,9 @@ async def rejudge(
     judge versions (at most ``limit`` traces).
 
     New judgements are stored next to the old ones (keyed by version); an unchanged version re-writes
-    nothing new.
+    nothing new. An ``error`` judgement never replaces or shadows a good one: when the trace already has a
+    scored (``ok``) judgement by that judge, of any version, the error is not stored (counted in
+    ``kept_good``), so the judge model being down during a backfill leaves the stored scores as they were.
 
     Raises:
         ConfigError: unknown judge or bad judge configuration.
@@ -239,12 +243,46 @@ async def rejudge(
         for j in result.judgements:
             counts[j.outcome] += 1
 
-    engine_settings = settings.model_copy(update={"sampling_rate": 1.0})
+    engine_settings = settings.engine.model_copy(update={"sampling_rate": 1.0})
+    keep_good = _KeepGoodJudgements(store)
     async with AsyncExitStack() as stack:
-        judges = await open_judges(stack, settings, judge_names)
-        engine = await stack.enter_async_context(Engine(judges, store, engine_settings, exporters))
+        judges = await open_judges(stack, settings, judge_names, ledger=store)
+        engine = await stack.enter_async_context(
+            Engine(judges, keep_good, engine_settings, exporters, routes=settings.judge.routes)
+        )
         async for t in store.traces_for_rejudge(app, since, limit):
             await engine.submit(t, ack)
             tally["traces"] += 1
         await engine.drain(None)
-    return RejudgeSummary(**tally, counts=Counts(**counts), judges={n: j.version for n, j in judges.items()})
+    return RejudgeSummary(
+        **tally,
+        kept_good=keep_good.kept,
+        counts=Counts(**counts),
+        judges={n: j.version for n, j in judges.items()},
+    )
+
+
+class _KeepGoodJudgements:
+    """The result store as ``rejudge`` writes to it: an ``error`` judgement for a (trace, judge) that already
+    has a scored judgement (any version) is dropped from the batch, so it can neither replace it (same
+    version) nor shadow it as the newest (another version). ``kept`` counts the dropped errors."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+        self.kept = 0
+
+    async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
+        has_error = [
+            r.trace.trace_id for r in results if any(j.status is JudgementStatus.ERROR for j in r.judgements)
+        ]
+        good = await self._store.scored_judges(has_error) if has_error else set()
+        batch: list[TraceResult] = []
+        for r in results:
+            keep = tuple(
+                j
+                for j in r.judgements
+                if not (j.status is JudgementStatus.ERROR and (r.trace.trace_id, j.judge) in good)
+            )
+            self.kept += len(r.judgements) - len(keep)
+            batch.append(r if len(keep) == len(r.judgements) else r.model_copy(update={"judgements": keep}))
+        return await self._store.write_results(batch)

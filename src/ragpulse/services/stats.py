@@ -2,17 +2,22 @@
 buckets, pass rate and counts for a time window, and pass rate / mean score per judge per interval.
 
 Shared by ``GET /api/v1/stats/scores``, ``GET /api/v1/stats/timeseries`` and the portal's Live traffic charts.
-Judgements of ``source=api`` traces (drafts judged by ``POST /evaluate``) are left out unless asked for, as
+Long windows read whole hours from an hourly rollup (migration 121) that :class:`RollupRefresher` keeps up to
+date inside ``serve``; the edges of the window and the last hours come from the judgements themselves, so the
+numbers are the same either way. Judgements of ``source=api`` traces (drafts judged by ``POST /evaluate``) are left out unless asked for, as
 the alert rules leave them out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
 from ragpulse.export.otel_setup import SCORE_BUCKETS
+from ragpulse.logging import get_logger
 from ragpulse.services.errors import BadRequest
 from ragpulse.store import PostgresStore
 
@@ -21,11 +26,15 @@ __all__ = [
     "Bucket",
     "JudgeScores",
     "JudgeSeries",
+    "RollupRefresher",
     "SeriesPoint",
     "auto_interval",
+    "refresh_rollup",
     "score_stats",
     "timeseries",
 ]
+
+_log = get_logger("ragpulse.stats")
 
 #: Intervals the time series snaps to (seconds), smallest first.
 _NICE_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
@@ -130,7 +139,7 @@ async def score_stats(
                 errors=int(a["errors"]),
                 skipped=int(a["skipped"]),
                 pass_rate=a["passed"] / decided if decided else None,
-                mean_score=a["sum"] / decided if decided else None,
+                mean_score=round(a["sum"] / decided, 6) if decided else None,
                 buckets=[Bucket(le=b, count=c) for b, c in zip(SCORE_BUCKETS, hist[key], strict=True)],
             )
         )
@@ -187,3 +196,41 @@ async def timeseries(
             )
         )
     return [JudgeSeries(judge=j, points=p) for j, p in sorted(series.items())]
+
+
+#: Seconds between two refreshes of the hourly score rollup by :class:`RollupRefresher`.
+ROLLUP_REFRESH_S = 60.0
+
+
+async def refresh_rollup(store: PostgresStore) -> datetime | None:
+    """Bring the hourly rollup that long windows of :func:`score_stats` read up to date (whole hours that ended
+    at least 5 minutes ago); returns how far it is complete (``None``: no judgements yet)."""
+    return await store.refresh_score_rollup(SCORE_BUCKETS)
+
+
+class RollupRefresher:
+    """Refreshes the score rollup every :data:`ROLLUP_REFRESH_S` seconds while ``serve`` runs (an async context
+    manager; a failed refresh is logged and retried at the next interval)."""
+
+    def __init__(self, store: PostgresStore, interval_s: float = ROLLUP_REFRESH_S) -> None:
+        self.store = store
+        self.interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await refresh_rollup(self.store)
+            except Exception as e:
+                _log.warning("score_rollup_refresh_failed", error=str(e))
+            await asyncio.sleep(self.interval_s)
+
+    async def __aenter__(self) -> RollupRefresher:
+        self._task = asyncio.create_task(self._loop(), name="ragpulse-score-rollup")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -126,6 +126,8 @@ class JudgementView(BaseModel):
     passed: bool | None = None
     reason: str
     decided_by: str | None = None
+    #: The deciding stage of a cascade judgement (``first``/``main``/``first_fallback``; ``None``: no cascade).
+    stage: str | None = None
     declared_version: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -219,6 +221,7 @@ def judgement_view(j: Judgement, answer: str | None) -> JudgementView:
         passed=j.passed,
         reason=j.reason,
         decided_by=j.flags.decided_by,
+        stage=flags.get("stage") if isinstance(flags.get("stage"), str) else None,
         declared_version=j.declared_version,
         prompt_tokens=j.prompt_tokens,
         completion_tokens=j.completion_tokens,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from ragpulse.model import RunRecord
@@ -108,6 +108,20 @@ def _trace_where(f: TraceQuery, p: _Params) -> str:
             f"EXISTS (SELECT 1 FROM judgements j WHERE j.trace_id = t.trace_id AND {' AND '.join(jc)})"
         )
     return " AND ".join(cond) if cond else "TRUE"
+
+
+#: Name of the score rollup in ``judgement_rollup_state`` and the key of its refresh lock.
+_ROLLUP = "scores_hourly"
+_ROLLUP_LOCK = 0x7270_726F_6C6C_7570  # "rprollup"
+
+
+def _floor_hour(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _ceil_hour(t: datetime) -> datetime:
+    f = _floor_hour(t)
+    return f if f == t else f + timedelta(hours=1)
 
 
 def _run_page_row(r: Any) -> dict[str, Any]:
@@ -269,31 +283,102 @@ class PortalQueries:
     ) -> list[dict[str, Any]]:
         """Judgement counts created in [``since``, ``until``) grouped by ``judge`` (and ``app`` when
         ``by_app``), ``status``, ``passed`` and ``k`` = how many of ``bounds`` (ascending upper bounds) are
-        ``>= score`` (``None`` unless ``status = ok``); each row also has ``n`` and ``score_sum``."""
+        ``>= score`` (``None`` unless ``status = ok``); each row also has ``n`` and ``score_sum``.
+
+        Whole hours already in the hourly rollup (:meth:`refresh_score_rollup`, same ``bounds``) are read from
+        it; the rest of the window from ``judgements``. Rows of both parts are returned (callers add them up).
+        """
         neg = sorted(-b for b in bounds)
+        raw = f"""SELECT judge, {"app" if by_app else "NULL::text AS app"}, status, passed,
+                         width_bucket(-score, $3::float8[]) AS k, count(*)::bigint AS n, sum(score) AS score_sum
+                  FROM judgements
+                  WHERE created_at >= $1 AND created_at < $2
+                    AND ($4::text IS NULL OR judge = $4) AND ($5::text IS NULL OR app = $5)
+                    AND ($6::text IS NULL OR source = $6)
+                    AND ($7::text IS NULL OR source IS DISTINCT FROM $7)
+                  GROUP BY 1, 2, 3, 4, 5"""
+        rolled = f"""SELECT judge, {"nullif(app, '')" if by_app else "NULL::text"} AS app, status,
+                            CASE passed WHEN 1 THEN true WHEN 0 THEN false END AS passed,
+                            CASE WHEN k < 0 THEN NULL ELSE k END AS k, sum(n)::bigint AS n,
+                            sum(score_sum) AS score_sum
+                     FROM judgement_rollup
+                     WHERE hour >= $1 AND hour < $2
+                       AND ($3::text IS NULL OR judge = $3) AND ($4::text IS NULL OR app = coalesce($4, ''))
+                       AND ($5::text IS NULL OR source = $5)
+                       AND ($6::text IS NULL OR source IS DISTINCT FROM $6)
+                     GROUP BY 1, 2, 3, 4, 5"""
 
         async def q(conn: Conn) -> list[dict[str, Any]]:
-            rows = await conn.fetch(
-                f"""SELECT judge, {"app" if by_app else "NULL::text AS app"}, status, passed,
-                          width_bucket(-score, $3::float8[]) AS k, count(*)::bigint AS n,
-                          sum(score) AS score_sum
-                   FROM judgements
-                   WHERE created_at >= $1 AND created_at < $2
-                     AND ($4::text IS NULL OR judge = $4) AND ($5::text IS NULL OR app = $5)
-                     AND ($6::text IS NULL OR source = $6)
-                     AND ($7::text IS NULL OR source IS DISTINCT FROM $7)
-                   GROUP BY 1, 2, 3, 4, 5""",
-                utc(since),
-                utc(until),
-                neg,
-                judge,
-                app,
-                source,
-                exclude_source,
-            )
-            return [dict(r) for r in rows]
+            upto = await conn.fetchval("SELECT upto FROM judgement_rollup_state WHERE name = $1", _ROLLUP)
+            start, end = utc(since), utc(until)
+            assert start is not None
+            assert end is not None
+            h0 = _ceil_hour(start)
+            h1 = min(_floor_hour(end), upto) if upto is not None else h0
+            parts: list[tuple[datetime, datetime]] = []
+            rows: list[dict[str, Any]] = []
+            if upto is not None and h0 < h1:
+                rows += [
+                    dict(r) for r in await conn.fetch(rolled, h0, h1, judge, app, source, exclude_source)
+                ]
+                parts = [(start, h0), (h1, end)]
+            else:
+                parts = [(start, end)]
+            for a, b in parts:
+                if a < b:
+                    rows += [
+                        dict(r) for r in await conn.fetch(raw, a, b, neg, judge, app, source, exclude_source)
+                    ]
+            return rows
 
         return await self._q("score_counts", q)
+
+    async def refresh_score_rollup(
+        self, bounds: Sequence[float], *, margin: timedelta = timedelta(minutes=5)
+    ) -> datetime | None:
+        """Bring the hourly rollup up to the last whole hour that ended ``margin`` ago (judgements committed
+        late by a slow transaction still land before it is read). Recomputes the hours since the last refresh;
+        drops rollup hours older than the oldest judgement (retention). Returns the new ``upto`` (``None``:
+        no judgements yet). One refresh at a time across replicas (transaction advisory lock)."""
+        neg = sorted(-b for b in bounds)
+
+        async def q(conn: Conn) -> datetime | None:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _ROLLUP_LOCK)
+                oldest = await conn.fetchval("SELECT min(created_at) FROM judgements")
+                if oldest is None:
+                    return None
+                upto = await conn.fetchval("SELECT upto FROM judgement_rollup_state WHERE name = $1", _ROLLUP)
+                start = upto if upto is not None else _floor_hour(oldest)
+                target = _floor_hour(datetime.now(UTC) - margin)
+                if target > start:
+                    await conn.execute(
+                        "DELETE FROM judgement_rollup WHERE hour >= $1 AND hour < $2", start, target
+                    )
+                    await conn.execute(
+                        """INSERT INTO judgement_rollup (hour, judge, app, source, status, passed, k, n, score_sum)
+                           SELECT date_trunc('hour', created_at), judge, coalesce(app, ''), coalesce(source, ''),
+                                  status, CASE WHEN passed THEN 1 WHEN NOT passed THEN 0 ELSE -1 END,
+                                  coalesce(width_bucket(-score, $3::float8[]), -1), count(*),
+                                  coalesce(sum(score), 0)
+                           FROM judgements WHERE created_at >= $1 AND created_at < $2
+                           GROUP BY 1, 2, 3, 4, 5, 6, 7""",
+                        start,
+                        target,
+                        neg,
+                    )
+                    await conn.execute(
+                        """INSERT INTO judgement_rollup_state (name, upto) VALUES ($1, $2)
+                           ON CONFLICT (name) DO UPDATE SET upto = excluded.upto""",
+                        _ROLLUP,
+                        target,
+                    )
+                    upto = target
+                await conn.execute("DELETE FROM judgement_rollup WHERE hour < $1", _floor_hour(oldest))
+                result: datetime | None = upto
+                return result
+
+        return await self._q("refresh_score_rollup", q)
 
     async def score_timeseries(
         self,

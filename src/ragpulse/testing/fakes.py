@@ -20,6 +20,7 @@ from ragpulse.model import (
     Backend,
     CalibrationProfile,
     Judgement,
+    JudgementStatus,
     RunRecord,
     RunStatus,
     TestSet,
@@ -112,6 +113,15 @@ class MemoryStore:
                 "heartbeat_at": datetime.now(UTC),
             }
         )
+
+    async def scored_judges(self, trace_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """``(trace_id, judge)`` pairs with an ``ok`` judgement among ``trace_ids``."""
+        wanted = set(trace_ids)
+        return {
+            (tid, j.judge)
+            for (tid, _, _), j in self.judgements.items()
+            if tid in wanted and j.status is JudgementStatus.OK
+        }
 
     async def database_identity(self) -> str:
         """``memory/<id of this store>``."""

@@ -145,6 +145,7 @@ class Ui:
         self.env.filters["score"] = _score
         self.env.filters["pct"] = _pct
         self.env.globals["hist"] = histogram_svg
+        self.env.filters["st"] = lambda value, t: t.get(f"st_{value}", t.get(str(value), str(value)))
 
     # -- rendering --------------------------------------------------------------------------------------------
     def lang(self, request: Request) -> str:

@@ -105,8 +105,8 @@ async def test_sentence_check_caps_calls_and_says_so(openai_server: ScriptedOpen
 
 async def test_sentence_check_custom_template_and_redact_text(openai_server: ScriptedOpenAIServer) -> None:
     openai_server.reset(lambda req: Reply("Yes"))
-    s = _settings(openai_server, template="Premise: {document}\nHypothesis: {claim}").model_copy(
-        update={"redact_text": True}
+    s = _settings(openai_server, template="Premise: {document}\nHypothesis: {claim}").replaced(
+        redact_text=True
     )
     async with LLMClient(s) as client:
         j = await build_judges(s, ["faithfulness"], client=client)["faithfulness"].judge(EN)
@@ -121,7 +121,7 @@ async def test_claims_mode_locates_verbatim_claims_and_leaves_paraphrases_null(
 ) -> None:
     reply = (
         '{"claims": [{"claim": "Refunds are paid within 30 days.", "supported": true},'
-        ' {"claim": "orders ship from berlin", "supported": false},'
+        ' {"claim": "orders ship from berlin", "verdict": "contradicted"},'
         ' {"claim": "The shop is polite", "supported": true}]}'
     )
     openai_server.reset(lambda req: Reply(reply))
@@ -133,7 +133,7 @@ async def test_claims_mode_locates_verbatim_claims_and_leaves_paraphrases_null(
     claims = (j.flags.model_extra or {})["claims"]
     assert [(c["start"], c["end"], c["verdict"]) for c in claims] == [
         (0, 32, "supported"),
-        (34, 57, "unsupported"),
+        (34, 57, "contradicted"),
         (None, None, "supported"),
     ]
     assert j.score == 2 / 3

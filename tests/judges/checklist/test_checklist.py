@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kestrel import CHECKLISTS, kestrel_traces
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.checklist.judge import ChecklistJudge
@@ -15,7 +16,6 @@ from ragpulse.judges.checklist.spec import Checklist, load_checklists
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.model import Backend, JudgementStatus, Trace
 from ragpulse.testing.openai_server import RecordedRequest, ScriptedOpenAIServer
-from refmetrics.kestrel import CHECKLISTS, kestrel_traces
 
 
 def _examples() -> dict[str, Checklist]:
@@ -157,7 +157,7 @@ def test_checklists_setting_from_config_file(tmp_path: Path) -> None:
     )
     cfg.write_text("checklists:\n  mine: cl.yaml\n", encoding="utf-8")
     s = load_settings(cfg)
-    cls = load_checklists(s.checklists, base_dir=tmp_path)
+    cls = load_checklists(s.judge.checklists)  # the loader made the path absolute (the file is beside cfg)
     assert cls["mine"].version == "3"
     assert cls["mine"].items[0].id == "a"
 

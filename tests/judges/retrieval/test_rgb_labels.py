@@ -9,7 +9,7 @@ import pytest
 from ragpulse.config import Settings
 from ragpulse.judges.retrieval.context import ContextPrecisionJudge, ContextRecallJudge
 from ragpulse.model import Trace
-from refmetrics.shared_data import rgb_rows
+from shared_data import rgb_rows
 
 # precision = mean of precision@k over the labelled-relevant ranks (hand-computed from the labels)
 HAND = {

@@ -5,7 +5,8 @@ The servicer implements ``TraceServiceServicer`` from ``opentelemetry-proto``'s 
 descriptor, but with a raw-bytes request deserializer, so a payload that is not a valid
 ``ExportTraceServiceRequest`` answers ``INVALID_ARGUMENT`` (grpc's own deserializer would answer ``INTERNAL``).
 Size limits are grpc's ``max_receive_message_length`` (``RESOURCE_EXHAUSTED``); gzip is handled by grpc.
-While the assembler is full the answer is ``UNAVAILABLE`` (retryable for OTLP exporters).
+While the assembler is full the answer is ``UNAVAILABLE`` (retryable for OTLP exporters); with a token
+configured, a call without ``authorization: Bearer <token>`` metadata answers ``UNAUTHENTICATED``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse.errors import IngestError
-from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, count_rejected
+from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, bearer_matches, count_rejected
 
 __all__ = ["SERVICE_NAME", "TraceServiceReceiver", "add_receiver"]
 
@@ -25,13 +26,25 @@ SERVICE_NAME: str = _SERVICE.full_name
 
 
 class TraceServiceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
-    """``TraceService`` implementation feeding an :class:`~ragpulse.ingest.otlp.intake.OtlpIntake`."""
+    """``TraceService`` implementation feeding an :class:`~ragpulse.ingest.otlp.intake.OtlpIntake`.
 
-    def __init__(self, intake: OtlpIntake) -> None:
+    Args:
+        intake: where decoded requests go.
+        token: when set, every call needs the metadata ``authorization: Bearer <token>`` (else
+            ``UNAUTHENTICATED``).
+    """
+
+    def __init__(self, intake: OtlpIntake, token: str | None = None) -> None:
         self._intake = intake
+        self._token = token
 
     async def Export(self, request: bytes, context: grpc.aio.ServicerContext) -> ExportTraceServiceResponse:
         """Decode and accept one request; ``INVALID_ARGUMENT`` when it cannot be decoded."""
+        if self._token is not None:
+            metadata = dict(context.invocation_metadata() or ())
+            if not bearer_matches(metadata.get("authorization"), self._token):
+                count_rejected("unauthenticated")
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
             return await self._intake.handle(
                 request, json=False, encoding=None, limit=len(request), transport="grpc"

@@ -7,6 +7,8 @@ Bodies: ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), optional
 - 400 with a ``google.rpc.Status`` for a payload that cannot be decoded;
 - 413 when the body (compressed or decompressed) exceeds ``max_request_bytes`` — checked on
   ``Content-Length`` first and while reading, so an oversized body is never held in memory;
+- 401 with ``WWW-Authenticate: Bearer`` when a token is configured and the request lacks
+  ``Authorization: Bearer <token>`` (checked before the body is read);
 - 415 for another content type;
 - 503 with ``Retry-After: 1`` while ``otlp_max_pending_traces`` traces are held (back-pressure; OTLP
   exporters retry).
@@ -26,7 +28,7 @@ from starlette.requests import ClientDisconnect
 
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.decode import PayloadTooLarge
-from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, count_rejected
+from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, bearer_matches, count_rejected
 from ragpulse.logging import get_logger
 
 __all__ = ["JSON", "PROTOBUF", "build_http_app"]
@@ -48,12 +50,13 @@ def _status(code: int, message: str, as_json: bool, http_status: int) -> Respons
     return _encode(status_pb2.Status(code=code, message=message), as_json, http_status)
 
 
-def build_http_app(intake: OtlpIntake, max_request_bytes: int) -> FastAPI:
+def build_http_app(intake: OtlpIntake, max_request_bytes: int, token: str | None = None) -> FastAPI:
     """Build the receiver app.
 
     Args:
         intake: where decoded requests go.
         max_request_bytes: limit for the body as sent and after decompression, bytes.
+        token: when set, every request needs ``Authorization: Bearer <token>`` (else 401, nothing read).
     """
     app = FastAPI(title="ragpulse OTLP/HTTP receiver", openapi_url=None, docs_url=None, redoc_url=None)
 
@@ -61,6 +64,11 @@ def build_http_app(intake: OtlpIntake, max_request_bytes: int) -> FastAPI:
     async def export_traces(request: Request) -> Response:
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         as_json = ctype == JSON
+        if token is not None and not bearer_matches(request.headers.get("authorization"), token):
+            count_rejected("unauthenticated")
+            denied = _status(code_pb2.UNAUTHENTICATED, "missing or wrong bearer token", as_json, 401)
+            denied.headers["WWW-Authenticate"] = 'Bearer realm="ragpulse-otlp"'
+            return denied
         if ctype not in (PROTOBUF, JSON):
             count_rejected("unsupported_media_type")
             return _status(

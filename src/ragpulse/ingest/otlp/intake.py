@@ -6,6 +6,7 @@ Kept apart from the transports so gRPC and HTTP behave identically (same countin
 from __future__ import annotations
 
 import asyncio
+import hmac
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
@@ -17,7 +18,14 @@ from ragpulse.ingest.otlp.journal import PendingJournal, split_by_trace
 from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
 
-__all__ = ["OFFLOAD_BYTES", "OWN_SPANS_IGNORED", "OtlpIntake", "Overloaded", "count_rejected"]
+__all__ = [
+    "OFFLOAD_BYTES",
+    "OWN_SPANS_IGNORED",
+    "OtlpIntake",
+    "Overloaded",
+    "bearer_matches",
+    "count_rejected",
+]
 
 #: Bodies larger than this (bytes) are decompressed and decoded in a worker thread, so one big request
 #: does not stall the event loop (engine, other requests).
@@ -42,6 +50,17 @@ def count_rejected(reason: str, n: int = 1) -> None:
         telemetry.TRACES_REJECTED.add(n, {"source": "otlp", "reason": reason})
 
 
+def bearer_matches(header: str | None, token: str) -> bool:
+    """True when ``header`` (an ``Authorization`` header or gRPC ``authorization`` metadata value) is
+    ``Bearer <token>`` (scheme case-insensitive); compared in constant time."""
+    if not header:
+        return False
+    scheme, _, given = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode("utf-8", "replace"), token.encode("utf-8"))
+
+
 class Overloaded(IngestError):
     """The backlog holds ``otlp_max_pending_traces`` traces (the engine is not keeping up) or the journal
     cannot record: the request is refused with a retryable answer (HTTP 503 + ``Retry-After`` / gRPC
@@ -60,7 +79,7 @@ class OtlpIntake:
 
     Args:
         assembler: where spans go.
-        own_service: ``settings.service_name``; spans of that service or scope are ignored.
+        own_service: the ``export.service_name`` setting; spans of that service or scope are ignored.
         journal: the durable record of accepted traces, or ``None`` (memory only).
     """
 

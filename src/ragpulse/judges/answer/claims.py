@@ -1,18 +1,10 @@
 """Per-claim details: the one shape of every judge that checks parts of an answer (``flags.claims``).
 
-``flags.claims`` is a list of ``{"text", "start", "end", "verdict", "evidence"}``, one per checked part, in
-answer order:
-
-- ``start``/``end``: character offsets into the stored answer, ``answer[start:end]`` is the sentence (or the
-  answer span a model's claim was taken from); ``null`` only when a model's paraphrased claim cannot be
-  located (never for the heuristic judge or ``sentence_check``, which split the answer themselves);
-- ``verdict``: ``supported`` | ``unsupported`` | ``contradicted`` | ``unchecked`` (past a call cap, or not a
-  claim worth checking);
-- ``evidence``: ``{"doc_id", "rank"}`` of the supporting retrieved chunk (``rank``: the document's 0-based
-  rank), or ``null``;
-- ``text``: the claim; left out under ``redact_text`` (offsets kept).
-
-Used by faithfulness ``claims`` and ``sentence_check`` (LLM) and the heuristic faithfulness judge.
+``{"text", "start", "end", "verdict", "evidence"}`` per checked part, in answer order: ``answer[start:end]`` is
+the sentence (or the span a model's claim was copied from; ``null`` only for a paraphrase that cannot be
+located), ``verdict`` ``supported | unsupported | contradicted | unchecked``, ``evidence`` ``{"doc_id",
+"rank"}`` of the supporting chunk or ``null``; no ``text`` under ``redact_text``. Used by faithfulness
+``claims`` and ``sentence_check`` and the heuristic faithfulness judge (``docs/llm-judges.md``).
 """
 
 from __future__ import annotations

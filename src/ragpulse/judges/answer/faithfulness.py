@@ -127,11 +127,14 @@ class LLMFaithfulnessJudge(Judge):
             if not isinstance(item, dict):
                 raise JudgeError("unparseable", "a claim is not an object")
             claim = next((str(item[k]) for k in _CLAIM_TEXT_KEYS if k in item), "")
-            verdict = normalize_verdict_word(item.get("supported", item.get("verdict")))
-            if verdict is None:
+            raw = item.get("supported", item.get("verdict"))
+            verdict = normalize_verdict_word(raw)
+            contradicted = isinstance(raw, str) and raw.strip().casefold().startswith("contradict")
+            if verdict is None and not contradicted:
                 raise JudgeError("unparseable", f"claim without a yes/no 'supported' value: {claim[:80]}")
             start, end = locate(claim, answer) or (None, None)
-            claims.append(Claim(claim.strip(), start, end, "supported" if verdict else "unsupported"))
+            label: Verdict = "contradicted" if contradicted else "supported" if verdict else "unsupported"
+            claims.append(Claim(claim.strip(), start, end, label))
         return self._claims_decision(claims, "claims")
 
     def _claims_decision(self, claims: list[Claim], decided_by: str, note: str = "") -> Decision | Judgement:
@@ -142,9 +145,9 @@ class LLMFaithfulnessJudge(Judge):
         supported = sum(1 for c in checked if c.verdict == "supported")
         reason = f"{supported}/{len(checked)} claims supported"
         unsupported = [c.text for c in checked if c.verdict != "supported"]
-        if unsupported and not self.settings.redact_text:
+        if unsupported and not self.settings.store.redact_text:
             reason += "; unsupported: " + "; ".join(unsupported)
-        flags = {"claims": claims_flag(claims, redact_text=self.settings.redact_text)}
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
         return Decision(supported / len(checked), reason + note, decided_by, flags)
 
     # -- sentence_check --------------------------------------------------------------------------------
@@ -269,7 +272,7 @@ class HeuristicFaithfulnessJudge(Judge):
             ok_ = value >= self.threshold
             evidence = evidence_of(trace, chunk_i) if ok_ else None
             claims.append(Claim(sentence, start, end, "supported" if ok_ else "unsupported", evidence))
-        flags = {"claims": claims_flag(claims, redact_text=self.settings.redact_text)}
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
         if not supports:
             return Decision(1.0, "no content words to check", "sentence_support", flags)
         score = sum(s for s, _, _ in supports) / len(supports)
@@ -277,7 +280,7 @@ class HeuristicFaithfulnessJudge(Judge):
         worst = supports[worst_i]
         unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
         # With redact_text the store keeps no answer text, so the reason names the sentence by position only.
-        where = f"sentence {worst_i + 1}" if self.settings.redact_text else _snippet(worst[1])
+        where = f"sentence {worst_i + 1}" if self.settings.store.redact_text else _snippet(worst[1])
         reason = (
             f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
             f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"

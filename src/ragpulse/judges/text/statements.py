@@ -1,22 +1,11 @@
-"""Lexical building blocks of the offline (``heuristic``) reference metrics: statements, support, similarity.
+"""Lexical building blocks of the heuristic reference metrics: statements, support, similarity.
 
-Methods (deterministic, Chinese and English):
-
-- **Statements** (:func:`split_statements`): a text is cut at sentence ends (``. ! ? 。！？``), semicolons
-  (``; ；``), list separators of reference answers (``、`` between short items is kept) and line breaks; empty
-  pieces and pieces without content tokens are dropped.
-- **Coverage** (:func:`coverage`): the share of a statement's content tokens
-  (:func:`ragpulse.judges.text.tokens.content_tokens`, stop words removed) found in a text. A token with CJK
-  characters counts as found when it occurs as a substring of the text (so segmentation differences between
-  the two texts do not matter); other tokens must appear among the text's tokens (case-folded). The lookup
-  is the one of the offline judges (:func:`ragpulse.judges.text.lexical.token_supported`), single CJK
-  characters included.
-- **Support** (:func:`supported`): a statement is supported by some texts when one of them covers at least
-  ``min_coverage`` (default 0.6) of its content tokens, or contains the whole statement literally.
-- **Similarity** (:func:`lexical_similarity`): cosine of the content-token frequency vectors of two texts.
-
-Blind spots: paraphrases and synonyms are not recognised (a correct answer in other words scores low);
-negation is ignored (``not approved`` covers ``approved``); numbers must match as written.
+:func:`split_statements` cuts a text at sentence ends, semicolons and line breaks (empty or content-free
+pieces dropped); :func:`coverage` is the share of a statement's content tokens found in a text (Chinese
+tokens also as substrings, :func:`ragpulse.judges.text.lexical.token_supported`); :func:`supported` is true
+when some text covers ≥ ``min_coverage`` (default 0.6) or contains the statement literally;
+:func:`lexical_similarity` is the cosine of content-token frequency vectors. Blind spots: paraphrases and
+synonyms, negation (``not approved`` covers ``approved``), numbers written differently.
 """
 
 from __future__ import annotations

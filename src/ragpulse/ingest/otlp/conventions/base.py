@@ -280,7 +280,7 @@ def is_streaming_repr(text: Any) -> bool:
 
 def answer_text(text: str | None) -> str | None:
     """``text`` unless it is blank or a streaming repr (:func:`is_streaming_repr`), then ``None``."""
-    if text is None or not text.strip() or is_streaming_repr(text):
+    if not isinstance(text, str) or not text.strip() or is_streaming_repr(text):
         return None
     return text
 

@@ -90,9 +90,9 @@ def _entity_answer(span: SpanData) -> str | None:
 def _call_messages(span: SpanData, kind: str) -> list[tuple[str, str]]:
     """``kind`` is ``prompt`` or ``completion``."""
     legacy = [
-        (str(m.get("role", "")), m["content"])
+        (str(m.get("role", "")), text)
         for m in indexed(span.attributes, f"gen_ai.{kind}")
-        if as_text(m.get("content"))
+        if (text := as_text(m.get("content")))
     ]
     if legacy:
         return legacy

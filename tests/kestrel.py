@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ragpulse.model import Trace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 KESTREL = ROOT / "examples" / "kestrel_kb.jsonl"
 CHECKLISTS = ROOT / "config" / "checklists"
 

@@ -10,7 +10,7 @@ import pytest
 
 from testsupport import shared_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def rgb_path() -> Path:

@@ -15,12 +15,12 @@ from junitparser import Failure, JUnitXml
 from typer.testing import CliRunner
 
 from judges.checklist.test_checklist import EXPECTED_OFFLINE
+from kestrel import CHECKLISTS, KESTREL
 from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.model import Judgement
 from ragpulse.store import open_store
-from refmetrics.kestrel import CHECKLISTS, KESTREL
-from refmetrics.shared_data import rgb_path, rgb_rows
+from shared_data import rgb_path, rgb_rows
 from testsupport import serve_http
 
 CONFIG = f"""
@@ -34,7 +34,7 @@ JUDGES = "context_precision,context_recall,answer_correctness,reimbursement_answ
 
 
 async def _stored_judgement(url: str, run_id: str, case_id: str, judge: str) -> Judgement:
-    async with open_store(Settings(database_url=url)) as store:
+    async with open_store(Settings(database_url=url).store) as store:
         results = await store.get_run_results(run_id)
     r = next(r for r in results if r.trace.test_case_id == case_id)
     return next(j for j in r.judgements if j.judge == judge)
@@ -54,7 +54,7 @@ def test_kestrel_replay_checklists_context_metrics_and_gate(pg_url: str, tmp_pat
     report = _replay(runner, [str(KESTREL), "--judges", JUDGES, "--run-id", "kestrel-1"], env)
     rows = {c["case_id"]: c["judgements"] for c in report["cases"]}
     assert len(rows) == 17
-    # the two example checklists: same verdicts as judged directly (tests/refmetrics/test_checklist.py)
+    # the two example checklists: same verdicts as judged directly (tests/judges/checklist/test_checklist.py)
     for case_id, (score, passed) in EXPECTED_OFFLINE.items():
         name = "reimbursement_answer" if case_id.startswith("reimb") else "order_delay_answer"
         j = rows[case_id][name]

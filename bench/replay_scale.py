@@ -1,0 +1,123 @@
+"""Peak memory and wall time of ``ragpulse replay`` and ``ragpulse runs show`` on a large test set (issue 13).
+
+Generates a JSONL test set of ``--cases`` cases (question, 3 contexts of ~400 characters, a recorded answer,
+an expected answer, 3 keywords: ~1.5 KB per case, ~150 MB for 100,000), then runs real CLI processes against the
+PostgreSQL at ``--database-url`` (default: a private database on 127.0.0.1:5432, dropped afterwards):
+
+1. ``ragpulse replay FILE --judges keyword --json`` (stdout to a file, its size reported);
+2. ``ragpulse runs show RUN --json``;
+3. ``ragpulse runs show RUN`` (text).
+
+For each: wall time (s) and the child's peak RSS (MB, ``wait4`` rusage ``ru_maxrss``). Usage::
+
+    PYTHONPATH=src python bench/replay_scale.py --cases 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+WORDS = (
+    "policy leave annual claim expense approval manager travel receipt deadline payroll benefit insurance "
+    "contract notice overtime holiday report budget invoice refund training security access laptop badge"
+).split()
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def write_cases(path: Path, n: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            contexts = [_text(rng, 60) for _ in range(3)]
+            kws = rng.sample(WORDS, 3)
+            row = {
+                "id": f"c{i:06d}",
+                "question": f"What does the {kws[0]} {kws[1]} rule say? {_text(rng, 8)}",
+                "contexts": contexts,
+                "answer": contexts[0][:200] + " " + " ".join(kws[:2]),
+                "expected_answer": _text(rng, 20),
+                "keywords": kws,
+                "app": "bench",
+            }
+            fh.write(json.dumps(row) + "\n")
+
+
+def run(cmd: list[str], env: dict[str, str], out: Path) -> tuple[int, float, float]:
+    """Run ``cmd`` with stdout to ``out``; return (exit code, wall seconds, peak RSS MB)."""
+    started = time.perf_counter()
+    with out.open("wb") as fh:
+        proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(err.decode(errors="replace")[-3000:])
+    return proc.returncode, wall, usage.ru_maxrss / 1024
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=100_000)
+    ap.add_argument("--database-url", default=None)
+    ap.add_argument("--workdir", default=None, help="where the JSONL and outputs go (default: a temp dir)")
+    args = ap.parse_args()
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="ragpulse-scale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    cases = work / f"scale_{args.cases}.jsonl"
+    if not cases.exists():
+        write_cases(cases, args.cases)
+    db_name = None
+    url = args.database_url
+    if url is None:
+        db_name = f"ragpulse_bench_{uuid.uuid4().hex[:8]}"
+        asyncio.run(_admin(f'CREATE DATABASE "{db_name}"'))
+        url = f"postgresql://postgres@127.0.0.1:5432/{db_name}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    env.update(RAGPULSE_DATABASE_URL=url, RAGPULSE_LOG_LEVEL="WARNING")
+    env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1] / "src"))
+    exe = [sys.executable, "-m", "ragpulse"]
+    run_id = f"scale-{args.cases}"
+    try:
+        load = os.getloadavg()[0]
+        print(f"cases={args.cases} file={cases.stat().st_size / 1e6:.1f} MB load1={load:.2f}")
+        steps = [
+            ("replay --json", [*exe, "replay", str(cases), "--judges", "keyword", "--run-id", run_id, "--json"]),
+            ("runs show --json", [*exe, "runs", "show", run_id, "--json"]),
+            ("runs show (text)", [*exe, "runs", "show", run_id]),
+        ]
+        for label, cmd in steps:
+            out = work / f"{label.replace(' ', '_').replace('-', '')}.out"
+            rc, wall, rss = run(cmd, env, out)
+            print(f"{label:18s} rc={rc} wall={wall:7.1f} s  peak RSS={rss:7.1f} MB  stdout={out.stat().st_size / 1e6:.1f} MB")
+    finally:
+        if db_name:
+            asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
+
+
+if __name__ == "__main__":
+    main()
