@@ -54,6 +54,7 @@ __all__ = [
     "RagEndpoint",
     "RagSettings",
     "ReplaySettings",
+    "SamplingRuleSettings",
     "Settings",
     "StoreSettings",
     "env_name",
@@ -94,6 +95,17 @@ class JudgeModel(BaseModel):
     base_url: str | None = None
     #: Name of the environment variable holding its API key (the key itself never appears in config).
     api_key_env: str | None = None
+
+
+class SamplingRuleSettings(BaseModel):
+    """A sampling rate (0–1) for the traces of an app and/or scenario (``None`` matches anything); first match
+    wins (:mod:`ragpulse.engine.sampling`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    app: str | None = None
+    scenario: str | None = None
+    rate: float = Field(ge=0.0, le=1.0)
 
 
 class RagEndpoint(BaseModel):
@@ -226,6 +238,11 @@ class EngineSettings(_Section):
     store_backoff_s: float = Field(default=0.5, gt=0)
     #: Share of traces judged, by hash of the trace id (same decision on every replica).
     sampling_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: Per app/scenario sampling rates, first match wins; they take precedence over ``sampling_rate``.
+    sampling_rules: list[SamplingRuleSettings] = Field(default_factory=list)
+    #: Always-judge predicates (``FIELD OP VALUE``, syntax in :mod:`ragpulse.engine.sampling`); a matching
+    #: trace is judged whatever the rates.
+    always_judge: list[str] = Field(default_factory=list)
     #: Deadline to drain in-flight work on shutdown, seconds.
     shutdown_deadline_s: float = Field(default=30.0, gt=0)
 
@@ -344,6 +361,8 @@ class ExportSettings(_Section):
     service_name: str = "ragpulse"
     #: Window of the judge-error-corrected pass rates, seconds.
     corrected_window_s: float = Field(default=3600.0, gt=0)
+    #: Seconds between two recomputations of the corrected pass rates (``serve``).
+    corrected_interval_s: float = Field(default=60.0, gt=0)
 
 
 class ApiSettings(_Section):
@@ -425,6 +444,7 @@ LEGACY_NAMES: dict[str, tuple[str, str]] = {
     "pushgateway_url": ("export", "pushgateway_url"),
     "evaluation_spans": ("export", "evaluation_spans"),
     "corrected_window_s": ("export", "corrected_window_s"),
+    "corrected_interval_s": ("export", "corrected_interval_s"),
     "coverage_threshold": ("replay", "coverage_threshold"),
     "gate_min": ("replay", "gate_min"),
 }

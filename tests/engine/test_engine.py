@@ -11,6 +11,7 @@ import structlog
 
 from ragpulse.config import JudgeRoute, Settings
 from ragpulse.engine import Engine, EngineClosedError
+from ragpulse.errors import ConfigError
 from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
 from ragpulse.testing.fakes import GatedJudge, MemoryExporter, MemoryStore, ScriptedJudge
 from testsupport import wait_until
@@ -388,3 +389,31 @@ async def test_duplicate_trace_in_one_batch_is_exported_once() -> None:
     assert acks == [True, True]
     assert len(exporter.calls) == 1
     assert [j.judge for j in exporter.calls[0][1]] == ["g"]
+
+
+async def test_sampling_rules_and_always_judge_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``engine.sampling_rules`` and ``engine.always_judge`` (here from the environment) drive the engine's policy:
+    always-judge predicates > app/scenario rules > the global rate."""
+    from ragpulse.config import load_settings
+
+    monkeypatch.setenv("RAGPULSE_ENGINE_SAMPLING_RATE", "0")
+    monkeypatch.setenv("RAGPULSE_ENGINE_SAMPLING_RULES", '[{"app": "shop", "rate": 1.0}, {"rate": 0.0}]')
+    monkeypatch.setenv("RAGPULSE_ENGINE_ALWAYS_JUDGE", '["attributes.feedback == \\"negative\\""]')
+    settings = load_settings()
+    assert settings.engine.sampling_rules[0].app == "shop"
+    store = MemoryStore()
+    judge = ScriptedJudge("a")
+    async with Engine({"a": judge}, store, settings.engine) as eng:
+        await eng.submit(_trace(0, source=Source.KAFKA, app="shop"))  # rule: rate 1
+        await eng.submit(_trace(1, source=Source.KAFKA, app="blog"))  # catch-all rule: rate 0
+        await eng.submit(_trace(2, source=Source.KAFKA, app="blog", attributes={"feedback": "negative"}))
+    assert judge.calls == 2
+    outcomes = {tid: r.outcome for tid, r in store.traces.items()}
+    assert outcomes == {
+        "t-0": TraceOutcome.EVALUATED,
+        "t-1": TraceOutcome.NOT_SAMPLED,
+        "t-2": TraceOutcome.EVALUATED,
+    }
+    monkeypatch.setenv("RAGPULSE_ENGINE_ALWAYS_JUDGE", '["feedback is bad"]')
+    with pytest.raises(ConfigError, match=r"always_judge: 'feedback is bad' is not"):
+        Engine({"a": judge}, store, load_settings().engine)

@@ -38,7 +38,7 @@ import structlog
 from ragpulse import telemetry
 from ragpulse.config import EngineSettings, JudgeRoute
 from ragpulse.engine.routing import Router
-from ragpulse.engine.sampling import SamplingPolicy
+from ragpulse.engine.sampling import SamplingPolicy, SamplingRule
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
@@ -189,8 +189,8 @@ class Engine:
         settings: the ``engine`` section (queue, workers, batches, store retries, sampling, shutdown deadline).
         exporters: receive ``on_stored(result, changed)`` after each successful write.
         routes: the ``judge.routes`` setting.
-        sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: the
-            global ``sampling_rate`` only (test traffic is always judged either way).
+        sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: built
+            from ``always_judge``, ``sampling_rules`` and ``sampling_rate`` (test traffic is always judged).
         redelivering: the sources redeliver what is never acked (Kafka; ``ragpulse serve``). A retriable store
             failure (connection lost or refused, timeout) is then retried for as long as it lasts, with backoff
             capped at :data:`OUTAGE_BACKOFF_S`, instead of giving up after ``engine_store_retries`` attempts —
@@ -214,7 +214,11 @@ class Engine:
         #: ``{(trace_id, content_hash): {(judge, version)}}`` of final judgements, from :meth:`prefetch` and
         #: from this engine's own writes (LRU, :data:`FINAL_CACHE_SIZE` keys).
         self._final: OrderedDict[tuple[str, str], frozenset[tuple[str, str]]] = OrderedDict()
-        self._sampling = sampling or SamplingPolicy(rate=settings.sampling_rate)
+        self._sampling = sampling or SamplingPolicy.build(
+            settings.sampling_rate,
+            rules=[SamplingRule(r.rate, r.app, r.scenario) for r in settings.sampling_rules],
+            always_judge=settings.always_judge,
+        )
         self._router = Router(self._judges, routes)
         self._store = store
         self._settings = settings

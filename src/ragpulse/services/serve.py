@@ -31,6 +31,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import SourceFailedError
 from ragpulse.logging import get_logger
 from ragpulse.protocols import Judge, Source, TraceSink
+from ragpulse.services.background import start_background
 from ragpulse.services.health import Check, HealthServer
 from ragpulse.services.judges import open_judges
 from ragpulse.store.postgres import PostgresStore
@@ -183,6 +184,8 @@ async def run_serve(
     try:
         async with AsyncExitStack() as stack:
             store = await stack.enter_async_context(open_store(settings.store))
+            # judgements wait in the results stream's outbox only when the stream is on
+            store.results_outbox = bool(settings.kafka.results_topic)
             http = await stack.enter_async_context(
                 HealthServer(
                     settings.http.address,
@@ -210,6 +213,7 @@ async def run_serve(
                     redelivering=True,
                 )
             )
+            await start_background(stack, settings, store, judges)  # corrected pass rates, results stream
             started = (
                 await portal(stack, settings, store=store, judges=judges, engine=engine)
                 if portal is not None
