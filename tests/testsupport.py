@@ -8,6 +8,7 @@ a loopback HTTP server.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import socket
 import subprocess
@@ -41,10 +42,14 @@ def shared_dir() -> Path:
 
 
 async def wait_until(
-    cond: Callable[[], bool | Awaitable[bool]], timeout_s: float = 10.0, what: str = "the condition"
+    cond: Callable[[], bool | Awaitable[bool]],
+    timeout_s: float = 10.0,
+    what: str = "the condition",
+    *,
+    interval_s: float = 0.01,
 ) -> None:
-    """Wait (polling every 10 ms, without blocking the event loop) until ``cond()`` is true; ``cond`` may be a
-    coroutine function (e.g. a database query).
+    """Wait (polling every ``interval_s`` seconds, without blocking the event loop) until ``cond()`` is true;
+    ``cond`` may be a coroutine function (e.g. a database query: poll it less often).
 
     Raises:
         TimeoutError: ``cond()`` still false after ``timeout_s`` seconds; the message names ``what``.
@@ -52,13 +57,13 @@ async def wait_until(
     deadline = time.monotonic() + timeout_s
     while True:
         got = cond()
-        if not isinstance(got, bool):
+        if inspect.isawaitable(got):
             got = await got
         if got:
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(interval_s)
 
 
 def free_port() -> int:

@@ -32,6 +32,8 @@ __all__ = [
     "ResultStore",
     "RunStore",
     "Store",
+    "TokenLedger",
+    "TraceSink",
     "WriteReport",
     "judge_needs_answer",
 ]
@@ -220,6 +222,23 @@ class Exporter(Protocol):
 
 #: Called by the engine once a trace's result is stored (``ok=True``) or failed for good (``ok=False``).
 AckCallback = Callable[[TraceResult, bool], Awaitable[None]]
+
+
+@runtime_checkable
+class TokenLedger(Protocol):
+    """The daily judge-model token budget shared by every process on one database (the store).
+
+    ``day`` is the UTC date (``YYYY-MM-DD``); totals are prompt + completion tokens of ``judge`` that day.
+    """
+
+    async def reserve_tokens(self, judge: str, day: str, tokens: int, budget: int | None) -> int | None:
+        """Add ``tokens`` unless the day's total already reached ``budget`` (``None``: no budget); returns the
+        new total, or ``None`` when refused (nothing added). Atomic across processes."""
+        ...
+
+    async def charge_tokens(self, judge: str, day: str, tokens: int) -> int:
+        """Add ``tokens`` (negative to give back a reservation); returns the new total."""
+        ...
 
 
 class TraceSink(Protocol):

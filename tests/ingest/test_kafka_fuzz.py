@@ -9,7 +9,6 @@ broker, the real engine and PostgreSQL: stored + dead-lettered = sent, and the c
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from datetime import UTC, datetime
@@ -29,7 +28,7 @@ from ragpulse.store import PostgresStore
 from ragpulse.store.rows import trace_row
 from ragpulse.testing.fakes import ScriptedJudge
 from ragpulse.textclean import needs_cleaning
-from testsupport import pg_count
+from testsupport import pg_count, wait_until
 
 #: Literal values from the issue, as raw JSON fragments (numbers a JSON encoder would never write).
 WEIRD_NUMBERS = ["1e400", "1e300", "-1e400", "9" * 400, "-" + "9" * 400, "-1", "0", "1e-400", "1773489600",
@@ -192,13 +191,16 @@ async def test_fuzzed_stream_stored_plus_dead_lettered_equals_sent(
         database_url=pg_url,
         shutdown_deadline_s=5.0,
     )
-    store = await PostgresStore.connect(pg_url, s)
+    store = await PostgresStore.connect(pg_url, s.store)
     try:
-        async with Engine({"keyword": ScriptedJudge("keyword", 1.0)}, store, s) as engine:
-            async with KafkaSource(s, engine, commit_interval_s=0.2) as src:
-                async with asyncio.timeout(120):
-                    while engine.stats.stored + engine.stats.failed + src.stats["dead_lettered"] < sent:  # noqa: ASYNC110 - counters owned by other tasks
-                        await asyncio.sleep(0.1)
+        async with Engine({"keyword": ScriptedJudge("keyword", 1.0)}, store, s.engine) as engine:
+            async with KafkaSource(s.kafka, engine, commit_interval_s=0.2) as src:
+                await wait_until(
+                    lambda: engine.stats.stored + engine.stats.failed + src.stats["dead_lettered"] >= sent,
+                    120,
+                    "every message stored or dead-lettered",
+                    interval_s=0.1,
+                )
                 assert not src._task.done()  # type: ignore[union-attr]  # the consume loop lives on
                 dead = src.stats["dead_lettered"]
             assert engine.stats.failed == 0
@@ -212,7 +214,7 @@ async def test_fuzzed_stream_stored_plus_dead_lettered_equals_sent(
     assert await pg_count(pg_url, "SELECT count(*) FROM traces") == len(stored_ids)
     for lit in ("lit-2", "lit-3", "lit-4", "lit-5", "lit-6", "lit-7", "lit-8", "lit-10"):
         assert await pg_count(pg_url, f"SELECT count(*) FROM traces WHERE trace_id = '{lit}'") == 1
-    offs = await committed(kafka_bootstrap, s.kafka_group_id, topic, 2)
+    offs = await committed(kafka_bootstrap, s.kafka.group_id, topic, 2)
     assert sum(v or 0 for v in offs.values()) == sent  # every partition committed to its end
 
 

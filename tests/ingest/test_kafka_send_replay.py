@@ -19,7 +19,7 @@ from ingest.kafka_testutil import REPO, RecordingSink, create_topic, read_topic
 from ingest.serve_testutil import ServeProcess
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp import OtlpReceivers
-from testsupport import free_port, shared_dir
+from testsupport import free_port, shared_dir, wait_until
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -92,13 +92,11 @@ async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
     sink = RecordingSink(100)
     port = free_port()
     s = Settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{port}", otlp_root_grace_s=0.1)
-    async with OtlpReceivers(s, sink):
+    async with OtlpReceivers(s.otlp, sink):
         r = await asyncio.to_thread(
             _cli, ["send", path, "--to", "otlp", "--endpoint", f"http://127.0.0.1:{port}"], {}
         )
-        async with asyncio.timeout(20):
-            while len(sink.acked) < 7:  # noqa: ASYNC110 - the receiver feeds the sink from its own task
-                await asyncio.sleep(0.05)
+        await wait_until(lambda: len(sink.acked) >= 7, 20, "the 7 traces to be acknowledged")
     await sink.close()
     assert r.returncode == 2  # line 7 is not JSON: reported and skipped (an input error; the rest is sent)
     assert "line 7: skipped: not_json" in r.stderr

@@ -16,7 +16,7 @@ import pytest
 
 from ingest.kafka_testutil import committed, create_topic, produce, read_topic
 from ingest.serve_testutil import ServeProcess, TcpProxy, db_counts
-from testsupport import free_port, shared_dir
+from testsupport import free_port, shared_dir, wait_until
 
 JUDGES = ["relevancy", "faithfulness", "keyword"]
 
@@ -48,9 +48,7 @@ def procs() -> Iterator[list[ServeProcess]]:
 
 
 async def _wait_for(cond: Callable[[], Awaitable[bool]], wait_s: float) -> None:
-    async with asyncio.timeout(wait_s):
-        while not await cond():  # noqa: ASYNC110 - polling another process
-            await asyncio.sleep(0.25)
+    await wait_until(cond, wait_s, interval_s=0.25)
 
 
 async def test_serve_judges_fixture_events_once_with_dlq_and_endpoints(

@@ -17,6 +17,7 @@ from ragpulse.ingest.otlp.encode import trace_to_openinference_spans
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
 from ragpulse.model import Document, Trace
 from ragpulse.protocols import AckCallback
+from testsupport import wait_until
 
 
 def _traces(n: int) -> list[Trace]:
@@ -40,7 +41,7 @@ def _settings() -> Settings:
 @pytest.mark.parametrize("transport", ["http", "grpc"])
 async def test_client_sends_traces(transport: str) -> None:
     sink = MemorySink()
-    async with OtlpReceivers(_settings(), sink) as r:
+    async with OtlpReceivers(_settings().otlp, sink) as r:
         port = r.http_port if transport == "http" else r.grpc_port
         async with OtlpTraceClient(f"{transport}://127.0.0.1:{port}") as client:
             assert await client.send(_traces(5)) == 0
@@ -84,7 +85,7 @@ class BlockedSink(MemorySink):
 
 async def test_engine_back_pressure_does_not_hold_otlp_responses() -> None:
     sink = BlockedSink()
-    async with OtlpReceivers(_settings(), sink) as r:
+    async with OtlpReceivers(_settings().otlp, sink) as r:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
             started = time.monotonic()
             for t in _traces(20):
@@ -117,13 +118,12 @@ async def test_full_assembler_answers_retryable_503_and_unavailable() -> None:
     bodies = [trace_to_openinference_spans(t).SerializeToString() for t in traces]
     headers = {"Content-Type": "application/x-protobuf"}
     async with (
-        OtlpReceivers(settings, sink) as r,
+        OtlpReceivers(settings.otlp, sink) as r,
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client,
     ):
         assert (await client.post("/v1/traces", content=bodies[0], headers=headers)).status_code == 200
-        async with asyncio.timeout(5):
-            while r.assembler.pending_traces:  # noqa: ASYNC110 - the first trace is taken by the blocked submit
-                await asyncio.sleep(0.01)
+        # the first trace is taken by the blocked submit
+        await wait_until(lambda: not r.assembler.pending_traces, 5, "the assembler to hand the trace over")
         # the trace in the blocked submit still counts: one more fits (backlog limit 2)
         assert (await client.post("/v1/traces", content=bodies[1], headers=headers)).status_code == 200
         assert r.assembler.saturated

@@ -25,6 +25,7 @@ from ragpulse.config import Settings
 from ragpulse.ingest.otlp.decode import decode_json, decode_protobuf
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
 from ragpulse.textclean import repair_json, repair_text
+from testsupport import wait_until
 
 OI_TRACE = "94fcbde9a2d1349a3a807c1ab886d48a"
 BATCH_COMPLETE = ("29dfa1532bddb0964c969dee12dd6760", "558795ce994e52db4ee06ba29377c305")
@@ -72,7 +73,7 @@ def _settings() -> Settings:
 @pytest.fixture
 async def receivers() -> AsyncIterator[tuple[OtlpReceivers, MemorySink]]:
     sink = MemorySink()
-    async with OtlpReceivers(_settings(), sink) as r:
+    async with OtlpReceivers(_settings().otlp, sink) as r:
         yield r, sink
 
 
@@ -178,9 +179,9 @@ async def test_client_disconnect_is_one_debug_line_not_an_error_traceback(
         await writer.drain()
         writer.close()
         await writer.wait_closed()
-        async with asyncio.timeout(5):
-            while not any(e["event"] == "otlp_client_disconnected" for e in logs):  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+        await wait_until(
+            lambda: any(e["event"] == "otlp_client_disconnected" for e in logs), 5, "the disconnect log"
+        )
         # the gRPC side: a call abandoned by its deadline
         async with grpc.aio.insecure_channel(f"127.0.0.1:{r.grpc_port}") as channel:
             with pytest.raises(grpc.aio.AioRpcError):

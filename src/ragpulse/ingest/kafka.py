@@ -9,11 +9,19 @@ visible result is exactly once. Flow per message:
    judgements already final for their content: a redelivery is not judged again); any other exception while
    decoding one message (a bug) dead-letters it with reason ``internal_error: <exception type>`` and is logged
    once (``kafka_message_failed``) — the consume loop goes on;
-2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka_dlq_topic``) with
+2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka.dlq_topic``) with
    headers ``ragpulse.dlq.reason``, ``ragpulse.dlq.topic``, ``ragpulse.dlq.partition``, ``ragpulse.dlq.offset``
    (plus the original key, value and headers) and counted on ``ragpulse_traces_rejected{source="kafka"}``;
 3. a trace is submitted to the sink; its offset is done when the sink calls the ack. A trace that the engine
    failed for good (``ok=False``) is dead-lettered with reason ``not_stored`` so the partition moves on.
+
+OTLP topics (``kafka.topic_encodings``: ``otlp_proto`` / ``otlp_json``, consumed in addition to
+``kafka.topics``) carry ``TracesData`` as the OpenTelemetry Collector's Kafka exporter publishes it: a message is
+decoded to spans, which are assembled across messages (:mod:`ragpulse.ingest.kafka_otlp`); a message is done
+once every trace it carried spans for is stored or dead-lettered, so spans still in assembly hold the commit. On
+revocation (and on stop) the traces still in assembly are dropped and their messages are not committed: they are
+redelivered to the partition's next owner. An undecodable OTLP message is dead-lettered with reason
+``malformed_otlp: …``; a message with a trace that cannot be mapped with ``unmappable``.
 
 Back-pressure: while ``sink.has_room()`` is false every assigned partition is paused (the consumer keeps
 polling, so it stays in the group) and resumed once there is room; memory is bounded by one fetch batch
@@ -42,11 +50,13 @@ from aiokafka.structs import TopicPartition
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import KafkaSettings, OtlpSettings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.events import EventRejected, parse_event
 from ragpulse.ingest.kafka_client import client_options, dlq_topic_for
+from ragpulse.ingest.kafka_otlp import OTLP_ENCODINGS, HeldMessage, KafkaOtlp, decode_otlp_message
 from ragpulse.ingest.offsets import OffsetTracker
+from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.logging import get_logger
 from ragpulse.model import Trace, TraceResult
 from ragpulse.protocols import TraceSink
@@ -94,12 +104,13 @@ CONSUMER_LAG = telemetry.meter.create_observable_gauge(
 
 @dataclass(slots=True)
 class _Polled:
-    """A polled record, decoded: ``trace`` or the dead-letter ``reason``/``code``."""
+    """A polled record, decoded: ``trace`` (an event) or ``spans`` (OTLP), or the dead-letter ``reason``/``code``."""
 
     rec: ConsumerRecord[bytes, bytes]
     trace: Trace | None
     reason: str | None
     code: str | None
+    spans: list[SpanData] | None = None
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -114,14 +125,18 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaSource:
-    """Consumes trace events from ``settings.kafka_topics`` in consumer group ``settings.kafka_group_id``.
+    """Consumes trace events from ``settings.topics`` in consumer group ``settings.group_id``.
 
-    Use as an async context manager (``async with KafkaSource(settings, engine) as src``); the consume loop
-    runs in a background task until :meth:`stop`. Reads settings ``kafka_*`` (see
-    :mod:`ragpulse.ingest.kafka_client`) and ``shutdown_deadline_s``.
+    Use as an async context manager (``async with KafkaSource(settings.kafka, engine) as src``); the consume
+    loop runs in a background task until :meth:`stop`.
 
     Args:
-        settings: ragpulse settings; ``kafka_bootstrap_servers`` must be set.
+        settings: the ``kafka`` section (see :mod:`ragpulse.ingest.kafka_client`); ``bootstrap_servers`` must
+            be set.
+        shutdown_deadline_s: default drain deadline of :meth:`stop` (the ``engine.shutdown_deadline_s`` setting).
+        log_text: the ``log.text`` setting: dead-letter reasons may quote the bad value.
+        otlp: the ``otlp`` section: how spans of OTLP topics (``topic_encodings``) are assembled into traces.
+        own_service: the ``export.service_name`` setting; OTLP spans of that service are ignored.
         sink: the engine (a :class:`~ragpulse.protocols.TraceSink`).
         client_id: Kafka client id.
         commit_interval_s: how often finished offsets are committed, seconds.
@@ -135,15 +150,22 @@ class KafkaSource:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: KafkaSettings,
         sink: TraceSink,
         *,
+        shutdown_deadline_s: float = 30.0,
+        log_text: bool = False,
+        otlp: OtlpSettings | None = None,
+        own_service: str = "ragpulse",
         client_id: str = "ragpulse",
         commit_interval_s: float = 1.0,
         max_batch: int = 500,
         revoke_wait_s: float = 10.0,
     ) -> None:
         self._settings = settings
+        self._shutdown_deadline_s = shutdown_deadline_s
+        self._log_text = log_text
+        self._own_service = own_service
         self._sink = sink
         self._opts = client_options(settings)
         self._client_id = client_id
@@ -151,6 +173,10 @@ class KafkaSource:
         self._max_batch = max_batch
         self._revoke_wait_s = revoke_wait_s
         self._tracker = OffsetTracker()
+        #: OTLP topics and their encodings; the assembly of their spans (``None`` without OTLP topics).
+        self._encodings = {t: e for t, e in settings.topic_encodings.items() if e in OTLP_ENCODINGS}
+        self._otlp = KafkaOtlp(otlp or OtlpSettings()) if self._encodings else None
+        self._otlp_task: asyncio.Task[None] | None = None
         self._pending: deque[_Polled] = deque()
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
@@ -164,8 +190,15 @@ class KafkaSource:
         self._progress = asyncio.Event()
         #: ``{(topic, partition): lag}`` as last computed (messages).
         self.lag: dict[tuple[str, int], int] = {}
-        #: Counters: ``received`` (valid traces), ``dead_lettered``, ``committed`` (commit calls), ``paused``.
-        self.stats: dict[str, int] = {"received": 0, "dead_lettered": 0, "committed": 0, "paused": 0}
+        #: Counters: ``received`` (valid traces), ``dead_lettered``, ``committed`` (commit calls), ``paused``;
+        #: ``otlp_dropped``: OTLP messages whose traces were dropped from assembly (revocation, stop), not committed.
+        self.stats: dict[str, int] = {
+            "received": 0,
+            "dead_lettered": 0,
+            "committed": 0,
+            "paused": 0,
+            "otlp_dropped": 0,
+        }
 
     # -- life cycle ------------------------------------------------------------------------------------------
     @property
@@ -189,7 +222,7 @@ class KafkaSource:
                 if ok:
                     log.info("kafka_brokers_reachable")
                 else:
-                    log.warning("kafka_brokers_unreachable", bootstrap=self._settings.kafka_bootstrap_servers)
+                    log.warning("kafka_brokers_unreachable", bootstrap=self._settings.bootstrap_servers)
                 self._broker_ok = ok
             await asyncio.sleep(BROKER_PROBE_INTERVAL_S)
 
@@ -202,12 +235,12 @@ class KafkaSource:
         if self._consumer is not None:
             raise RuntimeError("KafkaSource already started")
         s = self._settings
-        fetch = max(1024 * 1024, s.kafka_max_message_bytes + 64 * 1024)
+        fetch = max(1024 * 1024, s.max_message_bytes + 64 * 1024)
         self._consumer = AIOKafkaConsumer(
             client_id=self._client_id,
-            group_id=s.kafka_group_id,
+            group_id=s.group_id,
             enable_auto_commit=False,
-            auto_offset_reset=s.kafka_auto_offset_reset,
+            auto_offset_reset=s.auto_offset_reset,
             max_partition_fetch_bytes=fetch,
             **self._opts,
         )
@@ -222,15 +255,16 @@ class KafkaSource:
             await self._consumer.start()
         except KafkaError as e:
             await self._close_clients()
-            raise IngestError(
-                f"cannot connect to Kafka at {s.kafka_bootstrap_servers}: {e}", retriable=True
-            ) from e
-        self._consumer.subscribe(list(s.kafka_topics), listener=_Rebalance(self))
+            raise IngestError(f"cannot connect to Kafka at {s.bootstrap_servers}: {e}", retriable=True) from e
+        topics = list(dict.fromkeys([*s.topics, *s.topic_encodings]))
+        self._consumer.subscribe(topics, listener=_Rebalance(self))
         self._connected = True
         _SOURCES.add(self)
         self._task = asyncio.create_task(self._run(), name="ragpulse-kafka")
+        if self._otlp is not None:
+            self._otlp_task = asyncio.create_task(self._release_otlp(self._otlp), name="ragpulse-kafka-otlp")
         self._probe = asyncio.create_task(self._probe_brokers(), name="ragpulse-kafka-probe")
-        log.info("kafka_started", topics=list(s.kafka_topics), group=s.kafka_group_id)
+        log.info("kafka_started", topics=topics, group=s.group_id, otlp_topics=sorted(self._encodings))
 
     async def stop(self, deadline_s: float | None = None) -> None:
         """Stop consuming, wait for in-flight traces (up to ``deadline_s``, default ``shutdown_deadline_s``),
@@ -239,9 +273,7 @@ class KafkaSource:
         if self._stopping:
             return
         self._stopping = True
-        deadline = time.monotonic() + (
-            deadline_s if deadline_s is not None else self._settings.shutdown_deadline_s
-        )
+        deadline = time.monotonic() + (deadline_s if deadline_s is not None else self._shutdown_deadline_s)
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout=2.0)
@@ -251,11 +283,13 @@ class KafkaSource:
                     await self._task
             except Exception:
                 log.exception("kafka_loop_failed")
-        if self._probe is not None:
-            self._probe.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._probe
+        for aux in (self._probe, self._otlp_task):
+            if aux is not None:
+                aux.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await aux
         self._pending.clear()
+        self._drop_otlp(None)  # traces still in assembly: their messages stay uncommitted and are redelivered
         await self._wait_in_flight(None, deadline - time.monotonic())
         if self._tracker.in_flight():
             log.warning("kafka_stop_in_flight", in_flight=self._tracker.in_flight())
@@ -324,7 +358,7 @@ class KafkaSource:
         c = self._consumer
         while not self._stopping:
             try:
-                if self._pending and self._sink.has_room():
+                if self._pending and self._has_room():
                     self._resume()
                     await self._feed()
                 elif self._pending:
@@ -339,6 +373,9 @@ class KafkaSource:
             except KafkaError as e:
                 log.warning("kafka_error", error=str(e))
                 await asyncio.sleep(1.0)
+
+    def _has_room(self) -> bool:
+        return self._sink.has_room() and (self._otlp is None or not self._otlp.saturated)
 
     async def _extend(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         """Decode a poll batch and tell the sink about its traces once (``prefetch``: the engine looks up
@@ -370,15 +407,23 @@ class KafkaSource:
             log.debug("kafka_resumed")
 
     def _decode(self, rec: ConsumerRecord[bytes, bytes]) -> _Polled:
-        """Parse one record: a trace, or the dead-letter reason and code (never raises)."""
+        """Parse one record: a trace or OTLP spans, or the dead-letter reason and code (never raises)."""
+        encoding = self._encodings.get(rec.topic)
         try:
+            if encoding is not None:
+                spans = decode_otlp_message(
+                    rec.value, encoding, self._own_service, self._settings.max_message_bytes
+                )
+                return _Polled(rec, None, None, None, spans)
             trace = parse_event(
                 rec.value,
-                max_bytes=self._settings.kafka_max_message_bytes,
-                log_text=self._settings.log_text,
+                max_bytes=self._settings.max_message_bytes,
+                log_text=self._log_text,
             )
         except EventRejected as e:
             return _Polled(rec, None, e.reason, e.code)
+        except IngestError as e:  # OTLP only
+            return _Polled(rec, None, f"malformed_otlp: {e}", "malformed")
         except Exception as e:  # a bug for one message must not stop the partition (or crash-loop serve)
             log.error(
                 "kafka_message_failed",
@@ -394,13 +439,18 @@ class KafkaSource:
     async def _feed(self) -> None:
         assert self._consumer is not None
         assigned = self._consumer.assignment()
-        while self._pending and not self._stopping and self._sink.has_room():
+        while self._pending and not self._stopping and self._has_room():
             polled = self._pending.popleft()
             rec = polled.rec
             tp = TopicPartition(rec.topic, rec.partition)
             if tp not in assigned:
                 continue  # revoked meanwhile: the new owner reads it
             self._tracker.add(tp, rec.offset)
+            if polled.spans is not None:
+                assert self._otlp is not None
+                if not self._otlp.take(rec, tp, polled.spans):
+                    self._tracker.done(tp, rec.offset)  # nothing of it held (empty, late spans only)
+                continue
             if polled.trace is None:
                 await self._dead_letter(
                     rec, polled.reason or "internal_error", polled.code or "internal_error"
@@ -423,6 +473,59 @@ class KafkaSource:
 
         return ack
 
+    # -- OTLP topics -----------------------------------------------------------------------------------------
+    async def _release_otlp(self, otlp: KafkaOtlp, tick_s: float = 0.05) -> None:
+        """Submit the traces the assembler releases, each with an ack that finishes its messages."""
+        prefetch = getattr(self._sink, "prefetch", None)
+        while not self._stopping:
+            released = otlp.release_due()
+            traces = [t for _, t in released if t is not None]
+            if prefetch is not None and traces:
+                await prefetch(traces)
+            for tid, trace in released:
+                if trace is None:
+                    await self._finish(
+                        otlp.resolve(tid, "unmappable: the spans could not be mapped", "unmappable")
+                    )
+                    continue
+                self.stats["received"] += 1
+                try:
+                    await self._sink.submit(trace, ack=self._otlp_ack(otlp, tid))
+                except Exception as e:  # the engine refused it (closing): its messages stay uncommitted
+                    log.error("kafka_otlp_submit_failed", trace_id=tid, error=f"{type(e).__name__}: {e}")
+            await asyncio.sleep(tick_s)
+
+    def _otlp_ack(self, otlp: KafkaOtlp, tid: str) -> Any:
+        async def ack(result: TraceResult, ok: bool) -> None:
+            if ok:
+                await self._finish(otlp.resolve(tid))
+            else:
+                await self._finish(
+                    otlp.resolve(tid, "not_stored: the engine could not store the result", "not_stored")
+                )
+
+        return ack
+
+    async def _finish(self, msgs: list[HeldMessage]) -> None:
+        """Messages whose traces are all stored or failed: dead-letter those with a failed trace, mark done."""
+        for msg in msgs:
+            if msg.reason is not None:
+                await self._dead_letter(msg.rec, msg.reason, msg.code or "internal_error")
+            self._tracker.done(msg.tp, msg.rec.offset)
+        if msgs:
+            self._progress.set()
+
+    def _drop_otlp(self, tps: frozenset[TopicPartition] | None) -> None:
+        """Drop traces in assembly with spans in ``tps`` (default all); their messages are never committed here."""
+        if self._otlp is None:
+            return
+        msgs = self._otlp.drop(tps)
+        for msg in msgs:
+            self._tracker.abandon(msg.tp, msg.rec.offset)
+        if msgs:
+            self.stats["otlp_dropped"] += len(msgs)
+            log.info("kafka_otlp_assembly_dropped", messages=len(msgs))
+
     async def _wait_in_flight(self, tps: frozenset[TopicPartition] | None, wait_s: float) -> None:
         """Wait until no trace of ``tps`` (default: all) is in flight, at most ``wait_s`` seconds."""
         with contextlib.suppress(TimeoutError):
@@ -443,7 +546,7 @@ class KafkaSource:
                 await self._producer.send_and_wait(topic, value=value, key=rec.key, headers=headers)
                 break
             except MessageSizeTooLargeError:
-                limit = self._settings.kafka_max_message_bytes
+                limit = self._settings.max_message_bytes
                 value = (value or b"")[:limit]
                 headers = [*headers, ("ragpulse.dlq.truncated", b"true")]
             except KafkaError as e:
@@ -544,6 +647,7 @@ class KafkaSource:
         self._pending = deque(
             p for p in self._pending if TopicPartition(p.rec.topic, p.rec.partition) not in revoked
         )
+        self._drop_otlp(revoked)
         await self._wait_in_flight(revoked, self._revoke_wait_s)
         await self._commit(force=True, tps=revoked)
         self._tracker.forget(revoked)

@@ -49,6 +49,12 @@ class PartitionProgress:
             self._done.discard(first)
             self.committable = first + 1
 
+    def abandon(self, offset: int) -> None:
+        """Give up on ``offset`` without finishing it (its data was dropped, e.g. OTLP spans still in assembly
+        when the partition is revoked): no longer in flight, and nothing from it on is committable, so it is
+        redelivered to the partition's next owner."""
+        self._pending.discard(offset)
+
     @property
     def in_flight(self) -> int:
         """Offsets read but not done."""
@@ -79,6 +85,12 @@ class OffsetTracker:
         p = self._parts.get(tp)
         if p is not None:
             p.done(offset)
+
+    def abandon(self, tp: TopicPartition, offset: int) -> None:
+        """See :meth:`PartitionProgress.abandon` (ignored for partitions no longer tracked)."""
+        p = self._parts.get(tp)
+        if p is not None:
+            p.abandon(offset)
 
     def to_commit(
         self, tps: set[TopicPartition] | frozenset[TopicPartition] | None = None

@@ -216,9 +216,11 @@ async def test_failures_are_not_cached_and_cancelled_leader_hands_over(
     assert (await llm_client.complete(judge="j", version="v", messages=MSG)).text == "NO"
     openai_server.reset(lambda req: Reply("YES", delay_s=0.3))
     leader = asyncio.create_task(llm_client.complete(judge="j", version="w", messages=MSG))
-    await asyncio.sleep(0.05)
+    await openai_server.wait_for_requests_async(1)  # the leader's call is in flight
     follower = asyncio.create_task(llm_client.complete(judge="j", version="w", messages=MSG))
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(
+        0
+    )  # one turn of the loop: the follower reaches the leader's pending call (no I/O before)
     leader.cancel()
     r = await follower
     assert r.text == "YES"

@@ -13,6 +13,8 @@ described in ``docs/llm-judges.md`` ("The judge-model layer"):
 - the daily token budget per judge (UTC days), taken after the concurrency slot: the prompt's estimate
   (:func:`estimate_tokens`) is reserved and replaced by the reply's ``usage``; a reply without ``usage`` is
   charged the estimate (:attr:`LLMResult.tokens_estimated`); over budget → ``JudgeError("over_budget")``;
+  with a :class:`~ragpulse.protocols.TokenLedger` (the store, in ``serve``/``replay``) the ledger table is the
+  source of truth, so replicas on one database share one budget; without one the budget is per process;
 - replies that are not UTF-8 JSON or not a chat completion → ``JudgeError("bad_reply")``; an HTTP 4xx that is
   not retried keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason.
 
@@ -40,6 +42,7 @@ import openai
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.logging import get_logger
+from ragpulse.protocols import TokenLedger
 
 __all__ = ["LLMClient", "LLMResult", "LLMStats", "ModelUnavailableError", "estimate_tokens"]
 
@@ -152,44 +155,48 @@ class LLMClient:
             ``judge_requests_per_minute``, ``judge_cache_size``, ``judge_daily_token_budget`` and
             ``judge_http_transport``.
 
+        ledger: where the daily token budget is kept across processes (the store); ``None`` keeps it in this
+            process. A ledger that cannot be reached fails the call as ``judge_unavailable``.
+
     Raises:
-        ConfigError: ``settings.judge_model`` is not set.
+        ConfigError: ``settings.judge.model`` is not set.
     """
 
-    def __init__(self, settings: Settings) -> None:
-        if not settings.judge_model:
+    def __init__(self, settings: Settings, ledger: TokenLedger | None = None) -> None:
+        if not settings.judge.model:
             raise ConfigError("the LLM judge backend needs RAGPULSE_JUDGE_MODEL (judge_model)")
         self.settings = settings
-        self.model: str = settings.judge_model
+        self.model: str = settings.judge.model
         self.stats = LLMStats()
         self._cache: OrderedDict[str, LLMResult] = OrderedDict()
-        self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens)
+        self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens), as last known
+        self._ledger = ledger
         self._state: _LoopState | None = None
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def _build_state(self, loop: asyncio.AbstractEventLoop) -> _LoopState:
         s = self.settings
-        n = s.judge_max_concurrency
+        n = s.judge.max_concurrency
         # The Limits class of whichever HTTP library this openai release is built on (httpx or httpx2).
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
         hooks = {"request": [_count_attempt]}
-        if s.judge_http_transport == "aiohttp":
+        if s.judge.http_transport == "aiohttp":
             http_client = openai.DefaultAioHttpClient(
-                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+                limits=limits, timeout=s.judge.timeout_s, event_hooks=hooks
             )
         else:
             http_client = openai.DefaultAsyncHttpxClient(
-                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+                limits=limits, timeout=s.judge.timeout_s, event_hooks=hooks
             )
         client = openai.AsyncOpenAI(
-            api_key=s.judge_api_key.get_secret_value() if s.judge_api_key else "not-set",
-            base_url=s.judge_base_url,
-            timeout=s.judge_timeout_s,
-            max_retries=s.judge_max_retries,
+            api_key=s.judge.api_key.get_secret_value() if s.judge.api_key else "not-set",
+            base_url=s.judge.base_url,
+            timeout=s.judge.timeout_s,
+            max_retries=s.judge.max_retries,
             http_client=http_client,
         )
-        limiter = _RateLimiter(s.judge_requests_per_minute) if s.judge_requests_per_minute else None
+        limiter = _RateLimiter(s.judge.requests_per_minute) if s.judge.requests_per_minute else None
         return _LoopState(loop=loop, client=client, semaphore=asyncio.Semaphore(n), limiter=limiter)
 
     def _loop_state(self) -> _LoopState:
@@ -215,7 +222,8 @@ class LLMClient:
 
     # -- budget ----------------------------------------------------------------------------------------
     def tokens_spent_today(self, judge: str) -> int:
-        """Prompt + completion tokens ``judge`` spent on the current UTC day."""
+        """Prompt + completion tokens ``judge`` spent on the current UTC day (with a ledger: by every process,
+        as of this client's last ledger update)."""
         day = datetime.now(UTC).date().isoformat()
         d, n = self._spent.get(judge, (day, 0))
         return n if d == day else 0
@@ -226,8 +234,49 @@ class LLMClient:
 
     def _refuse_over_budget(self, judge: str, budget: int | None) -> None:
         if budget is not None and self.tokens_spent_today(judge) >= budget:
-            self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
-            raise JudgeError("over_budget", f"daily token budget of {budget} spent")
+            self._over_budget(judge, budget)
+
+    def _over_budget(self, judge: str, budget: int | None) -> None:
+        self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
+        raise JudgeError("over_budget", f"daily token budget of {budget} spent")
+
+    async def _reserve(self, judge: str, tokens: int, budget: int | None) -> str:
+        """Reserve ``tokens`` of today's budget (ledger or process); returns the UTC day charged.
+
+        Raises:
+            JudgeError: ``over_budget``; ``judge_unavailable`` when the ledger cannot be reached.
+        """
+        day = datetime.now(UTC).date().isoformat()
+        if self._ledger is None:
+            self._refuse_over_budget(judge, budget)
+            self._charge(judge, tokens)
+            return day
+        try:
+            total = await self._ledger.reserve_tokens(judge, day, tokens, budget)
+        except Exception as e:  # the store's errors; no call without the shared budget
+            _log.warning("judge_token_ledger_unavailable", judge=judge, error=f"{type(e).__name__}: {e}")
+            raise ModelUnavailableError(f"token ledger unavailable: {type(e).__name__}", retries=0) from e
+        if total is None:
+            self._spent[judge] = (day, max(budget or 0, self.tokens_spent_today(judge)))
+            self._over_budget(judge, budget)
+        else:
+            self._spent[judge] = (day, total)
+        return day
+
+    async def _adjust(self, judge: str, day: str, tokens: int) -> None:
+        """Correct a reservation of ``day`` by ``tokens`` (usage − estimate, or −estimate for a failed call)."""
+        if self._ledger is None:
+            self._charge(judge, tokens)
+            return
+        if not tokens:
+            return
+        try:
+            total = await self._ledger.charge_tokens(judge, day, tokens)
+        except Exception as e:  # the reservation stands (the budget errs on the safe side)
+            _log.warning("judge_token_ledger_unavailable", judge=judge, error=f"{type(e).__name__}: {e}")
+            return
+        if day == datetime.now(UTC).date().isoformat():
+            self._spent[judge] = (day, total)
 
     # -- calls -----------------------------------------------------------------------------------------
     @staticmethod
@@ -250,8 +299,8 @@ class LLMClient:
             judge: judge name (budget and token accounting, logs).
             version: judge version (part of the cache key).
             messages: chat messages (``role``/``content``).
-            max_tokens: completion limit, default ``settings.judge_max_tokens``.
-            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge_daily_token_budget``.
+            max_tokens: completion limit, default ``settings.judge.max_tokens``.
+            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge.daily_token_budget``.
 
         Returns:
             The reply; a ``finish_reason`` of ``length`` is returned as is (callers report
@@ -262,7 +311,7 @@ class LLMClient:
             ModelUnavailableError: code ``judge_unavailable``: HTTP error after retries, timeout or connection
                 failure; ``retries`` says how many retries were taken.
         """
-        cache_size = self.settings.judge_cache_size
+        cache_size = self.settings.judge.cache_size
         key = self._cache_key(version, self.model, messages) if cache_size else ""
         if cache_size:
             hit = self._cache.get(key)
@@ -270,7 +319,7 @@ class LLMClient:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return LLMResult(text=hit.text, finish_reason=hit.finish_reason, cached=True)
-        budget = daily_token_budget or self.settings.judge_daily_token_budget
+        budget = daily_token_budget or self.settings.judge.daily_token_budget
         self._refuse_over_budget(judge, budget)  # spent already: refuse without waiting for a slot
         state = self._loop_state()
         if not key:
@@ -324,8 +373,7 @@ class LLMClient:
             async with state.semaphore:
                 if state.limiter is not None:
                     await state.limiter.acquire()
-                self._refuse_over_budget(judge, budget)
-                self._charge(judge, reserved)
+                day = await self._reserve(judge, reserved, budget)
                 self.stats.requests += 1
                 try:
                     # The documented generic-request path of the openai client: same retries, timeouts and
@@ -337,12 +385,12 @@ class LLMClient:
                         body={
                             "model": self.model,
                             "messages": [dict(m) for m in messages],
-                            "temperature": self.settings.judge_temperature,
-                            "max_tokens": max_tokens or self.settings.judge_max_tokens,
+                            "temperature": self.settings.judge.temperature,
+                            "max_tokens": max_tokens or self.settings.judge.max_tokens,
                         },
                     )
                 except openai.APIError as e:
-                    self._charge(judge, -reserved)
+                    await self._adjust(judge, day, -reserved)
                     retries = max(attempts[0] - 1, 0)
                     self.stats.retries += retries
                     if isinstance(e, openai.APIResponseValidationError):
@@ -355,7 +403,7 @@ class LLMClient:
                     _log.warning("judge_model_unavailable", judge=judge, model=self.model, detail=detail)
                     raise ModelUnavailableError(detail, retries=retries) from e
                 except (UnicodeDecodeError, ValueError) as e:  # a body the transport could not decode
-                    self._charge(judge, -reserved)
+                    await self._adjust(judge, day, -reserved)
                     _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
                     raise JudgeError("bad_reply", "the judge model's reply is not UTF-8 JSON") from e
         finally:
@@ -365,12 +413,12 @@ class LLMClient:
         try:
             text, finish_reason, usage = _read_completion(data)
         except JudgeError:
-            self._charge(judge, -reserved)
+            await self._adjust(judge, day, -reserved)
             raise
         pt, ct = usage or (reserved, estimate_tokens([text]))
         self.stats.prompt_tokens[judge] = self.stats.prompt_tokens.get(judge, 0) + pt
         self.stats.completion_tokens[judge] = self.stats.completion_tokens.get(judge, 0) + ct
-        self._charge(judge, pt + ct - reserved)
+        await self._adjust(judge, day, pt + ct - reserved)
         return LLMResult(
             text=text,
             finish_reason=finish_reason,
