@@ -189,6 +189,8 @@ class AdaptiveLimit:
         self._blocked_until = 0.0
         self._cond = asyncio.Condition()
         self.decreases = 0
+        #: The latest ``Retry-After`` holds, ``(monotonic time the answer was read, held until)``, seconds.
+        self.holds: deque[tuple[float, float]] = deque(maxlen=256)
         JUDGE_CONCURRENCY_LIMIT.set(self.limit)
 
     @property
@@ -258,6 +260,7 @@ class AdaptiveLimit:
         now = time.monotonic()
         if retry_after_s is not None and retry_after_s > 0:
             self._blocked_until = max(self._blocked_until, now + retry_after_s)
+            self.holds.append((now, now + retry_after_s))
         if not self.adaptive or now - self._last_decrease < (self._base_latency or 0.0):
             return
         self._last_decrease = now
@@ -375,6 +378,11 @@ class LLMClient:
         )
         limiter = _RateLimiter(s.judge_requests_per_minute) if s.judge_requests_per_minute else None
         return _LoopState(loop=loop, client=client, concurrency=concurrency, limiter=limiter)
+
+    @property
+    def concurrency(self) -> AdaptiveLimit | None:
+        """The adaptive limit of the current event loop's state (``None`` before the first call)."""
+        return self._state.concurrency if self._state is not None else None
 
     def _loop_state(self) -> _LoopState:
         if self._closed:
