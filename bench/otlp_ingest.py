@@ -3,6 +3,10 @@
 Measures the receiver, decoding, assembly and convention mapping (no engine, no judges, no store):
 
     python bench/otlp_ingest.py --traces 20000 --batch 100 [--transport http|grpc] [--concurrency 4]
+                                [--journal postgresql://…]
+
+``--journal URL`` adds what ``serve`` does for durability: every accepted trace is recorded in PostgreSQL
+(``pending_inputs``) before the answer and deleted once the sink acknowledges it (the sink acks at once).
 
 Each trace is 2-3 OpenInference spans (``trace_to_openinference_spans``) with 3 documents of ~300 chars.
 Prints traces/s, spans/s, and the peak RSS of the process.
@@ -18,8 +22,9 @@ import time
 from ragpulse.config import Settings
 from ragpulse.ingest.otlp.client import OtlpTraceClient
 from ragpulse.ingest.otlp.receivers import OtlpReceivers
-from ragpulse.model import Document, Trace
+from ragpulse.model import Document, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback
+from ragpulse.store import PostgresStore
 
 
 class CountingSink:
@@ -29,6 +34,8 @@ class CountingSink:
         self.target = target
 
     async def submit(self, trace: Trace, ack: AckCallback | None = None) -> None:
+        if ack is not None:
+            await ack(TraceResult(trace=trace, outcome=TraceOutcome.EVALUATED), True)
         self.n += 1
         if self.n >= self.target:
             self.done.set()
@@ -60,6 +67,7 @@ async def main() -> None:
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--transport", choices=["http", "grpc"], default="http")
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--journal", default=None, help="PostgreSQL URL: record accepted traces as serve does")
     args = ap.parse_args()
     traces = make_traces(args.traces)
     batches = [traces[i : i + args.batch] for i in range(0, len(traces), args.batch)]
@@ -70,7 +78,8 @@ async def main() -> None:
         otlp_max_pending_traces=max(10000, args.traces),
     )
     sink = CountingSink(args.traces)
-    async with OtlpReceivers(settings, sink) as r:
+    store = await PostgresStore.connect(args.journal, settings) if args.journal else None
+    async with OtlpReceivers(settings.otlp, sink, pending=store) as r:
         port = r.http_port if args.transport == "http" else r.grpc_port
         queue: asyncio.Queue[list[Trace]] = asyncio.Queue()
         for b in batches:
@@ -86,10 +95,12 @@ async def main() -> None:
         await sink.done.wait()
         elapsed = time.perf_counter() - started
         spans = r.intake.spans_accepted
+    if store is not None:
+        await store.close()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"transport={args.transport} traces={args.traces} batch={args.batch} "
-        f"elapsed={elapsed:.2f}s traces/s={args.traces / elapsed:.0f} spans/s={spans / elapsed:.0f} "
+        f"journal={'postgresql' if args.journal else 'none'} elapsed={elapsed:.2f}s traces/s={args.traces / elapsed:.0f} spans/s={spans / elapsed:.0f} "
         f"peak_rss={rss_mb:.0f}MiB (client and receiver in one process)"
     )
 

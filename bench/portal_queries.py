@@ -102,7 +102,7 @@ async def main() -> None:
     await _admin(args.admin_url, f'CREATE DATABASE "{name}"')
     url = args.admin_url.rpartition("/")[0] + "/" + name
     try:
-        store = await PostgresStore.connect(url, Settings(database_url=url, database_pool_max=2))
+        store = await PostgresStore.connect(url, Settings(database_url=url, database_pool_max=2).store)
         now = datetime.now(UTC)
         conn = await asyncpg.connect(url)
         try:
@@ -112,7 +112,9 @@ async def main() -> None:
             await conn.execute("ANALYZE")
             n_j = await conn.fetchval("SELECT count(*) FROM judgements")
             size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
-            print(f"filled {args.traces} traces, {n_j} judgements in {time.perf_counter() - t0:.0f} s ({size})")
+            print(
+                f"filled {args.traces} traces, {n_j} judgements in {time.perf_counter() - t0:.0f} s ({size})"
+            )
         finally:
             await conn.close()
         t0 = time.perf_counter()
@@ -125,9 +127,15 @@ async def main() -> None:
             "traces scenario": traces.TraceFilters(scenario="scenario-7"),
             "traces trace_outcome=not_evaluable": traces.TraceFilters(trace_outcome="not_evaluable"),
             "traces source=kafka": traces.TraceFilters(source="kafka"),
-            "traces judge=faithfulness outcome=fail": traces.TraceFilters(judge="faithfulness", outcome="fail"),
-            "traces judge=faithfulness outcome=error": traces.TraceFilters(judge="faithfulness", outcome="error"),
-            "traces judge=faithfulness max_score=0.3": traces.TraceFilters(judge="faithfulness", max_score=0.3),
+            "traces judge=faithfulness outcome=fail": traces.TraceFilters(
+                judge="faithfulness", outcome="fail"
+            ),
+            "traces judge=faithfulness outcome=error": traces.TraceFilters(
+                judge="faithfulness", outcome="error"
+            ),
+            "traces judge=faithfulness max_score=0.3": traces.TraceFilters(
+                judge="faithfulness", max_score=0.3
+            ),
             "traces since=24h": traces.TraceFilters(since=day),
             "traces app + judge fail + 24h": traces.TraceFilters(
                 app="app-1", judge="faithfulness", outcome="fail", since=day

@@ -155,9 +155,9 @@ class _TimedStore:
 async def _replay(ts: TestSet, settings: Settings, names: list[str], url: str) -> dict[str, Any]:
     from ragpulse.judges.model.client import LLMClient
 
-    client = LLMClient(settings) if settings.uses_llm else None
+    client = LLMClient(settings) if settings.judge.uses_llm else None
     judges = build_judges(settings, names, client=client)
-    inner: Any = MemoryStore() if url == "memory" else await PostgresStore.connect(url, settings)
+    inner: Any = MemoryStore() if url == "memory" else await PostgresStore.connect(url, settings.store)
     store = _TimedStore(inner)
     try:
         cpu0, t0 = time.process_time(), time.perf_counter()

@@ -96,14 +96,14 @@ async def main(args: argparse.Namespace) -> None:
     admin = args.url or os.environ.get("RAGPULSE_DATABASE_URL")
     if not admin:
         tmp = Path(tempfile.mkdtemp(prefix="ragpulse-bench-"))
-        admin = start_embedded(Settings(database_embedded_dir=tmp / "pgdata"))
+        admin = start_embedded(Settings(database_embedded_dir=tmp / "pgdata").store)
     name = f"ragpulse_bench_{uuid.uuid4().hex[:10]}"
     conn = await asyncpg.connect(admin)
     await conn.execute(f'CREATE DATABASE "{name}"')
     await conn.close()
     url = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
     try:
-        store = await PostgresStore.connect(url, Settings(database_url=url))
+        store = await PostgresStore.connect(url, Settings(database_url=url).store)
         first = make_results(args.traces, args.judges, 0.0)
         changed = make_results(args.traces, args.judges, 0.5)
         for label, data in (("first write", first), ("redelivery", first), ("all scores changed", changed)):

@@ -120,7 +120,7 @@ def seed(db_url: str, results: Sequence[TraceResult]) -> None:
     traces were received (as if judged right away)."""
 
     async def go() -> None:
-        store = await PostgresStore.connect(db_url, Settings(database_url=db_url, database_pool_max=2))
+        store = await PostgresStore.connect(db_url, Settings(database_url=db_url, database_pool_max=2).store)
         try:
             await store.write_results(results)
         finally:

@@ -1,8 +1,19 @@
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from ragpulse.config import load_settings
+from ragpulse.config import (
+    FLAT_NAMES,
+    SECTIONS,
+    JudgeRoute,
+    Settings,
+    env_name,
+    known_env_vars,
+    load_settings,
+)
 from ragpulse.errors import ConfigError
 
 
@@ -17,13 +28,13 @@ def test_yaml_sections_flatten_and_env_wins(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("RAGPULSE_KAFKA_TOPICS", "a, b")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     s = load_settings(cfg)
-    assert s.judge_model == "deepseek-chat"
-    assert s.judge_base_url == "http://x/v1"
-    assert s.sampling_rate == 0.5
-    assert s.judges == {"faithfulness": {"mode": "binary"}}
-    assert s.kafka_topics == ["a", "b"]
-    assert s.judge_api_key is not None
-    assert s.judge_api_key.get_secret_value() == "sk-test"
+    assert s.judge.model == "deepseek-chat"
+    assert s.judge.base_url == "http://x/v1"
+    assert s.engine.sampling_rate == 0.5
+    assert s.judge.options == {"faithfulness": {"mode": "binary"}}
+    assert s.kafka.topics == ["a", "b"]
+    assert s.judge.api_key is not None
+    assert s.judge.api_key.get_secret_value() == "sk-test"
 
 
 def test_secret_in_file_rejected(tmp_path: Path) -> None:
@@ -39,7 +50,10 @@ def test_unknown_setting_and_bad_value_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown setting"):
         load_settings(cfg)
     cfg.write_text("sampling_rate: 2\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="sampling_rate"):
+    with pytest.raises(
+        ConfigError,
+        match=r"engine\.sampling_rate \(sampling_rate in config file .*c\.yaml\): Input should be less",
+    ):
         load_settings(cfg)
 
 
@@ -64,19 +78,24 @@ def test_env_json_value_that_is_not_json_is_a_config_error(monkeypatch: pytest.M
 
 def test_log_level_is_validated_and_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGPULSE_LOG_LEVEL", "LOUD")
-    with pytest.raises(ConfigError, match=r"log_level: Value error, must be one of DEBUG, INFO"):
+    with pytest.raises(
+        ConfigError, match=r"log\.level \(RAGPULSE_LOG_LEVEL\): Value error, must be one of DEBUG, INFO"
+    ):
         load_settings()
     monkeypatch.setenv("RAGPULSE_LOG_LEVEL", " warning")
-    assert load_settings().log_level == "WARNING"
+    assert load_settings().log.level == "WARNING"
 
 
 def test_empty_enabled_judges_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     for value in ("", " , "):
         monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", value)
-        with pytest.raises(ConfigError, match=r"enabled_judges: Value error, must name at least one judge"):
+        with pytest.raises(
+            ConfigError,
+            match=r"judge\.enabled \(RAGPULSE_ENABLED_JUDGES\): Value error, must name at least one judge",
+        ):
             load_settings()
     monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", "keyword, relevancy")
-    assert load_settings().enabled_judges == ["keyword", "relevancy"]
+    assert load_settings().judge.enabled == ["keyword", "relevancy"]
 
 
 def test_unknown_ragpulse_env_vars_are_named() -> None:
@@ -91,3 +110,271 @@ def test_unknown_ragpulse_env_vars_are_named() -> None:
         "PATH": "/bin",
     }
     assert unknown_env_vars(env) == ["RAGPULSE_JUGE_MODEL"]
+
+
+#: Every setting name ragpulse had before settings were grouped into sections (flat YAML key; environment
+#: variable = RAGPULSE_ + upper case), with a valid value in the environment's text form and where it lands.
+OLD_NAMES: list[tuple[str, str, str, Any]] = [
+    ("log_level", "debug", "log.level", "DEBUG"),
+    ("log_json", "true", "log.json_", True),
+    ("log_text", "true", "log.text", True),
+    ("judge_base_url", "http://j/v1", "judge.base_url", "http://j/v1"),
+    ("judge_model", "m", "judge.model", "m"),
+    ("judge_timeout_s", "7", "judge.timeout_s", 7.0),
+    ("judge_max_tokens", "9", "judge.max_tokens", 9),
+    ("judge_temperature", "0.5", "judge.temperature", 0.5),
+    ("judge_max_retries", "1", "judge.max_retries", 1),
+    ("judge_max_concurrency", "3", "judge.max_concurrency", 3),
+    ("judge_requests_per_minute", "60", "judge.requests_per_minute", 60),
+    ("judge_context_budget_chars", "100", "judge.context_budget_chars", 100),
+    ("judge_language", "zh", "judge.language", "zh"),
+    ("judge_prompts_dir", "/p", "judge.prompts_dir", Path("/p")),
+    ("judge_daily_token_budget", "1000", "judge.daily_token_budget", 1000),
+    ("judge_cache_size", "5", "judge.cache_size", 5),
+    ("judge_http_transport", "httpx", "judge.http_transport", "httpx"),
+    ("enabled_judges", "keyword", "judge.enabled", ["keyword"]),
+    ("judges", '{"keyword": {"threshold": 0.5}}', "judge.options", {"keyword": {"threshold": 0.5}}),
+    (
+        "judge_routes",
+        '[{"app": "a", "judges": ["keyword"]}]',
+        "judge.routes",
+        [JudgeRoute(app="a", judges=["keyword"])],
+    ),
+    ("embeddings_base_url", "http://e/v1", "embeddings.base_url", "http://e/v1"),
+    ("embeddings_model", "emb", "embeddings.model", "emb"),
+    ("checklists", '{"c": "cl.yaml"}', "judge.checklists", {"c": "cl.yaml"}),
+    ("engine_queue_size", "11", "engine.queue_size", 11),
+    ("engine_workers", "2", "engine.workers", 2),
+    ("engine_batch_size", "3", "engine.batch_size", 3),
+    ("engine_flush_interval_s", "0.5", "engine.flush_interval_s", 0.5),
+    ("engine_writers", "4", "engine.writers", 4),
+    ("engine_store_retries", "2", "engine.store_retries", 2),
+    ("engine_store_backoff_s", "0.1", "engine.store_backoff_s", 0.1),
+    ("sampling_rate", "0.25", "engine.sampling_rate", 0.25),
+    ("shutdown_deadline_s", "5", "engine.shutdown_deadline_s", 5.0),
+    ("database_url", "postgresql://x/y", "store.database_url", "postgresql://x/y"),
+    ("database_embedded_dir", "/d", "store.embedded_dir", Path("/d")),
+    ("database_pool_min", "2", "store.pool_min", 2),
+    ("database_pool_max", "3", "store.pool_max", 3),
+    ("retention_days", "7", "store.retention_days", 7.0),
+    ("redact_text", "true", "store.redact_text", True),
+    ("database_embedded_keep_running", "true", "store.embedded_keep_running", True),
+    ("database_embedded_start_timeout_s", "9", "store.embedded_start_timeout_s", 9.0),
+    ("database_command_timeout_s", "8", "store.command_timeout_s", 8.0),
+    ("retention_interval_s", "60", "store.retention_interval_s", 60.0),
+    ("rag_endpoint_url", "http://rag/ask", "rag.endpoint_url", "http://rag/ask"),
+    ("rag_request_question_field", "q", "rag.request_question_field", "q"),
+    ("rag_response_answer_field", "a", "rag.response_answer_field", "a"),
+    ("rag_response_contexts_field", "c", "rag.response_contexts_field", "c"),
+    ("rag_response_doc_ids_field", "d", "rag.response_doc_ids_field", "d"),
+    ("rag_endpoint_timeout_s", "3", "rag.endpoint_timeout_s", 3.0),
+    ("replay_auto_retrieval_judges", "false", "replay.auto_retrieval_judges", False),
+    ("coverage_threshold", "0.5", "replay.coverage_threshold", 0.5),
+    ("gate_min", '{"pass_rate": 0.8}', "replay.gate_min", {"pass_rate": 0.8}),
+    ("kafka_bootstrap_servers", "k:9092", "kafka.bootstrap_servers", "k:9092"),
+    ("kafka_topics", "a,b", "kafka.topics", ["a", "b"]),
+    ("kafka_group_id", "g", "kafka.group_id", "g"),
+    ("kafka_dlq_topic", "dead", "kafka.dlq_topic", "dead"),
+    ("kafka_auto_offset_reset", "latest", "kafka.auto_offset_reset", "latest"),
+    ("kafka_security_protocol", "SSL", "kafka.security_protocol", "SSL"),
+    ("kafka_sasl_mechanism", "PLAIN", "kafka.sasl_mechanism", "PLAIN"),
+    ("kafka_sasl_username", "u", "kafka.sasl_username", "u"),
+    ("kafka_ssl_cafile", "/ca.pem", "kafka.ssl_cafile", Path("/ca.pem")),
+    ("kafka_max_message_bytes", "1000", "kafka.max_message_bytes", 1000),
+    ("otlp_grpc_address", "", "otlp.grpc_address", ""),
+    ("otlp_http_address", "127.0.0.1:1", "otlp.http_address", "127.0.0.1:1"),
+    ("otlp_max_request_bytes", "100", "otlp.max_request_bytes", 100),
+    ("otlp_root_grace_s", "1", "otlp.root_grace_s", 1.0),
+    ("otlp_idle_timeout_s", "2", "otlp.idle_timeout_s", 2.0),
+    ("otlp_max_pending_traces", "3", "otlp.max_pending_traces", 3),
+    ("otlp_attributes", '{"question": "q"}', "otlp.attributes", {"question": "q"}),
+    ("service_name", "me", "export.service_name", "me"),
+    ("http_address", "127.0.0.1:2", "http.address", "127.0.0.1:2"),
+    ("metrics_app_label_limit", "5", "export.metrics_app_label_limit", 5),
+    ("pushgateway_url", "http://pg:9091", "export.pushgateway_url", "http://pg:9091"),
+    ("evaluation_spans", "true", "export.evaluation_spans", True),
+]
+
+#: The old secret names: environment only.
+OLD_SECRETS = {
+    "judge_api_key": "judge.api_key",
+    "embeddings_api_key": "embeddings.api_key",
+    "kafka_sasl_password": "kafka.sasl_password",
+    "rag_endpoint_api_key": "rag.endpoint_api_key",
+}
+
+
+def _get(s: Settings, path: str) -> Any:
+    section, key = path.split(".")
+    return getattr(getattr(s, section), key)
+
+
+@pytest.mark.parametrize(("name", "text", "path", "expected"), OLD_NAMES, ids=[n[0] for n in OLD_NAMES])
+def test_every_old_environment_variable_still_works(name: str, text: str, path: str, expected: Any) -> None:
+    s = load_settings(environ={f"RAGPULSE_{name.upper()}": text})
+    assert _get(s, path) == expected
+    assert _get(Settings(), path) != expected  # the value really came from the variable
+
+
+@pytest.mark.parametrize(("name", "text", "path", "expected"), OLD_NAMES, ids=[n[0] for n in OLD_NAMES])
+def test_every_old_flat_yaml_key_still_works(
+    tmp_path: Path, name: str, text: str, path: str, expected: Any
+) -> None:
+    value = json.loads(text) if text.startswith(("{", "[")) else text
+    if path in {"judge.enabled", "kafka.topics"}:
+        value = text.split(",")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({name: value}), encoding="utf-8")
+    s = load_settings(cfg, environ={})
+    assert _get(s, path) == expected
+
+
+@pytest.mark.parametrize(("name", "path"), OLD_SECRETS.items())
+def test_old_secret_variables_still_work_and_stay_out_of_files(tmp_path: Path, name: str, path: str) -> None:
+    s = load_settings(environ={f"RAGPULSE_{name.upper()}": "sekret"})
+    assert _get(s, path).get_secret_value() == "sekret"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"{name}: sekret\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"{path} must come from the environment"):
+        load_settings(cfg, environ={})
+
+
+def test_one_naming_rule_section_key_is_yaml_section_flat_key_and_variable(tmp_path: Path) -> None:
+    """Section ``store``, key ``retention_days``: ``store: {retention_days}``, ``store_retention_days``,
+    ``RAGPULSE_STORE_RETENTION_DAYS`` (and every section key has exactly that variable)."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("store:\n  retention_days: 3\n", encoding="utf-8")
+    assert load_settings(cfg, environ={}).store.retention_days == 3
+    cfg.write_text("store_retention_days: 4\n", encoding="utf-8")
+    assert load_settings(cfg, environ={}).store.retention_days == 4
+    assert load_settings(environ={"RAGPULSE_STORE_RETENTION_DAYS": "5"}).store.retention_days == 5
+    assert env_name("api", "token") == "RAGPULSE_API_TOKEN"
+    s = load_settings(environ={"RAGPULSE_API_TOKEN": "t", "RAGPULSE_ENGINE_SAMPLING_RATE": "0.5"})
+    assert s.api.token is not None
+    assert s.api.token.get_secret_value() == "t"
+    assert s.engine.sampling_rate == 0.5
+    for section, model in SECTIONS.items():
+        for field, info in model.model_fields.items():
+            key = info.alias or field
+            assert FLAT_NAMES[f"{section}_{key}"] == (section, field)
+            assert f"RAGPULSE_{section}_{key}".upper() in known_env_vars()
+
+
+def test_new_variable_wins_over_the_old_one() -> None:
+    env = {"RAGPULSE_SAMPLING_RATE": "0.1", "RAGPULSE_ENGINE_SAMPLING_RATE": "0.9"}
+    assert load_settings(environ=env).engine.sampling_rate == 0.9
+
+
+def test_older_yaml_sections_still_flatten(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("database:\n  url: postgresql://h/db\nmetrics:\n  app_label_limit: 7\n", encoding="utf-8")
+    s = load_settings(cfg, environ={})
+    assert s.store.database_url == "postgresql://h/db"
+    assert s.export.metrics_app_label_limit == 7
+
+
+def test_settings_without_arguments_are_the_defaults_not_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAGPULSE_SAMPLING_RATE", "0.1")
+    monkeypatch.setenv("RAGPULSE_CONFIG", "/nonexistent.yaml")
+    assert Settings().engine.sampling_rate == 1.0
+    assert Settings(sampling_rate=0.3).engine.sampling_rate == 0.3
+    assert Settings(sampling_rate=0.3).replaced(judge_model="m").engine.sampling_rate == 0.3
+
+
+def test_new_settings_and_their_validation(tmp_path: Path) -> None:
+    s = load_settings(environ={})
+    assert s.api.address == "127.0.0.1:9470"
+    assert s.api.token is None
+    assert s.api.allow_anonymous is False
+    assert s.api.max_upload_mb == 20
+    assert s.export.corrected_window_s == 3600
+    assert s.kafka.results_topic is None
+    env = {
+        "RAGPULSE_API_ADDRESS": "",
+        "RAGPULSE_API_ALLOW_ANONYMOUS": "true",
+        "RAGPULSE_API_MAX_UPLOAD_MB": "5",
+        "RAGPULSE_OTLP_TOKEN": "o",
+        "RAGPULSE_KAFKA_TOPIC_ENCODINGS": "otlp-spans=otlp_proto, otlp-json=otlp_json",
+        "RAGPULSE_KAFKA_RESULTS_TOPIC": "results",
+        "RAGPULSE_CORRECTED_WINDOW_S": "600",
+    }
+    s = load_settings(environ=env)
+    assert s.api.address == ""
+    assert s.api.allow_anonymous is True
+    assert s.api.max_upload_mb == 5
+    assert s.otlp.token is not None
+    assert s.otlp.token.get_secret_value() == "o"
+    assert s.kafka.topic_encodings == {"otlp-spans": "otlp_proto", "otlp-json": "otlp_json"}
+    assert s.kafka.results_topic == "results"
+    assert s.export.corrected_window_s == 600
+    with pytest.raises(
+        ConfigError,
+        match=r"kafka\.topic_encodings\.a \(RAGPULSE_KAFKA_TOPIC_ENCODINGS\): Input should be .json., .otlp_proto. or .otlp_json.",
+    ):
+        load_settings(environ={"RAGPULSE_KAFKA_TOPIC_ENCODINGS": "a=avro"})
+    with pytest.raises(ConfigError, match="topic=encoding pairs"):
+        load_settings(environ={"RAGPULSE_KAFKA_TOPIC_ENCODINGS": "justatopic"})
+    with pytest.raises(ConfigError, match="tls_cert_file and tls_key_file must be set together"):
+        load_settings(environ={"RAGPULSE_OTLP_TLS_CERT_FILE": "/c.pem"})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("api:\n  token: t\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"api\.token must come from the environment \(RAGPULSE_API_TOKEN\)"
+    ):
+        load_settings(cfg, environ={})
+    cfg.write_text(
+        "rag_endpoints:\n  prod: {url: 'http://rag/ask', top_k_field: k, api_key_env: RAG_KEY}\n"
+        "judge_models:\n  big: {model: gpt-4o, base_url: 'http://j/v1', api_key_env: BIG_KEY}\n",
+        encoding="utf-8",
+    )
+    s = load_settings(cfg, environ={})
+    assert s.rag.endpoints["prod"].url == "http://rag/ask"
+    assert s.rag.endpoints["prod"].top_k_field == "k"
+    assert s.rag.endpoints["prod"].question_field == "question"
+    assert s.rag.endpoints["prod"].api_key_env == "RAG_KEY"
+    assert s.judge.models["big"].model == "gpt-4o"
+    assert s.judge.models["big"].api_key_env == "BIG_KEY"
+    cfg.write_text("rag:\n  endpoints:\n    x: {url: 'ftp://nope'}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"rag\.endpoints\.x\.url .*must be an http\(s\) URL"):
+        load_settings(cfg, environ={})
+    cfg.write_text("rag:\n  endpoints:\n    x: {url: 'http://a', api_key: k}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"rag\.endpoints\.x\.api_key .*Extra inputs are not permitted"):
+        load_settings(cfg, environ={})
+
+
+def test_config_path_comes_from_the_argument_or_the_environment_given(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("sampling_rate: 0.5\n", encoding="utf-8")
+    assert load_settings(environ={"RAGPULSE_CONFIG": str(cfg)}).engine.sampling_rate == 0.5
+    assert load_settings(cfg, environ={}).engine.sampling_rate == 0.5
+    assert load_settings(environ={}).engine.sampling_rate == 1.0  # nothing left over from the calls above
+
+
+def test_checklist_paths_follow_one_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative path in the file: beside the file when it is there, else the working directory; from the
+    environment: the working directory."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "beside.yaml").write_text("x", encoding="utf-8")
+    (tmp_path / "cwd.yaml").write_text("x", encoding="utf-8")
+    cfg = tmp_path / "conf" / "c.yaml"
+    cfg.write_text("checklists: {a: beside.yaml, b: cwd.yaml}\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(cfg, environ={})
+    assert s.judge.checklists == {"a": str(tmp_path / "conf" / "beside.yaml"), "b": "cwd.yaml"}
+    s = load_settings(environ={"RAGPULSE_CHECKLISTS": '{"a": "beside.yaml"}'})
+    assert s.judge.checklists == {"a": "beside.yaml"}
+
+
+def test_model_copy_with_a_flat_name_is_refused_not_ignored() -> None:
+    s = Settings()
+    with pytest.raises(TypeError, match=r"sampling_rate is not a section; use Settings\.replaced\(\)"):
+        s.model_copy(update={"sampling_rate": 0.5})
+    assert s.replaced(sampling_rate=0.5).engine.sampling_rate == 0.5
+    assert (
+        s.model_copy(
+            update={"engine": s.engine.model_copy(update={"sampling_rate": 0.2})}
+        ).engine.sampling_rate
+        == 0.2
+    )

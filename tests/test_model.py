@@ -63,3 +63,53 @@ def test_judgement_invariants() -> None:
     assert len(e.reason) == 512
     assert e.reason_code == "unparseable"
     assert e.outcome == "error"
+
+
+def test_older_attribute_keys_become_typed_trace_fields_and_go_back_on_the_wire() -> None:
+    from ragpulse.model import Trace
+
+    t = Trace(
+        trace_id="t",
+        attributes={
+            "ragpulse.not_evaluable": " rag_endpoint_failed: HTTP 500 ",
+            "reference_contexts": ["ref"],
+            "context_labels": [1, 0],
+            "labelled_contexts": ["c1", "c2"],
+            "labelled_doc_ids": ["d1", "d2"],
+            "test_set": "kb",
+        },
+    )
+    assert t.not_evaluable == "rag_endpoint_failed: HTTP 500"
+    assert t.reference_contexts == ("ref",)
+    assert t.context_labels == (True, False)
+    assert t.labelled_contexts == ("c1", "c2")
+    assert t.labelled_doc_ids == ("d1", "d2")
+    assert t.attributes == {"test_set": "kb"}
+    wire = t.wire_attributes()
+    assert wire == {
+        "test_set": "kb",
+        "ragpulse.not_evaluable": "rag_endpoint_failed: HTTP 500",
+        "reference_contexts": ["ref"],
+        "context_labels": [True, False],
+        "labelled_contexts": ["c1", "c2"],
+        "labelled_doc_ids": ["d1", "d2"],
+    }
+    assert Trace(trace_id="t", attributes=wire) == t
+    # a typed value wins over an older key
+    both = Trace(trace_id="t", not_evaluable="trace_error", attributes={"ragpulse.not_evaluable": "x"})
+    assert both.not_evaluable == "trace_error"
+    assert both.attributes == {}
+
+
+def test_new_trace_fields_default_to_nothing_known() -> None:
+    from ragpulse.model import Trace
+
+    t = Trace(trace_id="t")
+    assert t.not_evaluable is None
+    assert t.answer_span_id is None
+    assert t.answer_candidates == ()
+    assert t.time_replaced is False
+    assert t.error is None
+    assert t.context_labels is None
+    assert t.reference_contexts == ()
+    assert t.wire_attributes() == {}

@@ -1,65 +1,532 @@
-"""Configuration: one YAML file plus ``RAGPULSE_*`` environment variables (pydantic-settings).
+"""Configuration: one YAML file plus ``RAGPULSE_*`` environment variables, grouped into sections.
 
-Precedence, highest first: explicit arguments > environment variables > the YAML file > defaults.
+Precedence, highest first: explicit overrides > environment variables > the YAML file > defaults.
 
-The YAML file is found at ``RAGPULSE_CONFIG`` (or the CLI's ``--config``). It may be written flat
-(``judge_model: gpt-4o-mini``) or in sections (``judge: {model: gpt-4o-mini}``): a section ``judge`` with key
-``model`` becomes the setting ``judge_model``, which is also the environment variable
-``RAGPULSE_JUDGE_MODEL``. Settings whose value is itself a mapping (``judges``, ``checklists``) stay mappings.
+**One naming rule.** Every setting lives in a section (:class:`Settings` has one attribute per section) and has
+one name: section ``api``, key ``token`` is ``api: {token: …}`` in the YAML file, the flat YAML key
+``api_token`` and the environment variable ``RAGPULSE_API_TOKEN``. Components take their section
+(:class:`EngineSettings`, :class:`StoreSettings`, :class:`KafkaSettings`, …), not the whole :class:`Settings`.
 
-Secrets (API keys, passwords) are read only from the environment; a secret in the YAML file is a
-:class:`~ragpulse.errors.ConfigError`. See ``config/ragpulse.example.yaml`` for every setting.
+**Older names keep working.** Settings that used to be flat (``sampling_rate``, ``database_url``,
+``enabled_judges``, ``judges``, ``redact_text`` …) are read under their old environment variable and YAML key
+as well (:data:`LEGACY_NAMES`); when both the new and the old environment variable are set, the new one wins.
+
+Secrets (API keys, passwords, tokens) are read only from the environment; a secret in the YAML file is a
+:class:`~ragpulse.errors.ConfigError`. A relative checklist path in the YAML file is resolved against the
+file's directory when the file is there, else against the working directory (the one rule for checklist paths;
+paths from the environment are relative to the working directory). See ``config/ragpulse.example.yaml``.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import re
+import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    AliasChoices,
     BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
-)
-from pydantic.fields import FieldInfo
-from pydantic_settings import (
-    BaseSettings,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
+    model_validator,
 )
 
 from ragpulse.errors import ConfigError
 
-__all__ = ["JudgeRoute", "Settings", "load_settings", "unknown_env_vars"]
+__all__ = [
+    "ApiSettings",
+    "EmbeddingsSettings",
+    "EngineSettings",
+    "ExportSettings",
+    "HttpSettings",
+    "JudgeModel",
+    "JudgeRoute",
+    "JudgeSettings",
+    "KafkaSettings",
+    "LogSettings",
+    "OtlpSettings",
+    "RagEndpoint",
+    "RagSettings",
+    "ReplaySettings",
+    "SamplingRuleSettings",
+    "Settings",
+    "StoreSettings",
+    "env_name",
+    "load_settings",
+    "unknown_env_vars",
+]
 
-#: Settings that may come only from the environment.
-SECRET_FIELDS = frozenset(
-    {"judge_api_key", "embeddings_api_key", "kafka_sasl_password", "rag_endpoint_api_key", "otlp_token"}
-)
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-class JudgeRoute(BaseModel):
-    """Which judges run for traces of an app/scenario. ``None`` matches anything; first match wins."""
-
-    app: str | None = None
-    scenario: str | None = None
-    judges: list[str]
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
 
 
 def _split_csv(v: Any) -> Any:
     if isinstance(v, str):
         return [p.strip() for p in v.split(",") if p.strip()]
     return v
+
+
+class JudgeRoute(BaseModel):
+    """Which judges run for traces of an app/scenario. ``None`` matches anything; first match wins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    app: str | None = None
+    scenario: str | None = None
+    judges: list[str]
+
+
+class JudgeModel(BaseModel):
+    """A named judge model a run may choose (``judge_models``): model name, endpoint, where its key is."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1)
+    #: OpenAI-compatible base URL; ``None`` = the judge section's ``base_url``.
+    base_url: str | None = None
+    #: Name of the environment variable holding its API key (the key itself never appears in config).
+    api_key_env: str | None = None
+
+
+class SamplingRuleSettings(BaseModel):
+    """A sampling rate (0–1) for the traces of an app and/or scenario (``None`` matches anything); first match
+    wins (:mod:`ragpulse.engine.sampling`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    app: str | None = None
+    scenario: str | None = None
+    rate: float = Field(ge=0.0, le=1.0)
+
+
+class RagEndpoint(BaseModel):
+    """A named RAG endpoint a run may choose (``rag_endpoints``): URL, request/response field names, key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(min_length=1)
+    question_field: str = "question"
+    #: Request field for top-k and for the similarity threshold (``None``: not sent).
+    top_k_field: str | None = "top_k"
+    threshold_field: str | None = "similarity_threshold"
+    answer_field: str = "answer"
+    contexts_field: str = "contexts"
+    doc_ids_field: str = "doc_ids"
+    #: Name of the environment variable holding the bearer token (never the token itself).
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s) URL, not {v!r}")
+        return v
+
+
+class LogSettings(_Section):
+    """Section ``log``."""
+
+    level: str = "INFO"
+    #: ``None``: JSON unless stderr is a TTY.
+    json_: bool | None = Field(default=None, alias="json")
+    #: Put question/answer text in logs (off by default).
+    text: bool = False
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True, populate_by_name=True)
+
+    @field_validator("level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        level = v.strip().upper()
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}, not {v!r}")
+        return level
+
+
+class JudgeSettings(_Section):
+    """Section ``judge``: the judge model, which judges run, their options, routes and checklists."""
+
+    #: OpenAI-compatible base URL, e.g. ``https://api.deepseek.com/v1``; ``None`` = OpenAI's default.
+    base_url: str | None = None
+    #: Judge model name; unset → the offline ``heuristic`` backend.
+    model: str | None = None
+    #: Secret (environment only: ``RAGPULSE_JUDGE_API_KEY`` or ``OPENAI_API_KEY``).
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_tokens: int = Field(default=1024, gt=0)
+    temperature: float = 0.0
+    max_retries: int = Field(default=4, ge=0)
+    #: Ceiling of judge-model calls in flight (also the connection-pool size). The limit in use adapts
+    #: between ``min_concurrency`` and this ceiling (AIMD, docs/llm-judges.md) unless
+    #: ``adaptive_concurrency`` is off, when it is fixed at this value.
+    max_concurrency: int = Field(default=256, gt=0)
+    #: Floor of the adaptive limit (calls in flight while the model answers 429/5xx).
+    min_concurrency: int = Field(default=2, gt=0)
+    #: Adapt the limit to the model's latency and its 429/5xx answers (``false``: fixed at the ceiling).
+    adaptive_concurrency: bool = True
+    #: Requests per minute shared by all judges (``None`` = no limit).
+    requests_per_minute: int | None = Field(default=None, gt=0)
+    #: Retrieved-context budget per judge call, characters; top-ranked chunks are kept first.
+    context_budget_chars: int = Field(default=24000, gt=0)
+    #: Prompt language: ``auto`` picks Chinese prompts for Chinese questions.
+    language: Literal["auto", "en", "zh"] = "auto"
+    #: Directory with prompt templates overriding the packaged ones (``<judge>.<lang>.txt``).
+    prompts_dir: Path | None = None
+    #: Optional daily token budget per judge (prompt + completion); over it → skipped/over_budget.
+    daily_token_budget: int | None = Field(default=None, gt=0)
+    cache_size: int = Field(default=10000, ge=0)
+    #: Use openai's aiohttp transport (lower CPU per call at high concurrency).
+    http_transport: Literal["aiohttp", "httpx"] = "aiohttp"
+    #: Judges that run by default, in order (old name ``enabled_judges``).
+    enabled: list[str] = Field(default_factory=lambda: ["relevancy", "faithfulness", "keyword"])
+    #: Per-judge options, e.g. ``{"faithfulness": {"mode": "binary", "threshold": 0.5}}`` (old name ``judges``).
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: Per app/scenario judge selection; first match wins, else ``enabled``.
+    routes: list[JudgeRoute] = Field(default_factory=list)
+    #: Business checklists, each a judge named after its key: ``{name: {version, mode, threshold, apps,
+    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}`` (old name ``checklists``). See
+    #: ``docs/reference-metrics.md`` and ``config/checklists/``.
+    checklists: dict[str, Any] = Field(default_factory=dict)
+    #: Named judge models a run may pick (the portal's "judge model" choice): ``{name: JudgeModel}``.
+    models: dict[str, JudgeModel] = Field(default_factory=dict)
+
+    @field_validator("enabled", mode="before")
+    @classmethod
+    def _csv(cls, v: Any) -> Any:
+        return _split_csv(v)
+
+    @field_validator("enabled")
+    @classmethod
+    def _some_judge(cls, v: list[str]) -> list[str]:
+        if not v:  # e.g. RAGPULSE_ENABLED_JUDGES="": every trace would be "evaluated" by nothing
+            raise ValueError("must name at least one judge, e.g. relevancy,faithfulness,keyword")
+        return v
+
+    @property
+    def uses_llm(self) -> bool:
+        """True when a judge model is configured (else the heuristic backend is used)."""
+        return bool(self.model)
+
+
+class EmbeddingsSettings(_Section):
+    """Section ``embeddings`` (answer-correctness similarity)."""
+
+    base_url: str | None = None
+    model: str | None = None
+    #: Secret (environment only).
+    api_key: SecretStr | None = None
+
+
+class EngineSettings(_Section):
+    """Section ``engine``: queue, workers, store writes, sampling, shutdown."""
+
+    #: Traces waiting for judges; a full queue blocks the source (back-pressure).
+    queue_size: int = Field(default=1000, gt=0)
+    #: Traces judged concurrently (a ceiling: with LLM judges the judge client's adaptive limit decides how
+    #: many model calls are in flight; workers waiting for a slot cost a task each).
+    workers: int = Field(default=256, gt=0)
+    #: Results written to the store per batch, and the longest wait before a partial batch is written.
+    batch_size: int = Field(default=200, gt=0)
+    flush_interval_s: float = Field(default=0.2, gt=0)
+    #: Store writes in flight at once (each a batch in its own transaction); >1 overlaps database latency.
+    writers: int = Field(default=2, gt=0)
+    #: Store write attempts before a batch is failed for good in an in-process replay (``serve`` retries a
+    #: connection outage without limit: its sources redeliver); first backoff between them in seconds.
+    store_retries: int = Field(default=8, ge=1)
+    store_backoff_s: float = Field(default=0.5, gt=0)
+    #: Share of traces judged, by hash of the trace id (same decision on every replica).
+    sampling_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: Per app/scenario sampling rates, first match wins; they take precedence over ``sampling_rate``.
+    sampling_rules: list[SamplingRuleSettings] = Field(default_factory=list)
+    #: Always-judge predicates (``FIELD OP VALUE``, syntax in :mod:`ragpulse.engine.sampling`); a matching
+    #: trace is judged whatever the rates.
+    always_judge: list[str] = Field(default_factory=list)
+    #: Deadline to drain in-flight work on shutdown, seconds.
+    shutdown_deadline_s: float = Field(default=30.0, gt=0)
+
+
+class StoreSettings(_Section):
+    """Section ``store``: PostgreSQL, the embedded server, retention, redaction."""
+
+    #: PostgreSQL URL; unset → embedded PostgreSQL under ``embedded_dir``.
+    database_url: str | None = None
+    #: Data directory of the embedded PostgreSQL (default: the user data dir, ``ragpulse/pgdata``).
+    embedded_dir: Path | None = None
+    #: Keep the embedded PostgreSQL running after the last ragpulse process exits (faster next start).
+    embedded_keep_running: bool = False
+    #: How long to keep waiting for the embedded PostgreSQL to start when the library's own 10 s ``pg_ctl``
+    #: start timeout expires (a loaded machine), seconds.
+    embedded_start_timeout_s: float = Field(default=60.0, gt=0)
+    pool_min: int = Field(default=1, ge=0)
+    pool_max: int = Field(default=8, gt=0)
+    #: Longest time one database statement (and a wait for a pooled connection) may take, seconds.
+    command_timeout_s: float = Field(default=60.0, gt=0)
+    #: Traces and judgements older than this are pruned (days; ``None`` keeps everything).
+    retention_days: float | None = Field(default=None, gt=0)
+    #: How often ``serve`` prunes old traces when ``retention_days`` is set, seconds.
+    retention_interval_s: float = Field(default=3600.0, gt=0)
+    #: Store question/answer/context as SHA-256 hashes and lengths only (judges and exporters honour it too).
+    redact_text: bool = False
+
+
+class KafkaSettings(_Section):
+    """Section ``kafka``: the Kafka source (and ``send --to kafka``)."""
+
+    bootstrap_servers: str | None = None
+    topics: list[str] = Field(default_factory=lambda: ["rag-traces"])
+    group_id: str = "ragpulse"
+    #: Dead-letter topic for every consumed topic; default ``<topic>.dlq`` per consumed topic.
+    dlq_topic: str | None = None
+    #: Where a new consumer group starts reading: ``earliest`` (no trace missed) or ``latest``.
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    #: Secret (environment only).
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    #: Encoding per topic (``topic=encoding`` comma list in the environment): ``json`` (ragpulse events, the
+    #: default for unlisted topics), ``otlp_proto`` or ``otlp_json`` (the OpenTelemetry Collector's Kafka
+    #: exporter). Listed topics are consumed in addition to ``topics``.
+    topic_encodings: dict[str, Literal["json", "otlp_proto", "otlp_json"]] = Field(default_factory=dict)
+    #: Topic judgements are published to (``None``: not published).
+    results_topic: str | None = None
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _csv(cls, v: Any) -> Any:
+        return _split_csv(v)
+
+    @field_validator("topic_encodings", mode="before")
+    @classmethod
+    def _pairs(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        out: dict[str, str] = {}
+        for part in (p.strip() for p in v.split(",")):
+            if not part:
+                continue
+            topic, sep, enc = (x.strip() for x in part.partition("="))
+            if not sep or not topic or not enc:
+                raise ValueError(f"must be comma-separated topic=encoding pairs, not {part!r}")
+            out[topic] = enc
+        return out
+
+
+class OtlpSettings(_Section):
+    """Section ``otlp``: the OTLP receivers."""
+
+    #: Listen addresses; an empty string turns one off.
+    grpc_address: str = "127.0.0.1:4317"
+    http_address: str = "127.0.0.1:4318"
+    max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    #: A trace is complete this long after its root span ended (children may be exported later), seconds.
+    root_grace_s: float = Field(default=2.0, ge=0)
+    #: A trace without a finished root is judged (flagged incomplete) after this idle time, seconds.
+    idle_timeout_s: float = Field(default=30.0, gt=0)
+    max_pending_traces: int = Field(default=10000, gt=0)
+    #: Overrides of the attribute names the convention mappers read (home-grown instrumentation).
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    #: Bearer token the receivers require (secret, environment only; ``None``: no authentication).
+    token: SecretStr | None = None
+    #: TLS certificate and key (PEM files) for both receivers; both or neither.
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> OtlpSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file must be set together")
+        return self
+
+
+class HttpSettings(_Section):
+    """Section ``http``: health, readiness and ``/metrics``."""
+
+    address: str = "127.0.0.1:9464"
+
+
+class ExportSettings(_Section):
+    """Section ``export``: Prometheus/OTel metrics, evaluation spans and events."""
+
+    #: Distinct ``app`` label values kept; the rest are folded into ``other``.
+    metrics_app_label_limit: int = Field(default=50, gt=0)
+    pushgateway_url: str | None = None
+    #: Also send each judgement as an OpenInference EVALUATOR span (needs OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT).
+    evaluation_spans: bool = False
+    #: Own service name (OTel resource); OTLP spans from it are ignored so ragpulse never judges itself.
+    service_name: str = "ragpulse"
+    #: Window of the judge-error-corrected pass rates, seconds.
+    corrected_window_s: float = Field(default=3600.0, gt=0)
+
+
+class ApiSettings(_Section):
+    """Section ``api``: the portal's REST API and web UI listener."""
+
+    #: Listen address (``host:port``); empty = off.
+    address: str = "127.0.0.1:9470"
+    #: Bearer token every ``/api/v1`` call needs (secret, environment only; ``None``: no token).
+    token: SecretStr | None = None
+    #: Allow the API on a non-loopback address without a token (on purpose only: the API can delete data).
+    allow_anonymous: bool = False
+    #: Largest accepted upload (test-case import), MiB.
+    max_upload_mb: float = Field(default=20, gt=0)
+
+
+class RagSettings(_Section):
+    """Section ``rag``: the RAG endpoint that answers test cases without a recorded answer (HTTP POST, JSON)."""
+
+    endpoint_url: str | None = None
+    #: Secret (environment only).
+    endpoint_api_key: SecretStr | None = None
+    request_question_field: str = "question"
+    response_answer_field: str = "answer"
+    response_contexts_field: str = "contexts"
+    response_doc_ids_field: str = "doc_ids"
+    endpoint_timeout_s: float = Field(default=60.0, gt=0)
+    #: Named endpoints a run may pick (the portal's "RAG endpoint" choice): ``{name: RagEndpoint}``.
+    endpoints: dict[str, RagEndpoint] = Field(default_factory=dict)
+
+
+class ReplaySettings(_Section):
+    """Section ``replay``: defaults of ``replay`` and ``gate``."""
+
+    #: ``replay`` without ``--judges``: add ``context_precision``/``context_recall`` to the enabled judges when
+    #: the test set can measure retrieval (chunk labels, reference contexts, or expected answers on cases
+    #: without answers; see ``ragpulse.replay.judge_defaults``).
+    auto_retrieval_judges: bool = True
+    #: Default ``coverage`` threshold of ``replay --fail-under`` and ``gate`` (old name ``coverage_threshold``).
+    coverage_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
+    #: Thresholds for ``ragpulse gate`` (same syntax as ``--min``: ``{"pass_rate": 0.8}``; old ``gate_min``).
+    gate_min: dict[str, float] = Field(default_factory=dict)
+
+
+#: Section name → model. The attribute of :class:`Settings` is the section name.
+SECTIONS: dict[str, type[_Section]] = {
+    "log": LogSettings,
+    "judge": JudgeSettings,
+    "embeddings": EmbeddingsSettings,
+    "engine": EngineSettings,
+    "store": StoreSettings,
+    "kafka": KafkaSettings,
+    "otlp": OtlpSettings,
+    "http": HttpSettings,
+    "export": ExportSettings,
+    "api": ApiSettings,
+    "rag": RagSettings,
+    "replay": ReplaySettings,
+}
+
+#: Older flat names (YAML key; ``RAGPULSE_`` + upper case = environment variable) → (section, key).
+LEGACY_NAMES: dict[str, tuple[str, str]] = {
+    "enabled_judges": ("judge", "enabled"),
+    "judges": ("judge", "options"),
+    "checklists": ("judge", "checklists"),
+    "sampling_rate": ("engine", "sampling_rate"),
+    "shutdown_deadline_s": ("engine", "shutdown_deadline_s"),
+    "database_url": ("store", "database_url"),
+    "database_embedded_dir": ("store", "embedded_dir"),
+    "database_embedded_keep_running": ("store", "embedded_keep_running"),
+    "database_embedded_start_timeout_s": ("store", "embedded_start_timeout_s"),
+    "database_pool_min": ("store", "pool_min"),
+    "database_pool_max": ("store", "pool_max"),
+    "database_command_timeout_s": ("store", "command_timeout_s"),
+    "retention_days": ("store", "retention_days"),
+    "retention_interval_s": ("store", "retention_interval_s"),
+    "redact_text": ("store", "redact_text"),
+    "service_name": ("export", "service_name"),
+    "metrics_app_label_limit": ("export", "metrics_app_label_limit"),
+    "pushgateway_url": ("export", "pushgateway_url"),
+    "evaluation_spans": ("export", "evaluation_spans"),
+    "corrected_window_s": ("export", "corrected_window_s"),
+    "coverage_threshold": ("replay", "coverage_threshold"),
+    "gate_min": ("replay", "gate_min"),
+}
+
+
+def _field_key(section: str, field: str) -> str:
+    info = SECTIONS[section].model_fields[field]
+    return info.alias or field
+
+
+#: Every flat name (``section_key`` and the older names) → (section, field name).
+FLAT_NAMES: dict[str, tuple[str, str]] = {
+    **{
+        f"{sec}_{_field_key(sec, f)}": (sec, f) for sec, model in SECTIONS.items() for f in model.model_fields
+    },
+    **{k: (sec, f) for k, (sec, f) in LEGACY_NAMES.items()},
+}
+
+#: Settings that may come only from the environment.
+SECRETS = frozenset(
+    {
+        ("judge", "api_key"),
+        ("embeddings", "api_key"),
+        ("kafka", "sasl_password"),
+        ("rag", "endpoint_api_key"),
+        ("otlp", "token"),
+        ("api", "token"),
+    }
+)
+
+#: Other environment variables read for a setting (after its own names).
+_EXTRA_ENV: dict[tuple[str, str], tuple[str, ...]] = {("judge", "api_key"): ("OPENAI_API_KEY",)}
+
+
+def env_name(section: str, key: str) -> str:
+    """The environment variable of setting ``section.key``: ``RAGPULSE_<SECTION>_<KEY>``."""
+    return f"RAGPULSE_{section}_{key}".upper()
+
+
+def _env_names(section: str, field: str) -> list[str]:
+    """Every environment variable of a setting, the canonical one first."""
+    names = [env_name(section, _field_key(section, field))]
+    names += [f"RAGPULSE_{k}".upper() for k, target in LEGACY_NAMES.items() if target == (section, field)]
+    return names + list(_EXTRA_ENV.get((section, field), ()))
+
+
+def _env_is_json(section: str, field: str) -> bool:
+    """Complex values come as JSON in the environment, except the comma lists."""
+    if (section, field) in {("judge", "enabled"), ("kafka", "topics"), ("kafka", "topic_encodings")}:
+        return False
+    origin = typing.get_origin(SECTIONS[section].model_fields[field].annotation)
+    return origin in (dict, list)
+
+
+def _read_env(
+    environ: Mapping[str, str], origin: dict[tuple[str, str], str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The settings given in ``environ`` as ``{section: {field: raw value}}``; ``origin`` records which variable
+    supplied each (for error messages)."""
+    env = {k.upper(): v for k, v in environ.items()}
+    out: dict[str, dict[str, Any]] = {}
+    for section, model in SECTIONS.items():
+        for field in model.model_fields:
+            for name in _env_names(section, field):
+                if name not in env:
+                    continue
+                raw: Any = env[name]
+                if _env_is_json(section, field):
+                    try:
+                        raw = json.loads(raw)
+                    except json.JSONDecodeError as e:
+                        raise ConfigError(f"invalid configuration: {name} must be JSON ({e})") from e
+                out.setdefault(section, {})[field] = raw
+                if origin is not None:
+                    origin[(section, field)] = name
+                break
+    return out
 
 
 def _beside(value: Any, base: Path) -> Any:
@@ -69,322 +536,201 @@ def _beside(value: Any, base: Path) -> Any:
     return value
 
 
-class _YamlSource(PydanticBaseSettingsSource):
-    """Reads the YAML config file and flattens one level of sections into ``section_key`` settings."""
+def _put(
+    out: dict[str, dict[str, Any]],
+    flat: str,
+    value: Any,
+    where: str,
+    origin: dict[tuple[str, str], str] | None = None,
+) -> None:
+    target = FLAT_NAMES.get(flat)
+    if target is None:
+        raise ConfigError(f"{where}: unknown setting(s) {flat}")
+    out.setdefault(target[0], {})[target[1]] = value
+    if origin is not None:
+        origin[target] = f"{flat} in {where}"
 
-    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
-        super().__init__(settings_cls)
-        self._data = self._load(settings_cls, path) if path else {}
 
-    @staticmethod
-    def _load(settings_cls: type[BaseSettings], path: Path) -> dict[str, Any]:
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError as e:
-            raise ConfigError(f"config file not found: {path}") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
-        if not isinstance(raw, dict):
-            raise ConfigError(f"config file {path} must hold a mapping at the top level")
-        fields = settings_cls.model_fields
-        flat: dict[str, Any] = {}
-        for key, value in raw.items():
-            k = str(key).replace("-", "_")
-            if isinstance(value, dict) and k not in fields:
-                for sub, sv in value.items():
-                    flat[f"{k}_{str(sub).replace('-', '_')}"] = sv
+def _read_yaml(path: Path, origin: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, Any]]:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file not found: {path}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    where = f"config file {path}"
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():
+        k = str(key).replace("-", "_")
+        if k in SECTIONS and isinstance(value, dict):
+            fields = SECTIONS[k].model_fields
+            for sub, sv in value.items():
+                s = str(sub).replace("-", "_")
+                field = next((f for f in fields if _field_key(k, f) == s), None)
+                if field is None:  # an older key under its section, e.g. judge: {…} is exact, store: {…} too
+                    _put(out, f"{k}_{s}", sv, where, origin)
+                else:
+                    out.setdefault(k, {})[field] = sv
+                    if origin is not None:
+                        origin[(k, field)] = f"{k}.{s} in {where}"
+        elif k in FLAT_NAMES:
+            _put(out, k, value, where, origin)
+        elif isinstance(value, dict):  # an older section, e.g. database: {url: …} → database_url
+            for sub, sv in value.items():
+                _put(out, f"{k}_{str(sub).replace('-', '_')}", sv, where, origin)
+        else:
+            raise ConfigError(f"{where}: unknown setting(s) {k}")
+    secrets = sorted(f"{sec}.{f}" for sec, fields in out.items() for f in fields if (sec, f) in SECRETS)
+    if secrets:
+        sec, f = secrets[0].split(".")
+        raise ConfigError(
+            f"{where}: {', '.join(secrets)} must come from the environment ({env_name(sec, f)}), never from a file"
+        )
+    checklists = out.get("judge", {}).get("checklists")
+    if isinstance(checklists, dict):
+        out["judge"]["checklists"] = {k: _beside(v, path.parent) for k, v in checklists.items()}
+    return out
+
+
+class Settings(BaseModel):
+    """Every ragpulse setting, one attribute per section (see the module docstring for the naming rule).
+
+    ``Settings()`` is the defaults only (no environment, no file): :func:`load_settings` reads those. Flat names
+    are accepted as keyword arguments too (``Settings(judge_model="m", sampling_rate=0.5)``), for tests and
+    overrides.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    log: LogSettings = Field(default_factory=LogSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    embeddings: EmbeddingsSettings = Field(default_factory=EmbeddingsSettings)
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    otlp: OtlpSettings = Field(default_factory=OtlpSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    export: ExportSettings = Field(default_factory=ExportSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    rag: RagSettings = Field(default_factory=RagSettings)
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out: dict[str, Any] = {}
+        flat: dict[str, dict[str, Any]] = {}
+        for key, value in data.items():
+            if key in SECTIONS:
+                out[key] = value
+            elif key in FLAT_NAMES:
+                sec, f = FLAT_NAMES[key]
+                flat.setdefault(sec, {})[f] = value
             else:
-                flat[k] = value
-        unknown = sorted(k for k in flat if k not in fields)
-        if unknown:
-            raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
-        secrets = sorted(k for k in flat if k in SECRET_FIELDS)
-        if secrets:
-            raise ConfigError(
-                f"config file {path}: {', '.join(secrets)} must come from the environment "
-                f"(RAGPULSE_{secrets[0].upper()}), never from a file"
-            )
-        if isinstance(flat.get("checklists"), dict):
-            flat["checklists"] = {k: _beside(v, path.parent) for k, v in flat["checklists"].items()}
-        return flat
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return self._data.get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self._data)
-
-
-class Settings(BaseSettings):
-    """Every ragpulse setting. Environment variable = ``RAGPULSE_`` + the upper-cased field name."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="RAGPULSE_", extra="forbid", validate_default=True, populate_by_name=True
-    )
-
-    # -- logging -------------------------------------------------------------------------------------------
-    log_level: str = "INFO"
-    #: ``None``: JSON unless stderr is a TTY.
-    log_json: bool | None = None
-    #: Put question/answer text in logs (off by default).
-    log_text: bool = False
-
-    # -- judge model (issue: judges) --------------------------------------------------------------------------
-    #: OpenAI-compatible base URL, e.g. ``https://api.deepseek.com/v1``; ``None`` = OpenAI's default.
-    judge_base_url: str | None = None
-    #: Judge model name; unset → the offline ``heuristic`` backend.
-    judge_model: str | None = None
-    judge_api_key: SecretStr | None = Field(
-        default=None,
-        validation_alias=AliasChoices("RAGPULSE_JUDGE_API_KEY", "OPENAI_API_KEY", "judge_api_key"),
-    )
-    judge_timeout_s: float = Field(default=60.0, gt=0)
-    judge_max_tokens: int = Field(default=1024, gt=0)
-    judge_temperature: float = 0.0
-    judge_max_retries: int = Field(default=4, ge=0)
-    #: Ceiling of judge-model calls in flight (also the connection-pool size). The limit in use adapts
-    #: between ``judge_min_concurrency`` and this ceiling (AIMD, docs/llm-judges.md) unless
-    #: ``judge_adaptive_concurrency`` is off, when it is fixed at this value.
-    judge_max_concurrency: int = Field(default=256, gt=0)
-    #: Floor of the adaptive limit (calls in flight while the model answers 429/5xx).
-    judge_min_concurrency: int = Field(default=2, gt=0)
-    #: Adapt the limit to the model's latency and its 429/5xx answers (``false``: fixed at the ceiling).
-    judge_adaptive_concurrency: bool = True
-    #: Requests per minute shared by all judges (``None`` = no limit).
-    judge_requests_per_minute: int | None = Field(default=None, gt=0)
-    #: Retrieved-context budget per judge call, characters; top-ranked chunks are kept first.
-    judge_context_budget_chars: int = Field(default=24000, gt=0)
-    #: Prompt language: ``auto`` picks Chinese prompts for Chinese questions.
-    judge_language: Literal["auto", "en", "zh"] = "auto"
-    #: Directory with prompt templates overriding the packaged ones (``<judge>.<lang>.txt``).
-    judge_prompts_dir: Path | None = None
-    #: Optional daily token budget per judge (prompt + completion); over it → skipped/over_budget.
-    judge_daily_token_budget: int | None = Field(default=None, gt=0)
-    judge_cache_size: int = Field(default=10000, ge=0)
-    #: Use openai's aiohttp transport (lower CPU per call at high concurrency).
-    judge_http_transport: Literal["aiohttp", "httpx"] = "aiohttp"
-
-    #: Judges that run by default, in order.
-    enabled_judges: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: ["relevancy", "faithfulness", "keyword"]
-    )
-    #: Per-judge options, e.g. ``{"faithfulness": {"mode": "binary", "threshold": 0.5}}``.
-    judges: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    #: Per app/scenario judge selection; first match wins, else ``enabled_judges``.
-    judge_routes: list[JudgeRoute] = Field(default_factory=list)
-
-    # -- embeddings (answer correctness similarity) -----------------------------------------------------------
-    embeddings_base_url: str | None = None
-    embeddings_model: str | None = None
-    embeddings_api_key: SecretStr | None = None
-
-    # -- reference metrics and checklists (issue: refmetrics) -----------------------------------------------
-    #: Business checklists, each a judge named after its key: ``{name: {version, mode, threshold, apps,
-    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}`` (a relative path in the config file is
-    #: resolved against the file's directory when the file is there, else the working directory). See
-    #: ``docs/reference-metrics.md`` and ``config/checklists/``.
-    checklists: dict[str, Any] = Field(default_factory=dict)
-
-    # -- engine ----------------------------------------------------------------------------------------------
-    #: Traces waiting for judges; a full queue blocks the source (back-pressure).
-    engine_queue_size: int = Field(default=1000, gt=0)
-    #: Traces judged concurrently (a ceiling: with LLM judges the judge client's adaptive limit decides how
-    #: many model calls are in flight; workers waiting for a slot cost a task each).
-    engine_workers: int = Field(default=256, gt=0)
-    #: Results written to the store per batch, and the longest wait before a partial batch is written.
-    engine_batch_size: int = Field(default=200, gt=0)
-    engine_flush_interval_s: float = Field(default=0.2, gt=0)
-    #: Store writes in flight at once (each a batch in its own transaction); >1 overlaps database latency.
-    engine_writers: int = Field(default=2, gt=0)
-    #: Store write attempts before a batch is failed for good in an in-process replay (``serve`` retries a
-    #: connection outage without limit: its sources redeliver); first backoff between them in seconds.
-    engine_store_retries: int = Field(default=8, ge=1)
-    engine_store_backoff_s: float = Field(default=0.5, gt=0)
-    #: Share of traces judged, by hash of the trace id (same decision on every replica).
-    sampling_rate: float = Field(default=1.0, ge=0.0, le=1.0)
-    #: Deadline to drain in-flight work on shutdown, seconds.
-    shutdown_deadline_s: float = Field(default=30.0, gt=0)
-
-    # -- store -----------------------------------------------------------------------------------------------
-    #: PostgreSQL URL; unset → embedded PostgreSQL under ``database_embedded_dir``.
-    database_url: str | None = None
-    #: Data directory of the embedded PostgreSQL (default: the user data dir, ``ragpulse/pgdata``).
-    database_embedded_dir: Path | None = None
-    database_pool_min: int = Field(default=1, ge=0)
-    database_pool_max: int = Field(default=8, gt=0)
-    #: Traces and judgements older than this are pruned (days; ``None`` keeps everything).
-    retention_days: float | None = Field(default=None, gt=0)
-    #: Store question/answer/context as SHA-256 hashes and lengths only.
-    redact_text: bool = False
-    #: Keep the embedded PostgreSQL running after the last ragpulse process exits (faster next start).
-    database_embedded_keep_running: bool = False
-    #: How long to keep waiting for the embedded PostgreSQL to start when the library's own 10 s ``pg_ctl``
-    #: start timeout expires (a loaded machine), seconds.
-    database_embedded_start_timeout_s: float = Field(default=60.0, gt=0)
-    #: Longest time one database statement (and a wait for a pooled connection) may take, seconds.
-    database_command_timeout_s: float = Field(default=60.0, gt=0)
-    #: How often ``serve`` prunes old traces when ``retention_days`` is set, seconds.
-    retention_interval_s: float = Field(default=3600.0, gt=0)
-
-    # -- replay ----------------------------------------------------------------------------------------------
-    #: RAG endpoint that answers test cases without a recorded answer (HTTP POST, JSON).
-    rag_endpoint_url: str | None = None
-    rag_endpoint_api_key: SecretStr | None = None
-    rag_request_question_field: str = "question"
-    rag_response_answer_field: str = "answer"
-    rag_response_contexts_field: str = "contexts"
-    rag_response_doc_ids_field: str = "doc_ids"
-    rag_endpoint_timeout_s: float = Field(default=60.0, gt=0)
-    #: ``replay`` without ``--judges``: add ``context_precision``/``context_recall`` to ``enabled_judges`` when
-    #: the test set can measure retrieval (chunk labels, reference contexts, or expected answers on cases
-    #: without answers; see ``ragpulse.replay.judge_defaults``).
-    replay_auto_retrieval_judges: bool = True
-    #: Default ``coverage`` threshold of ``replay --fail-under`` and ``gate``.
-    coverage_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
-    #: Thresholds for ``ragpulse gate`` (same syntax as ``--min``: ``{"pass_rate": 0.8}``).
-    gate_min: dict[str, float] = Field(default_factory=dict)
-
-    # -- ingestion -------------------------------------------------------------------------------------------
-    kafka_bootstrap_servers: str | None = None
-    kafka_topics: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["rag-traces"])
-    kafka_group_id: str = "ragpulse"
-    #: Dead-letter topic for every consumed topic; default ``<topic>.dlq`` per consumed topic.
-    kafka_dlq_topic: str | None = None
-    #: Where a new consumer group starts reading: ``earliest`` (no trace missed) or ``latest``.
-    kafka_auto_offset_reset: Literal["earliest", "latest"] = "earliest"
-    kafka_security_protocol: str = "PLAINTEXT"
-    kafka_sasl_mechanism: str | None = None
-    kafka_sasl_username: str | None = None
-    kafka_sasl_password: SecretStr | None = None
-    kafka_ssl_cafile: Path | None = None
-    kafka_max_message_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
-    #: Topics carrying OTLP trace data as the OpenTelemetry Collector's Kafka exporter publishes it, with their
-    #: encoding (``otlp_proto`` or ``otlp_json``; ``json`` = trace events): ``topic=encoding`` pairs, comma
-    #: separated in the environment. Listed topics are consumed in addition to ``kafka_topics``.
-    kafka_topic_encodings: Annotated[dict[str, Literal["json", "otlp_proto", "otlp_json"]], NoDecode] = Field(
-        default_factory=dict
-    )
-    #: OTLP receivers; an empty string turns one off.
-    otlp_grpc_address: str = "127.0.0.1:4317"
-    otlp_http_address: str = "127.0.0.1:4318"
-    otlp_max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
-    #: A trace is complete this long after its root span ended (children may be exported later), seconds.
-    otlp_root_grace_s: float = Field(default=2.0, ge=0)
-    #: A trace without a finished root is judged (flagged incomplete) after this idle time, seconds.
-    otlp_idle_timeout_s: float = Field(default=30.0, gt=0)
-    otlp_max_pending_traces: int = Field(default=10000, gt=0)
-    #: Overrides of the attribute names the convention mappers read (home-grown instrumentation).
-    otlp_attributes: dict[str, Any] = Field(default_factory=dict)
-    #: Bearer token the OTLP receivers require (secret, environment only: ``RAGPULSE_OTLP_TOKEN``); ``None``:
-    #: no authentication.
-    otlp_token: SecretStr | None = None
-    #: TLS certificate and key (PEM files) for both OTLP receivers; both or neither.
-    otlp_tls_cert_file: Path | None = None
-    otlp_tls_key_file: Path | None = None
-    #: Own service name; spans from it are ignored so ragpulse never evaluates its own telemetry.
-    service_name: str = "ragpulse"
-    #: Health, readiness and ``/metrics``.
-    http_address: str = "127.0.0.1:9464"
-
-    # -- export ----------------------------------------------------------------------------------------------
-    #: Distinct ``app`` label values kept; the rest are folded into ``other``.
-    metrics_app_label_limit: int = Field(default=50, gt=0)
-    pushgateway_url: str | None = None
-    #: Also send each judgement as an OpenInference EVALUATOR span (needs OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT).
-    evaluation_spans: bool = False
-
-    @field_validator("enabled_judges", "kafka_topics", mode="before")
-    @classmethod
-    def _csv(cls, v: Any) -> Any:
-        return _split_csv(v)
-
-    @field_validator("kafka_topic_encodings", mode="before")
-    @classmethod
-    def _pairs(cls, v: Any) -> Any:
-        if not isinstance(v, str):
-            return v
-        out: dict[str, str] = {}
-        for pair in _split_csv(v):
-            topic, sep, encoding = pair.partition("=")
-            if not sep or not topic.strip() or not encoding.strip():
-                raise ValueError(f"expected topic=encoding, got {pair!r} (e.g. otlp-spans=otlp_proto)")
-            out[topic.strip()] = encoding.strip()
+                raise ValueError(f"unknown setting {key!r}")
+        for sec, fields in flat.items():
+            base = out.get(sec, {})
+            if isinstance(base, BaseModel):
+                base = _set_fields(base)
+            out[sec] = {**base, **fields}
         return out
 
-    @field_validator("enabled_judges")
-    @classmethod
-    def _some_judge(cls, v: list[str]) -> list[str]:
-        if not v:  # e.g. RAGPULSE_ENABLED_JUDGES="": every trace would be "evaluated" by nothing
-            raise ValueError("must name at least one judge, e.g. relevancy,faithfulness,keyword")
-        return v
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Settings:
+        """Like pydantic's, but an ``update`` key must be a section name (a flat name such as
+        ``sampling_rate`` would be set silently on nothing): use :meth:`replaced` for flat names."""
+        unknown = sorted(set(update or ()) - set(SECTIONS))
+        if unknown:
+            raise TypeError(
+                f"Settings.model_copy: {', '.join(unknown)} is not a section; use Settings.replaced()"
+            )
+        return super().model_copy(update=update, deep=deep)
 
-    @field_validator("otlp_tls_key_file")
-    @classmethod
-    def _tls_pair(cls, v: Path | None, info: ValidationInfo) -> Path | None:
-        if (v is None) != (info.data.get("otlp_tls_cert_file") is None):
-            raise ValueError("otlp_tls_cert_file and otlp_tls_key_file must be set together")
-        return v
-
-    @field_validator("log_level")
-    @classmethod
-    def _level(cls, v: str) -> str:
-        level = v.strip().upper()
-        if level not in _LOG_LEVELS:
-            raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}, not {v!r}")
-        return level
-
-    @property
-    def uses_llm(self) -> bool:
-        """True when a judge model is configured (else the heuristic backend is used)."""
-        return bool(self.judge_model)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = _CONFIG_PATH_OVERRIDE or os.environ.get("RAGPULSE_CONFIG") or None
-        return (init_settings, env_settings, _YamlSource(settings_cls, Path(path) if path else None))
+    def replaced(self, **flat: Any) -> Settings:
+        """A copy with some settings replaced (flat names, e.g. ``replaced(sampling_rate=1.0)``), re-validated."""
+        return Settings(**{**_set_sections(self), **flat})
 
 
-_CONFIG_PATH_OVERRIDE: str | None = None
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+def _set_fields(model: BaseModel) -> dict[str, Any]:
+    return {f: getattr(model, f) for f in model.model_fields_set}
 
 
-def load_settings(config_path: str | Path | None = None, **overrides: Any) -> Settings:
+def _set_sections(s: Settings) -> dict[str, Any]:
+    return {sec: _set_fields(getattr(s, sec)) for sec in SECTIONS}
+
+
+def _merge(*layers: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for layer in layers:
+        for sec, fields in layer.items():
+            out.setdefault(sec, {}).update(fields)
+    return out
+
+
+def _flat_overrides(overrides: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for k, v in overrides.items():
+        _put(out, k, v, "override")
+    return out
+
+
+def _location(loc: tuple[int | str, ...], origin: Mapping[tuple[str, str], str]) -> str:
+    """``section.key (VARIABLE)`` for a validation error, naming the environment variable that was used."""
+    parts = [str(p) for p in loc]
+    if len(parts) >= 2 and parts[0] in SECTIONS:
+        sec = parts[0]
+        field = next((f for f in SECTIONS[sec].model_fields if _field_key(sec, f) == parts[1]), parts[1])
+        var = origin.get((sec, field), env_name(sec, _field_key(sec, field)))
+        return f"{sec}.{'.'.join(parts[1:])} ({var})"
+    return ".".join(parts)
+
+
+def load_settings(
+    config_path: str | Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
     """Build :class:`Settings` from ``config_path`` (or ``RAGPULSE_CONFIG``), the environment and overrides.
+
+    Args:
+        config_path: the YAML file; ``None`` → ``RAGPULSE_CONFIG`` when set, else no file.
+        environ: the environment to read (default ``os.environ``).
+        overrides: flat setting names (``judge_model="m"``, ``sampling_rate=1.0``), highest precedence.
 
     Raises:
         ConfigError: the file is missing or invalid, holds a secret, or a value fails validation.
     """
-    global _CONFIG_PATH_OVERRIDE
-    _CONFIG_PATH_OVERRIDE = str(config_path) if config_path else None
+    env = os.environ if environ is None else environ
+    path = config_path or env.get("RAGPULSE_CONFIG") or None
+    origin: dict[tuple[str, str], str] = {}
+    file_layer = _read_yaml(Path(path), origin) if path else {}
+    data = _merge(file_layer, _read_env(env, origin), _flat_overrides(overrides))
     try:
-        return Settings(**overrides)
+        return Settings(**data)
     except ValidationError as e:
-        lines = [f"  {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        lines = [f"  {_location(err['loc'], origin)}: {err['msg']}" for err in e.errors()]
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from e
-    except SettingsError as e:  # e.g. RAGPULSE_JUDGES='{bad': a complex value that is not JSON
-        m = re.search(r'field "(\w+)"', str(e))
-        where = f"RAGPULSE_{m.group(1).upper()} " if m else ""
-        raise ConfigError(f"invalid configuration: {where}must be JSON ({e.__cause__ or e})") from e
-    finally:
-        _CONFIG_PATH_OVERRIDE = None
 
 
 #: ``RAGPULSE_*`` variables that are not settings but are read elsewhere (CLI, tests).
 _NON_SETTING_ENV = frozenset({"RAGPULSE_CONFIG", "RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL"})
 
 
+def known_env_vars() -> frozenset[str]:
+    """Every ``RAGPULSE_*`` environment variable ragpulse reads (settings, old names, the config path)."""
+    names = {f"RAGPULSE_{flat}".upper() for flat in FLAT_NAMES}
+    return frozenset(names | _NON_SETTING_ENV)
+
+
 def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
     """``RAGPULSE_*`` environment variables that name no setting (likely typos), sorted.
 
-    Matching is case-insensitive, as pydantic-settings reads them.
+    Matching is case-insensitive.
     """
     env = os.environ if environ is None else environ
-    known = {f"RAGPULSE_{name}".upper() for name in Settings.model_fields} | _NON_SETTING_ENV
+    known = known_env_vars()
     return sorted(k for k in env if k.upper().startswith("RAGPULSE_") and k.upper() not in known)

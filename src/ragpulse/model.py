@@ -25,6 +25,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "LEGACY_ATTRIBUTE_FIELDS",
     "RAW_OUTPUT_MAX_CHARS",
     "REASON_MAX_CHARS",
     "RUN_HEARTBEAT_S",
@@ -149,6 +150,16 @@ class Document(BaseModel):
         return v
 
 
+#: Attribute keys older producers (and ``replay --via`` senders) use for what are now typed trace fields.
+LEGACY_ATTRIBUTE_FIELDS: dict[str, str] = {
+    "ragpulse.not_evaluable": "not_evaluable",
+    "reference_contexts": "reference_contexts",
+    "context_labels": "context_labels",
+    "labelled_contexts": "labelled_contexts",
+    "labelled_doc_ids": "labelled_doc_ids",
+}
+
+
 class Trace(BaseModel):
     """One RAG request as seen by ragpulse.
 
@@ -177,9 +188,17 @@ class Trace(BaseModel):
         expected_answer / keywords: reference data, from a test case or the event.
         not_evaluable: why no judge may score this trace, set by its producer (e.g. ``rag_endpoint_failed: …``,
             ``ambiguous_answer``, ``trace_error``); ``None`` = judge it if it has a question and an answer.
+        reference_contexts: ground-truth contexts (context recall/precision without labels).
+        context_labels: relevance label per retrieved document (or per ``labelled_contexts``/``labelled_doc_ids``
+            entry when those are given: the chunks the labels belong to, matched against the retrieved ones).
         answer_span_id: the span that supplied the answer and context (OTLP), when chosen among several.
         answer_candidates: span ids of the LLM calls that could have been the answer (OTLP).
         error: trace-level error reported by the source (e.g. OTLP root status ERROR), one line.
+
+    Older producers put ``not_evaluable`` (as ``ragpulse.not_evaluable``), ``reference_contexts``,
+    ``context_labels``, ``labelled_contexts`` and ``labelled_doc_ids`` in ``attributes``; those keys are moved
+    into the typed fields on construction (:data:`LEGACY_ATTRIBUTE_FIELDS`), and :meth:`wire_attributes` puts
+    them back for senders that must stay readable by older receivers.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -205,9 +224,32 @@ class Trace(BaseModel):
     expected_answer: str | None = None
     keywords: tuple[str, ...] | None = None
     not_evaluable: str | None = None
+    reference_contexts: tuple[str, ...] = ()
+    context_labels: tuple[bool, ...] | None = None
+    labelled_contexts: tuple[str, ...] | None = None
+    labelled_doc_ids: tuple[str, ...] | None = None
     answer_span_id: str | None = None
     answer_candidates: tuple[str, ...] = ()
     error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_legacy_attributes(cls, data: Any) -> Any:
+        """Move the older attribute keys (:data:`LEGACY_ATTRIBUTE_FIELDS`) into the typed fields."""
+        if not isinstance(data, Mapping):
+            return data
+        attrs = data.get("attributes")
+        if not isinstance(attrs, Mapping) or not any(k in attrs for k in LEGACY_ATTRIBUTE_FIELDS):
+            return data
+        out = dict(data)
+        rest = dict(attrs)
+        for key, field in LEGACY_ATTRIBUTE_FIELDS.items():
+            if key in rest:
+                value = rest.pop(key)
+                if out.get(field) in (None, ()):  # a typed value wins over the older key
+                    out[field] = value
+        out["attributes"] = rest
+        return out
 
     @field_validator("not_evaluable", "error", mode="before")
     @classmethod
@@ -215,6 +257,22 @@ class Trace(BaseModel):
         if isinstance(v, str):
             return v.strip()[:REASON_MAX_CHARS] or None
         return v
+
+    @field_validator("context_labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple) and any(x not in (0, 1) or isinstance(x, str) for x in v):
+            raise ValueError("context_labels must hold 0/1 values")
+        return v
+
+    def wire_attributes(self) -> dict[str, Any]:
+        """``attributes`` plus the typed fields older receivers read from attributes (for senders)."""
+        out = dict(self.attributes)
+        for key, field in LEGACY_ATTRIBUTE_FIELDS.items():
+            value = getattr(self, field)
+            if value not in (None, ()):
+                out[key] = list(value) if isinstance(value, tuple) else value
+        return out
 
     @field_validator("trace_id", mode="before")
     @classmethod

@@ -230,7 +230,7 @@ _reasons = LabelFolder(REASON_LABEL_LIMIT)
 
 
 def configure_app_label_limit(limit: int) -> None:
-    """Set the number of distinct ``app`` label values kept (``Settings.metrics_app_label_limit``).
+    """Set the number of distinct ``app`` label values kept (the ``export.metrics_app_label_limit`` setting).
 
     Also forgets the values seen so far (tests and a fresh ``serve`` start from zero).
     """

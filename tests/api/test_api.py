@@ -277,7 +277,7 @@ def test_dead_letters(portal: Portal) -> None:
 
     async def put() -> None:
         s = await PostgresStore.connect(
-            portal.db_url, Settings(database_url=portal.db_url, database_pool_max=1)
+            portal.db_url, Settings(database_url=portal.db_url, database_pool_max=1).store
         )
         try:
             await s.write_dead_letter("otlp", "decode: bad protobuf", b"\x00\x01", {"peer": "127.0.0.1"})

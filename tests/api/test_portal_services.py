@@ -30,7 +30,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 @pytest.fixture
 async def store(pg_url: str) -> AsyncIterator[PostgresStore]:
-    s = await PostgresStore.connect(pg_url, Settings(database_url=pg_url, database_pool_max=2))
+    s = await PostgresStore.connect(pg_url, Settings(database_url=pg_url, database_pool_max=2).store)
     try:
         yield s
     finally:

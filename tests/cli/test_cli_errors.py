@@ -188,7 +188,7 @@ def _table(f: Files) -> list[Case]:
     return cases
 
 
-CONFIG_MSG = r"^error: invalid configuration: sampling_rate: Input should be a valid number"
+CONFIG_MSG = r"^error: invalid configuration: engine\.sampling_rate \(.*\): Input should be a valid number"
 DB_MSG = r"^error: store: connect failed"
 
 

@@ -134,7 +134,7 @@ def test_junit_xml_one_testcase_per_case(tmp_path: Path) -> None:
 
 
 async def _store_run(url: str, report: RunReport, run_id: str = "run-g") -> None:
-    async with open_store(Settings(database_url=url)) as store:
+    async with open_store(Settings(database_url=url).store) as store:
         await store.create_run(
             RunRecord(run_id=run_id, test_set="kestrel_kb", judges=dict.fromkeys(JUDGES, "v1"))
         )

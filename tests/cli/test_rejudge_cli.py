@@ -19,9 +19,9 @@ from ragpulse.testing.fakes import ScriptedJudge
 
 async def _seed(url: str) -> None:
     s = Settings(database_url=url)
-    store = await PostgresStore.connect(url, s)
+    store = await PostgresStore.connect(url, s.store)
     try:
-        async with Engine({"keyword": ScriptedJudge("keyword", 0.1)}, store, s) as eng:
+        async with Engine({"keyword": ScriptedJudge("keyword", 0.1)}, store, s.engine) as eng:
             for i, app_name in enumerate(["shop", "shop", "hr"]):
                 await eng.submit(
                     Trace(
@@ -89,9 +89,9 @@ def test_rejudge_with_the_judge_model_down_exits_3(pg_url: str, monkeypatch: pyt
 async def _seed_good(url: str) -> None:
     """Three traces with a good (scored) relevancy judgement, as an earlier run with a working model left them."""
     s = Settings(database_url=url)
-    store = await PostgresStore.connect(url, s)
+    store = await PostgresStore.connect(url, s.store)
     try:
-        async with Engine({"relevancy": ScriptedJudge("relevancy", 0.9)}, store, s) as eng:
+        async with Engine({"relevancy": ScriptedJudge("relevancy", 0.9)}, store, s.engine) as eng:
             for i in range(3):
                 await eng.submit(
                     Trace(

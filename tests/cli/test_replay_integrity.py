@@ -186,7 +186,7 @@ def test_via_a_serve_that_writes_elsewhere_fails_within_seconds(
 
 async def _store_event_traces(url: str) -> None:
     """What serve stores for two Kafka events carrying ``runId: ext-1`` (no replay created the run)."""
-    store = await PostgresStore.connect(url, Settings(database_url=url))
+    store = await PostgresStore.connect(url, Settings(database_url=url).store)
     try:
         results = []
         for i, score in enumerate((0.9, 0.2)):

@@ -168,7 +168,7 @@ def test_sigterm_stops_the_embedded_postgres_it_started(
         info.process.wait(20)  # psutil: raises TimeoutExpired if the server is still up
         assert not info.is_running()
         # the run was marked failed before the server stopped
-        url = start_embedded(Settings(database_url=None, database_embedded_dir=pgdata))
+        url = start_embedded(Settings(database_url=None, database_embedded_dir=pgdata).store)
         row = asyncio.run(_run_row(url, "term-emb"))
         assert row is not None
         assert row["status"] == "failed"

@@ -34,7 +34,7 @@ def _ts() -> TestSet:
 
 async def _seed(url: str) -> None:
     s = Settings(database_url=url)
-    store = await PostgresStore.connect(url, s)
+    store = await PostgresStore.connect(url, s.store)
     try:
         good = {"relevancy": ScriptedJudge("relevancy", 0.9)}
         await _replay(_ts(), judges=good, store=store, settings=s, run_id="base")
@@ -146,9 +146,9 @@ def test_a_run_id_that_came_only_with_events_is_shown_and_gated(
 
     async def seed() -> None:
         s = Settings(database_url=pg_url)
-        store = await PostgresStore.connect(pg_url, s)
+        store = await PostgresStore.connect(pg_url, s.store)
         try:
-            async with Engine({"keyword": ScriptedJudge("keyword", 0.9)}, store, s) as eng:
+            async with Engine({"keyword": ScriptedJudge("keyword", 0.9)}, store, s.engine) as eng:
                 for i, q in enumerate(["q1", "q2"]):
                     await eng.submit(
                         Trace(

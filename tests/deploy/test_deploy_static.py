@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ragpulse.config import Settings
+from ragpulse.config import Settings, known_env_vars, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -29,7 +29,7 @@ def _is_setting(name: str) -> bool:
         return True
     if not name.startswith("RAGPULSE_"):
         return False
-    return name.removeprefix("RAGPULSE_").lower() in Settings.model_fields
+    return name in known_env_vars()
 
 
 def _k8s_docs() -> list[dict[str, Any]]:
@@ -75,7 +75,8 @@ def test_dockerfile_env_and_ports() -> None:
     assert exposed == set(DEFAULT_PORTS.values())
     for field, port in DEFAULT_PORTS.items():
         assert _port(env[f"RAGPULSE_{field.upper()}"]) == port
-        assert _port(getattr(Settings(), field)) == port  # the defaults agree
+        section, _, key = field.partition("_")
+        assert _port(getattr(getattr(Settings(), section), key)) == port  # the defaults agree
     assert 'ENTRYPOINT ["ragpulse"]' in text
     assert 'CMD ["serve"]' in text
     assert "/healthz" in text
@@ -93,11 +94,9 @@ def test_compose_services_env_and_ports() -> None:
     env = rp["environment"]
     unknown = [k for k in env if not _is_setting(k)]
     assert unknown == []
-    s = Settings(
-        **{k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if k.startswith("RAGPULSE_")}
-    )
-    assert s.kafka_bootstrap_servers == "kafka:9092"
-    assert s.kafka_topics == ["rag-traces"]
+    s = load_settings(environ={k: str(v) for k, v in env.items() if k.startswith("RAGPULSE_")})
+    assert s.kafka.bootstrap_servers == "kafka:9092"
+    assert s.kafka.topics == ["rag-traces"]
     host_ports = {int(p.split(":")[1]) for p in rp["ports"]}
     assert (
         host_ports
@@ -139,12 +138,8 @@ def test_k8s_ragpulse_env_ports_and_probes() -> None:
         assert env["RAGPULSE_HTTP_ADDRESS"] == "0.0.0.0:9464"  # probes reach the pod IP
         assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-        plain: dict[str, Any] = {
-            k.removeprefix("RAGPULSE_").lower(): v
-            for k, v in env.items()
-            if k.startswith("RAGPULSE_") and v is not None
-        }
-        Settings(**plain)  # every literal value is valid for its setting
+        plain = {k: v for k, v in env.items() if k.startswith("RAGPULSE_") and v is not None}
+        load_settings(environ=plain)  # every literal value is valid for its setting
         for field in ("otlp_grpc_address", "otlp_http_address"):
             value = env.get(f"RAGPULSE_{field.upper()}")
             if value:
@@ -156,18 +151,17 @@ def test_k8s_consumer_is_a_kafka_group_with_replicas_and_otlp_off() -> None:
     dep = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "ragpulse-consumer")
     assert dep["spec"]["replicas"] >= 2
     env = _container_env(dep["spec"]["template"]["spec"]["containers"][0], docs)
-    values: dict[str, Any] = {k.removeprefix("RAGPULSE_").lower(): v for k, v in env.items() if v is not None}
-    s = Settings(**values)
-    assert s.kafka_bootstrap_servers
-    assert s.kafka_group_id == "ragpulse"
-    assert s.kafka_topics == ["rag-traces"]
-    assert s.otlp_grpc_address == ""
-    assert s.otlp_http_address == ""
+    s = load_settings(environ={k: v for k, v in env.items() if v is not None})
+    assert s.kafka.bootstrap_servers
+    assert s.kafka.group_id == "ragpulse"
+    assert s.kafka.topics == ["rag-traces"]
+    assert s.otlp.grpc_address == ""
+    assert s.otlp.http_address == ""
     # Secrets come from a Secret, never from the ConfigMap.
     cm = next(d for d in docs if d["kind"] == "ConfigMap")
     assert not any("PASSWORD" in k or "API_KEY" in k for k in cm["data"])
     grace = dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > Settings().shutdown_deadline_s
+    assert grace > Settings().engine.shutdown_deadline_s
 
 
 def test_k8s_sidecar_app_exports_to_loopback() -> None:

@@ -51,7 +51,7 @@ def test_collector_load_balancer_routes_by_trace_id_to_ragpulse_grpc() -> None:
     cfg = _yaml(COLLECTOR / "loadbalancing.yaml")
     lb = cfg["exporters"]["loadbalancing"]
     assert lb["routing_key"] == "traceID"
-    default_grpc_port = int(str(Settings.model_fields["otlp_grpc_address"].default).rsplit(":", 1)[1])
+    default_grpc_port = int(Settings().otlp.grpc_address.rsplit(":", 1)[1])
     assert lb["resolver"]["dns"]["port"] == default_grpc_port
     # the token goes in the `authorization` header the ragpulse receivers check, from the environment
     assert lb["protocol"]["otlp"]["headers"]["authorization"] == "Bearer ${env:RAGPULSE_OTLP_TOKEN}"

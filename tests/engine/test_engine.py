@@ -11,6 +11,7 @@ import structlog
 
 from ragpulse.config import JudgeRoute, Settings
 from ragpulse.engine import Engine, EngineClosedError
+from ragpulse.errors import ConfigError
 from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
 from ragpulse.testing.fakes import GatedJudge, MemoryExporter, MemoryStore, ScriptedJudge
 from testsupport import wait_until
@@ -47,7 +48,7 @@ class Acks:
 async def test_outcomes_are_stored_with_reasons() -> None:
     store, acks = MemoryStore(), Acks()
     judges = {"a": ScriptedJudge("a", 0.9), "b": ScriptedJudge("b", 0.2)}
-    async with Engine(judges, store, _settings()) as eng:
+    async with Engine(judges, store, _settings().engine) as eng:
         await eng.submit(_trace(1), acks)
         await eng.submit(_trace(2, question=None), acks)
         await eng.submit(_trace(3, answer="   "), acks)
@@ -80,7 +81,7 @@ async def test_outcomes_are_stored_with_reasons() -> None:
 async def test_not_sampled_traces_are_stored_without_judgements() -> None:
     store = MemoryStore()
     judge = ScriptedJudge("a")
-    async with Engine({"a": judge}, store, _settings(sampling_rate=0.0)) as eng:
+    async with Engine({"a": judge}, store, _settings(sampling_rate=0.0).engine) as eng:
         for i in range(5):
             await eng.submit(_trace(i, source=Source.KAFKA))
     assert judge.calls == 0
@@ -93,7 +94,7 @@ async def test_not_sampled_traces_are_stored_without_judgements() -> None:
 async def test_test_traffic_is_judged_whatever_the_sampling_rate() -> None:
     store = MemoryStore()
     judge = ScriptedJudge("a")
-    async with Engine({"a": judge}, store, _settings(sampling_rate=0.0)) as eng:
+    async with Engine({"a": judge}, store, _settings(sampling_rate=0.0).engine) as eng:
         await eng.submit(_trace(0, source=Source.REPLAY))
         await eng.submit(
             _trace(1, source=Source.KAFKA, run_id="nightly")
@@ -109,7 +110,7 @@ async def test_sampling_rate_half_follows_the_hash() -> None:
     from ragpulse.engine import is_sampled
 
     store = MemoryStore()
-    async with Engine({"a": ScriptedJudge("a")}, store, _settings(sampling_rate=0.5)) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, _settings(sampling_rate=0.5).engine) as eng:
         for i in range(200):
             await eng.submit(_trace(i, source=Source.OTLP))
     judged = {tid for tid, r in store.traces.items() if r.outcome is TraceOutcome.EVALUATED}
@@ -123,7 +124,7 @@ async def test_back_pressure_submit_blocks_while_queue_full() -> None:
     store = MemoryStore()
     judge = GatedJudge("g", gate)
     s = _settings(engine_queue_size=2, engine_workers=1, engine_batch_size=1)
-    async with Engine({"g": judge}, store, s) as eng:
+    async with Engine({"g": judge}, store, s.engine) as eng:
         await eng.submit(_trace(0))
         await asyncio.wait_for(judge.waiting.wait(), 5)  # taken by the single worker
         await eng.submit(_trace(1))
@@ -142,7 +143,7 @@ async def test_back_pressure_submit_blocks_while_queue_full() -> None:
 async def test_results_are_written_in_batches() -> None:
     store = MemoryStore()
     s = _settings(engine_batch_size=5, engine_flush_interval_s=1.0, engine_workers=2)
-    async with Engine({"a": ScriptedJudge("a")}, store, s) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, s.engine) as eng:
         for i in range(12):
             await eng.submit(_trace(i))
         assert await eng.drain(5)
@@ -157,7 +158,7 @@ async def test_writers_overlap_store_latency() -> None:
     store = MemoryStore()
     store.write_delay_s = 0.1
     s = _settings(engine_batch_size=5, engine_writers=2, engine_workers=8, engine_flush_interval_s=0.01)
-    async with Engine({"a": ScriptedJudge("a")}, store, s) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, s.engine) as eng:
         for i in range(20):
             await eng.submit(_trace(i))
         assert await eng.drain(5)
@@ -169,7 +170,7 @@ async def test_writers_overlap_store_latency() -> None:
 async def test_partial_batch_is_flushed_without_waiting_for_the_timer() -> None:
     store = MemoryStore()
     s = _settings(engine_batch_size=100, engine_flush_interval_s=30.0)
-    async with Engine({"a": ScriptedJudge("a")}, store, s) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, s.engine) as eng:
         t0 = time.perf_counter()
         await eng.submit(_trace(1))
         assert await eng.drain(5)
@@ -180,7 +181,7 @@ async def test_partial_batch_is_flushed_without_waiting_for_the_timer() -> None:
 async def test_store_retry_then_success() -> None:
     store, acks = MemoryStore(), Acks()
     store.fail_next(2, retriable=True)
-    async with Engine({"a": ScriptedJudge("a")}, store, _settings(engine_store_retries=3)) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, _settings(engine_store_retries=3).engine) as eng:
         await eng.submit(_trace(1), acks)
         assert await eng.drain(5)
     assert acks.got["t-1"][1] is True
@@ -194,7 +195,9 @@ async def test_final_store_failure_acks_not_ok() -> None:
     store, acks = MemoryStore(), Acks()
     store.fail_next(3, retriable=True)
     exporter = MemoryExporter()
-    async with Engine({"a": ScriptedJudge("a")}, store, _settings(engine_store_retries=3), [exporter]) as eng:
+    async with Engine(
+        {"a": ScriptedJudge("a")}, store, _settings(engine_store_retries=3).engine, [exporter]
+    ) as eng:
         await eng.submit(_trace(1), acks)
         assert await eng.drain(5)
     assert acks.got["t-1"][1] is False
@@ -210,7 +213,7 @@ async def test_non_retriable_batch_failure_is_split_per_trace() -> None:
     gate = asyncio.Event()
 
     store.fail_next(1, retriable=False)
-    async with Engine({"a": GatedJudge("a", gate)}, store, s) as eng:
+    async with Engine({"a": GatedJudge("a", gate)}, store, s.engine) as eng:
         for i in range(3):
             await eng.submit(_trace(i), acks)
         gate.set()
@@ -223,7 +226,7 @@ async def test_non_retriable_batch_failure_is_split_per_trace() -> None:
 async def test_judge_that_raises_becomes_error_judgement() -> None:
     store = MemoryStore()
     judges = {"bad": ScriptedJudge("bad", raises=["t-1"]), "good": ScriptedJudge("good", 0.7)}
-    async with Engine(judges, store, _settings()) as eng:
+    async with Engine(judges, store, _settings().engine) as eng:
         await eng.submit(_trace(1))
         await eng.submit(_trace(2))
     bad = {j.judge: j for j in store.traces["t-1"].judgements}
@@ -237,7 +240,7 @@ async def test_judge_that_raises_becomes_error_judgement() -> None:
 
 async def test_exporters_get_only_changed_judgements() -> None:
     store, exporter = MemoryStore(), MemoryExporter()
-    async with Engine({"a": ScriptedJudge("a", 0.9)}, store, _settings(), [exporter]) as eng:
+    async with Engine({"a": ScriptedJudge("a", 0.9)}, store, _settings().engine, [exporter]) as eng:
         await eng.submit(_trace(1))
         assert await eng.drain(5)
         await eng.submit(_trace(1))  # redelivery: same verdict
@@ -250,7 +253,7 @@ async def test_exporters_get_only_changed_judgements() -> None:
 
 async def test_graceful_shutdown_drains_in_flight_work() -> None:
     store, acks = MemoryStore(), Acks()
-    eng = Engine({"a": ScriptedJudge("a", delay_s=0.05)}, store, _settings(engine_workers=2))
+    eng = Engine({"a": ScriptedJudge("a", delay_s=0.05)}, store, _settings(engine_workers=2).engine)
     await eng.start()
     for i in range(6):
         await eng.submit(_trace(i), acks)
@@ -263,7 +266,7 @@ async def test_graceful_shutdown_drains_in_flight_work() -> None:
 
 async def test_shutdown_deadline_cancels_and_does_not_ack() -> None:
     store, acks = MemoryStore(), Acks()
-    eng = Engine({"a": ScriptedJudge("a", delay_s=30)}, store, _settings(shutdown_deadline_s=0.2))
+    eng = Engine({"a": ScriptedJudge("a", delay_s=30)}, store, _settings(shutdown_deadline_s=0.2).engine)
     await eng.start()
     await eng.submit(_trace(1), acks)
     t0 = time.perf_counter()
@@ -278,7 +281,7 @@ async def test_blocked_submit_fails_when_engine_closes() -> None:
 
     s = _settings(engine_queue_size=1, engine_workers=1, shutdown_deadline_s=0.2)
     judge = GatedJudge("g", gate)
-    eng = Engine({"g": judge}, MemoryStore(), s)
+    eng = Engine({"g": judge}, MemoryStore(), s.engine)
     await eng.start()
     await eng.submit(_trace(0))
     await asyncio.wait_for(judge.waiting.wait(), 5)
@@ -297,7 +300,7 @@ async def test_routes_pick_judges_per_app_and_scenario() -> None:
         JudgeRoute(app="shop", scenario="orders", judges=["keyword"]),
         JudgeRoute(app="shop", judges=["relevancy", "faithfulness"]),
     ]
-    async with Engine(judges, store, _settings(judge_routes=routes)) as eng:
+    async with Engine(judges, store, _settings().engine, routes=routes) as eng:
         await eng.submit(_trace(1, app="shop", scenario="orders"))
         await eng.submit(_trace(2, app="shop", scenario="faq"))
         await eng.submit(_trace(3, app="hr"))
@@ -318,7 +321,7 @@ async def test_trace_id_is_bound_in_log_context_while_judging() -> None:
             seen.append(structlog.contextvars.get_contextvars().get("trace_id"))
             return await super().judge(trace)
 
-    async with Engine({"p": Peek("p"), "q": Peek("q")}, MemoryStore(), _settings()) as eng:
+    async with Engine({"p": Peek("p"), "q": Peek("q")}, MemoryStore(), _settings().engine) as eng:
         await eng.submit(_trace("abc"))
     assert seen == ["t-abc", "t-abc"]
     assert structlog.contextvars.get_contextvars().get("trace_id") is None
@@ -330,7 +333,7 @@ async def test_ack_failure_does_not_stop_the_engine() -> None:
     async def bad_ack(result: TraceResult, ok: bool) -> None:
         raise ValueError("ack blew up")
 
-    async with Engine({"a": ScriptedJudge("a")}, store, _settings()) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, _settings().engine) as eng:
         await eng.submit(_trace(1), bad_ack)
         await eng.submit(_trace(2))
         assert await eng.drain(5)
@@ -352,7 +355,7 @@ async def test_cancelled_blocked_submit_gives_its_slot_back() -> None:
     store = MemoryStore()
     s = _settings(engine_queue_size=1, engine_workers=1)
     judge = GatedJudge("g", gate)
-    async with Engine({"g": judge}, store, s) as eng:
+    async with Engine({"g": judge}, store, s.engine) as eng:
         await eng.submit(_trace(0))
         await asyncio.wait_for(judge.waiting.wait(), 5)
         await eng.submit(_trace(1))
@@ -377,7 +380,7 @@ async def test_duplicate_trace_in_one_batch_is_exported_once() -> None:
         acks.append(ok)
 
     s = _settings(engine_batch_size=10, engine_flush_interval_s=1.0, engine_writers=1)
-    async with Engine({"g": GatedJudge("g", gate)}, store, s, [exporter]) as eng:
+    async with Engine({"g": GatedJudge("g", gate)}, store, s.engine, [exporter]) as eng:
         await eng.submit(_trace(1), ack)
         await eng.submit(_trace(1), ack)
         gate.set()
@@ -386,3 +389,31 @@ async def test_duplicate_trace_in_one_batch_is_exported_once() -> None:
     assert acks == [True, True]
     assert len(exporter.calls) == 1
     assert [j.judge for j in exporter.calls[0][1]] == ["g"]
+
+
+async def test_sampling_rules_and_always_judge_from_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``engine.sampling_rules`` and ``engine.always_judge`` (here from the environment) drive the engine's policy:
+    always-judge predicates > app/scenario rules > the global rate."""
+    from ragpulse.config import load_settings
+
+    monkeypatch.setenv("RAGPULSE_ENGINE_SAMPLING_RATE", "0")
+    monkeypatch.setenv("RAGPULSE_ENGINE_SAMPLING_RULES", '[{"app": "shop", "rate": 1.0}, {"rate": 0.0}]')
+    monkeypatch.setenv("RAGPULSE_ENGINE_ALWAYS_JUDGE", '["attributes.feedback == \\"negative\\""]')
+    settings = load_settings()
+    assert settings.engine.sampling_rules[0].app == "shop"
+    store = MemoryStore()
+    judge = ScriptedJudge("a")
+    async with Engine({"a": judge}, store, settings.engine) as eng:
+        await eng.submit(_trace(0, source=Source.KAFKA, app="shop"))  # rule: rate 1
+        await eng.submit(_trace(1, source=Source.KAFKA, app="blog"))  # catch-all rule: rate 0
+        await eng.submit(_trace(2, source=Source.KAFKA, app="blog", attributes={"feedback": "negative"}))
+    assert judge.calls == 2
+    outcomes = {tid: r.outcome for tid, r in store.traces.items()}
+    assert outcomes == {
+        "t-0": TraceOutcome.EVALUATED,
+        "t-1": TraceOutcome.NOT_SAMPLED,
+        "t-2": TraceOutcome.EVALUATED,
+    }
+    monkeypatch.setenv("RAGPULSE_ENGINE_ALWAYS_JUDGE", '["feedback is bad"]')
+    with pytest.raises(ConfigError, match=r"always_judge: 'feedback is bad' is not"):
+        Engine({"a": judge}, store, load_settings().engine)

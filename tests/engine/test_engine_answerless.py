@@ -42,7 +42,7 @@ async def test_answerless_trace_runs_only_judges_without_needs_answer() -> None:
     ctx = RetrievalJudge("ctx", 0.75, threshold=0.5)
     rel, kw = ScriptedJudge("rel", 0.9), AnswerJudge("kw", 0.9)
     judges = {"rel": rel, "ctx": ctx, "kw": kw}
-    async with Engine(judges, store, _settings()) as eng:
+    async with Engine(judges, store, _settings().engine) as eng:
         await eng.submit(Trace(trace_id="t-1", question="q", answer=None, context="chunk"))
         await eng.submit(Trace(trace_id="t-2", question="q", answer="  ", context="chunk"))
         await eng.submit(Trace(trace_id="t-3", question="q", answer="a", context="chunk"))
@@ -69,7 +69,7 @@ async def test_answerless_trace_runs_only_judges_without_needs_answer() -> None:
 async def test_answerless_trace_with_no_runnable_judge_stays_not_evaluable() -> None:
     store = MemoryStore()
     rel, kw = ScriptedJudge("rel"), AnswerJudge("kw")
-    async with Engine({"rel": rel, "kw": kw}, store, _settings()) as eng:
+    async with Engine({"rel": rel, "kw": kw}, store, _settings().engine) as eng:
         await eng.submit(Trace(trace_id="t-1", question="q", answer=None, context="chunk"))
     r = store.traces["t-1"]
     assert (r.outcome, r.outcome_reason, r.judgements) == (TraceOutcome.NOT_EVALUABLE, "no_answer", ())
@@ -80,7 +80,7 @@ async def test_answerless_trace_with_no_runnable_judge_stays_not_evaluable() -> 
 async def test_no_question_is_not_evaluable_even_for_retrieval_judges() -> None:
     store = MemoryStore()
     ctx = RetrievalJudge("ctx")
-    async with Engine({"ctx": ctx}, store, _settings()) as eng:
+    async with Engine({"ctx": ctx}, store, _settings().engine) as eng:
         await eng.submit(Trace(trace_id="t-1", question=" ", answer=None, context="chunk"))
         await eng.submit(Trace(trace_id="t-2", question=None, answer="a", context="chunk"))
     assert ctx.calls == 0
@@ -93,7 +93,7 @@ async def test_routes_decide_which_judges_apply_to_answerless_traces() -> None:
     store = MemoryStore()
     ctx, rel = RetrievalJudge("ctx", 0.2), ScriptedJudge("rel")
     routes = [JudgeRoute(app="chat", judges=["rel"])]
-    async with Engine({"ctx": ctx, "rel": rel}, store, _settings(judge_routes=routes)) as eng:
+    async with Engine({"ctx": ctx, "rel": rel}, store, _settings().engine, routes=routes) as eng:
         await eng.submit(Trace(trace_id="t-chat", app="chat", question="q", context="c"))
         await eng.submit(Trace(trace_id="t-search", app="search", question="q", context="c"))
         await eng.submit(Trace(trace_id="t-inc", app="search", question="q", context="c", incomplete=True))

@@ -20,7 +20,7 @@ async def test_redelivering_engine_retries_a_connection_outage_beyond_the_retry_
     async def ack(_: TraceResult, ok: bool) -> None:
         acks.append(ok)
 
-    async with Engine({"k": ScriptedJudge("k", 1.0)}, store, _settings(), redelivering=True) as engine:
+    async with Engine({"k": ScriptedJudge("k", 1.0)}, store, _settings().engine, redelivering=True) as engine:
         for i in range(5):
             await engine.submit(Trace(trace_id=f"t{i}", question="q", answer="a"), ack)
         assert await engine.drain(30)
@@ -38,7 +38,7 @@ async def test_redelivering_engine_fails_a_data_error_at_once() -> None:
     async def ack(_: TraceResult, ok: bool) -> None:
         acks.append(ok)
 
-    async with Engine({"k": ScriptedJudge("k", 1.0)}, store, _settings(), redelivering=True) as engine:
+    async with Engine({"k": ScriptedJudge("k", 1.0)}, store, _settings().engine, redelivering=True) as engine:
         await engine.submit(Trace(trace_id="bad", question="q", answer="a"), ack)
         assert await engine.drain(30)
     assert acks == [False]
@@ -53,7 +53,7 @@ async def test_in_process_engine_keeps_its_bounded_retries() -> None:
     async def ack(_: TraceResult, ok: bool) -> None:
         acks.append(ok)
 
-    async with Engine({"k": ScriptedJudge("k", 1.0)}, store, _settings()) as engine:
+    async with Engine({"k": ScriptedJudge("k", 1.0)}, store, _settings().engine) as engine:
         await engine.submit(Trace(trace_id="t", question="q", answer="a"), ack)
         assert await engine.drain(30)
     assert acks == [False]

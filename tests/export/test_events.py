@@ -51,7 +51,7 @@ def test_events_reach_an_otlp_receiver_with_trace_context(
         monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", rx.url)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "http/protobuf")
-        exporters = build_exporters(Settings(service_name="ragpulse-test"))
+        exporters = build_exporters(Settings(service_name="ragpulse-test").export)
         assert [type(e) for e in exporters] == [MetricsExporter, EvaluationEventExporter]
         res, js = _result()
         for e in exporters:
@@ -106,7 +106,7 @@ def test_no_endpoint_no_event_exporter(
 ) -> None:
     for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
-    assert [type(e) for e in build_exporters(Settings())] == [MetricsExporter]
+    assert [type(e) for e in build_exporters(Settings().export)] == [MetricsExporter]
 
 
 def test_non_otlp_trace_ids() -> None:
@@ -126,7 +126,7 @@ def test_redelivery_emits_nothing_and_full_queue_drops_and_counts() -> None:
         from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 
         exp = EvaluationEventExporter(
-            Settings(), log_exporter=OTLPLogExporter(endpoint=rx.url, timeout=10), max_queue_size=4,
+            Settings().export, log_exporter=OTLPLogExporter(endpoint=rx.url, timeout=10), max_queue_size=4,
             schedule_delay_s=0.01, max_export_batch_size=1,
         )  # fmt: skip
         res, js = _result()
@@ -171,7 +171,7 @@ def test_events_over_grpc(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_INSECURE", "true")
         from ragpulse.export.events import build_event_exporter
 
-        exp = build_event_exporter(Settings())
+        exp = build_event_exporter(Settings().export)
         assert exp is not None
         res, js = _result()
         exp.on_stored(res, js[:2])

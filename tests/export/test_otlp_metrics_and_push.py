@@ -29,7 +29,7 @@ from ragpulse.config import Settings
 from ragpulse.export import build_exporters, render_metrics, shutdown_metrics
 from ragpulse.model import Backend, Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
 
-exporters = build_exporters(Settings(service_name="ragpulse-otlp-test"))
+exporters = build_exporters(Settings(service_name="ragpulse-otlp-test").export)
 for i, score in enumerate([0.1, 0.45, 0.96, 1.0]):
     j = Judgement(judge="faithfulness", version="v1", backend=Backend.LLM, score=score, passed=score >= 0.5,
                   threshold=0.5, status=JudgementStatus.OK, latency_s=0.25, prompt_tokens=10, completion_tokens=2)
@@ -133,21 +133,21 @@ def test_push_to_gateway_groups_by_run_id(metrics_runtime: MetricsRuntime, gatew
 
     j = ok("pushjudge", 0.9)
     MetricsExporter().on_stored(result("push-app", j), [j])
-    assert push_to_gateway(Settings(pushgateway_url=gateway.url), "run-42") is True
+    assert push_to_gateway(Settings(pushgateway_url=gateway.url).export, "run-42") is True
     ((method, path, body),) = gateway.pushes
     assert method == "PUT"
     assert path == "/metrics/job/ragpulse_replay/run_id/run-42"
     assert value(body, "ragpulse_judgements_total", judge="pushjudge", app="push-app", outcome="pass") == 1
-    assert push_to_gateway(Settings(), "run-43") is False  # no URL: no push
+    assert push_to_gateway(Settings().export, "run-43") is False  # no URL: no push
     assert len(gateway.pushes) == 1
 
 
 def test_push_failure_is_reported_not_raised(metrics_runtime: MetricsRuntime) -> None:
     gw = _Gateway(status=500)
     try:
-        assert push_to_gateway(Settings(pushgateway_url=gw.url), "run-1") is False
+        assert push_to_gateway(Settings(pushgateway_url=gw.url).export, "run-1") is False
         with pytest.raises(ExportError, match="pushgateway"):
-            push_to_gateway(Settings(pushgateway_url=gw.url), "run-1", strict=True)
+            push_to_gateway(Settings(pushgateway_url=gw.url).export, "run-1", strict=True)
         assert len(gw.pushes) == 2
     finally:
         gw.close()

@@ -45,8 +45,10 @@ def test_evaluator_spans_linked_to_the_evaluated_span(
         for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"):
             monkeypatch.delenv(var, raising=False)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rx.url)
-        assert [type(e) for e in build_exporters(Settings())] == [MetricsExporter]  # off by default
-        exporters = build_exporters(Settings(evaluation_spans=True, service_name="ragpulse-spans-test"))
+        assert [type(e) for e in build_exporters(Settings().export)] == [MetricsExporter]  # off by default
+        exporters = build_exporters(
+            Settings(evaluation_spans=True, service_name="ragpulse-spans-test").export
+        )
         assert [type(e) for e in exporters] == [MetricsExporter, EvaluationSpanExporter]
         res, js = _result()
         for e in exporters:

@@ -305,7 +305,7 @@ async def test_errored_kafka_event_is_stored_not_evaluable_trace_error() -> None
 
     judge = ScriptedJudge("faithfulness", 0.0)
     store = MemoryStore()
-    async with Engine({"faithfulness": judge}, store, Settings()) as engine:
+    async with Engine({"faithfulness": judge}, store, Settings().engine) as engine:
         raw = {
             "traceId": "err-1",
             "question": "q",

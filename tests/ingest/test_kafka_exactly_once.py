@@ -33,13 +33,13 @@ def _event(tid: str, answer: str = "Twenty-five days a year.") -> bytes:
 
 async def _run_until(settings: Settings, store: PostgresStore, group: str, stored: int) -> Engine:
     """One ``serve`` life: fresh judges (no client cache carried over), engine and consumer in ``group``."""
-    s = settings.model_copy(update={"kafka_group_id": group})
+    s = settings.replaced(kafka_group_id=group)
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, s, ["relevancy"])
         engine = await stack.enter_async_context(
-            Engine(judges, store, s, [MetricsExporter()], redelivering=True)
+            Engine(judges, store, s.engine, [MetricsExporter()], redelivering=True)
         )
-        await stack.enter_async_context(KafkaSource(s, engine, commit_interval_s=0.2))
+        await stack.enter_async_context(KafkaSource(s.kafka, engine, commit_interval_s=0.2))
         await wait_until(lambda: engine.stats.stored >= stored, 60, f"{stored} stored traces")
     return engine
 
@@ -66,7 +66,7 @@ def _judgements_total() -> float:
 async def test_redelivery_neither_rejudges_nor_reexports(
     kafka_bootstrap: str, topic: str, pg_url: str
 ) -> None:
-    install_metrics(Settings())
+    install_metrics(Settings().export)
     turn = itertools.cycle(["YES\nIt answers the question.", "NO\nIt does not answer the question."])
 
     def alternating(_: RecordedRequest) -> Reply:
@@ -91,7 +91,7 @@ async def test_redelivery_neither_rejudges_nor_reexports(
         await create_topic(kafka_bootstrap, topic, 2)
         ids = [f"eo-{i}" for i in range(8)]
         await produce(kafka_bootstrap, topic, [*(_event(t) for t in ids), _event("err-1")])
-        store = await PostgresStore.connect(pg_url, settings)
+        store = await PostgresStore.connect(pg_url, settings.store)
         try:
             before_total = _judgements_total()
             await _run_until(settings, store, f"g-{uuid.uuid4().hex[:8]}", 9)

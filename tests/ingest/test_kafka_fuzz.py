@@ -191,10 +191,10 @@ async def test_fuzzed_stream_stored_plus_dead_lettered_equals_sent(
         database_url=pg_url,
         shutdown_deadline_s=5.0,
     )
-    store = await PostgresStore.connect(pg_url, s)
+    store = await PostgresStore.connect(pg_url, s.store)
     try:
-        async with Engine({"keyword": ScriptedJudge("keyword", 1.0)}, store, s) as engine:
-            async with KafkaSource(s, engine, commit_interval_s=0.2) as src:
+        async with Engine({"keyword": ScriptedJudge("keyword", 1.0)}, store, s.engine) as engine:
+            async with KafkaSource(s.kafka, engine, commit_interval_s=0.2) as src:
                 await wait_until(
                     lambda: engine.stats.stored + engine.stats.failed + src.stats["dead_lettered"] >= sent,
                     120,
@@ -214,7 +214,7 @@ async def test_fuzzed_stream_stored_plus_dead_lettered_equals_sent(
     assert await pg_count(pg_url, "SELECT count(*) FROM traces") == len(stored_ids)
     for lit in ("lit-2", "lit-3", "lit-4", "lit-5", "lit-6", "lit-7", "lit-8", "lit-10"):
         assert await pg_count(pg_url, f"SELECT count(*) FROM traces WHERE trace_id = '{lit}'") == 1
-    offs = await committed(kafka_bootstrap, s.kafka_group_id, topic, 2)
+    offs = await committed(kafka_bootstrap, s.kafka.group_id, topic, 2)
     assert sum(v or 0 for v in offs.values()) == sent  # every partition committed to its end
 
 

@@ -64,7 +64,7 @@ def _per_span(req: ExportTraceServiceRequest) -> list[tuple[bytes, ExportTraceSe
 async def _over_http() -> dict[str, Trace]:
     sink = MemorySink()
     s = Settings(otlp_grpc_address="", otlp_http_address="127.0.0.1:0", **ASSEMBLY)
-    async with OtlpReceivers(s, sink) as r:
+    async with OtlpReceivers(s.otlp, sink) as r:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
             for name in FILES:
                 body = (fixtures_dir() / f"{name}.binpb").read_bytes()
@@ -108,7 +108,7 @@ async def test_fixtures_through_kafka_equal_otlp_http(kafka_bootstrap: str, enco
         **ASSEMBLY,
     )
     sink = RecordingSink(50)
-    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+    async with KafkaSource(s.kafka, sink, otlp=s.otlp, commit_interval_s=0.2) as src:
         await _wait_for(lambda: len(sink.acked) >= len(expected))
         # every message is committed once all its traces are stored
         await _wait_for(lambda: src.stats["committed"] > 0 and not src._tracker.in_flight())
@@ -122,7 +122,7 @@ async def test_fixtures_through_kafka_equal_otlp_http(kafka_bootstrap: str, enco
         got["5d753e009d3739ee88db86021265fb07"].incomplete is True
     )  # in flight: released after idle timeout
     assert src.stats["dead_lettered"] == 0
-    offs = await committed(kafka_bootstrap, s.kafka_group_id, topic)
+    offs = await committed(kafka_bootstrap, s.kafka.group_id, topic)
     assert sum(o or 0 for o in offs.values()) == len(values)  # every partition committed to its end
 
 
@@ -145,14 +145,14 @@ async def test_undecodable_message_dead_lettered_loop_goes_on(kafka_bootstrap: s
         **ASSEMBLY,
     )
     sink = RecordingSink()
-    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+    async with KafkaSource(s.kafka, sink, otlp=s.otlp, commit_interval_s=0.2) as src:
         await _wait_for(lambda: len(sink.acked) == 1 and src.stats["dead_lettered"] == 2)
     await sink.close()
     dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 2)
     reasons = [dict(r.headers)["ragpulse.dlq.reason"].decode() for r in dlq]
     assert reasons[0].startswith("malformed_otlp: malformed protobuf payload")
     assert reasons[1] == "malformed_otlp: empty message"
-    assert await committed(kafka_bootstrap, s.kafka_group_id, topic, 1) == {0: 3}
+    assert await committed(kafka_bootstrap, s.kafka.group_id, topic, 1) == {0: 3}
 
 
 async def test_spans_in_assembly_hold_the_commit_and_are_redelivered(kafka_bootstrap: str) -> None:
@@ -181,7 +181,7 @@ async def test_spans_in_assembly_hold_the_commit_and_are_redelivered(kafka_boots
         otlp_idle_timeout_s=600.0,
     )
     sink = RecordingSink()
-    async with KafkaSource(s, sink, commit_interval_s=0.1) as src:
+    async with KafkaSource(s.kafka, sink, otlp=s.otlp, commit_interval_s=0.1) as src:
         await _wait_for(lambda: len(sink.acked) == 1)
         await _wait_for(lambda: src._tracker.to_commit() == {} and src.stats["committed"] >= 1)
         commits = src.stats["committed"]
@@ -195,7 +195,7 @@ async def test_spans_in_assembly_hold_the_commit_and_are_redelivered(kafka_boots
 
     await produce(kafka_bootstrap, topic, [root[0][1].SerializeToString()], keys=[root[0][0]])
     sink2 = RecordingSink()
-    async with KafkaSource(s, sink2, commit_interval_s=0.1):
+    async with KafkaSource(s.kafka, sink2, otlp=s.otlp, commit_interval_s=0.1):
         await _wait_for(lambda: len(sink2.acked) == 1)
     await sink2.close()
     (trace,) = sink2.acked
@@ -204,3 +204,47 @@ async def test_spans_in_assembly_hold_the_commit_and_are_redelivered(kafka_boots
     assert trace.question is not None
     assert trace.answer is not None
     assert await committed(kafka_bootstrap, group, topic, 1) == {0: len(first) + 1}
+
+
+async def test_revoked_partition_drops_held_spans_and_the_new_owner_assembles_the_trace(
+    kafka_bootstrap: str,
+) -> None:
+    """Consumer A holds a trace without its root; B joins the group and takes the partition over (A's spans in
+    assembly are dropped, its offsets not committed); B reads every span again plus the root: one whole trace,
+    judged by B only."""
+    topic = f"otlp-{uuid.uuid4().hex[:8]}"
+    await create_topic(kafka_bootstrap, topic, 1)
+    partial = _per_span(_request("otlp-openllmetry-rag"))
+    root = [(k, r) for k, r in partial if not _spans(r)[0].parent_span_id]
+    children = [(k, r) for k, r in partial if _spans(r)[0].parent_span_id]
+    await produce(
+        kafka_bootstrap, topic, [r.SerializeToString() for _, r in children], keys=[k for k, _ in children]
+    )
+    s = Settings(
+        kafka_bootstrap_servers=kafka_bootstrap,
+        kafka_topics=[topic],  # listed in both: consumed once, as OTLP
+        kafka_topic_encodings={topic: "otlp_proto"},
+        kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
+        shutdown_deadline_s=5.0,
+        otlp_root_grace_s=0.2,
+        otlp_idle_timeout_s=600.0,
+    )
+    sink_a, sink_b = RecordingSink(), RecordingSink()
+    async with KafkaSource(s.kafka, sink_a, otlp=s.otlp, commit_interval_s=0.1) as a:
+        await _wait_for(lambda: a._tracker.in_flight() == len(children))
+        async with KafkaSource(s.kafka, sink_b, otlp=s.otlp, commit_interval_s=0.1) as b:
+            # B joining revokes A's partition: A drops the spans it holds (its offsets stay uncommitted)
+            await _wait_for(lambda: a.stats["otlp_dropped"] >= len(children), 60)
+            await a.stop()  # whoever got the partition back, B owns it now
+            assert a._otlp is not None
+            assert a._otlp.held_messages == 0  # dropped, not committed
+            await _wait_for(lambda: b._tracker.in_flight() == len(children), 60)
+            await produce(kafka_bootstrap, topic, [root[0][1].SerializeToString()], keys=[root[0][0]])
+            await _wait_for(lambda: len(sink_b.acked) == 1, 60)
+    await sink_a.close()
+    await sink_b.close()
+    assert sink_a.acked == []
+    (trace,) = sink_b.acked
+    assert trace.trace_id == root[0][0].decode()
+    assert trace.incomplete is False
+    assert await committed(kafka_bootstrap, s.kafka.group_id, topic, 1) == {0: len(partial)}

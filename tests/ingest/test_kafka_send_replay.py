@@ -92,7 +92,7 @@ async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
     sink = RecordingSink(100)
     port = free_port()
     s = Settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{port}", otlp_root_grace_s=0.1)
-    async with OtlpReceivers(s, sink):
+    async with OtlpReceivers(s.otlp, sink):
         r = await asyncio.to_thread(
             _cli, ["send", path, "--to", "otlp", "--endpoint", f"http://127.0.0.1:{port}"], {}
         )

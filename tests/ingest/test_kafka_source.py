@@ -30,7 +30,7 @@ def _settings(bootstrap: str, topic: str, **kw: object) -> Settings:
         kafka_topics=[topic],
         kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
         shutdown_deadline_s=5.0,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 
@@ -44,7 +44,7 @@ async def test_every_event_delivered_once_and_committed(kafka_bootstrap: str, to
     await produce(kafka_bootstrap, topic, (event(i) for i in range(n)))
     s = _settings(kafka_bootstrap, topic)
     sink = RecordingSink(50)
-    src = KafkaSource(s, sink, commit_interval_s=0.2)
+    src = KafkaSource(s.kafka, sink, commit_interval_s=0.2)
     async with src:
         await _wait_for(lambda: len(sink.acked) >= n)
         assert src.connected
@@ -53,7 +53,7 @@ async def test_every_event_delivered_once_and_committed(kafka_bootstrap: str, to
     assert len(counts) == n
     assert set(counts.values()) == {1}
     assert sink.acked[0].source.value == "kafka"
-    offs = await committed(kafka_bootstrap, s.kafka_group_id, topic)
+    offs = await committed(kafka_bootstrap, s.kafka.group_id, topic)
     assert sum(o or 0 for o in offs.values()) == n  # every partition committed to its end
     assert src.stats["received"] == n
     assert src.stats["dead_lettered"] == 0
@@ -73,7 +73,7 @@ async def test_poison_messages_dead_lettered_with_headers_rest_flow(kafka_bootst
     await produce(kafka_bootstrap, topic, values, keys=[b"k1", b"k2", b"k3", b"k4", b"k5", b"k6"])
     s = _settings(kafka_bootstrap, topic, kafka_max_message_bytes=2000)
     sink = RecordingSink()
-    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+    async with KafkaSource(s.kafka, sink, commit_interval_s=0.2) as src:
         await _wait_for(lambda: len(sink.acked) >= 3 and src.stats["dead_lettered"] >= 3)
     await sink.close()
     assert [t.trace_id for t in sink.acked] == ["trace-000001", "trace-000002", "no-question"]
@@ -99,7 +99,7 @@ async def test_poison_messages_dead_lettered_with_headers_rest_flow(kafka_bootst
     }
     assert reason[2] == b"schema: /: missing required field traceId (or trace_id)"
     assert reason[3] == f"too_large: {len(big)} bytes > 2000".encode()
-    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 6}
+    assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: 6}
 
 
 async def test_backpressure_pauses_and_bounds_memory(kafka_bootstrap: str, topic: str) -> None:
@@ -109,7 +109,7 @@ async def test_backpressure_pauses_and_bounds_memory(kafka_bootstrap: str, topic
     s = _settings(kafka_bootstrap, topic)
     sink = RecordingSink(10)
     sink.hold.clear()  # the "engine" is stuck: its queue fills up
-    async with KafkaSource(s, sink, max_batch=50, commit_interval_s=0.2) as src:
+    async with KafkaSource(s.kafka, sink, max_batch=50, commit_interval_s=0.2) as src:
         await _wait_for(lambda: src.stats["paused"] >= 1)
         await _wait_for(sink.queue.full)
         assert len(sink.acked) == 0
@@ -137,7 +137,7 @@ async def test_unacked_traces_are_redelivered_after_restart(kafka_bootstrap: str
     await produce(kafka_bootstrap, topic, (event(i) for i in range(20)))
     s = _settings(kafka_bootstrap, topic)
     sink = RecordingSink(5)
-    src = KafkaSource(s, sink, commit_interval_s=0.1)
+    src = KafkaSource(s.kafka, sink, commit_interval_s=0.1)
     await src.start()
     await _wait_for(lambda: len(sink.acked) >= 8)
     sink.hold.clear()  # stop acknowledging: what is in flight now is not stored
@@ -145,13 +145,13 @@ async def test_unacked_traces_are_redelivered_after_restart(kafka_bootstrap: str
     done_first = len(sink.acked)
     await src.stop(deadline_s=0.5)
     await sink.close()
-    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: done_first}
+    assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: done_first}
     sink2 = RecordingSink(50)
-    async with KafkaSource(s, sink2, commit_interval_s=0.1):
+    async with KafkaSource(s.kafka, sink2, commit_interval_s=0.1):
         await _wait_for(lambda: len(sink2.acked) >= 20 - done_first)
     await sink2.close()
     assert [t.trace_id for t in sink2.acked] == [f"trace-{i:06d}" for i in range(done_first, 20)]
-    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 20}
+    assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: 20}
 
 
 async def test_failed_store_goes_to_dlq_as_not_stored(kafka_bootstrap: str, topic: str) -> None:
@@ -159,7 +159,7 @@ async def test_failed_store_goes_to_dlq_as_not_stored(kafka_bootstrap: str, topi
     await produce(kafka_bootstrap, topic, [event(1), event(2), event(3)])
     s = _settings(kafka_bootstrap, topic, kafka_dlq_topic=f"{topic}-dead")
     sink = RecordingSink(fail_ids={"trace-000002"})
-    async with KafkaSource(s, sink, commit_interval_s=0.1) as src:
+    async with KafkaSource(s.kafka, sink, commit_interval_s=0.1) as src:
         await _wait_for(lambda: len(sink.acked) >= 2 and src.stats["dead_lettered"] >= 1)
     await sink.close()
     dlq = await read_topic(kafka_bootstrap, f"{topic}-dead", 1)
@@ -167,7 +167,7 @@ async def test_failed_store_goes_to_dlq_as_not_stored(kafka_bootstrap: str, topi
     assert h["ragpulse.dlq.reason"].startswith(b"not_stored")
     assert h["ragpulse.dlq.offset"] == b"1"
     assert json.loads(dlq[0].value)["traceId"] == "trace-000002"
-    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}
+    assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: 3}
 
 
 @pytest.mark.slow
@@ -177,12 +177,12 @@ async def test_two_consumers_share_partitions(kafka_bootstrap: str, topic: str) 
     await produce(kafka_bootstrap, topic, (event(i) for i in range(n)))
     s = _settings(kafka_bootstrap, topic)
     a, b = RecordingSink(20), RecordingSink(20)
-    async with KafkaSource(s, a, commit_interval_s=0.1), KafkaSource(s, b, commit_interval_s=0.1):
+    async with KafkaSource(s.kafka, a, commit_interval_s=0.1), KafkaSource(s.kafka, b, commit_interval_s=0.1):
         await _wait_for(lambda: len(set(a.counts()) | set(b.counts())) >= n, wait_s=60)
     await a.close()
     await b.close()
     assert set(a.counts()) | set(b.counts()) == {f"trace-{i:06d}" for i in range(n)}
-    assert sum((await committed(kafka_bootstrap, s.kafka_group_id, topic, 4)).values()) == n  # type: ignore[arg-type]
+    assert sum((await committed(kafka_bootstrap, s.kafka.group_id, topic, 4)).values()) == n  # type: ignore[arg-type]
 
 
 class _BrokenSink:
@@ -197,7 +197,7 @@ async def test_a_dead_consume_loop_is_reported(kafka_bootstrap: str, topic: str)
     await create_topic(kafka_bootstrap, topic, 1)
     await produce(kafka_bootstrap, topic, [event(1)])
     s = _settings(kafka_bootstrap, topic)
-    src = KafkaSource(s, _BrokenSink())
+    src = KafkaSource(s.kafka, _BrokenSink())
     await src.start()
     try:
         err = await asyncio.wait_for(src.wait_failed(), 30)
@@ -206,7 +206,7 @@ async def test_a_dead_consume_loop_is_reported(kafka_bootstrap: str, topic: str)
         assert not src.connected
     finally:
         await src.stop(deadline_s=0.1)
-    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: None}
+    assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: None}
 
 
 async def test_consumer_joining_mid_stream_takes_over_partitions_without_loss(
@@ -218,10 +218,10 @@ async def test_consumer_joining_mid_stream_takes_over_partitions_without_loss(
     s = _settings(kafka_bootstrap, topic)
     a = RecordingSink(20, delay_s=0.002)
     b = RecordingSink(20, delay_s=0.002)
-    src_a = KafkaSource(s, a, commit_interval_s=0.2)
+    src_a = KafkaSource(s.kafka, a, commit_interval_s=0.2)
     await src_a.start()
     await _wait_for(lambda: len(a.acked) >= 200)
-    src_b = KafkaSource(s, b, commit_interval_s=0.2)
+    src_b = KafkaSource(s.kafka, b, commit_interval_s=0.2)
     await src_b.start()  # the group rebalances: A commits what is done for the partitions it gives up
     try:
         await _wait_for(lambda: len(set(a.counts()) | set(b.counts())) >= n, wait_s=90)
@@ -236,7 +236,7 @@ async def test_consumer_joining_mid_stream_takes_over_partitions_without_loss(
     assert len(b.acked) > 0  # B really took partitions over
     # At least once: a trace may be seen twice only if it was in flight during the rebalance (≤ queue size).
     assert sum(c - 1 for c in both.values()) <= 20 * 4
-    assert sum((await committed(kafka_bootstrap, s.kafka_group_id, topic, 4)).values()) == n  # type: ignore[arg-type]
+    assert sum((await committed(kafka_bootstrap, s.kafka.group_id, topic, 4)).values()) == n  # type: ignore[arg-type]
 
 
 async def test_deeply_nested_message_is_dead_lettered_and_the_stream_goes_on(
@@ -249,7 +249,7 @@ async def test_deeply_nested_message_is_dead_lettered_and_the_stream_goes_on(
     await produce(kafka_bootstrap, topic, [event(1), deep, event(2)])
     s = _settings(kafka_bootstrap, topic)
     sink = RecordingSink()
-    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+    async with KafkaSource(s.kafka, sink, commit_interval_s=0.2) as src:
         await _wait_for(lambda: len(sink.acked) >= 2 and src.stats["dead_lettered"] >= 1)
         assert not src._task.done()  # type: ignore[union-attr]  # the consume loop is still alive
     await sink.close()
@@ -257,7 +257,7 @@ async def test_deeply_nested_message_is_dead_lettered_and_the_stream_goes_on(
     dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
     assert dict(dlq[0].headers)["ragpulse.dlq.reason"] == b"not_json: nested too deeply"
     assert dict(dlq[0].headers)["ragpulse.dlq.offset"] == b"1"
-    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}
+    assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: 3}
 
 
 async def test_any_exception_from_one_message_is_dead_lettered_as_internal_error(
@@ -279,14 +279,14 @@ async def test_any_exception_from_one_message_is_dead_lettered_as_internal_error
     await produce(kafka_bootstrap, topic, [event(1), b'{"traceId": "boom"}', event(2)])
     s = _settings(kafka_bootstrap, topic)
     sink = RecordingSink()
-    async with KafkaSource(s, sink, commit_interval_s=0.2) as src:
+    async with KafkaSource(s.kafka, sink, commit_interval_s=0.2) as src:
         await _wait_for(lambda: len(sink.acked) >= 2 and src.stats["dead_lettered"] >= 1)
         assert src.connected
     await sink.close()
     assert [t.trace_id for t in sink.acked] == ["trace-000001", "trace-000002"]
     dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
     assert dict(dlq[0].headers)["ragpulse.dlq.reason"] == b"internal_error: OverflowError"
-    assert (await committed(kafka_bootstrap, s.kafka_group_id, topic, 1)) == {0: 3}
+    assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: 3}
 
 
 async def test_consumer_lag_stays_current_while_paused(kafka_bootstrap: str, topic: str) -> None:
@@ -297,7 +297,7 @@ async def test_consumer_lag_stays_current_while_paused(kafka_bootstrap: str, top
     s = _settings(kafka_bootstrap, topic)
     sink = RecordingSink(10)
     sink.hold.clear()  # nothing is ever acknowledged: the real lag is everything produced
-    async with KafkaSource(s, sink, max_batch=50, commit_interval_s=0.2) as src:
+    async with KafkaSource(s.kafka, sink, max_batch=50, commit_interval_s=0.2) as src:
         await _wait_for(lambda: src.stats["paused"] >= 1 and sum(src.lag.values()) == 100)
         await produce(kafka_bootstrap, topic, (event(i) for i in range(100, 2100)))  # while paused
         # The brokers' end offsets, as another client sees them. (tansu's memory storage answers ListOffsets

@@ -219,7 +219,7 @@ DIALECTS = [
 
 
 def _build(spans: Sequence[SpanData]) -> Trace:
-    return TraceBuilder(Settings()).build(TID, spans)
+    return TraceBuilder(Settings().otlp).build(TID, spans)
 
 
 def _context_prompt(docs: list[str]) -> str:

@@ -53,7 +53,7 @@ def _retriever(tid: str = T1, span_id: str = "00f067aa0ba902b7") -> SpanData:
 def _assembler(clock: FakeClock, **over: float) -> TraceAssembler:
     values: dict[str, Any] = {"otlp_root_grace_s": 2.0, "otlp_idle_timeout_s": 30.0, **over}
     settings = Settings(**values)
-    return TraceAssembler(settings, TraceBuilder(settings), clock=clock)
+    return TraceAssembler(settings.otlp, TraceBuilder(settings.otlp), clock=clock)
 
 
 def test_child_before_parent_across_two_requests_is_one_trace() -> None:
@@ -179,7 +179,7 @@ def test_flush_releases_everything() -> None:
 
 async def test_run_submits_to_the_sink_and_flushes_on_stop() -> None:
     settings = Settings(otlp_root_grace_s=0.0, otlp_idle_timeout_s=30.0)
-    asm = TraceAssembler(settings, TraceBuilder(settings))
+    asm = TraceAssembler(settings.otlp, TraceBuilder(settings.otlp))
     sink = MemorySink()
     task = asyncio.create_task(asm.run(sink))
     asm.add([_retriever(), _root()])
@@ -207,7 +207,7 @@ def test_trace_without_question_or_answer_is_still_built() -> None:
 def test_spans_per_trace_are_bounded() -> None:
     clock = FakeClock()
     settings = Settings(otlp_root_grace_s=0.0)
-    asm = TraceAssembler(settings, TraceBuilder(settings), clock=clock, max_spans_per_trace=3)
+    asm = TraceAssembler(settings.otlp, TraceBuilder(settings.otlp), clock=clock, max_spans_per_trace=3)
     kept = asm.add([_retriever(span_id=f"{i:016x}") for i in range(1, 6)])
     assert kept == 3
     assert asm.stats.spans_over_limit == 2
@@ -239,7 +239,9 @@ async def test_a_failing_mapper_or_sink_does_not_stop_the_assembler() -> None:
             await super().submit(trace, ack)
 
     settings = Settings(otlp_root_grace_s=0.0)
-    asm = TraceAssembler(settings, TraceBuilder(settings, [Exploding(), *default_mappers(settings)]))
+    asm = TraceAssembler(
+        settings.otlp, TraceBuilder(settings.otlp, [Exploding(), *default_mappers(settings.otlp)])
+    )
     sink = PickySink()
     task = asyncio.create_task(asm.run(sink))
     asm.add([_root("dead" + "0" * 28), _root("bad" + "0" * 29), _root()])

@@ -72,7 +72,7 @@ def _settings(**over: Any) -> Settings:
 @pytest.fixture
 async def with_token() -> AsyncIterator[tuple[OtlpReceivers, MemorySink]]:
     sink = MemorySink()
-    async with OtlpReceivers(_settings(otlp_token=TOKEN), sink) as r:
+    async with OtlpReceivers(_settings(otlp_token=TOKEN).otlp, sink) as r:
         yield r, sink
 
 
@@ -129,7 +129,7 @@ async def test_tls_on_both_receivers_with_token(tls_files: tuple[Path, Path]) ->
     cert, key = tls_files
     sink = MemorySink()
     settings = _settings(otlp_token=TOKEN, otlp_tls_cert_file=cert, otlp_tls_key_file=key)
-    async with OtlpReceivers(settings, sink) as r:
+    async with OtlpReceivers(settings.otlp, sink) as r:
         async with httpx.AsyncClient(
             base_url=f"https://127.0.0.1:{r.http_port}", verify=ssl.create_default_context(cafile=cert)
         ) as client:
@@ -152,7 +152,7 @@ async def test_tls_on_both_receivers_with_token(tls_files: tuple[Path, Path]) ->
 async def test_tls_files_that_cannot_be_loaded_are_a_config_error(tmp_path: Path) -> None:
     bad = tmp_path / "missing.pem"
     with pytest.raises(ConfigError, match="TLS"):
-        async with OtlpReceivers(_settings(otlp_tls_cert_file=bad, otlp_tls_key_file=bad), MemorySink()):
+        async with OtlpReceivers(_settings(otlp_tls_cert_file=bad, otlp_tls_key_file=bad).otlp, MemorySink()):
             pass
     with pytest.raises(ValueError, match="together"):
         _settings(otlp_tls_cert_file=bad)
@@ -160,11 +160,13 @@ async def test_tls_files_that_cannot_be_loaded_are_a_config_error(tmp_path: Path
 
 async def test_exposed_without_token_warns_once_and_loopback_does_not() -> None:
     with structlog.testing.capture_logs() as logs:
-        async with OtlpReceivers(_settings(otlp_http_address="0.0.0.0:0"), MemorySink()) as r:
+        async with OtlpReceivers(_settings(otlp_http_address="0.0.0.0:0").otlp, MemorySink()) as r:
             assert r.auth == "none"
-        async with OtlpReceivers(_settings(), MemorySink()):
+        async with OtlpReceivers(_settings().otlp, MemorySink()):
             pass
-        async with OtlpReceivers(_settings(otlp_http_address="0.0.0.0:0", otlp_token=TOKEN), MemorySink()):
+        async with OtlpReceivers(
+            _settings(otlp_http_address="0.0.0.0:0", otlp_token=TOKEN).otlp, MemorySink()
+        ):
             pass
     warnings = [e for e in logs if e["event"] == "otlp_receivers_unauthenticated"]
     assert len(warnings) == 1
@@ -210,7 +212,7 @@ async def test_send_and_replay_via_otlp_carry_the_token(with_token: tuple[OtlpRe
     trace = Trace(trace_id="2" * 32, question="q?", answer="a.")
     url = f"http://127.0.0.1:{r.http_port}"
     with pytest.raises(IngestError, match="401"):
-        await publish_otlp(Settings(), [trace], url)
-    assert await publish_otlp(Settings(otlp_token=TOKEN), [trace], url) == 1
+        await publish_otlp(Settings().otlp, [trace], url)
+    assert await publish_otlp(Settings(otlp_token=TOKEN).otlp, [trace], url) == 1
     (got,) = await sink.wait_for(1)
     assert got.trace_id == "2" * 32

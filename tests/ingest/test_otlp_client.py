@@ -41,7 +41,7 @@ def _settings() -> Settings:
 @pytest.mark.parametrize("transport", ["http", "grpc"])
 async def test_client_sends_traces(transport: str) -> None:
     sink = MemorySink()
-    async with OtlpReceivers(_settings(), sink) as r:
+    async with OtlpReceivers(_settings().otlp, sink) as r:
         port = r.http_port if transport == "http" else r.grpc_port
         async with OtlpTraceClient(f"{transport}://127.0.0.1:{port}") as client:
             assert await client.send(_traces(5)) == 0
@@ -85,7 +85,7 @@ class BlockedSink(MemorySink):
 
 async def test_engine_back_pressure_does_not_hold_otlp_responses() -> None:
     sink = BlockedSink()
-    async with OtlpReceivers(_settings(), sink) as r:
+    async with OtlpReceivers(_settings().otlp, sink) as r:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
             started = time.monotonic()
             for t in _traces(20):
@@ -118,7 +118,7 @@ async def test_full_assembler_answers_retryable_503_and_unavailable() -> None:
     bodies = [trace_to_openinference_spans(t).SerializeToString() for t in traces]
     headers = {"Content-Type": "application/x-protobuf"}
     async with (
-        OtlpReceivers(settings, sink) as r,
+        OtlpReceivers(settings.otlp, sink) as r,
         httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client,
     ):
         assert (await client.post("/v1/traces", content=bodies[0], headers=headers)).status_code == 200

@@ -35,7 +35,7 @@ def _span(
 
 
 def _build(spans: Sequence[SpanData], **settings: Any) -> Any:
-    return TraceBuilder(Settings(**settings)).build(TID, spans)
+    return TraceBuilder(Settings(**settings).otlp).build(TID, spans)
 
 
 def test_genai_json_string_messages_and_documents() -> None:
@@ -303,7 +303,7 @@ def test_configured_attribute_names_for_home_grown_instrumentation() -> None:
 @pytest.mark.parametrize("bad", [{"questoin": "x"}, {"question": 3}, {"answer": []}])
 def test_invalid_attribute_overrides_are_config_errors(bad: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
-        default_mappers(Settings(otlp_attributes=bad))
+        default_mappers(Settings(otlp_attributes=bad).otlp)
 
 
 def test_pluggable_mapper_list() -> None:
@@ -316,7 +316,7 @@ def test_pluggable_mapper_list() -> None:
         def map(self, spans: Sequence[SpanData]) -> MappedFields:
             return {"question": spans[0].attributes["x.q"], "attributes": {"seen": True}}
 
-    builder = TraceBuilder(Settings(), [Marker(), *default_mappers(Settings())])
+    builder = TraceBuilder(Settings().otlp, [Marker(), *default_mappers(Settings().otlp)])
     t = builder.build(TID, [_span("a" * 16, None, {"x.q": "custom?"})])
     assert t.question == "custom?"
     assert t.attributes["seen"] is True

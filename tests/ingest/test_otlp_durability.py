@@ -23,7 +23,7 @@ from ragpulse.ingest.otlp.receivers import OtlpReceivers
 from ragpulse.store.postgres import PostgresStore
 from ragpulse.testing.fakes import GatedJudge, ScriptedJudge
 from ragpulse.testing.openai_server import Phase, ScriptedOpenAIServer, judge_responder
-from testsupport import free_port, pg_count
+from testsupport import free_port, pg_count, wait_until
 
 T0 = 1_764_590_000_000_000_000  # 2025-12-01, Unix ns
 
@@ -66,12 +66,13 @@ JSON = {"Content-Type": "application/json"}
 
 
 async def _wait_db(url: str, sql: str, want: int, timeout: float = 60.0) -> int:  # noqa: ASYNC109
-    deadline = time.monotonic() + timeout
-    while True:
-        n = await pg_count(url, sql)
-        if n == want or time.monotonic() > deadline:
-            return n
-        await asyncio.sleep(0.2)
+    """Wait until ``sql`` counts ``want`` (``TimeoutError`` naming the query otherwise); return the count."""
+
+    async def reached() -> bool:
+        return await pg_count(url, sql) == want
+
+    await wait_until(reached, timeout, f"{sql} = {want}", interval_s=0.2)
+    return want
 
 
 def _serve_env(pg_url: str, http_port: int, otlp_port: int, judge_url: str) -> dict[str, str]:
@@ -159,13 +160,13 @@ async def test_a_huge_request_is_partially_accepted_and_evicts_no_other_clients_
     answers 200 with partial_success for the 5,001 spans that found no room; the other client's trace is
     judged; every trace taken is stored."""
     settings = _settings(otlp_max_pending_traces=10_000, engine_queue_size=100)
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     gate = asyncio.Event()  # holds the judge so the backlog fills
     other = "f" * 32
     try:
         async with (
-            Engine({"relevancy": GatedJudge("relevancy", gate)}, store, settings) as engine,
-            OtlpReceivers(settings, engine, pending=store) as r,
+            Engine({"relevancy": GatedJudge("relevancy", gate)}, store, settings.engine) as engine,
+            OtlpReceivers(settings.otlp, engine, pending=store) as r,
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}", timeout=120) as client,
         ):
             resp = await client.post("/v1/traces", content=_body(_trace_spans(99_999, other)), headers=JSON)
@@ -191,12 +192,12 @@ async def test_a_huge_request_is_partially_accepted_and_evicts_no_other_clients_
 
 async def test_journal_unavailable_answers_503_and_takes_nothing(pg_url: str) -> None:
     settings = _settings()
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     conn = await asyncpg.connect(pg_url)
     try:
         async with (
-            Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings) as engine,
-            OtlpReceivers(settings, engine, pending=store) as r,
+            Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings.engine) as engine,
+            OtlpReceivers(settings.otlp, engine, pending=store) as r,
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client,
         ):
             await conn.execute("ALTER TABLE pending_inputs RENAME TO pending_inputs_gone")
@@ -214,11 +215,11 @@ async def test_journal_unavailable_answers_503_and_takes_nothing(pg_url: str) ->
 
 async def test_pending_traces_of_a_previous_run_are_resumed(pg_url: str) -> None:
     settings = _settings()
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     try:
         # accepted by a receiver whose engine is gone (every submit fails): the traces stay pending
         async with (
-            OtlpReceivers(settings, _NeverSink(), pending=store) as r,
+            OtlpReceivers(settings.otlp, _NeverSink(), pending=store) as r,
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client,
         ):
             for i in range(3):
@@ -226,8 +227,8 @@ async def test_pending_traces_of_a_previous_run_are_resumed(pg_url: str) -> None
                 assert resp.status_code == 200
         assert await pg_count(pg_url, "SELECT count(DISTINCT key) FROM pending_inputs") == 3
         async with (
-            Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings) as engine,
-            OtlpReceivers(settings, engine, pending=store),
+            Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings.engine) as engine,
+            OtlpReceivers(settings.otlp, engine, pending=store),
         ):
             assert await _wait_db(pg_url, "SELECT count(*) FROM judgements", 3) == 3
             assert await _wait_db(pg_url, "SELECT count(*) FROM pending_inputs", 0) == 0
@@ -306,11 +307,11 @@ async def test_errored_and_multi_llm_traces_are_stored_right(pg_url: str) -> Non
         llm("4", 5_000_100, 9_000_000, "Suggest follow-up questions for: 90 days.", "1. Why? 2. Who?"),
     ]
     settings = _settings()
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     try:
         async with (
-            Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings) as engine,
-            OtlpReceivers(settings, engine, pending=store) as r,
+            Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings.engine) as engine,
+            OtlpReceivers(settings.otlp, engine, pending=store) as r,
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client,
         ):
             for body in (_body(errored), _body(spans)):

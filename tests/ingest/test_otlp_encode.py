@@ -49,7 +49,7 @@ def _roundtrip(trace: Trace, via_json: bool) -> Trace:
     assert result.rejected_spans == 0
     spans = request_to_spans(result.request, "ragpulse").spans
     ((tid, trace_spans),) = group(spans).items()
-    return TraceBuilder(Settings()).build(tid, trace_spans)
+    return TraceBuilder(Settings().otlp).build(tid, trace_spans)
 
 
 def _same(a: Trace, b: Trace) -> None:
@@ -119,7 +119,7 @@ async def test_replay_via_otlp_http_socket() -> None:
     sink = MemorySink()
     settings = Settings(otlp_grpc_address="", otlp_http_address="127.0.0.1:0", otlp_root_grace_s=0.0)
     original = _replay_trace()
-    async with OtlpReceivers(settings, sink) as r:
+    async with OtlpReceivers(settings.otlp, sink) as r:
         async with httpx.AsyncClient() as client:
             resp = await client.post(
                 f"http://127.0.0.1:{r.http_port}/v1/traces",

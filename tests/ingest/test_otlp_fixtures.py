@@ -31,7 +31,7 @@ def _decode(name: str, form: str) -> DecodeResult:
 
 def _check(trace: Trace, rec: dict[str, Any], name: str, spans: list[SpanData]) -> None:
     check_record(trace, rec, name, assembled=False)
-    model_context = TraceBuilder(Settings()).merge(spans).get("model_context")
+    model_context = TraceBuilder(Settings().otlp).merge(spans).get("model_context")
     if rec["modelContextStartsWith"]:
         assert model_context is not None
         assert model_context.startswith(rec["modelContextStartsWith"])
@@ -59,7 +59,7 @@ def test_fixture_matches_oracle(name: str, form: str) -> None:
     spans = request_to_spans(result.request, "ragpulse").spans
     by_trace = group(spans)
     assert sorted(by_trace) == sorted(r["traceId"] for r in records)
-    builder = TraceBuilder(Settings())
+    builder = TraceBuilder(Settings().otlp)
     for rec in records:
         _check(builder.build(rec["traceId"], by_trace[rec["traceId"]]), rec, name, by_trace[rec["traceId"]])
 
@@ -74,7 +74,7 @@ def test_multi_trace_batch_through_the_assembler() -> None:
     timeout, flagged incomplete, still with its question and documents and without an answer."""
     settings = Settings(otlp_root_grace_s=2.0, otlp_idle_timeout_s=30.0)
     clock = FakeClock()
-    asm = TraceAssembler(settings, TraceBuilder(settings), clock=clock)
+    asm = TraceAssembler(settings.otlp, TraceBuilder(settings.otlp), clock=clock)
     spans = request_to_spans(_decode("otlp-multi-trace-batch.json", "json").request, "ragpulse").spans
     assert asm.add(spans) == 7
     assert asm.poll() == []

@@ -36,7 +36,7 @@ from ragpulse.model import TraceOutcome, TraceResult
 from ragpulse.store import PostgresStore
 from ragpulse.store.rows import trace_row
 from ragpulse.testing.fakes import ScriptedJudge
-from testsupport import pg_count
+from testsupport import pg_count, wait_until
 
 _chars = st.characters(exclude_categories=())  # lone surrogates (Cs) included
 _text = st.text(_chars, max_size=24)
@@ -160,7 +160,7 @@ def _check_request(result: Any) -> None:
     by_trace: dict[str, list[Any]] = {}
     for s in spans:
         by_trace.setdefault(s.trace_id, []).append(s)
-    builder = TraceBuilder(Settings())
+    builder = TraceBuilder(Settings().otlp)
     for tid, group in by_trace.items():
         trace = builder.build(tid, group)
         trace_row(TraceResult(trace=trace, outcome=TraceOutcome.EVALUATED), redact_text=False)
@@ -276,13 +276,13 @@ class _Server:
             otlp_root_grace_s=0.0,
             otlp_idle_timeout_s=0.2,
         )
-        store = await PostgresStore.connect(self.pg_url, settings)
+        store = await PostgresStore.connect(self.pg_url, settings.store)
         self.recording = _RecordingStore(store)
         self._stop = asyncio.Event()
         try:
             async with (
-                Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings) as engine,
-                OtlpReceivers(settings, engine, pending=self.recording) as r,
+                Engine({"relevancy": ScriptedJudge("relevancy")}, store, settings.engine) as engine,
+                OtlpReceivers(settings.otlp, engine, pending=self.recording) as r,
             ):
                 self.port = r.http_port or 0
                 self._ready.set()
@@ -343,10 +343,10 @@ def test_receiver_accepted_equals_stored_plus_dead_lettered(server: _Server, pg_
     assert len(taken) >= 50, f"only {len(taken)} traces taken: the property says little"
 
     async def settled() -> tuple[set[str], set[str]]:
-        for _ in range(300):
-            if await pg_count(pg_url, "SELECT count(*) FROM pending_inputs") == 0:
-                break
-            await asyncio.sleep(0.1)
+        async def drained() -> bool:
+            return await pg_count(pg_url, "SELECT count(*) FROM pending_inputs") == 0
+
+        await wait_until(drained, 30, "every pending trace stored or dead-lettered", interval_s=0.1)
         stored = await _ids(pg_url, "SELECT trace_id FROM traces")
         dead = await _ids(pg_url, "SELECT meta->>'key' FROM dead_letters WHERE source = 'otlp'")
         return stored, dead

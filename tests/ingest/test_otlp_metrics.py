@@ -29,13 +29,13 @@ def _delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
 
 
 async def test_received_and_rejected_counters() -> None:
-    install_metrics(Settings())
+    install_metrics(Settings().export)
     before = _samples()
     sink = MemorySink()
     settings = Settings(otlp_grpc_address="", otlp_http_address="127.0.0.1:0", otlp_root_grace_s=0.0)
     doc = json.loads((fixtures_dir() / "otlp-openinference-langchain-rag.json").read_text("utf-8"))
     doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "zz"
-    async with OtlpReceivers(settings, sink) as r:
+    async with OtlpReceivers(settings.otlp, sink) as r:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
             ok = await client.post("/v1/traces", json=doc)
             bad = await client.post("/v1/traces", content=b"[", headers={"Content-Type": "application/json"})

@@ -49,7 +49,7 @@ def _settings(**over: Any) -> Settings:
 @pytest.fixture
 async def receivers() -> AsyncIterator[tuple[OtlpReceivers, MemorySink]]:
     sink = MemorySink()
-    async with OtlpReceivers(_settings(), sink) as r:
+    async with OtlpReceivers(_settings().otlp, sink) as r:
         assert r.ready
         yield r, sink
     assert not r.ready
@@ -228,7 +228,7 @@ async def test_http_protobuf_gzip_fixture(receivers: tuple[OtlpReceivers, Memory
 
 async def test_flush_on_exit_hands_incomplete_traces_to_the_sink() -> None:
     sink = MemorySink()
-    async with OtlpReceivers(_settings(otlp_grpc_address=""), sink) as r:
+    async with OtlpReceivers(_settings(otlp_grpc_address="").otlp, sink) as r:
         assert r.grpc_port is None
         assert r.ready
         body = (fixtures_dir() / "otlp-multi-trace-batch.json").read_bytes()
@@ -374,10 +374,10 @@ async def test_port_in_use_is_a_config_error() -> None:
     from ragpulse.errors import ConfigError
 
     sink = MemorySink()
-    async with OtlpReceivers(_settings(otlp_grpc_address=""), sink) as first:
+    async with OtlpReceivers(_settings(otlp_grpc_address="").otlp, sink) as first:
         with pytest.raises(ConfigError):
             async with OtlpReceivers(
-                _settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{first.http_port}"), sink
+                _settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{first.http_port}").otlp, sink
             ):
                 pass
 

@@ -81,7 +81,7 @@ async def test_fixture_through_sdk_exporter(name: str, transport: str) -> None:
     settings = Settings(
         otlp_grpc_address="127.0.0.1:0", otlp_http_address="127.0.0.1:0", otlp_root_grace_s=0.2
     )
-    async with OtlpReceivers(settings, sink) as r:
+    async with OtlpReceivers(settings.otlp, sink) as r:
         exporter: SpanExporter = (
             GrpcExporter(endpoint=f"127.0.0.1:{r.grpc_port}", insecure=True, timeout=5)
             if transport == "grpc"

@@ -73,7 +73,7 @@ def _settings() -> Settings:
 @pytest.fixture
 async def receivers() -> AsyncIterator[tuple[OtlpReceivers, MemorySink]]:
     sink = MemorySink()
-    async with OtlpReceivers(_settings(), sink) as r:
+    async with OtlpReceivers(_settings().otlp, sink) as r:
         yield r, sink
 
 

@@ -108,7 +108,7 @@ async def test_replaced_time_is_stored_with_its_flag(pg_url: str) -> None:
     from ragpulse.model import TraceOutcome, TraceResult
     from ragpulse.store import PostgresStore
 
-    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url))
+    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url).store)
     try:
         t = _parse(timestamp=1773489600 * 1000 * 1000 * 1000 * 10)  # year ~2532: more than a day ahead
         await store.write_results([TraceResult(trace=t, outcome=TraceOutcome.EVALUATED)])

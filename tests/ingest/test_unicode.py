@@ -33,7 +33,7 @@ def test_lone_surrogate_and_cut_bytes_become_replacement_character() -> None:
 
 
 async def test_lone_surrogate_trace_is_stored(pg_url: str) -> None:
-    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url))
+    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url).store)
     try:
         t = parse_event(SURROGATE_EVENT)
         # The store is the last line of defence too: a trace built in code with a lone surrogate is stored.
@@ -96,7 +96,7 @@ async def test_replay_row_that_cannot_be_stored_is_reported_with_file_and_line(
     p = _write_testset(tmp_path)
     ts = load_test_set(p)
     settings = Settings(database_url=pg_url)
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     try:
         bad = _RejectOne(store, case_trace_id("uni-run", "b"))
         report = await run_replay(

@@ -77,6 +77,6 @@ async def test_plugin_judge_through_entry_point(installed_plugin: None) -> None:
     skipped = await j.judge(Trace(trace_id="p2", question="q", answer="I don't know."))
     assert skipped.reason_code == "abstained"
     with pytest.raises(
-        ConfigError, match=r"^judges\.politeness\.treshold: unknown option; allowed: threshold$"
+        ConfigError, match=r"^judges\.politeness\.treshold: unknown option; allowed: shadow, threshold$"
     ):
         build_judges(Settings(judges={"politeness": {"treshold": 0.5}}), ["politeness"])

@@ -35,7 +35,7 @@ def _settings(srv: ScriptedOpenAIServer, **kw: object) -> Settings:
         judge_api_key="sk-test",
         judge_max_retries=2,
         judge_timeout_s=5.0,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

@@ -44,7 +44,7 @@ class EchoJudge:
 
 
 def test_llm_judges_share_one_client(llm_settings: Settings) -> None:
-    settings = llm_settings.model_copy(update={"judges": {"faithfulness": {"mode": "binary"}}})
+    settings = llm_settings.replaced(judges={"faithfulness": {"mode": "binary"}})
     judges = registry.build_judges(settings, ["relevancy", "faithfulness", "relevancy"])
     assert list(judges) == ["relevancy", "faithfulness"]
     rel, faith = judges["relevancy"], judges["faithfulness"]
@@ -120,7 +120,7 @@ def test_template_override_and_validation(
     (tmp_path / "faithfulness_claims.en.txt").write_text("${answer} ${context}", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"missing placeholder\(s\) \$\{question\}"):
         load_prompt("faithfulness_claims", "en", tmp_path)
-    settings = llm_settings.model_copy(update={"judge_prompts_dir": tmp_path})
+    settings = llm_settings.replaced(judge_prompts_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"faithfulness_claims\.en\.txt"):
         registry.build_judges(settings, ["faithfulness"], client=llm_client)
     (tmp_path / "faithfulness_binary.zh.txt").write_text("${claim} ${context} ${answer}", encoding="utf-8")

@@ -129,7 +129,7 @@ async def test_every_quoted_reply_against_every_judge(
     outcomes: dict[str, tuple[str, Any]] = {}
     async with LLMClient(settings) as client:
         for judge_id, name, options in JUDGES:
-            s = settings.model_copy(update={"judges": {name: options}})
+            s = settings.replaced(judges={name: options})
             judge = build_judges(s, [name], client=client)[name]
             server.reset()
             server.on(row[1])

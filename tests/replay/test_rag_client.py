@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ragpulse.config import Settings
+from ragpulse.config import Settings, load_settings
 from ragpulse.replay.rag_client import RagClient, RagEndpointError
 from testsupport import serve_http
 
@@ -50,7 +50,7 @@ def url() -> Iterator[str]:
 
 async def test_answer_contexts_ids_and_bearer(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGPULSE_RAG_ENDPOINT_API_KEY", "sk-rag")
-    async with RagClient(Settings(rag_endpoint_url=url)) as rag:
+    async with RagClient(load_settings(rag_endpoint_url=url)) as rag:
         got = await rag.ask("hello")
     assert (got.answer, got.contexts, got.doc_ids) == ("A", ("c1", "c2"), ("d1", None))
     assert got.latency_s > 0

@@ -34,7 +34,7 @@ JUDGES = "context_precision,context_recall,answer_correctness,reimbursement_answ
 
 
 async def _stored_judgement(url: str, run_id: str, case_id: str, judge: str) -> Judgement:
-    async with open_store(Settings(database_url=url)) as store:
+    async with open_store(Settings(database_url=url).store) as store:
         results = await store.get_run_results(run_id)
     r = next(r for r in results if r.trace.test_case_id == case_id)
     return next(j for j in r.judgements if j.judge == judge)

@@ -36,7 +36,7 @@ async def test_same_run_id_twice_leaves_no_duplicate_judgements(pg_url: str) -> 
         "relevancy": ScriptedJudge("relevancy", lambda t: 0.2 if t.question == "question 3" else 0.8),
         "keyword": ScriptedJudge("keyword", 1.0),
     }
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     try:
         first = await _replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
         second = await _replay(_ts(), judges=judges, store=store, settings=settings, run_id="same")
@@ -71,7 +71,7 @@ async def test_judge_error_on_one_case_leaves_others_judged(pg_url: str) -> None
         "faithfulness": ScriptedJudge("faithfulness", 0.9, errors=["question 2"]),
         "relevancy": ScriptedJudge("relevancy", 0.9, raises=["question 4"]),
     }
-    store = await PostgresStore.connect(pg_url, settings)
+    store = await PostgresStore.connect(pg_url, settings.store)
     try:
         report = await _replay(_ts(), judges=judges, store=store, settings=settings, run_id="errs")
         run = await store.get_run("errs")

@@ -71,7 +71,7 @@ async def test_replay_report_status_and_idempotent_trace_ids() -> None:
     assert "mini" in store.test_sets
     t1 = store.traces[case_trace_id("r1", "c1")].trace
     assert (t1.app, t1.run_id, t1.test_case_id, t1.keywords) == ("hr", "r1", "c1", ("k",))
-    assert store.traces[case_trace_id("r1", "c2")].trace.attributes["context_labels"] == [1, 0]
+    assert store.traces[case_trace_id("r1", "c2")].trace.context_labels == (True, False)
     c3 = next(c for c in report["cases"] if c["case_id"] == "c3")
     assert c3["reason"] == "no_answer"
     n_judgements = len(store.judgements)

@@ -30,7 +30,7 @@ def embedded_settings() -> Iterator[Settings]:
     base = Path(tempfile.mkdtemp(prefix="ragpulse-embedded-"))
     pgdata = base / "pgdata"
     settings = Settings(database_url=None, database_embedded_dir=pgdata, database_pool_max=2)
-    start_embedded(settings)
+    start_embedded(settings.store)
     try:
         yield settings
     finally:
@@ -59,7 +59,7 @@ def store_url(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "server":
         yield request.getfixturevalue("pg_url")
         return
-    admin = start_embedded(request.getfixturevalue("embedded_settings"))
+    admin = start_embedded(request.getfixturevalue("embedded_settings").store)
     name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
     asyncio.run(_admin(admin, f'CREATE DATABASE "{name}"'))
     try:
@@ -70,7 +70,7 @@ def store_url(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 async def store(store_url: str) -> AsyncIterator[PostgresStore]:
-    s = await PostgresStore.connect(store_url, store_settings(store_url))
+    s = await PostgresStore.connect(store_url, store_settings(store_url).store)
     try:
         yield s
     finally:

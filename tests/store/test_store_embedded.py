@@ -16,10 +16,10 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> None:
-    url = start_embedded(embedded_settings)  # reuses the running instance
+    url = start_embedded(embedded_settings.store)  # reuses the running instance
     assert url.startswith("postgresql://postgres")
     assert "host=" in url
-    async with open_store(embedded_settings) as store:
+    async with open_store(embedded_settings.store) as store:
         assert await store.ping()
         rep = await store.write_results([f.result(f.trace("e1"), f.ok())])
         assert rep.changed == frozenset({("e1", "faithfulness", "v1")})
@@ -36,13 +36,13 @@ async def test_open_store_uses_embedded_server(embedded_settings: Settings) -> N
 
 
 async def test_reopen_keeps_data(embedded_settings: Settings) -> None:
-    async with open_store(embedded_settings) as store:
+    async with open_store(embedded_settings.store) as store:
         await store.write_results([f.result(f.trace("e2"), f.ok(score=0.25))])
-    async with open_store(embedded_settings) as store:
+    async with open_store(embedded_settings.store) as store:
         got = await store.get_trace("e2")
         assert got is not None
         assert got.judgements[0].score == 0.25
-    pg_version = Path(embedded_settings.database_embedded_dir or "", "PG_VERSION")
+    pg_version = Path(embedded_settings.store.embedded_dir or "", "PG_VERSION")
     assert pg_version.read_text().strip() == "18"  # noqa: ASYNC240 - tiny local file
 
 
@@ -52,10 +52,10 @@ async def test_second_process_reuses_running_server(embedded_settings: Settings)
     import subprocess
     import sys
 
-    url = start_embedded(embedded_settings)
+    url = start_embedded(embedded_settings.store)
     code = (
         "from ragpulse.config import Settings; from ragpulse.store.embedded import start_embedded; "
-        f"print(start_embedded(Settings(database_embedded_dir={str(embedded_settings.database_embedded_dir)!r})))"
+        f"print(start_embedded(Settings(database_embedded_dir={str(embedded_settings.store.embedded_dir)!r}).store))"
     )
     proc = await asyncio.to_thread(
         subprocess.run,
@@ -76,6 +76,6 @@ async def test_second_process_reuses_running_server(embedded_settings: Settings)
 
 async def test_database_url_wins_over_embedded(pg_url: str) -> None:
     async with open_store(
-        Settings(database_url=pg_url, database_embedded_dir=Path("/nonexistent/x"))
+        Settings(database_url=pg_url, database_embedded_dir=Path("/nonexistent/x")).store
     ) as store:
         assert await store.ping()

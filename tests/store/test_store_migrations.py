@@ -23,6 +23,7 @@ TABLES = {
     "run_cases",
     "runs",
     "schema_migrations",
+    "shadow_judgements",
     "store_identity",
     "test_cases",
     "test_sets",
@@ -105,7 +106,7 @@ async def test_two_replicas_connect_at_once(store_url: str) -> None:
 
     settings = Settings(database_url=store_url, database_pool_max=2)
     a, b = await asyncio.gather(
-        PostgresStore.connect(store_url, settings), PostgresStore.connect(store_url, settings)
+        PostgresStore.connect(store_url, settings.store), PostgresStore.connect(store_url, settings.store)
     )
     try:
         assert await a.ping()

@@ -83,7 +83,7 @@ async def test_retention_loop_prunes_periodically(store: PostgresStore, store_ur
     old = datetime.now(UTC) - timedelta(days=3)
     await store.write_results([f.result(f.trace("x"), f.ok(), received_at=old)])
     settings = f.store_settings(store_url, retention_days=1, retention_interval_s=0.05)
-    task = asyncio.create_task(retention_loop(store, settings))
+    task = asyncio.create_task(retention_loop(store, settings.store))
 
     async def pruned(trace_id: str) -> bool:
         return await store.get_trace(trace_id) is None
@@ -97,14 +97,14 @@ async def test_retention_loop_prunes_periodically(store: PostgresStore, store_ur
 
 
 async def test_retention_loop_off_without_retention_days(store: PostgresStore, store_url: str) -> None:
-    await asyncio.wait_for(retention_loop(store, f.store_settings(store_url)), 1)
+    await asyncio.wait_for(retention_loop(store, f.store_settings(store_url).store), 1)
 
 
 async def test_retention_loop_survives_store_errors(store_url: str) -> None:
-    store = await PostgresStore.connect(store_url, f.store_settings(store_url))
+    store = await PostgresStore.connect(store_url, f.store_settings(store_url).store)
     await store.close()  # every prune now fails with a StoreError
     settings = f.store_settings(store_url, retention_days=1, retention_interval_s=0.05)
-    task = asyncio.create_task(retention_loop(store, settings))
+    task = asyncio.create_task(retention_loop(store, settings.store))
     await asyncio.sleep(0.3)
     assert not task.done()  # logged and retried, never raised
     task.cancel()

@@ -148,12 +148,12 @@ async def test_database_identity_is_stable_and_differs_between_databases(
     uuid_part, _, name = ident.partition("/")
     assert len(uuid_part) == 36
     assert name == urlsplit(store_url).path.lstrip("/")
-    again = await PostgresStore.connect(store_url, store_settings(store_url))
+    again = await PostgresStore.connect(store_url, store_settings(store_url).store)
     try:
         assert await again.database_identity() == ident  # another connection, same database
     finally:
         await again.close()
-    other = await PostgresStore.connect(pg_url_session, store_settings(pg_url_session))
+    other = await PostgresStore.connect(pg_url_session, store_settings(pg_url_session).store)
     try:
         assert await other.database_identity() != ident
     finally:

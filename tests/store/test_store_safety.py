@@ -19,7 +19,7 @@ from store import store_factories as f
 async def test_redaction_stores_no_text(store_url: str) -> None:
     long_attr = "user prompt: " + f.QUESTION * 3
     expected = "File it in the finance portal."
-    store = await PostgresStore.connect(store_url, f.store_settings(store_url, redact_text=True))
+    store = await PostgresStore.connect(store_url, f.store_settings(store_url, redact_text=True).store)
     try:
         t = f.trace(
             "r1", expected_answer=expected, context="ctx " + f.CONTEXT_1, attributes={"p": long_attr, "k": 1}
@@ -69,7 +69,7 @@ def _closed_port() -> int:
 async def test_connect_to_closed_port_is_retriable() -> None:
     url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/postgres"
     with pytest.raises(StoreError) as ei:
-        await PostgresStore.connect(url, f.store_settings(url))
+        await PostgresStore.connect(url, f.store_settings(url).store)
     assert ei.value.retriable is True
 
 
@@ -109,8 +109,11 @@ async def test_terminated_backend_is_retriable_and_store_recovers(
 
 
 async def test_statement_timeout_is_retriable(store_url: str) -> None:
+    # migrate with the normal timeouts first: under load, connecting and migrating can take longer than the
+    # short statement timeout this test is about
+    await (await PostgresStore.connect(store_url, f.store_settings(store_url).store)).close()
     store = await PostgresStore.connect(
-        store_url, f.store_settings(store_url, database_command_timeout_s=0.3)
+        store_url, f.store_settings(store_url, database_command_timeout_s=1.0).store, run_migrations=False
     )
     blocker = await asyncpg.connect(store_url)
     try:

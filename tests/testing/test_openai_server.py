@@ -85,7 +85,7 @@ async def test_judge_responder_fits_every_builtin_prompt(openai_server: Scripted
     )
     zh = Trace(trace_id="b", question="费用是多少？", answer="不收取任何费用。", documents=["不收费。"])
     for options in ({}, {"relevancy": {"graded": True}, "faithfulness": {"mode": "binary"}}):
-        judges = build_judges(settings.model_copy(update={"judges": options}), ["relevancy", "faithfulness"])
+        judges = build_judges(settings.replaced(judges=options), ["relevancy", "faithfulness"])
         for trace in (en, zh):
             for j in judges.values():
                 res = await j.judge(trace)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,15 +37,7 @@ class ApiOptions:
     @classmethod
     def from_settings(cls, settings: Settings) -> ApiOptions:
         """Read the ``api`` section of ``settings`` (defaults for what it does not have)."""
-        sec: Any = getattr(settings, "api", None)
-        if sec is None:  # settings without an ``api`` section yet: the environment variables
-            env = os.environ
-            return cls(
-                address=env.get("RAGPULSE_API_ADDRESS", "127.0.0.1:9470"),
-                token=env.get("RAGPULSE_API_TOKEN") or None,
-                allow_anonymous=env.get("RAGPULSE_API_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"),
-                max_upload_mb=float(env.get("RAGPULSE_API_MAX_UPLOAD_MB", "20")),
-            )
+        sec = settings.api
         token = sec.token.get_secret_value() if sec.token is not None else None
         return cls(
             address=sec.address,

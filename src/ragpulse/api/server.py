@@ -111,6 +111,6 @@ async def open_portal(
         judges=judges,
         engine=engine,
         runs=runs,
-        redact_text=bool(getattr(settings, "redact_text", False)),
+        redact_text=settings.store.redact_text,
     )
     return await stack.enter_async_context(PortalServer(ctx))

@@ -48,7 +48,16 @@ def _register() -> None:
     # Sub-command modules register their commands on import.
     import importlib
 
-    for mod in ("replay_cmd", "runs_cmd", "serve_cmd", "calibrate_cmd", "gate_cmd", "send_cmd", "db_cmd"):
+    for mod in (
+        "replay_cmd",
+        "runs_cmd",
+        "serve_cmd",
+        "calibrate_cmd",
+        "gate_cmd",
+        "send_cmd",
+        "db_cmd",
+        "judges_cmd",
+    ):
         try:
             importlib.import_module(f"ragpulse.cli.{mod}")
         except ModuleNotFoundError as e:

@@ -163,8 +163,8 @@ def settings(*, service: bool = False, **overrides: Any) -> Settings:
     if STATE.log_level is not None:  # --log-level wins over RAGPULSE_LOG_LEVEL and is validated like it
         overrides = {"log_level": STATE.log_level, **overrides}
     s = load_settings(STATE.config_path, **overrides)
-    level = s.log_level if service or "log_level" in s.model_fields_set else "WARNING"
-    configure_logging(level, json=s.log_json)
+    level = s.log.level if service or "level" in s.log.model_fields_set else "WARNING"
+    configure_logging(level, json=s.log.json_)
     for name in unknown_env_vars():
         get_logger("ragpulse.config").warning("unknown_setting_env", variable=name)
     return s
@@ -180,7 +180,7 @@ async def open_cli_store(settings: Settings) -> AsyncIterator[Store]:
     """
     from ragpulse.store import open_store
 
-    async with open_store(settings) as store:
+    async with open_store(settings.store) as store:
         yield store
 
 

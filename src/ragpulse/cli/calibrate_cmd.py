@@ -41,14 +41,14 @@ _app.add_typer(calibrations_app, name="calibrations")
 async def _save(settings: Settings, profile: CalibrationProfile) -> None:
     from ragpulse.store import open_store
 
-    async with open_store(settings) as store:
+    async with open_store(settings.store) as store:
         await store.save_calibration_profile(profile)
 
 
 async def _list(settings: Settings, judge: str | None) -> list[CalibrationProfile]:
     from ragpulse.store import open_store
 
-    async with open_store(settings) as store:
+    async with open_store(settings.store) as store:
         return await store.list_calibration_profiles(judge)
 
 

@@ -29,7 +29,7 @@ def info(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
 
     async def main(store: Store) -> dict[str, Any]:
         facts = await store.info()
-        facts["embedded"] = not settings.database_url
+        facts["embedded"] = not settings.store.database_url
         return facts
 
     facts = _common.run_with_store(settings, main)
@@ -49,7 +49,7 @@ def prune(
 ) -> None:
     """Delete traces (with their judgements) and dead letters older than the given age."""
     settings = _common.settings()
-    days = older_than_days if older_than_days is not None else settings.retention_days
+    days = older_than_days if older_than_days is not None else settings.store.retention_days
     if days is None:
         raise _common.fail("give --older-than-days or set retention_days")
 

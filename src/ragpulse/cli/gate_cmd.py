@@ -43,7 +43,10 @@ def gate(
     settings = _common.settings()
     # Checked before the run is read: a typo is a usage error whatever the store says.
     thresholds = gate_thresholds(
-        settings.gate_min, minimum, settings.coverage_threshold, judges=known_judge_names(settings)
+        settings.replay.gate_min,
+        minimum,
+        settings.replay.coverage_threshold,
+        judges=known_judge_names(settings),
     )
 
     async def q(store: Store) -> RunReport:

@@ -189,7 +189,7 @@ def replay(
     ts = load_test_set(testset, name, encoding=encoding, csv_delimiter=csv_delimiter) if testset else None
     from ragpulse.export import build_exporters, push_to_gateway, shutdown_exporters
 
-    exporters = build_exporters(s)
+    exporters = build_exporters(s.export)
     try:
         report = asyncio.run(
             _replay(
@@ -208,8 +208,8 @@ def replay(
         )
     finally:
         shutdown_exporters(exporters)
-    if s.pushgateway_url:
-        push_to_gateway(s, report.run_id)
+    if s.export.pushgateway_url:
+        push_to_gateway(s.export, report.run_id)
     if json_out:
         typer.echo(json.dumps(report.to_json(), ensure_ascii=False))
     else:
@@ -219,7 +219,7 @@ def replay(
             f"every judgement of run {report.run_id} is an error (first: {_first_error(report)})",
             _common.EXIT_RUNTIME,
         )
-    breaches = evaluate_thresholds(report, thresholds, default_coverage=s.coverage_threshold)
+    breaches = evaluate_thresholds(report, thresholds, default_coverage=s.replay.coverage_threshold)
     if breaches:
         for b in breaches:
             typer.secho(f"threshold breached: {b.message}", err=True, fg=typer.colors.RED)

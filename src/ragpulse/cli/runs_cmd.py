@@ -166,7 +166,7 @@ def rejudge(
     since_dt = parse_since(since)
     from ragpulse.export import build_exporters, shutdown_exporters
 
-    exporters = build_exporters(s)
+    exporters = build_exporters(s.export)
 
     async def main() -> run_service.RejudgeSummary:
         async with _common.open_cli_store(s) as store:

@@ -65,20 +65,20 @@ def send(
             skipped += 1
             typer.secho(f"line {numbered[index][0]}: skipped: {reason}", err=True, fg=typer.colors.YELLOW)
 
-        n = asyncio.run(publish_kafka(settings, lines, topic, on_skip=report))
+        n = asyncio.run(publish_kafka(settings.kafka, lines, topic, on_skip=report))
         note = f" ({skipped} lines skipped)" if skipped else ""
-        typer.echo(f"sent {n} events to Kafka topic {topic or settings.kafka_topics[0]}{note}")
+        typer.echo(f"sent {n} events to Kafka topic {topic or settings.kafka.topics[0]}{note}")
     else:
         traces: list[Trace] = []
         for i, ln in numbered:
             try:
                 traces.append(
-                    parse_event(ln, max_bytes=settings.kafka_max_message_bytes, log_text=settings.log_text)
+                    parse_event(ln, max_bytes=settings.kafka.max_message_bytes, log_text=settings.log.text)
                 )
             except EventRejected as e:
                 skipped += 1
                 typer.secho(f"line {i}: skipped: {e.reason}", err=True, fg=typer.colors.YELLOW)
-        n = asyncio.run(publish_otlp(settings, traces, endpoint))
+        n = asyncio.run(publish_otlp(settings.otlp, traces, endpoint))
         typer.echo(f"sent {n} traces as OTLP spans ({skipped} lines skipped)")
     if skipped:
         raise _common.fail(f"{file}: {skipped} line(s) were skipped (see above); the others were sent")

@@ -90,7 +90,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
     if stop is None:
         stop = asyncio.Event()
         _install_signals(stop)
-    exporters = build_exporters(settings)
+    exporters = build_exporters(settings.export, redact_text=settings.store.redact_text)
     sources: dict[str, Any] = {}
     stopping = False
     failure: BaseException | None = None
@@ -109,8 +109,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
         return check
 
     checks: dict[str, Check] = {"store": store_ok, "running": running}
-    otlp_on = bool(settings.otlp_grpc_address.strip() or settings.otlp_http_address.strip())
-    kafka_on = bool(settings.kafka_bootstrap_servers)
+    otlp_on = bool(settings.otlp.grpc_address.strip() or settings.otlp.http_address.strip())
+    kafka_on = bool(settings.kafka.bootstrap_servers)
     if otlp_on:
         checks["otlp"] = source_check("otlp")
     if kafka_on:
@@ -118,16 +118,16 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
 
     try:
         async with AsyncExitStack() as stack:
-            store = await stack.enter_async_context(open_store(settings))
+            store = await stack.enter_async_context(open_store(settings.store))
             http = await stack.enter_async_context(
                 HealthServer(
-                    settings.http_address,
+                    settings.http.address,
                     checks,
                     metrics_asgi_app(),
                     info={
                         "database": await store.database_identity(),
                         **(
-                            {"otlp_auth": "token" if settings.otlp_token is not None else "none"}
+                            {"otlp_auth": "token" if settings.otlp.token is not None else "none"}
                             if otlp_on
                             else {}
                         ),
@@ -137,7 +137,14 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
             # one shared LLM client, closed by the stack; the daily token budget is kept in the store (shared by replicas)
             judges = await open_judges(stack, settings, None, ledger=store)
             engine = await stack.enter_async_context(
-                Engine(judges, store, settings, exporters, redelivering=True)
+                Engine(
+                    judges,
+                    store,
+                    settings.engine,
+                    exporters,
+                    routes=settings.judge.routes,
+                    redelivering=True,
+                )
             )
             # the portal (REST API + web UI) on its own listener; None when RAGPULSE_API_ADDRESS is empty
             portal = await open_portal(stack, settings, store=store, judges=judges, engine=engine)
@@ -145,29 +152,44 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                 from ragpulse.ingest.otlp import OtlpReceivers
 
                 sources["otlp"] = await stack.enter_async_context(
-                    OtlpReceivers(settings, engine, pending=store)
+                    OtlpReceivers(
+                        settings.otlp,
+                        engine,
+                        own_service=settings.export.service_name,
+                        shutdown_deadline_s=settings.engine.shutdown_deadline_s,
+                        pending=store,
+                    )
                 )
             if kafka_on:
                 from ragpulse.ingest.kafka import KafkaSource
 
-                sources["kafka"] = await stack.enter_async_context(KafkaSource(settings, engine))
+                sources["kafka"] = await stack.enter_async_context(
+                    KafkaSource(
+                        settings.kafka,
+                        engine,
+                        shutdown_deadline_s=settings.engine.shutdown_deadline_s,
+                        log_text=settings.log.text,
+                        otlp=settings.otlp,
+                        own_service=settings.export.service_name,
+                    )
+                )
             retention: asyncio.Task[None] | None = None
-            if settings.retention_days:
-                retention = asyncio.create_task(_retention_loop(store, settings.retention_days))
+            if settings.store.retention_days:
+                retention = asyncio.create_task(_retention_loop(store, settings.store.retention_days))
             _log().info(
                 "ready",
                 http_port=http.port,
                 api_port=portal.port if portal is not None else None,
-                otlp_grpc=settings.otlp_grpc_address or None,
-                otlp_http=settings.otlp_http_address or None,
-                kafka_topics=list(settings.kafka_topics) if kafka_on else None,
+                otlp_grpc=settings.otlp.grpc_address or None,
+                otlp_http=settings.otlp.http_address or None,
+                kafka_topics=list(settings.kafka.topics) if kafka_on else None,
                 judges=sorted(judges),
             )
             failure = await _wait_stop_or_failure(stop, sources.get("kafka"))
             stopping = True
             if failure is not None:
                 _log().error("source_failed", source="kafka", error=str(failure))
-            _log().info("stopping", deadline_s=settings.shutdown_deadline_s)
+            _log().info("stopping", deadline_s=settings.engine.shutdown_deadline_s)
             if retention is not None:
                 retention.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

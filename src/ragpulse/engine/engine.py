@@ -22,6 +22,7 @@ Pipeline (all inside one event loop, created when the engine is entered, never a
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import time
 from collections import OrderedDict
@@ -35,9 +36,9 @@ from typing import Self
 import structlog
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import EngineSettings, JudgeRoute
 from ragpulse.engine.routing import Router
-from ragpulse.engine.sampling import SamplingPolicy
+from ragpulse.engine.sampling import SamplingPolicy, SamplingRule
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
@@ -51,14 +52,7 @@ from ragpulse.protocols import (
     judge_needs_answer,
 )
 
-__all__ = [
-    "NOT_EVALUABLE_ATTRIBUTE",
-    "TRACE_ERROR",
-    "Engine",
-    "EngineClosedError",
-    "EngineStats",
-    "not_evaluable_reason",
-]
+__all__ = ["TRACE_ERROR", "Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
 
 log = get_logger("ragpulse.engine")
 
@@ -95,6 +89,9 @@ class EngineStats:
         already_judged: redelivered traces whose every routed judgement was already final for their content
             (no judge call, nothing changed).
         judgements_final: judge calls skipped because the judgement was final for the content.
+        shadow_judgements: shadow judgements made (``judges.<name>.shadow``; stored apart, see
+            :func:`shadow_hit`).
+        shadow_failures: shadow judgements that could not be stored (logged; the trace is unaffected).
     """
 
     received: int = 0
@@ -110,6 +107,8 @@ class EngineStats:
     batches: int = 0
     already_judged: int = 0
     judgements_final: int = 0
+    shadow_judgements: int = 0
+    shadow_failures: int = 0
 
 
 class _State(Enum):
@@ -126,11 +125,6 @@ class _Item:
     received_at: datetime
 
 
-#: Trace attribute by which a producer marks a trace as not evaluable with a reason (replay sets it when the
-#: RAG endpoint failed for a case, so that no judge scores contexts the endpoint never returned).
-NOT_EVALUABLE_ATTRIBUTE = "ragpulse.not_evaluable"
-
-
 #: Reason of a trace its source reported as failed (``Trace.error``: OTLP root status ERROR, Kafka ``error``).
 TRACE_ERROR = "trace_error"
 
@@ -138,8 +132,11 @@ TRACE_ERROR = "trace_error"
 def not_evaluable_reason(trace: Trace) -> str | None:
     """Why ``trace`` cannot be judged, else ``None``.
 
-    ``trace.not_evaluable`` or the :data:`NOT_EVALUABLE_ATTRIBUTE` attribute's text when set (no judge runs),
-    else :data:`TRACE_ERROR` when the source reported the trace as failed (``trace.error``), else ``no_question`` /
+    The producer's reason in ``trace.not_evaluable`` when set (no judge runs; replay sets it when the RAG
+    endpoint failed for a case, so that no judge scores contexts the endpoint never returned; older producers
+    send it as the ``ragpulse.not_evaluable`` attribute, which :class:`~ragpulse.model.Trace` moves into the
+    field), else :data:`TRACE_ERROR` when the source reported the trace as failed (``trace.error``), else
+    ``no_question`` /
     ``no_answer`` when the trace lacks one (missing or blank; without an answer the judges that need none still
     run).
     """
@@ -147,9 +144,6 @@ def not_evaluable_reason(trace: Trace) -> str | None:
         return trace.not_evaluable
     if trace.error:
         return TRACE_ERROR
-    marked = trace.attributes.get(NOT_EVALUABLE_ATTRIBUTE)
-    if isinstance(marked, str) and marked.strip():
-        return marked.strip()
     if not trace.question or not trace.question.strip():
         return "no_question"
     if not trace.answer or not trace.answer.strip():
@@ -171,20 +165,32 @@ def _skipped_no_answer(judge: Judge) -> Judgement:
     )
 
 
+def shadow_hit(trace_id: str, judge: str, share: float) -> bool:
+    """Whether the shadow of ``judge`` judges ``trace_id``: the first 8 bytes of SHA-256 of
+    ``"<trace_id>\x00<judge>\x00shadow"`` read as a fraction of 2**64 are below ``share`` — the same traces on
+    every replica and redelivery, among the traces the main judge judged."""
+    if share <= 0.0:
+        return False
+    digest = hashlib.sha256(f"{trace_id}\x00{judge}\x00shadow".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
 class Engine:
     """Judges traces asynchronously and stores every judgement; implements :class:`~ragpulse.protocols.TraceSink`.
 
-    Use as ``async with Engine(judges, store, settings, exporters) as engine: await engine.submit(trace, ack)``.
+    Use as ``async with Engine(judges, store, settings.engine, exporters, routes=settings.judge.routes) as
+    engine: await engine.submit(trace, ack)``.
     Leaving the block closes the engine gracefully (:meth:`aclose`).
 
     Args:
-        judges: judge name → judge; which of them run per trace follows ``settings.judge_routes``
-            (first match by app/scenario), else all of them.
+        judges: judge name → judge; which of them run per trace follows ``routes`` (first match by
+            app/scenario), else all of them.
         store: where results are written (``write_results``).
-        settings: engine settings (``engine_*``, ``sampling_rate``, ``shutdown_deadline_s``, ``judge_routes``).
+        settings: the ``engine`` section (queue, workers, batches, store retries, sampling, shutdown deadline).
         exporters: receive ``on_stored(result, changed)`` after each successful write.
-        sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: the
-            global ``sampling_rate`` only (test traffic is always judged either way).
+        routes: the ``judge.routes`` setting.
+        sampling: which traces are judged (:class:`~ragpulse.engine.sampling.SamplingPolicy`); default: built
+            from ``always_judge``, ``sampling_rules`` and ``sampling_rate`` (test traffic is always judged).
         redelivering: the sources redeliver what is never acked (Kafka; ``ragpulse serve``). A retriable store
             failure (connection lost or refused, timeout) is then retried for as long as it lasts, with backoff
             capped at :data:`OUTAGE_BACKOFF_S`, instead of giving up after ``engine_store_retries`` attempts —
@@ -196,9 +202,10 @@ class Engine:
         self,
         judges: Mapping[str, Judge],
         store: ResultStore,
-        settings: Settings,
+        settings: EngineSettings,
         exporters: Sequence[Exporter] = (),
         *,
+        routes: Sequence[JudgeRoute] = (),
         sampling: SamplingPolicy | None = None,
         redelivering: bool = False,
     ) -> None:
@@ -207,8 +214,12 @@ class Engine:
         #: ``{(trace_id, content_hash): {(judge, version)}}`` of final judgements, from :meth:`prefetch` and
         #: from this engine's own writes (LRU, :data:`FINAL_CACHE_SIZE` keys).
         self._final: OrderedDict[tuple[str, str], frozenset[tuple[str, str]]] = OrderedDict()
-        self._sampling = sampling or SamplingPolicy(rate=settings.sampling_rate)
-        self._router = Router(self._judges, settings.judge_routes)
+        self._sampling = sampling or SamplingPolicy.build(
+            settings.sampling_rate,
+            rules=[SamplingRule(r.rate, r.app, r.scenario) for r in settings.sampling_rules],
+            always_judge=settings.always_judge,
+        )
+        self._router = Router(self._judges, routes)
         self._store = store
         self._settings = settings
         self._exporters = tuple(exporters)
@@ -234,21 +245,19 @@ class Engine:
         if self._state is not _State.NEW:
             raise RuntimeError(f"engine already {self._state.value}")
         s = self._settings
-        self._queue = asyncio.Queue(maxsize=s.engine_queue_size)
-        self._results = asyncio.Queue(maxsize=max(s.engine_batch_size * s.engine_writers, s.engine_workers))
+        self._queue = asyncio.Queue(maxsize=s.queue_size)
+        self._results = asyncio.Queue(maxsize=max(s.batch_size * s.writers, s.workers))
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = asyncio.Event()
         self._tasks = [
-            asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}")
-            for i in range(s.engine_workers)
+            asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}") for i in range(s.workers)
         ]
         self._tasks.extend(
-            asyncio.create_task(self._writer(), name=f"ragpulse-engine-writer-{i}")
-            for i in range(s.engine_writers)
+            asyncio.create_task(self._writer(), name=f"ragpulse-engine-writer-{i}") for i in range(s.writers)
         )
         self._state = _State.RUNNING
-        log.debug("engine_started", workers=s.engine_workers, queue_size=s.engine_queue_size)
+        log.debug("engine_started", workers=s.workers, queue_size=s.queue_size)
 
     async def aclose(self, deadline_s: float | None = None) -> bool:
         """Stop accepting traces, drain in-flight work within ``deadline_s`` (default ``shutdown_deadline_s``
@@ -472,6 +481,8 @@ class Engine:
                         judgements.append(by_name[j.name])
                 elif not final or (j.name, j.version) not in final:
                     judgements.append(_skipped_no_answer(j))
+        if reason is None:
+            await self._run_shadows(runnable, trace)
         if trace.incomplete:
             self.stats.incomplete += 1
             outcome = TraceOutcome.INCOMPLETE
@@ -481,6 +492,29 @@ class Engine:
         return TraceResult(
             trace=trace, outcome=outcome, judgements=tuple(judgements), received_at=item.received_at
         )
+
+    async def _run_shadows(self, judges: Sequence[Judge], trace: Trace) -> None:
+        """Run the shadow configurations of ``judges`` that :func:`shadow_hit` picks for ``trace`` and store
+        their judgements apart (``store.write_shadow_judgements``). Never changes the trace's result; a
+        failure is logged and counted (``shadow_failures``)."""
+        picked = [
+            spec.judge
+            for j in judges
+            if (spec := getattr(j, "shadow", None)) is not None
+            and shadow_hit(trace.trace_id, j.name, spec.share)
+        ]
+        write = getattr(self._store, "write_shadow_judgements", None)
+        if not picked or write is None:
+            return
+        ran = await asyncio.gather(*(self._run_judge(j, trace) for j in picked))
+        self.stats.shadow_judgements += len(ran)
+        try:
+            await write(trace.trace_id, trace.app, ran)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.stats.shadow_failures += len(ran)
+            log.warning("shadow_write_failed", trace_id=trace.trace_id, error=str(e)[:300])
 
     async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
         """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""
@@ -511,8 +545,8 @@ class Engine:
     async def _writer(self) -> None:
         assert self._results is not None
         results = self._results
-        size = self._settings.engine_batch_size
-        interval = self._settings.engine_flush_interval_s
+        size = self._settings.batch_size
+        interval = self._settings.flush_interval_s
         loop = asyncio.get_running_loop()
         while True:
             batch = [await results.get()]
@@ -573,8 +607,8 @@ class Engine:
             await self._ack(ack, result, True)
 
     async def _write_with_retry(self, results: list[TraceResult]) -> WriteReport:
-        attempts = self._settings.engine_store_retries
-        backoff = self._settings.engine_store_backoff_s
+        attempts = self._settings.store_retries
+        backoff = self._settings.store_backoff_s
         cap = OUTAGE_BACKOFF_S if self._redelivering else MAX_BACKOFF_S
         attempt = 0
         while True:

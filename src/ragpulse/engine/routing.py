@@ -1,4 +1,4 @@
-"""Which judges run for a trace: the first matching ``settings.judge_routes`` entry, else all judges."""
+"""Which judges run for a trace: the first matching ``settings.judge.routes`` entry, else all judges."""
 
 from __future__ import annotations
 

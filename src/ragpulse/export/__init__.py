@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragpulse.config import Settings
+from ragpulse.config import ExportSettings
 from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.export.events import EvaluationEventExporter, build_event_exporter
 from ragpulse.export.metrics_exporter import MetricsExporter
@@ -49,7 +49,7 @@ __all__ = [
 _log = get_logger(__name__)
 
 
-def build_exporters(settings: Settings) -> list[Exporter]:
+def build_exporters(settings: ExportSettings, *, redact_text: bool = False) -> list[Exporter]:
     """Install the metrics SDK (idempotent) and return the exporters for the engine.
 
     Always a :class:`MetricsExporter`; plus an :class:`EvaluationEventExporter` when an OTLP logs endpoint is
@@ -61,10 +61,10 @@ def build_exporters(settings: Settings) -> list[Exporter]:
     """
     install_metrics(settings)
     exporters: list[Exporter] = [MetricsExporter(settings)]
-    events = build_event_exporter(settings)
+    events = build_event_exporter(settings, redact_text=redact_text)
     if events is not None:
         exporters.append(events)
-    spans = build_span_exporter(settings)
+    spans = build_span_exporter(settings, redact_text=redact_text)
     if spans is not None:
         exporters.append(spans)
     return exporters

@@ -38,7 +38,7 @@ class BatchedOtelExporter(ABC):
         processor: the SDK ``Batch*Processor`` (read only to see whether its queue is full).
         provider: the private SDK provider the processor is attached to (flushed and shut down here).
         max_queue_size: items buffered before new ones are dropped.
-        redact: ``settings.redact_text`` (subclasses leave free-text explanations out).
+        redact: ``settings.store.redact_text`` (subclasses leave free-text explanations out).
 
     Attributes:
         emitted: items handed to the pipeline. dropped: items dropped (queue full, closed, or SDK failure).

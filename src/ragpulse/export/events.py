@@ -47,7 +47,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
 from ragpulse import __version__
-from ragpulse.config import Settings
+from ragpulse.config import ExportSettings
 from ragpulse.errors import ExportError
 from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.model import Judgement, JudgementStatus, Trace
@@ -119,15 +119,16 @@ class EvaluationEventExporter(BatchedOtelExporter):
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: ExportSettings | None = None,
         *,
+        redact_text: bool = False,
         log_exporter: LogRecordExporter | None = None,
         protocol: str = "http/protobuf",
         max_queue_size: int = 4096,
         schedule_delay_s: float = 1.0,
         max_export_batch_size: int = 512,
     ) -> None:
-        settings = settings or Settings()
+        settings = settings or ExportSettings()
         processor = BatchLogRecordProcessor(
             log_exporter or _default_log_exporter(protocol),
             schedule_delay_millis=schedule_delay_s * 1000,
@@ -137,7 +138,7 @@ class EvaluationEventExporter(BatchedOtelExporter):
         resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
         provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_log_record_processor(processor)
-        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=settings.redact_text)
+        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=redact_text)
         self._logger = provider.get_logger("ragpulse.evaluation", __version__)
 
     def _emit(self, trace: Trace, j: Judgement) -> None:
@@ -209,7 +210,9 @@ def claim_attributes(j: Judgement, *, redact: bool = False) -> dict[str, Attribu
     return attrs
 
 
-def build_event_exporter(settings: Settings) -> EvaluationEventExporter | None:
+def build_event_exporter(
+    settings: ExportSettings, *, redact_text: bool = False
+) -> EvaluationEventExporter | None:
     """An :class:`EvaluationEventExporter` when an OTLP logs endpoint is configured, else ``None``.
 
     Raises:
@@ -220,7 +223,7 @@ def build_event_exporter(settings: Settings) -> EvaluationEventExporter | None:
     if otlp_endpoint("logs") is None:
         return None
     try:
-        return EvaluationEventExporter(settings, protocol=otlp_protocol("logs"))
+        return EvaluationEventExporter(settings, redact_text=redact_text, protocol=otlp_protocol("logs"))
     except ExportError:
         raise
     except Exception as e:

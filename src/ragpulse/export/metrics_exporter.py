@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import ExportSettings
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Source, TraceResult
 
@@ -50,7 +50,7 @@ class MetricsExporter:
     """
 
     def __init__(
-        self, settings: Settings | None = None, *, clock: Callable[[], datetime] | None = None
+        self, settings: ExportSettings | None = None, *, clock: Callable[[], datetime] | None = None
     ) -> None:
         if settings is not None:
             telemetry.configure_app_label_limit(settings.metrics_app_label_limit)

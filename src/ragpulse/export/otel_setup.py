@@ -52,7 +52,7 @@ from prometheus_client import (
 from prometheus_client import push_to_gateway as _prom_push
 
 from ragpulse import __version__, telemetry
-from ragpulse.config import Settings
+from ragpulse.config import ExportSettings
 from ragpulse.errors import ExportError
 from ragpulse.logging import get_logger
 
@@ -152,7 +152,7 @@ def _otlp_metric_reader() -> MetricReader | None:
     return PeriodicExportingMetricReader(exporter)
 
 
-def resource_for(settings: Settings) -> Resource:
+def resource_for(settings: ExportSettings) -> Resource:
     """The OTel resource describing this process (``service.name`` from ``settings.service_name``).
 
     ``OTEL_RESOURCE_ATTRIBUTES`` / ``OTEL_SERVICE_NAME`` are merged in by :meth:`Resource.create`.
@@ -160,7 +160,7 @@ def resource_for(settings: Settings) -> Resource:
     return Resource.create({"service.name": settings.service_name, "service.version": __version__})
 
 
-def install_metrics(settings: Settings | None = None) -> MetricsRuntime:
+def install_metrics(settings: ExportSettings | None = None) -> MetricsRuntime:
     """Install the SDK meter provider (Prometheus + optional OTLP readers) once per process; idempotent.
 
     Later calls return the runtime installed first (the global OTel meter provider can be set only once).
@@ -170,11 +170,7 @@ def install_metrics(settings: Settings | None = None) -> MetricsRuntime:
         ExportError: the OTLP protocol variable names an unsupported protocol.
     """
     global _runtime
-    if settings is None:
-        try:
-            settings = Settings()
-        except Exception:  # a bad environment must not break /metrics: fall back to defaults
-            settings = Settings.model_construct()
+    settings = settings or ExportSettings()
     with _lock:
         if _runtime is not None:
             return _runtime
@@ -221,7 +217,7 @@ def metrics_asgi_app() -> Any:
 
 
 def push_to_gateway(
-    settings: Settings, run_id: str, *, job: str = "ragpulse_replay", strict: bool = False
+    settings: ExportSettings, run_id: str, *, job: str = "ragpulse_replay", strict: bool = False
 ) -> bool:
     """Push the current metrics to ``settings.pushgateway_url`` grouped by ``run_id``; no-op when unset.
 

@@ -27,7 +27,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util.types import AttributeValue
 
 from ragpulse import __version__
-from ragpulse.config import Settings
+from ragpulse.config import ExportSettings
 from ragpulse.errors import ExportError
 from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.export.events import event_attributes, otel_span_id, otel_trace_id
@@ -50,7 +50,8 @@ class EvaluationSpanExporter(BatchedOtelExporter):
     """Emits an OpenInference ``EVALUATOR`` span per judgement the store inserted or changed.
 
     Args:
-        settings: ``service_name`` names the resource; ``redact_text`` drops free-text explanations.
+        settings: the ``export`` section (``service_name`` names the resource).
+        redact_text: the ``store.redact_text`` setting: drop free-text explanations.
         span_exporter: the OTel SDK span exporter (default: OTLP for ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL``).
         max_queue_size: spans buffered before new ones are dropped.
 
@@ -64,14 +65,15 @@ class EvaluationSpanExporter(BatchedOtelExporter):
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: ExportSettings | None = None,
         *,
+        redact_text: bool = False,
         span_exporter: SpanExporter | None = None,
         protocol: str = "http/protobuf",
         max_queue_size: int = 4096,
         schedule_delay_s: float = 1.0,
     ) -> None:
-        settings = settings or Settings()
+        settings = settings or ExportSettings()
         processor = BatchSpanProcessor(
             span_exporter or _default_span_exporter(protocol),
             max_queue_size=max_queue_size,
@@ -81,7 +83,7 @@ class EvaluationSpanExporter(BatchedOtelExporter):
         resource = Resource.create({"service.name": settings.service_name, "service.version": __version__})
         provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         provider.add_span_processor(processor)
-        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=settings.redact_text)
+        super().__init__(processor, provider, max_queue_size=max_queue_size, redact=redact_text)
         self._tracer = provider.get_tracer("ragpulse.evaluation", __version__)
 
     def _emit(self, trace: Trace, j: Judgement) -> None:
@@ -112,7 +114,9 @@ class EvaluationSpanExporter(BatchedOtelExporter):
         span.end(end_time=end)
 
 
-def build_span_exporter(settings: Settings) -> EvaluationSpanExporter | None:
+def build_span_exporter(
+    settings: ExportSettings, *, redact_text: bool = False
+) -> EvaluationSpanExporter | None:
     """An :class:`EvaluationSpanExporter` when ``settings.evaluation_spans`` is on and an OTLP traces endpoint
     is configured, else ``None``.
 
@@ -124,7 +128,7 @@ def build_span_exporter(settings: Settings) -> EvaluationSpanExporter | None:
     if not settings.evaluation_spans or otlp_endpoint("traces") is None:
         return None
     try:
-        return EvaluationSpanExporter(settings, protocol=otlp_protocol("traces"))
+        return EvaluationSpanExporter(settings, redact_text=redact_text, protocol=otlp_protocol("traces"))
     except ExportError:
         raise
     except Exception as e:

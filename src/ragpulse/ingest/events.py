@@ -363,7 +363,7 @@ def trace_to_event(trace: Trace) -> dict[str, Any]:
         "keywords": list(trace.keywords) if trace.keywords else None,
         "runId": trace.run_id,
         "testCaseId": trace.test_case_id,
-        "attributes": trace.attributes or None,
+        "attributes": trace.wire_attributes() or None,
         "error": trace.error,
         "notEvaluable": trace.not_evaluable,
     }

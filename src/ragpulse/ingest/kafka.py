@@ -9,14 +9,14 @@ visible result is exactly once. Flow per message:
    judgements already final for their content: a redelivery is not judged again); any other exception while
    decoding one message (a bug) dead-letters it with reason ``internal_error: <exception type>`` and is logged
    once (``kafka_message_failed``) — the consume loop goes on;
-2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka_dlq_topic``) with
+2. a rejected message is produced to the dead-letter topic (``<topic>.dlq`` unless ``kafka.dlq_topic``) with
    headers ``ragpulse.dlq.reason``, ``ragpulse.dlq.topic``, ``ragpulse.dlq.partition``, ``ragpulse.dlq.offset``
    (plus the original key, value and headers) and counted on ``ragpulse_traces_rejected{source="kafka"}``;
 3. a trace is submitted to the sink; its offset is done when the sink calls the ack. A trace that the engine
    failed for good (``ok=False``) is dead-lettered with reason ``not_stored`` so the partition moves on.
 
-OTLP topics (``kafka_topic_encodings``: ``otlp_proto`` / ``otlp_json``, consumed in addition to
-``kafka_topics``) carry ``TracesData`` as the OpenTelemetry Collector's Kafka exporter publishes it: a message is
+OTLP topics (``kafka.topic_encodings``: ``otlp_proto`` / ``otlp_json``, consumed in addition to
+``kafka.topics``) carry ``TracesData`` as the OpenTelemetry Collector's Kafka exporter publishes it: a message is
 decoded to spans, which are assembled across messages (:mod:`ragpulse.ingest.kafka_otlp`); a message is done
 once every trace it carried spans for is stored or dead-lettered, so spans still in assembly hold the commit. On
 revocation (and on stop) the traces still in assembly are dropped and their messages are not committed: they are
@@ -50,7 +50,7 @@ from aiokafka.structs import TopicPartition
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import KafkaSettings, OtlpSettings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.events import EventRejected, parse_event
 from ragpulse.ingest.kafka_client import client_options, dlq_topic_for
@@ -125,14 +125,18 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class KafkaSource:
-    """Consumes trace events from ``settings.kafka_topics`` in consumer group ``settings.kafka_group_id``.
+    """Consumes trace events from ``settings.topics`` in consumer group ``settings.group_id``.
 
-    Use as an async context manager (``async with KafkaSource(settings, engine) as src``); the consume loop
-    runs in a background task until :meth:`stop`. Reads settings ``kafka_*`` (see
-    :mod:`ragpulse.ingest.kafka_client`) and ``shutdown_deadline_s``.
+    Use as an async context manager (``async with KafkaSource(settings.kafka, engine) as src``); the consume
+    loop runs in a background task until :meth:`stop`.
 
     Args:
-        settings: ragpulse settings; ``kafka_bootstrap_servers`` must be set.
+        settings: the ``kafka`` section (see :mod:`ragpulse.ingest.kafka_client`); ``bootstrap_servers`` must
+            be set.
+        shutdown_deadline_s: default drain deadline of :meth:`stop` (the ``engine.shutdown_deadline_s`` setting).
+        log_text: the ``log.text`` setting: dead-letter reasons may quote the bad value.
+        otlp: the ``otlp`` section: how spans of OTLP topics (``topic_encodings``) are assembled into traces.
+        own_service: the ``export.service_name`` setting; OTLP spans of that service are ignored.
         sink: the engine (a :class:`~ragpulse.protocols.TraceSink`).
         client_id: Kafka client id.
         commit_interval_s: how often finished offsets are committed, seconds.
@@ -146,15 +150,22 @@ class KafkaSource:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: KafkaSettings,
         sink: TraceSink,
         *,
+        shutdown_deadline_s: float = 30.0,
+        log_text: bool = False,
+        otlp: OtlpSettings | None = None,
+        own_service: str = "ragpulse",
         client_id: str = "ragpulse",
         commit_interval_s: float = 1.0,
         max_batch: int = 500,
         revoke_wait_s: float = 10.0,
     ) -> None:
         self._settings = settings
+        self._shutdown_deadline_s = shutdown_deadline_s
+        self._log_text = log_text
+        self._own_service = own_service
         self._sink = sink
         self._opts = client_options(settings)
         self._client_id = client_id
@@ -163,8 +174,8 @@ class KafkaSource:
         self._revoke_wait_s = revoke_wait_s
         self._tracker = OffsetTracker()
         #: OTLP topics and their encodings; the assembly of their spans (``None`` without OTLP topics).
-        self._encodings = {t: e for t, e in settings.kafka_topic_encodings.items() if e in OTLP_ENCODINGS}
-        self._otlp = KafkaOtlp(settings) if self._encodings else None
+        self._encodings = {t: e for t, e in settings.topic_encodings.items() if e in OTLP_ENCODINGS}
+        self._otlp = KafkaOtlp(otlp or OtlpSettings()) if self._encodings else None
         self._otlp_task: asyncio.Task[None] | None = None
         self._pending: deque[_Polled] = deque()
         self._consumer: AIOKafkaConsumer | None = None
@@ -179,8 +190,15 @@ class KafkaSource:
         self._progress = asyncio.Event()
         #: ``{(topic, partition): lag}`` as last computed (messages).
         self.lag: dict[tuple[str, int], int] = {}
-        #: Counters: ``received`` (valid traces), ``dead_lettered``, ``committed`` (commit calls), ``paused``.
-        self.stats: dict[str, int] = {"received": 0, "dead_lettered": 0, "committed": 0, "paused": 0}
+        #: Counters: ``received`` (valid traces), ``dead_lettered``, ``committed`` (commit calls), ``paused``;
+        #: ``otlp_dropped``: OTLP messages whose traces were dropped from assembly (revocation, stop), not committed.
+        self.stats: dict[str, int] = {
+            "received": 0,
+            "dead_lettered": 0,
+            "committed": 0,
+            "paused": 0,
+            "otlp_dropped": 0,
+        }
 
     # -- life cycle ------------------------------------------------------------------------------------------
     @property
@@ -204,7 +222,7 @@ class KafkaSource:
                 if ok:
                     log.info("kafka_brokers_reachable")
                 else:
-                    log.warning("kafka_brokers_unreachable", bootstrap=self._settings.kafka_bootstrap_servers)
+                    log.warning("kafka_brokers_unreachable", bootstrap=self._settings.bootstrap_servers)
                 self._broker_ok = ok
             await asyncio.sleep(BROKER_PROBE_INTERVAL_S)
 
@@ -217,12 +235,12 @@ class KafkaSource:
         if self._consumer is not None:
             raise RuntimeError("KafkaSource already started")
         s = self._settings
-        fetch = max(1024 * 1024, s.kafka_max_message_bytes + 64 * 1024)
+        fetch = max(1024 * 1024, s.max_message_bytes + 64 * 1024)
         self._consumer = AIOKafkaConsumer(
             client_id=self._client_id,
-            group_id=s.kafka_group_id,
+            group_id=s.group_id,
             enable_auto_commit=False,
-            auto_offset_reset=s.kafka_auto_offset_reset,
+            auto_offset_reset=s.auto_offset_reset,
             max_partition_fetch_bytes=fetch,
             **self._opts,
         )
@@ -237,10 +255,8 @@ class KafkaSource:
             await self._consumer.start()
         except KafkaError as e:
             await self._close_clients()
-            raise IngestError(
-                f"cannot connect to Kafka at {s.kafka_bootstrap_servers}: {e}", retriable=True
-            ) from e
-        topics = list(dict.fromkeys([*s.kafka_topics, *s.kafka_topic_encodings]))
+            raise IngestError(f"cannot connect to Kafka at {s.bootstrap_servers}: {e}", retriable=True) from e
+        topics = list(dict.fromkeys([*s.topics, *s.topic_encodings]))
         self._consumer.subscribe(topics, listener=_Rebalance(self))
         self._connected = True
         _SOURCES.add(self)
@@ -248,7 +264,7 @@ class KafkaSource:
         if self._otlp is not None:
             self._otlp_task = asyncio.create_task(self._release_otlp(self._otlp), name="ragpulse-kafka-otlp")
         self._probe = asyncio.create_task(self._probe_brokers(), name="ragpulse-kafka-probe")
-        log.info("kafka_started", topics=topics, group=s.kafka_group_id, otlp_topics=sorted(self._encodings))
+        log.info("kafka_started", topics=topics, group=s.group_id, otlp_topics=sorted(self._encodings))
 
     async def stop(self, deadline_s: float | None = None) -> None:
         """Stop consuming, wait for in-flight traces (up to ``deadline_s``, default ``shutdown_deadline_s``),
@@ -257,9 +273,7 @@ class KafkaSource:
         if self._stopping:
             return
         self._stopping = True
-        deadline = time.monotonic() + (
-            deadline_s if deadline_s is not None else self._settings.shutdown_deadline_s
-        )
+        deadline = time.monotonic() + (deadline_s if deadline_s is not None else self._shutdown_deadline_s)
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout=2.0)
@@ -398,13 +412,13 @@ class KafkaSource:
         try:
             if encoding is not None:
                 spans = decode_otlp_message(
-                    rec.value, encoding, self._settings.service_name, self._settings.kafka_max_message_bytes
+                    rec.value, encoding, self._own_service, self._settings.max_message_bytes
                 )
                 return _Polled(rec, None, None, None, spans)
             trace = parse_event(
                 rec.value,
-                max_bytes=self._settings.kafka_max_message_bytes,
-                log_text=self._settings.log_text,
+                max_bytes=self._settings.max_message_bytes,
+                log_text=self._log_text,
             )
         except EventRejected as e:
             return _Polled(rec, None, e.reason, e.code)
@@ -475,7 +489,10 @@ class KafkaSource:
                     )
                     continue
                 self.stats["received"] += 1
-                await self._sink.submit(trace, ack=self._otlp_ack(otlp, tid))
+                try:
+                    await self._sink.submit(trace, ack=self._otlp_ack(otlp, tid))
+                except Exception as e:  # the engine refused it (closing): its messages stay uncommitted
+                    log.error("kafka_otlp_submit_failed", trace_id=tid, error=f"{type(e).__name__}: {e}")
             await asyncio.sleep(tick_s)
 
     def _otlp_ack(self, otlp: KafkaOtlp, tid: str) -> Any:
@@ -506,6 +523,7 @@ class KafkaSource:
         for msg in msgs:
             self._tracker.abandon(msg.tp, msg.rec.offset)
         if msgs:
+            self.stats["otlp_dropped"] += len(msgs)
             log.info("kafka_otlp_assembly_dropped", messages=len(msgs))
 
     async def _wait_in_flight(self, tps: frozenset[TopicPartition] | None, wait_s: float) -> None:
@@ -528,7 +546,7 @@ class KafkaSource:
                 await self._producer.send_and_wait(topic, value=value, key=rec.key, headers=headers)
                 break
             except MessageSizeTooLargeError:
-                limit = self._settings.kafka_max_message_bytes
+                limit = self._settings.max_message_bytes
                 value = (value or b"")[:limit]
                 headers = [*headers, ("ragpulse.dlq.truncated", b"true")]
             except KafkaError as e:

@@ -12,39 +12,39 @@ from typing import Any
 
 from aiokafka.helpers import create_ssl_context
 
-from ragpulse.config import Settings
+from ragpulse.config import KafkaSettings
 from ragpulse.errors import ConfigError
 
 __all__ = ["client_options", "dlq_topic_for"]
 
 
-def client_options(settings: Settings) -> dict[str, Any]:
+def client_options(settings: KafkaSettings) -> dict[str, Any]:
     """Return aiokafka keyword arguments for the bootstrap servers, security protocol, SASL and TLS.
 
     Raises:
         ConfigError: ``kafka_bootstrap_servers`` is unset, or SASL is requested without a mechanism.
     """
-    if not settings.kafka_bootstrap_servers:
+    if not settings.bootstrap_servers:
         raise ConfigError("kafka_bootstrap_servers is not set (RAGPULSE_KAFKA_BOOTSTRAP_SERVERS)")
-    protocol = settings.kafka_security_protocol.upper()
+    protocol = settings.security_protocol.upper()
     opts: dict[str, Any] = {
-        "bootstrap_servers": [s.strip() for s in settings.kafka_bootstrap_servers.split(",") if s.strip()],
+        "bootstrap_servers": [s.strip() for s in settings.bootstrap_servers.split(",") if s.strip()],
         "security_protocol": protocol,
     }
     if protocol.startswith("SASL"):
-        if not settings.kafka_sasl_mechanism:
+        if not settings.sasl_mechanism:
             raise ConfigError(f"kafka_security_protocol={protocol} needs kafka_sasl_mechanism")
-        opts["sasl_mechanism"] = settings.kafka_sasl_mechanism.upper()
-        opts["sasl_plain_username"] = settings.kafka_sasl_username
-        if settings.kafka_sasl_password is not None:
-            opts["sasl_plain_password"] = settings.kafka_sasl_password.get_secret_value()
+        opts["sasl_mechanism"] = settings.sasl_mechanism.upper()
+        opts["sasl_plain_username"] = settings.sasl_username
+        if settings.sasl_password is not None:
+            opts["sasl_plain_password"] = settings.sasl_password.get_secret_value()
     if protocol in ("SSL", "SASL_SSL"):
         opts["ssl_context"] = create_ssl_context(
-            cafile=str(settings.kafka_ssl_cafile) if settings.kafka_ssl_cafile else None
+            cafile=str(settings.ssl_cafile) if settings.ssl_cafile else None
         )
     return opts
 
 
-def dlq_topic_for(settings: Settings, topic: str) -> str:
+def dlq_topic_for(settings: KafkaSettings, topic: str) -> str:
     """Dead-letter topic for messages from ``topic``: ``kafka_dlq_topic`` if set, else ``<topic>.dlq``."""
-    return settings.kafka_dlq_topic or f"{topic}.dlq"
+    return settings.dlq_topic or f"{topic}.dlq"

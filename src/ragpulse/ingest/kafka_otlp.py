@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from aiokafka import ConsumerRecord
 from aiokafka.structs import TopicPartition
 
-from ragpulse.config import Settings
+from ragpulse.config import OtlpSettings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.otlp.assembly import Clock, TraceAssembler
 from ragpulse.ingest.otlp.conventions import TraceBuilder
@@ -78,12 +78,12 @@ class KafkaOtlp:
     Not thread-safe: used from the event loop only.
 
     Args:
-        settings: ``otlp_root_grace_s``, ``otlp_idle_timeout_s``, ``otlp_max_pending_traces`` (assembly),
-            ``otlp_mappers`` (conventions), ``service_name``.
+        settings: the ``otlp`` section: ``root_grace_s``, ``idle_timeout_s``, ``max_pending_traces`` (assembly),
+            ``attributes`` (conventions).
         clock: monotonic seconds.
     """
 
-    def __init__(self, settings: Settings, clock: Clock = time.monotonic) -> None:
+    def __init__(self, settings: OtlpSettings, clock: Clock = time.monotonic) -> None:
         self.assembler = TraceAssembler(settings, TraceBuilder(settings), clock=clock)
         self._by_trace: dict[str, list[HeldMessage]] = {}
 

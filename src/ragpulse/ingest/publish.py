@@ -17,7 +17,7 @@ import httpx
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
-from ragpulse.config import Settings
+from ragpulse.config import KafkaSettings, OtlpSettings
 from ragpulse.errors import IngestError
 from ragpulse.ingest.kafka_client import client_options
 from ragpulse.model import Trace
@@ -49,7 +49,7 @@ SkipCallback = Callable[[int, str], None]
 
 
 async def publish_kafka(
-    settings: Settings,
+    settings: KafkaSettings,
     values: Iterable[bytes],
     topic: str | None = None,
     on_skip: SkipCallback | None = None,
@@ -64,12 +64,12 @@ async def publish_kafka(
         ConfigError: no bootstrap servers configured.
         IngestError: the brokers could not be reached or failed for another reason.
     """
-    target = topic or settings.kafka_topics[0]
+    target = topic or settings.topics[0]
     producer = AIOKafkaProducer(
         client_id="ragpulse-send",
         acks="all",
         linger_ms=10,
-        max_request_size=max(settings.kafka_max_message_bytes + 64 * 1024, 1024 * 1024),
+        max_request_size=max(settings.max_message_bytes + 64 * 1024, 1024 * 1024),
         **client_options(settings),
     )
     n = 0
@@ -111,7 +111,7 @@ async def publish_kafka(
     return n
 
 
-def otlp_traces_url(settings: Settings, endpoint: str | None = None) -> str:
+def otlp_traces_url(settings: OtlpSettings, endpoint: str | None = None) -> str:
     """``endpoint`` (a base URL or a full ``…/v1/traces`` URL), else ``http://<otlp_http_address>/v1/traces``.
 
     Raises:
@@ -122,13 +122,13 @@ def otlp_traces_url(settings: Settings, endpoint: str | None = None) -> str:
     if endpoint:
         base = endpoint.rstrip("/")
         return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
-    if not settings.otlp_http_address.strip():
+    if not settings.http_address.strip():
         raise ConfigError("otlp_http_address is empty; pass an OTLP/HTTP endpoint")
-    return f"http://{settings.otlp_http_address.strip()}/v1/traces"
+    return f"http://{settings.http_address.strip()}/v1/traces"
 
 
 async def publish_otlp(
-    settings: Settings, traces: Sequence[Trace], endpoint: str | None = None, *, batch_size: int = 50
+    settings: OtlpSettings, traces: Sequence[Trace], endpoint: str | None = None, *, batch_size: int = 50
 ) -> int:
     """POST ``traces`` as OpenInference spans to an OTLP/HTTP receiver; return how many traces were sent.
 
@@ -144,8 +144,8 @@ async def publish_otlp(
 
     url = otlp_traces_url(settings, endpoint)
     headers = {"Content-Type": "application/x-protobuf"}
-    if settings.otlp_token is not None:
-        headers["Authorization"] = f"Bearer {settings.otlp_token.get_secret_value()}"
+    if settings.token is not None:
+        headers["Authorization"] = f"Bearer {settings.token.get_secret_value()}"
     sent = 0
     async with httpx.AsyncClient(timeout=30.0) as client:
         for i in range(0, len(traces), batch_size):

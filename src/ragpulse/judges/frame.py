@@ -6,7 +6,7 @@ decision, in one place and the same way for every judge and backend:
 1. **identity**: ``name``, ``version`` (:func:`compute_version` of :meth:`Judge.version_settings`),
    ``backend`` (``llm`` when the judge holds the shared model client, else ``heuristic``), ``model``,
    ``threshold``; :meth:`Judge.ok` / :meth:`Judge.skipped` / :meth:`Judge.error` build judgements with it;
-2. **options**: ``settings.judges[<name>]`` validated by the judge's :attr:`Judge.Options` model (unknown keys
+2. **options**: ``settings.judge.options[<name>]`` validated by the judge's :attr:`Judge.Options` model (unknown keys
    and bad values are a ``ConfigError`` naming the judge and option, see :mod:`ragpulse.judges.options`);
 3. **precheck** (:meth:`Judge.precheck`, the shared rules of :func:`precheck`) → **decide**
    (:meth:`Judge.decide`, the subclass) → **error codes** mapped to a status through one table
@@ -235,7 +235,7 @@ class Judge:
 
     Args:
         settings: process settings (judge model, language, context budget, prompts dir, redact_text).
-        options: this judge's options (``settings.judges.get(name, {})``) or an :attr:`Options` instance.
+        options: this judge's options (``settings.judge.options.get(name, {})``) or an :attr:`Options` instance.
         client: the shared judge-model client; ``None`` → the judge runs on the ``heuristic`` backend.
 
     Raises:
@@ -268,7 +268,7 @@ class Judge:
         self.options = parse_options(self.name, self.Options, options)
         self.client: LLMClient | None = client
         language = getattr(self.options, "language", None)
-        self.language: str = language or settings.judge_language
+        self.language: str = language or settings.judge.language
         if self.METHOD is not None:
             self.client = None
         self.configure()
@@ -279,7 +279,7 @@ class Judge:
         self.templates: dict[tuple[str, str], PromptTemplate] = {}
         if self.client is not None:
             langs = LANGUAGES if self.language == "auto" else (self.language,)
-            self.templates = load_prompts(self.template_names(), langs, settings.judge_prompts_dir)
+            self.templates = load_prompts(self.template_names(), langs, settings.judge.prompts_dir)
         self.version: str = compute_version(self.name, self.backend, self.version_settings())
 
     # -- subclass hooks --------------------------------------------------------------------------------
@@ -326,9 +326,9 @@ class Judge:
             "reply_protocol": REPLY_PROTOCOL,
             "threshold": self.threshold,
             "model": self.model,
-            "temperature": self.settings.judge_temperature,
-            "max_tokens": getattr(self.options, "max_tokens", None) or self.settings.judge_max_tokens,
-            "context_budget_chars": self.settings.judge_context_budget_chars,
+            "temperature": self.settings.judge.temperature,
+            "max_tokens": getattr(self.options, "max_tokens", None) or self.settings.judge.max_tokens,
+            "context_budget_chars": self.settings.judge.context_budget_chars,
             "language": self.language,
             "prompts": {f"{t}.{lang}": tpl.text for (t, lang), tpl in sorted(self.templates.items())},
         }
@@ -437,8 +437,8 @@ class Judge:
         return detect_language(trace.question or trace.answer)
 
     def context(self, chunks: Sequence[str], log: CallLog) -> list[str]:
-        """``chunks`` cut to ``settings.judge_context_budget_chars`` (top-ranked kept first), the cut flagged."""
-        kept, truncated = fit_context(chunks, self.settings.judge_context_budget_chars)
+        """``chunks`` cut to ``settings.judge.context_budget_chars`` (top-ranked kept first), the cut flagged."""
+        kept, truncated = fit_context(chunks, self.settings.judge.context_budget_chars)
         log.context_truncated = log.context_truncated or truncated
         return kept
 
@@ -469,7 +469,7 @@ class Judge:
         )
         log.add(result)
         if result.finish_reason == "length":
-            limit = max_tokens or self.settings.judge_max_tokens
+            limit = max_tokens or self.settings.judge.max_tokens
             raise JudgeError("truncated_output", f"the judge model hit max_tokens ({limit})")
         text = strip_reasoning(result.text)
         if not text.strip():

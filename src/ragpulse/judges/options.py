@@ -1,4 +1,4 @@
-"""Judge options (``settings.judges[<name>]``): one pydantic model per built-in judge name, both backends.
+"""Judge options (``settings.judge.options[<name>]``): one pydantic model per built-in judge name, both backends.
 
 One policy for every judge and backend: an unknown key (a typo such as ``treshold``) or a bad value is a
 :class:`~ragpulse.errors.ConfigError` naming the judge and the option, raised when the judges are built at
@@ -42,11 +42,28 @@ Share = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
 
 
 class JudgeOptions(BaseModel):
-    """Options every judge takes: ``threshold`` (0–1; ``None`` = the judge's default)."""
+    """Options every judge takes: ``threshold`` (0–1; ``None`` = the judge's default) and ``shadow`` (a second
+    configuration of the judge run on a share of the judged traces and stored apart: ``{<options>…, share:
+    0–1}``; read by the registry, the other keys are this judge's options over the main ones)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     threshold: float | None = Share
+    shadow: dict[str, Any] | None = None
+
+    @field_validator("shadow", mode="before")
+    @classmethod
+    def _shadow(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        if not isinstance(v, dict):
+            raise ValueError("shadow must be a mapping of options with a share")
+        share = v.get("share")
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
+            raise ValueError("shadow.share must be a number in [0, 1]")
+        if "shadow" in v:
+            raise ValueError("a shadow cannot have a shadow")
+        return v
 
 
 class CascadeOptions(BaseModel):
@@ -85,7 +102,7 @@ class CascadeOptions(BaseModel):
 
 class ModelOptions(JudgeOptions):
     """Options of judges that can ask the judge model: ``language`` (``auto``/``en``/``zh``, default
-    ``settings.judge_language``), ``max_tokens`` (completion limit), ``daily_token_budget`` (tokens/day) and
+    ``settings.judge.language``), ``max_tokens`` (completion limit), ``daily_token_budget`` (tokens/day) and
     ``cascade`` (:class:`CascadeOptions`; read by the registry, not by the judge)."""
 
     language: Literal["auto", "en", "zh"] | None = None
@@ -167,7 +184,7 @@ OptionsT = TypeVar("OptionsT", bound=JudgeOptions)
 
 
 def parse_options(judge: str, model: type[OptionsT], raw: Mapping[str, Any] | OptionsT | None) -> OptionsT:
-    """Validate ``raw`` (``settings.judges[judge]``) against ``model``.
+    """Validate ``raw`` (``settings.judge.options[judge]``) against ``model``.
 
     Raises:
         ConfigError: ``judges.<judge>.<option>: <what is wrong>`` for the first bad option (unknown keys

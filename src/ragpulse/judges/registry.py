@@ -1,12 +1,12 @@
 """Build the configured judges: built-ins (LLM or heuristic backend), checklists and plugins.
 
 Built-ins are a table, :data:`BUILTIN_JUDGES`: name → :class:`JudgeSpec` naming the class (or factory) for
-each backend as ``"module:Class"``, imported lazily. With ``settings.judge_model`` set a judge gets its
+each backend as ``"module:Class"``, imported lazily. With ``settings.judge.model`` set a judge gets its
 ``llm`` class, called as ``cls(settings, options, client=client)`` with the one
 :class:`~ragpulse.judges.model.client.LLMClient` shared by every judge of the :func:`build_judges` call;
-else its ``heuristic`` class, ``cls(settings, options)``. ``options = settings.judges.get(name, {})``, and the
+else its ``heuristic`` class, ``cls(settings, options)``. ``options = settings.judge.options.get(name, {})``, and the
 options of every configured built-in judge are validated (:mod:`ragpulse.judges.options`) whatever the
-backend and whether or not it is enabled. Every key of ``settings.checklists`` is a judge too
+backend and whether or not it is enabled. Every key of ``settings.judge.checklists`` is a judge too
 (:class:`~ragpulse.judges.checklist.judge.ChecklistJudge`). Plugins: entry points of the group
 ``ragpulse.judges`` named after the judge, whose object is ``factory(settings, options) -> Judge`` (normally
 a :class:`ragpulse.judges.frame.Judge`); built-in names cannot be taken over.
@@ -31,6 +31,7 @@ __all__ = [
     "BUILTIN_JUDGES",
     "ENTRY_POINT_GROUP",
     "JudgeSpec",
+    "ShadowSpec",
     "available_judges",
     "build_judges",
     "close_judges",
@@ -117,13 +118,36 @@ def _build_cascade(
     return CascadeJudge(name, first, main, (float(low), float(high)))
 
 
+@dataclass(frozen=True)
+class ShadowSpec:
+    """A judge's shadow configuration (``judges.<name>.shadow``): the judge it builds and the share of judged
+    traces it runs on (0–1; which traces: :func:`ragpulse.engine.engine.shadow_hit`)."""
+
+    judge: Judge
+    share: float
+
+
+def _build_shadow(
+    settings: Settings, name: str, main: Judge, options: Mapping[str, Any], client: LLMClient | None
+) -> ShadowSpec:
+    """Build ``judges.<name>.shadow``: this judge with the main options overlaid by the shadow's (its own version)."""
+    raw = dict(options["shadow"])
+    share = float(raw.pop("share"))
+    shadow_options = {**{k: v for k, v in options.items() if k != "shadow"}, **raw}
+    shadow_settings = settings.replaced(judges={**settings.judge.options, name: shadow_options})
+    shadow = build_judges(shadow_settings, [name], client=client)[name]
+    if shadow.version == main.version:
+        raise ConfigError(f"judges.{name}.shadow: same version as the main judge (change an option)")
+    return ShadowSpec(judge=shadow, share=share)
+
+
 def build_judges(
     settings: Settings, names: Sequence[str] | None = None, *, client: LLMClient | None = None
 ) -> dict[str, Judge]:
-    """Build the named judges (default ``settings.enabled_judges``), in the given order.
+    """Build the named judges (default ``settings.judge.enabled``), in the given order.
 
     Args:
-        settings: process settings; ``settings.judge_model`` picks the LLM backend.
+        settings: process settings; ``settings.judge.model`` picks the LLM backend.
         names: judge names; duplicates are built once.
         client: the LLM client to share (default: one new :class:`LLMClient`, made only if an LLM judge is
             built).
@@ -135,13 +159,15 @@ def build_judges(
         ConfigError: an unknown judge name, a judge that needs a judge model when none is configured, a bad
             option or prompt template, or a plugin that fails to load or returns no :class:`Judge`.
     """
-    wanted = list(dict.fromkeys(names if names is not None else settings.enabled_judges))
+    wanted = list(dict.fromkeys(names if names is not None else settings.judge.enabled))
     plugins = _plugins()
-    clash = sorted(set(settings.checklists) & set(BUILTIN_JUDGES))
+    clash = sorted(set(settings.judge.checklists) & set(BUILTIN_JUDGES))
     if clash:
         raise ConfigError(f"checklist name(s) {', '.join(clash)} clash with built-in judges")
     unknown = [
-        n for n in wanted if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.checklists
+        n
+        for n in wanted
+        if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.judge.checklists
     ]
     if unknown:
         raise ConfigError(
@@ -151,27 +177,27 @@ def build_judges(
     # otherwise be ignored silently while the real judge runs with its defaults.
     stray = sorted(
         n
-        for n in settings.judges
-        if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.checklists
+        for n in settings.judge.options
+        if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.judge.checklists
     )
     if stray:
         raise ConfigError(
             f"judges: options for unknown judge(s) {', '.join(stray)}; available: {', '.join(available_judges())}"
         )
-    for name, raw in settings.judges.items():
+    for name, raw in settings.judge.options.items():
         if name in OPTIONS_BY_JUDGE:
             parse_options(name, OPTIONS_BY_JUDGE[name], raw)
     judges: dict[str, Judge] = {}
     for name in wanted:
-        options = settings.judges.get(name, {})
+        options = settings.judge.options.get(name, {})
         spec = BUILTIN_JUDGES.get(name)
         judge: Any
-        if spec is None and name in settings.checklists:
+        if spec is None and name in settings.judge.checklists:
             from ragpulse.judges.checklist.judge import build_checklist_judge
 
-            if settings.uses_llm and client is None:
+            if settings.judge.uses_llm and client is None:
                 client = LLMClient(settings)
-            judge = build_checklist_judge(settings, name, client=client if settings.uses_llm else None)
+            judge = build_checklist_judge(settings, name, client=client if settings.judge.uses_llm else None)
         elif spec is None:
             try:
                 factory = plugins[name].load()
@@ -181,11 +207,11 @@ def build_judges(
             except Exception as e:
                 raise ConfigError(f"judge plugin {name!r} failed to load: {e}") from e
         elif isinstance(options, Mapping) and options.get("cascade") is not None:
-            if client is None and settings.uses_llm:
+            if client is None and settings.judge.uses_llm:
                 client = LLMClient(settings)
             judge = _build_cascade(settings, name, spec, options, client)
-        elif spec.llm is not None and (settings.uses_llm or spec.heuristic is None):
-            if not settings.uses_llm:
+        elif spec.llm is not None and (settings.judge.uses_llm or spec.heuristic is None):
+            if not settings.judge.uses_llm:
                 raise ConfigError(f"judge {name!r} needs a judge model (RAGPULSE_JUDGE_MODEL)")
             if client is None:
                 client = LLMClient(settings)
@@ -195,6 +221,9 @@ def build_judges(
             judge = _load_class(spec.heuristic, name)(settings, options)
         if not isinstance(judge, Judge):
             raise ConfigError(f"judge {name!r} does not implement the Judge protocol")
+        if isinstance(options, Mapping) and options.get("shadow") is not None:
+            holder: Any = judge  # the optional ``shadow`` attribute is not part of the Judge protocol
+            holder.shadow = _build_shadow(settings, name, judge, options, client)
         judges[name] = judge
         _log.info("judge_built", judge=name, backend=str(judge.backend), version=judge.version)
     return judges

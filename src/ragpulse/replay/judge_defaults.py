@@ -1,6 +1,6 @@
 """The judges a replay runs when the user names none (``ragpulse replay`` without ``--judges``).
 
-The default is ``settings.enabled_judges``. When the test set can measure retrieval, the retrieval judges
+The default is ``settings.judge.enabled``. When the test set can measure retrieval, the retrieval judges
 :data:`RETRIEVAL_JUDGES` (``context_precision``, ``context_recall``) are added for that run, because
 otherwise a test set of labelled retrievals without answers (e.g. RGB) would report nothing.
 
@@ -84,10 +84,10 @@ def default_replay_judges(
     """
     if names is not None:
         return JudgeSelection(tuple(dict.fromkeys(names)))
-    base = tuple(dict.fromkeys(settings.enabled_judges))
-    if not settings.replay_auto_retrieval_judges:
+    base = tuple(dict.fromkeys(settings.judge.enabled))
+    if not settings.replay.auto_retrieval_judges:
         return JudgeSelection(base)
-    endpoint = bool(settings.rag_endpoint_url)
+    endpoint = bool(settings.rag.endpoint_url)
     if not any(measures_retrieval(c, endpoint=endpoint) for c in test_set.cases):
         return JudgeSelection(base)
     added = tuple(n for n in RETRIEVAL_JUDGES if n not in base)

@@ -59,7 +59,7 @@ class RagClient:
         client: an ``httpx.AsyncClient`` to use (tests); by default one is created and closed by this object.
 
     Raises:
-        ValueError: ``settings.rag_endpoint_url`` is not set.
+        ValueError: ``settings.rag.endpoint_url`` is not set.
     """
 
     def __init__(
@@ -69,17 +69,17 @@ class RagClient:
         *,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        if not settings.rag_endpoint_url:
+        if not settings.rag.endpoint_url:
             raise ValueError("rag_endpoint_url is not configured")
-        self._url = settings.rag_endpoint_url
+        self._url = settings.rag.endpoint_url
         #: more request fields sent with every question (a portal run's top-k and similarity threshold)
         self._extra = dict(extra or {})
         self._s = settings
         headers = {"content-type": "application/json"}
-        if settings.rag_endpoint_api_key is not None:
-            headers["authorization"] = f"Bearer {settings.rag_endpoint_api_key.get_secret_value()}"
+        if settings.rag.endpoint_api_key is not None:
+            headers["authorization"] = f"Bearer {settings.rag.endpoint_api_key.get_secret_value()}"
         self._own = client is None
-        self._client = client or httpx.AsyncClient(timeout=settings.rag_endpoint_timeout_s)
+        self._client = client or httpx.AsyncClient(timeout=settings.rag.endpoint_timeout_s)
         self._headers = headers
 
     async def ask(self, question: str) -> RagAnswer:
@@ -92,7 +92,7 @@ class RagClient:
         started = time.perf_counter()
         try:
             resp = await self._client.post(
-                self._url, json={**self._extra, s.rag_request_question_field: question}, headers=self._headers
+                self._url, json={**self._extra, s.rag.request_question_field: question}, headers=self._headers
             )
         except httpx.HTTPError as e:
             raise RagEndpointError(f"rag_endpoint_error: {type(e).__name__}: {e}", retriable=True) from e
@@ -105,12 +105,12 @@ class RagClient:
             doc = resp.json()
         except ValueError as e:
             raise RagEndpointError("rag_endpoint_error: reply is not JSON") from e
-        answer = _get(doc, s.rag_response_answer_field)
+        answer = _get(doc, s.rag.response_answer_field)
         if not isinstance(answer, str):
-            raise RagEndpointError(f"rag_endpoint_error: reply has no string '{s.rag_response_answer_field}'")
+            raise RagEndpointError(f"rag_endpoint_error: reply has no string '{s.rag.response_answer_field}'")
         contexts: list[str] = []
         ctx_ids: list[str | None] = []
-        raw_ctx = _get(doc, s.rag_response_contexts_field)
+        raw_ctx = _get(doc, s.rag.response_contexts_field)
         for c in raw_ctx if isinstance(raw_ctx, list) else []:
             if isinstance(c, str):
                 contexts.append(c)
@@ -119,7 +119,7 @@ class RagClient:
                 contexts.append(c.get("content", c.get("text")))
                 cid = c.get("id", c.get("doc_id"))
                 ctx_ids.append(None if cid is None else str(cid))
-        raw_ids = _get(doc, s.rag_response_doc_ids_field)
+        raw_ids = _get(doc, s.rag.response_doc_ids_field)
         doc_ids: list[str | None] = (
             [None if i is None else str(i) for i in raw_ids] if isinstance(raw_ids, list) else ctx_ids
         )

@@ -28,7 +28,6 @@ from typing import Any
 
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
-from ragpulse.engine.engine import NOT_EVALUABLE_ATTRIBUTE
 from ragpulse.errors import ConfigError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
@@ -216,23 +215,22 @@ def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer 
     """Build the synthetic trace of ``case`` (``source=replay``).
 
     The recorded answer and contexts are used unless ``rag`` (the RAG endpoint's reply) is given. The case's
-    ``metadata`` ``app``/``scenario`` route the trace; ``reference_contexts``, ``context_labels`` and the rest
-    of the metadata go to ``attributes`` (``reference_contexts``, ``context_labels``, ``case_metadata``); with
-    an endpoint reply the labels' own chunks go along as ``labelled_contexts``/``labelled_doc_ids``
-    (see :mod:`ragpulse.judges.retrieval.labels`).
+    ``metadata`` ``app``/``scenario`` route the trace; ``reference_contexts`` and ``context_labels`` go to the
+    trace's typed fields and the rest of the metadata to ``attributes["case_metadata"]``; with an endpoint
+    reply the labels' own chunks go along as ``labelled_contexts``/``labelled_doc_ids`` (see
+    :mod:`ragpulse.judges.retrieval.labels`).
     """
     md = dict(case.metadata)
     app = md.pop("app", None)
     scenario = md.pop("scenario", None)
     attributes: dict[str, Any] = {"test_set": test_set}
-    if case.reference_contexts:
-        attributes["reference_contexts"] = list(case.reference_contexts)
+    labels: dict[str, Any] = {}
     if case.context_labels is not None:
-        attributes["context_labels"] = list(case.context_labels)
+        labels["context_labels"] = tuple(bool(x) for x in case.context_labels)
         if rag is not None:  # the endpoint's chunks may differ: say which chunks the labels belong to
-            attributes["labelled_contexts"] = list(case.contexts)
+            labels["labelled_contexts"] = tuple(case.contexts)
             if case.doc_ids:
-                attributes["labelled_doc_ids"] = list(case.doc_ids)
+                labels["labelled_doc_ids"] = tuple(case.doc_ids)
     if md:
         attributes["case_metadata"] = md
     answer: str | None
@@ -264,6 +262,8 @@ def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer 
         test_case_id=case.id,
         expected_answer=case.expected_answer,
         keywords=case.keywords,
+        reference_contexts=tuple(case.reference_contexts),
+        **labels,
         **timing,
     )
 
@@ -271,10 +271,10 @@ def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer 
 def run_settings(settings: Settings) -> dict[str, Any]:
     """Non-secret settings worth comparing between runs (stored with the run)."""
     return {
-        "judge_model": settings.judge_model,
-        "judge_language": settings.judge_language,
-        "judges": settings.judges,
-        "rag_endpoint": bool(settings.rag_endpoint_url),
+        "judge_model": settings.judge.model,
+        "judge_language": settings.judge.language,
+        "judges": settings.judge.options,
+        "rag_endpoint": bool(settings.rag.endpoint_url),
     }
 
 
@@ -301,7 +301,13 @@ async def judge_cases(
     total = len(test_set.cases)
     done: dict[str, CaseResult] = {}
     notes: dict[str, str] = {}
-    async with Engine(judges, store, settings.model_copy(update={"sampling_rate": 1.0}), exporters) as eng:
+    async with Engine(
+        judges,
+        store,
+        settings.engine.model_copy(update={"sampling_rate": 1.0}),
+        exporters,
+        routes=settings.judge.routes,
+    ) as eng:
 
         async def ack(result: TraceResult, ok: bool) -> None:
             cid = result.trace.test_case_id or ""
@@ -331,17 +337,10 @@ async def judge_cases(
                 if failed is not None:
                     # Stored as not evaluable with the reason; no judge scores the case's recorded contexts
                     # in place of the endpoint's reply.
-                    trace = trace.model_copy(
-                        update={
-                            "attributes": {
-                                **trace.attributes,
-                                NOT_EVALUABLE_ATTRIBUTE: f"rag_endpoint_failed: {failed}"[:500],
-                            }
-                        }
-                    )
+                    trace = trace.model_copy(update={"not_evaluable": f"rag_endpoint_failed: {failed}"[:500]})
                 await eng.submit(trace, ack)
 
-        feeders = settings.engine_workers if rag_client is not None else 1
+        feeders = settings.engine.workers if rag_client is not None else 1
         async with asyncio.TaskGroup() as tg:
             for _ in range(feeders):
                 tg.create_task(feed())

@@ -96,16 +96,16 @@ async def _judge_all(
     settings: Settings, judge_name: str, traces: Sequence[Trace]
 ) -> tuple[str, list[Judgement]]:
     """Build the judge inside the running loop (one shared LLM client when a model is set), judge every
-    trace with at most ``settings.judge_max_concurrency`` in flight, then close the client.
+    trace with at most ``settings.judge.max_concurrency`` in flight, then close the client.
 
     Returns ``(judge version, judgements in input order)``."""
     from ragpulse.judges.model.client import LLMClient
     from ragpulse.judges.registry import build_judges
 
-    client = LLMClient(settings) if settings.uses_llm else None
+    client = LLMClient(settings) if settings.judge.uses_llm else None
     try:
         judge = build_judges(settings, [judge_name], client=client)[judge_name]
-        sem = asyncio.Semaphore(settings.judge_max_concurrency)
+        sem = asyncio.Semaphore(settings.judge.max_concurrency)
 
         async def one(trace: Trace) -> Judgement:
             async with sem:

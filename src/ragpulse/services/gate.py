@@ -18,10 +18,10 @@ suffix may itself contain dots. A name that is neither a run metric nor ``JUDGE[
 
 A threshold is met when the report's value is ≥ the minimum. A known judge with no scored case, or not in the
 run, has no value: its thresholds are breached (an unscored judge never passes silently). When thresholds are
-given without a ``coverage`` one, ``coverage ≥ default_coverage`` (``settings.coverage_threshold``, 0.95) is
+given without a ``coverage`` one, ``coverage ≥ default_coverage`` (``settings.replay.coverage_threshold``, 0.95) is
 added, so a run that scored too few cases fails even when its pass rate looks fine.
 
-The gate (:func:`evaluate_gate`) checks a finished run: thresholds come from ``settings.gate_min`` and the
+The gate (:func:`evaluate_gate`) checks a finished run: thresholds come from ``settings.replay.gate_min`` and the
 command line (``--min``, which wins for the same metric); at least one is required. A run whose status is
 ``failed`` fails the gate whatever its numbers.
 """

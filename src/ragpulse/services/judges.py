@@ -25,7 +25,7 @@ async def open_judges(
         ConfigError: unknown judge name or bad judge configuration.
     """
     client = None
-    if settings.uses_llm:
+    if settings.judge.uses_llm:
         shared = ledger if isinstance(ledger, TokenLedger) else None
         client = await stack.enter_async_context(LLMClient(settings, ledger=shared))
     return build_judges(settings, names, client=client)
@@ -33,7 +33,7 @@ async def open_judges(
 
 def known_judge_names(settings: Settings) -> set[str]:
     """Every judge name a run can have: registered judges (built-ins and plugins) and configured checklists."""
-    return set(available_judges()) | set(settings.checklists)
+    return set(available_judges()) | set(settings.judge.checklists)
 
 
 def split_names(value: str | None) -> list[str] | None:

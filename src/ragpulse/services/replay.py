@@ -241,7 +241,7 @@ async def replay_test_set(
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, selection.names, ledger=store)
         rag = None
-        if settings.rag_endpoint_url:
+        if settings.rag.endpoint_url:
             rag = await stack.enter_async_context(RagClient(settings))
         return await run_replay(
             test_set,
@@ -292,7 +292,7 @@ async def run_replay_via(
         test_set,
         judges,
         run_id=run_id,
-        settings={"via": via.value, "judge_model": settings.judge_model},
+        settings={"via": via.value, "judge_model": settings.judge.model},
         replace_run=replace_run,
         replace_test_set=replace_test_set,
     )
@@ -343,9 +343,9 @@ async def _publish_and_wait(
     passed; return the stored results by case id."""
     if via is Via.KAFKA:
         values = [json.dumps(trace_to_event(t), ensure_ascii=False).encode("utf-8") for t in traces]
-        await publish_kafka(settings, values, topic)
+        await publish_kafka(settings.kafka, values, topic)
     else:
-        await publish_otlp(settings, traces, endpoint)
+        await publish_otlp(settings.otlp, traces, endpoint)
     wanted = {c.id for c in test_set.cases}
     got: dict[str, TraceResult] = {}
     deadline = time.monotonic() + wait_s
@@ -367,7 +367,7 @@ def serve_readyz_url(settings: Settings, serve_url: str | None = None) -> str:
     settings; a wildcard host ``0.0.0.0``/``::``/empty means this machine, ``127.0.0.1``)."""
     if serve_url:
         return serve_url.rstrip("/") + "/readyz"
-    host, _, port = settings.http_address.rpartition(":")
+    host, _, port = settings.http.address.rpartition(":")
     host = host.strip("[]")
     if host in ("", "0.0.0.0", "::"):
         host = "127.0.0.1"

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragpulse.config import Settings
+from ragpulse.config import JudgeModel, RagEndpoint, Settings
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, Trace
 from ragpulse.protocols import Judge
@@ -106,14 +106,12 @@ class RunAccepted(BaseModel):
     status_url: str
 
 
-def _models(settings: Settings) -> Mapping[str, Any]:
-    judge = getattr(settings, "judge", None)
-    return dict(getattr(judge, "models", {}) or {})
+def _models(settings: Settings) -> Mapping[str, JudgeModel]:
+    return settings.judge.models
 
 
-def _endpoints(settings: Settings) -> Mapping[str, Any]:
-    rag = getattr(settings, "rag", None)
-    return dict(getattr(rag, "endpoints", {}) or {})
+def _endpoints(settings: Settings) -> Mapping[str, RagEndpoint]:
+    return settings.rag.endpoints
 
 
 def run_options(settings: Settings) -> dict[str, list[str]]:
@@ -229,8 +227,7 @@ def _run_settings(settings: Settings, req: RunRequest) -> Settings:
     """``settings`` with the request's thresholds, judge model and RAG endpoint applied."""
     flat: dict[str, Any] = {}
     if req.thresholds:
-        section: Any = getattr(settings, "judge", settings)  # sectioned settings, or the flat ones
-        judges_opts = {k: dict(v) for k, v in (getattr(section, "judges", None) or {}).items()}
+        judges_opts = {k: dict(v) for k, v in settings.judge.options.items()}
         for name, value in req.thresholds.items():
             judges_opts.setdefault(name, {})["threshold"] = value
         flat["judges"] = judges_opts
@@ -255,8 +252,7 @@ def _run_settings(settings: Settings, req: RunRequest) -> Settings:
             flat["rag_endpoint_api_key"] = os.environ[e.api_key_env]
     if not flat:
         return settings
-    replaced: Any = getattr(settings, "replaced", None)
-    return replaced(**flat) if replaced is not None else settings.model_copy(update=flat)
+    return settings.replaced(**flat)
 
 
 def _rag_extra(settings: Settings, choice: RagChoice) -> dict[str, Any]:

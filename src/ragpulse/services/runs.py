@@ -243,11 +243,13 @@ async def rejudge(
         for j in result.judgements:
             counts[j.outcome] += 1
 
-    engine_settings = settings.model_copy(update={"sampling_rate": 1.0})
+    engine_settings = settings.engine.model_copy(update={"sampling_rate": 1.0})
     keep_good = _KeepGoodJudgements(store)
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, judge_names, ledger=store)
-        engine = await stack.enter_async_context(Engine(judges, keep_good, engine_settings, exporters))
+        engine = await stack.enter_async_context(
+            Engine(judges, keep_good, engine_settings, exporters, routes=settings.judge.routes)
+        )
         async for t in store.traces_for_rejudge(app, since, limit):
             await engine.submit(t, ack)
             tally["traces"] += 1

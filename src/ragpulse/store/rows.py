@@ -80,6 +80,14 @@ TRACE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("test_case_id", "text", False),
     ("expected_answer", "text", False),
     ("keywords", "text", True),
+    ("not_evaluable", "text", False),
+    ("reference_contexts", "text", True),
+    ("context_labels", "text", True),
+    ("labelled_contexts", "text", True),
+    ("labelled_doc_ids", "text", True),
+    ("answer_span_id", "text", False),
+    ("answer_candidates", "text", True),
+    ("error", "text", False),
     ("received_at", "timestamptz", False),
 )
 
@@ -175,6 +183,8 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
     if redact_text:
         attributes = redact_attributes(attributes)
     q_chars, a_chars, c_chars = _chars(question), _chars(answer), _chars(context)
+    references = [clean(r) or "" for r in t.reference_contexts]
+    labelled = [clean(c) or "" for c in t.labelled_contexts] if t.labelled_contexts is not None else None
     if redact_text:
         question, answer, context, expected = (
             redact(question),
@@ -182,6 +192,8 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
             redact(context),
             redact(expected),
         )
+        references = [redact(r) or "" for r in references]
+        labelled = [redact(c) or "" for c in labelled] if labelled is not None else None
     return (
         t.trace_id,
         t.span_id,
@@ -209,6 +221,14 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
         clean(t.test_case_id),
         expected,
         dumps(list(t.keywords)) if t.keywords is not None else None,
+        clean(t.not_evaluable),
+        dumps(references),
+        dumps(list(t.context_labels)) if t.context_labels is not None else None,
+        dumps(labelled) if labelled is not None else None,
+        dumps(list(t.labelled_doc_ids)) if t.labelled_doc_ids is not None else None,
+        t.answer_span_id,
+        dumps(list(t.answer_candidates)),
+        clean(t.error),
         utc(result.received_at),
     )
 
@@ -269,6 +289,14 @@ def trace_from_row(row: Row) -> Trace:
         test_case_id=row["test_case_id"],
         expected_answer=row["expected_answer"],
         keywords=row["keywords"],
+        not_evaluable=row["not_evaluable"],
+        reference_contexts=row["reference_contexts"] or (),
+        context_labels=row["context_labels"],
+        labelled_contexts=row["labelled_contexts"],
+        labelled_doc_ids=row["labelled_doc_ids"],
+        answer_span_id=row["answer_span_id"],
+        answer_candidates=row["answer_candidates"] or (),
+        error=row["error"],
     )
 
 

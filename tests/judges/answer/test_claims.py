@@ -105,8 +105,8 @@ async def test_sentence_check_caps_calls_and_says_so(openai_server: ScriptedOpen
 
 async def test_sentence_check_custom_template_and_redact_text(openai_server: ScriptedOpenAIServer) -> None:
     openai_server.reset(lambda req: Reply("Yes"))
-    s = _settings(openai_server, template="Premise: {document}\nHypothesis: {claim}").model_copy(
-        update={"redact_text": True}
+    s = _settings(openai_server, template="Premise: {document}\nHypothesis: {claim}").replaced(
+        redact_text=True
     )
     async with LLMClient(s) as client:
         j = await build_judges(s, ["faithfulness"], client=client)["faithfulness"].judge(EN)

@@ -158,7 +158,7 @@ async def test_empty_context_and_abstention(
 async def test_context_truncation_keeps_top_ranked(
     openai_server: ScriptedOpenAIServer, llm_client: LLMClient
 ) -> None:
-    settings = llm_client.settings.model_copy(update={"judge_context_budget_chars": 110})
+    settings = llm_client.settings.replaced(judge_context_budget_chars=110)
     openai_server.script(claims(("a", True)))
     j = await judge_for(settings, llm_client).judge(EN)
     assert j.flags.context_truncated is True

@@ -243,11 +243,11 @@ def test_version_changes_with_prompt_threshold_model_mode(
     assert judge_for(llm_settings, llm_client, threshold=0.7).version != base
     assert judge_for(llm_settings, llm_client, mode="with_context").version != base
     assert judge_for(llm_settings, llm_client, graded=True).version != base
-    other_model = llm_settings.model_copy(update={"judge_model": "judge-other"})
+    other_model = llm_settings.replaced(judge_model="judge-other")
     assert LLMRelevancyJudge(other_model, {}).version != base
     d = Path(str(tmp_path))
     (d / "relevancy.en.txt").write_text("Q: ${question}\nA: ${answer}\nYES or NO?", encoding="utf-8")
-    custom = llm_settings.model_copy(update={"judge_prompts_dir": d})
+    custom = llm_settings.replaced(judge_prompts_dir=d)
     assert LLMRelevancyJudge(custom, {}, client=llm_client).version != base
 
 

@@ -23,7 +23,7 @@ def _settings(server: ScriptedOpenAIServer, **kw: object) -> Settings:
         judge_api_key="sk-test",
         judge_max_retries=0,
         judge_cache_size=0,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

@@ -41,8 +41,8 @@ async def test_two_clients_on_one_database_share_one_budget(
     openai_server.reset(lambda req: Reply("YES", prompt_tokens=estimate, completion_tokens=2, delay_s=0.02))
     budget = 1000
     settings = _settings(openai_server, budget)
-    a = await PostgresStore.connect(pg_url, store_settings(pg_url))
-    b = await PostgresStore.connect(pg_url, store_settings(pg_url))
+    a = await PostgresStore.connect(pg_url, store_settings(pg_url).store)
+    b = await PostgresStore.connect(pg_url, store_settings(pg_url).store)
     try:
         assert isinstance(a, TokenLedger)
         async with LLMClient(settings, ledger=a) as ca, LLMClient(settings, ledger=b) as cb:
@@ -82,7 +82,7 @@ async def test_a_failed_call_gives_its_reservation_back(
     pg_url: str, openai_server: ScriptedOpenAIServer
 ) -> None:
     openai_server.reset(lambda req: Reply("", status=500))
-    store = await PostgresStore.connect(pg_url, store_settings(pg_url))
+    store = await PostgresStore.connect(pg_url, store_settings(pg_url).store)
     try:
         async with LLMClient(_settings(openai_server, 1000), ledger=store) as client:
             with pytest.raises(JudgeError) as err:

@@ -37,14 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ragpulse import telemetry
-from ragpulse.config import Settings
+from ragpulse.config import OtlpSettings
 from ragpulse.ingest.otlp.conventions import TraceBuilder
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.logging import get_logger
@@ -143,23 +144,23 @@ class TraceAssembler:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: OtlpSettings,
         builder: TraceBuilder,
         clock: Clock = time.monotonic,
         max_spans_per_trace: int = 10_000,
         journal: PendingJournal | None = None,
     ) -> None:
         self._max_spans = max_spans_per_trace
-        self._grace = settings.otlp_root_grace_s
-        self._idle = settings.otlp_idle_timeout_s
-        self._max = settings.otlp_max_pending_traces
+        self._grace = settings.root_grace_s
+        self._idle = settings.idle_timeout_s
+        self._max = settings.max_pending_traces
         self._builder = builder
         self._clock = clock
         self._journal = journal
         # Least recently updated first.
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
-        # (due time, trace id) of traces whose root arrived; due times are non-decreasing.
-        self._due: deque[tuple[float, str]] = deque()
+        # (due time, trace id) of traces whose root arrived, a heap (earliest first).
+        self._due: list[tuple[float, str]] = []
         self._released: OrderedDict[str, None] = OrderedDict()
         self._released_max = max(self._max, 1000)
         self._in_hand = 0
@@ -229,7 +230,7 @@ class TraceAssembler:
             p.last_seen = now
             if span.is_root and p.root_seen_at is None:
                 p.root_seen_at = now
-                self._due.append((now + self._grace, span.trace_id))
+                heapq.heappush(self._due, (now + self._grace, span.trace_id))
                 self._wake.set()
         for tid in plan.traces:
             self._pending[tid].holds -= 1
@@ -277,7 +278,7 @@ class TraceAssembler:
         out: list[tuple[str, Trace | None]] = []
         recheck: list[str] = []
         while self._due and self._due[0][0] <= t:
-            _, tid = self._due.popleft()
+            _, tid = heapq.heappop(self._due)
             p = self._pending.get(tid)
             if p is None:
                 continue
@@ -286,7 +287,7 @@ class TraceAssembler:
             else:
                 out.append(self._release(tid, incomplete=False))
         for tid in recheck:
-            self._due.append((t + _RECHECK_S, tid))
+            heapq.heappush(self._due, (t + _RECHECK_S, tid))
         for tid, p in list(self._pending.items()):
             if p.last_seen + self._idle > t:
                 break

@@ -3,8 +3,9 @@
 :func:`trace_to_openinference_spans` builds one ``ExportTraceServiceRequest`` with three spans — a root
 ``CHAIN`` (question in ``input.value``, answer in ``output.value``, ``metadata`` JSON with app/scenario and
 the replay identity ``ragpulse.run.id``, ``ragpulse.test_case.id``, ``ragpulse.expected_answer``,
-``ragpulse.keywords``, and the trace's ``attributes`` as a JSON object in ``ragpulse.attributes`` — reference
-contexts and labels of a test case travel there), a ``RETRIEVER`` child with ``retrieval.documents.<i>.document.{id,content,score,
+``ragpulse.keywords``, and the trace's ``attributes`` as a JSON object in ``ragpulse.attributes`` — the
+typed fields older receivers read from attributes (reference contexts, labels, not-evaluable reason; see
+:meth:`~ragpulse.model.Trace.wire_attributes`) travel there), a ``RETRIEVER`` child with ``retrieval.documents.<i>.document.{id,content,score,
 metadata}`` (only when there are documents) and an ``LLM`` child (``llm.model_name``, the context as the
 system message, question and answer as messages). Decoding it with this package's receivers gives back the
 same question, answer, documents, context, model, app, scenario, latency, attributes and replay identity.
@@ -118,7 +119,9 @@ def trace_to_openinference_spans(trace: Trace) -> ExportTraceServiceRequest:
             "ragpulse.expected_answer": trace.expected_answer,
             "ragpulse.keywords": list(trace.keywords) if trace.keywords else None,
             "ragpulse.attributes": (
-                json.dumps(trace.attributes, ensure_ascii=False, default=str) if trace.attributes else None
+                json.dumps(wire, ensure_ascii=False, default=str)
+                if (wire := trace.wire_attributes())
+                else None
             ),
         },
     )

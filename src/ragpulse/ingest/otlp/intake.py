@@ -79,7 +79,7 @@ class OtlpIntake:
 
     Args:
         assembler: where spans go.
-        own_service: ``settings.service_name``; spans of that service or scope are ignored.
+        own_service: the ``export.service_name`` setting; spans of that service or scope are ignored.
         journal: the durable record of accepted traces, or ``None`` (memory only).
     """
 

@@ -2,14 +2,14 @@
 
 ::
 
-    async with OtlpReceivers(settings, engine) as otlp:
+    async with OtlpReceivers(settings.otlp, engine, own_service=settings.export.service_name) as otlp:
         assert otlp.ready
         ...  # traces flow into engine.submit
 
-- gRPC listens on ``settings.otlp_grpc_address`` (``host:port``; default ``127.0.0.1:4317``), HTTP on
-  ``settings.otlp_http_address`` (default ``127.0.0.1:4318``); an empty address disables that receiver and
+- gRPC listens on ``settings.grpc_address`` (``host:port``; default ``127.0.0.1:4317``), HTTP on
+  ``settings.http_address`` (default ``127.0.0.1:4318``); an empty address disables that receiver and
   port ``0`` picks a free port (see :attr:`OtlpReceivers.grpc_port` / :attr:`OtlpReceivers.http_port`).
-- Requests larger than ``settings.otlp_max_request_bytes`` answer 413 / ``RESOURCE_EXHAUSTED``.
+- Requests larger than ``settings.max_request_bytes`` answer 413 / ``RESOURCE_EXHAUSTED``.
 - Handlers only decode and hand spans to the :class:`~ragpulse.ingest.otlp.assembly.TraceAssembler`; a
   background task releases finished traces and awaits ``sink.submit`` (engine back-pressure never holds an
   OTLP response).
@@ -45,7 +45,7 @@ from typing import Self
 import grpc
 
 from ragpulse.asgi_server import EmbeddedAsgiServer, parse_address
-from ragpulse.config import Settings
+from ragpulse.config import OtlpSettings
 from ragpulse.errors import ConfigError, IngestError
 from ragpulse.ingest.otlp.assembly import Clock, TraceAssembler
 from ragpulse.ingest.otlp.conventions import ConventionMapper, TraceBuilder
@@ -77,8 +77,10 @@ class OtlpReceivers:
     """gRPC + HTTP OTLP trace receivers feeding ``sink`` (see the module docstring).
 
     Args:
-        settings: ``otlp_*`` settings and ``service_name``.
+        settings: the ``otlp`` section.
         sink: the engine (or any :class:`~ragpulse.protocols.TraceSink`).
+        own_service: the ``export.service_name`` setting; spans of that service are ignored.
+        shutdown_deadline_s: how long closing waits for the assembler (the ``engine.shutdown_deadline_s`` setting).
         mappers: convention mappers replacing the defaults.
         clock: monotonic clock for the assembler (tests).
         pending: durable store for accepted traces (at-least-once across restarts); ``None`` keeps them in
@@ -90,19 +92,23 @@ class OtlpReceivers:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: OtlpSettings,
         sink: TraceSink,
         *,
+        own_service: str = "ragpulse",
+        shutdown_deadline_s: float = 30.0,
         mappers: Sequence[ConventionMapper] | None = None,
         clock: Clock = time.monotonic,
         pending: PendingStore | None = None,
     ) -> None:
         self._settings = settings
+        self._own_service = own_service
+        self._shutdown_deadline_s = shutdown_deadline_s
         self._sink = sink
-        self._token = settings.otlp_token.get_secret_value() if settings.otlp_token is not None else None
+        self._token = settings.token.get_secret_value() if settings.token is not None else None
         self._tls: tuple[str, str] | None = (
-            (str(settings.otlp_tls_cert_file), str(settings.otlp_tls_key_file))
-            if settings.otlp_tls_cert_file is not None and settings.otlp_tls_key_file is not None
+            (str(settings.tls_cert_file), str(settings.tls_key_file))
+            if settings.tls_cert_file is not None and settings.tls_key_file is not None
             else None
         )
         self._tls_pem: tuple[bytes, bytes] | None = None  # (certificate, key) PEM, read at start
@@ -110,7 +116,7 @@ class OtlpReceivers:
         self.assembler = TraceAssembler(
             settings, TraceBuilder(settings, mappers), clock=clock, journal=self.journal
         )
-        self.intake = OtlpIntake(self.assembler, settings.service_name, self.journal)
+        self.intake = OtlpIntake(self.assembler, own_service, self.journal)
         self._grpc: grpc.aio.Server | None = None
         self._http: EmbeddedAsgiServer | None = None
         self._assembler_task: asyncio.Task[None] | None = None
@@ -144,7 +150,7 @@ class OtlpReceivers:
     def _exposed(self) -> list[str]:
         """The enabled receiver addresses that are not loopback-only."""
         out = []
-        for address in (self._settings.otlp_grpc_address, self._settings.otlp_http_address):
+        for address in (self._settings.grpc_address, self._settings.http_address):
             if address.strip():
                 host, _ = parse_address(address)
                 if not _is_loopback(host):
@@ -186,10 +192,10 @@ class OtlpReceivers:
             if self.journal is not None:
                 await self._resume(self.journal)
             self._assembler_task = asyncio.create_task(self.assembler.run(self._sink), name="otlp-assembler")
-            if s.otlp_grpc_address.strip():
-                await self._start_grpc(s.otlp_grpc_address)
-            if s.otlp_http_address.strip():
-                await self._start_http(s.otlp_http_address)
+            if s.grpc_address.strip():
+                await self._start_grpc(s.grpc_address)
+            if s.http_address.strip():
+                await self._start_http(s.http_address)
         except BaseException:
             await self.close()
             raise
@@ -200,7 +206,7 @@ class OtlpReceivers:
         resumed = 0
         for tid, payload in rows:
             try:
-                spans = request_to_spans(decode_protobuf(payload).request, self._settings.service_name).spans
+                spans = request_to_spans(decode_protobuf(payload).request, self._own_service).spans
             except IngestError:
                 await journal.dead_letter(tid, "unreadable")
                 continue
@@ -211,7 +217,7 @@ class OtlpReceivers:
 
     async def _start_grpc(self, address: str) -> None:
         host, port = parse_address(address)
-        limit = self._settings.otlp_max_request_bytes
+        limit = self._settings.max_request_bytes
         server = grpc.aio.server(
             options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)]
         )
@@ -233,7 +239,7 @@ class OtlpReceivers:
         log.info("otlp_grpc_listening", address=f"{host}:{bound}", tls=self._tls is not None, auth=self.auth)
 
     async def _start_http(self, address: str) -> None:
-        app = build_http_app(self.intake, self._settings.otlp_max_request_bytes, self._token)
+        app = build_http_app(self.intake, self._settings.max_request_bytes, self._token)
         cert, key = self._tls if self._tls is not None else (None, None)
         self._http = EmbeddedAsgiServer(
             app, address, what="OTLP/HTTP", task_name="otlp-http", ssl_certfile=cert, ssl_keyfile=key
@@ -259,7 +265,7 @@ class OtlpReceivers:
         if self._assembler_task is not None:
             self.assembler.stop()
             # With a journal nothing needs flushing (held traces stay pending): do not wait on a blocked submit.
-            wait = 1.0 if self.journal is not None else self._settings.shutdown_deadline_s
+            wait = 1.0 if self.journal is not None else self._shutdown_deadline_s
             try:
                 await asyncio.wait_for(self._assembler_task, timeout=wait)
             except TimeoutError:

@@ -145,9 +145,9 @@ class LLMFaithfulnessJudge(Judge):
         supported = sum(1 for c in checked if c.verdict == "supported")
         reason = f"{supported}/{len(checked)} claims supported"
         unsupported = [c.text for c in checked if c.verdict != "supported"]
-        if unsupported and not self.settings.redact_text:
+        if unsupported and not self.settings.store.redact_text:
             reason += "; unsupported: " + "; ".join(unsupported)
-        flags = {"claims": claims_flag(claims, redact_text=self.settings.redact_text)}
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
         return Decision(supported / len(checked), reason + note, decided_by, flags)
 
     # -- sentence_check --------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ class HeuristicFaithfulnessJudge(Judge):
             ok_ = value >= self.threshold
             evidence = evidence_of(trace, chunk_i) if ok_ else None
             claims.append(Claim(sentence, start, end, "supported" if ok_ else "unsupported", evidence))
-        flags = {"claims": claims_flag(claims, redact_text=self.settings.redact_text)}
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
         if not supports:
             return Decision(1.0, "no content words to check", "sentence_support", flags)
         score = sum(s for s, _, _ in supports) / len(supports)
@@ -280,7 +280,7 @@ class HeuristicFaithfulnessJudge(Judge):
         worst = supports[worst_i]
         unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
         # With redact_text the store keeps no answer text, so the reason names the sentence by position only.
-        where = f"sentence {worst_i + 1}" if self.settings.redact_text else _snippet(worst[1])
+        where = f"sentence {worst_i + 1}" if self.settings.store.redact_text else _snippet(worst[1])
         reason = (
             f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
             f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"

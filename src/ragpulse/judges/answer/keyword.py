@@ -56,7 +56,7 @@ def keyword_matches(keyword: str, answer_folded: str, answer_tokens: frozenset[s
 class KeywordJudge(Judge):
     """Keyword overlap between the reference keywords and the answer (``backend=heuristic``).
 
-    Options (``settings.judges["keyword"]``): ``threshold`` (0–1, default :data:`DEFAULT_THRESHOLD`).
+    Options (``settings.judge.options["keyword"]``): ``threshold`` (0–1, default :data:`DEFAULT_THRESHOLD`).
     """
 
     name = "keyword"

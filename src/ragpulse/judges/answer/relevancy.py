@@ -129,6 +129,6 @@ class HeuristicRelevancyJudge(Judge):
         reason = f"covers {len(q_keys & a_keys)}/{len(q_keys)} question terms"
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
-        if missing and not self.settings.redact_text:
+        if missing and not self.settings.store.redact_text:
             reason += f"; missing: {', '.join(missing)}"
         return Decision(score, reason, "question_coverage")

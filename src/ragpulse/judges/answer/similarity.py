@@ -84,13 +84,13 @@ class EmbeddingSimilarity:
 
 def similarity_from_settings(settings: Settings) -> Similarity:
     """Embeddings when ``embeddings_base_url`` and ``embeddings_model`` are set, else the lexical fallback."""
-    if settings.embeddings_base_url and settings.embeddings_model:
-        key = settings.embeddings_api_key.get_secret_value() if settings.embeddings_api_key else None
+    if settings.embeddings.base_url and settings.embeddings.model:
+        key = settings.embeddings.api_key.get_secret_value() if settings.embeddings.api_key else None
         return EmbeddingSimilarity(
-            base_url=settings.embeddings_base_url,
-            model=settings.embeddings_model,
+            base_url=settings.embeddings.base_url,
+            model=settings.embeddings.model,
             api_key=key,
-            timeout_s=settings.judge_timeout_s,
-            max_retries=settings.judge_max_retries,
+            timeout_s=settings.judge.timeout_s,
+            max_retries=settings.judge.max_retries,
         )
     return LexicalSimilarity()

@@ -126,13 +126,13 @@ class ChecklistJudge(Judge):
 
 
 def build_checklist_judge(settings: Settings, name: str, *, client: Any = None) -> ChecklistJudge:
-    """Build the judge of checklist ``name`` from ``settings.checklists`` (see
+    """Build the judge of checklist ``name`` from ``settings.judge.checklists`` (see
     :func:`ragpulse.judges.checklist.spec.load_checklists`).
 
     Raises:
         ConfigError: the checklist is unknown, its file is missing, or its definition is invalid.
     """
-    raw = settings.checklists.get(name)
+    raw = settings.judge.checklists.get(name)
     if raw is None:
         raise ConfigError(f"unknown checklist {name!r}")
     checklist = load_checklists({name: raw})[name]

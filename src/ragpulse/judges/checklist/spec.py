@@ -1,14 +1,15 @@
 """Checklist definitions (business judges from configuration) and their loading.
 
 A checklist is declared under ``checklists`` in the config file, inline or as a path to a YAML file holding
-the same mapping (relative paths: the working directory, then the config file's directory). Fields and item
+the same mapping (a relative path written in the config file is resolved against the file's directory when the
+file is there, else the working directory — :mod:`ragpulse.config` applies that one rule when it loads the
+file; a path from the environment is relative to the working directory). Fields and item
 kinds (``contains``, ``regex``, ``link``, ``length``, ``rubric`` with an optional ``offline`` rule) are
 described in ``docs/reference-metrics.md`` ("Checklists"); examples in ``config/checklists/``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -178,7 +179,7 @@ class Checklist(BaseModel):
 def _parse(name: str, raw: Any, base_dir: Path | None) -> Checklist:
     if isinstance(raw, str | Path):
         p = Path(raw)
-        if not p.is_absolute() and not p.is_file() and base_dir is not None and (base_dir / p).is_file():
+        if not p.is_absolute() and base_dir is not None:
             p = base_dir / p
         try:
             raw = yaml.safe_load(p.read_text(encoding="utf-8"))
@@ -196,14 +197,12 @@ def _parse(name: str, raw: Any, base_dir: Path | None) -> Checklist:
 
 
 def load_checklists(raw: dict[str, Any], base_dir: Path | None = None) -> dict[str, Checklist]:
-    """Parse ``settings.checklists`` (``{name: mapping or YAML path}``) into :class:`Checklist` objects.
+    """Parse ``settings.judge.checklists`` (``{name: mapping or YAML path}``) into :class:`Checklist` objects.
 
-    A relative path is looked up in the working directory, then in ``base_dir`` (default: the directory of
-    the ``RAGPULSE_CONFIG`` file, when set).
+    A relative path is relative to ``base_dir`` when given, else to the working directory (the config loader
+    has already resolved paths written in the config file; see :mod:`ragpulse.config`).
 
     Raises:
         ConfigError: a file is missing or not YAML, or a checklist is invalid (bad regex, no items, …).
     """
-    if base_dir is None and os.environ.get("RAGPULSE_CONFIG"):
-        base_dir = Path(os.environ["RAGPULSE_CONFIG"]).resolve().parent
     return {name: _parse(name, value, base_dir) for name, value in raw.items()}

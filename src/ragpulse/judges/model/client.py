@@ -335,14 +335,14 @@ class LLMClient:
             process. A ledger that cannot be reached fails the call as ``judge_unavailable``.
 
     Raises:
-        ConfigError: ``settings.judge_model`` is not set.
+        ConfigError: ``settings.judge.model`` is not set.
     """
 
     def __init__(self, settings: Settings, ledger: TokenLedger | None = None) -> None:
-        if not settings.judge_model:
+        if not settings.judge.model:
             raise ConfigError("the LLM judge backend needs RAGPULSE_JUDGE_MODEL (judge_model)")
         self.settings = settings
-        self.model: str = settings.judge_model
+        self.model: str = settings.judge.model
         self.stats = LLMStats()
         self._cache: OrderedDict[str, LLMResult] = OrderedDict()
         self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens), as last known
@@ -353,30 +353,30 @@ class LLMClient:
     # -- lifecycle -------------------------------------------------------------------------------------
     def _build_state(self, loop: asyncio.AbstractEventLoop) -> _LoopState:
         s = self.settings
-        n = s.judge_max_concurrency
+        n = s.judge.max_concurrency
         # The Limits class of whichever HTTP library this openai release is built on (httpx or httpx2).
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
-        concurrency = AdaptiveLimit(s.judge_min_concurrency, n, adaptive=s.judge_adaptive_concurrency)
+        concurrency = AdaptiveLimit(s.judge.min_concurrency, n, adaptive=s.judge.adaptive_concurrency)
         hooks: dict[str, list[Callable[..., Any]]] = {
             "request": [_count_attempt],
             "response": [_observe_answer],
         }
-        if s.judge_http_transport == "aiohttp":
+        if s.judge.http_transport == "aiohttp":
             http_client = openai.DefaultAioHttpClient(
-                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+                limits=limits, timeout=s.judge.timeout_s, event_hooks=hooks
             )
         else:
             http_client = openai.DefaultAsyncHttpxClient(
-                limits=limits, timeout=s.judge_timeout_s, event_hooks=hooks
+                limits=limits, timeout=s.judge.timeout_s, event_hooks=hooks
             )
         client = openai.AsyncOpenAI(
-            api_key=s.judge_api_key.get_secret_value() if s.judge_api_key else "not-set",
-            base_url=s.judge_base_url,
-            timeout=s.judge_timeout_s,
-            max_retries=s.judge_max_retries,
+            api_key=s.judge.api_key.get_secret_value() if s.judge.api_key else "not-set",
+            base_url=s.judge.base_url,
+            timeout=s.judge.timeout_s,
+            max_retries=s.judge.max_retries,
             http_client=http_client,
         )
-        limiter = _RateLimiter(s.judge_requests_per_minute) if s.judge_requests_per_minute else None
+        limiter = _RateLimiter(s.judge.requests_per_minute) if s.judge.requests_per_minute else None
         return _LoopState(loop=loop, client=client, concurrency=concurrency, limiter=limiter)
 
     @property
@@ -484,8 +484,8 @@ class LLMClient:
             judge: judge name (budget and token accounting, logs).
             version: judge version (part of the cache key).
             messages: chat messages (``role``/``content``).
-            max_tokens: completion limit, default ``settings.judge_max_tokens``.
-            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge_daily_token_budget``.
+            max_tokens: completion limit, default ``settings.judge.max_tokens``.
+            daily_token_budget: this judge's daily budget in tokens, default ``settings.judge.daily_token_budget``.
 
         Returns:
             The reply; a ``finish_reason`` of ``length`` is returned as is (callers report
@@ -496,7 +496,7 @@ class LLMClient:
             ModelUnavailableError: code ``judge_unavailable``: HTTP error after retries, timeout or connection
                 failure; ``retries`` says how many retries were taken.
         """
-        cache_size = self.settings.judge_cache_size
+        cache_size = self.settings.judge.cache_size
         key = self._cache_key(version, self.model, messages) if cache_size else ""
         if cache_size:
             hit = self._cache.get(key)
@@ -504,7 +504,7 @@ class LLMClient:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
                 return LLMResult(text=hit.text, finish_reason=hit.finish_reason, cached=True)
-        budget = daily_token_budget or self.settings.judge_daily_token_budget
+        budget = daily_token_budget or self.settings.judge.daily_token_budget
         self._refuse_over_budget(judge, budget)  # spent already: refuse without waiting for a slot
         state = self._loop_state()
         if not key:
@@ -571,8 +571,8 @@ class LLMClient:
                     body={
                         "model": self.model,
                         "messages": [dict(m) for m in messages],
-                        "temperature": self.settings.judge_temperature,
-                        "max_tokens": max_tokens or self.settings.judge_max_tokens,
+                        "temperature": self.settings.judge.temperature,
+                        "max_tokens": max_tokens or self.settings.judge.max_tokens,
                     },
                 )
             except openai.APIError as e:

@@ -1,7 +1,7 @@
 """The one context budget: which retrieved chunks a judge-model prompt holds, and how they are numbered.
 
 Every judge that sends retrieved context to the model cuts it with :func:`fit_context` to
-``settings.judge_context_budget_chars`` characters (top-ranked chunks kept first; the judgement is flagged
+``settings.judge.context_budget_chars`` characters (top-ranked chunks kept first; the judgement is flagged
 ``context_truncated`` when anything was cut) and numbers it with :func:`format_chunks`.
 """
 

@@ -4,7 +4,7 @@ A template is plain text with ``${placeholder}`` fields (:class:`string.Template
 dollar sign). Each template name has a fixed set of required placeholders (:data:`REQUIRED_PLACEHOLDERS`);
 loading a template that lacks one, or uses an unknown one, raises :class:`~ragpulse.errors.ConfigError`.
 
-Languages are ``en`` and ``zh``. A file with the same name in ``settings.judge_prompts_dir`` replaces the
+Languages are ``en`` and ``zh``. A file with the same name in ``settings.judge.prompts_dir`` replaces the
 packaged one (the judge's version changes with the text, since the text is part of it).
 
 Untrusted texts (question, answer, context, claim, reference, requirement) are placed between ``<<<NAME``
@@ -109,7 +109,7 @@ def load_prompt(name: str, lang: str, prompts_dir: Path | None = None) -> Prompt
     Args:
         name: a key of :data:`REQUIRED_PLACEHOLDERS`.
         lang: ``en`` or ``zh``.
-        prompts_dir: ``settings.judge_prompts_dir``; a file there overrides the packaged template.
+        prompts_dir: ``settings.judge.prompts_dir``; a file there overrides the packaged template.
 
     Raises:
         ConfigError: unknown name or language, ``prompts_dir`` missing, unreadable file, or a template with a

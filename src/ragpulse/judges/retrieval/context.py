@@ -137,7 +137,7 @@ class _ContextJudge(Judge):
             vs["unreadable_scripts"] = UNREADABLE_SCRIPTS
         if self.client is not None:
             vs["prompt"] = prompt_pair_text(self.templates, self.name)
-            vs["budget"] = self.settings.judge_context_budget_chars
+            vs["budget"] = self.settings.judge.context_budget_chars
             vs["reply_protocol"] = REPLY_PROTOCOL
         return vs
 

@@ -1,11 +1,14 @@
 """Labelled chunk relevance carried by a trace (non-LLM context precision/recall/relevance).
 
 How labels travel: a test case's ``context_labels`` (0/1 per context of the case, e.g. RGB's positive /
-negative passages) is copied by replay into ``Trace.attributes``:
+negative passages) is copied by replay into the trace's typed fields:
 
-- ``attributes["context_labels"]``: list of 0/1 (or booleans), one per labelled chunk;
-- ``attributes["labelled_doc_ids"]`` (optional): ids of the labelled chunks, parallel to the labels;
-- ``attributes["labelled_contexts"]`` (optional): texts of the labelled chunks, parallel to the labels.
+- ``Trace.context_labels``: one flag per labelled chunk;
+- ``Trace.labelled_doc_ids`` (optional): ids of the labelled chunks, parallel to the labels;
+- ``Trace.labelled_contexts`` (optional): texts of the labelled chunks, parallel to the labels.
+
+(Older producers sent them as ``attributes`` keys of the same names; :class:`~ragpulse.model.Trace` moves
+those into the fields.)
 
 Without ``labelled_doc_ids``/``labelled_contexts`` the labels are parallel to ``Trace.documents`` (replay of
 recorded contexts). With them, each retrieved document is matched to a labelled chunk by id, else by its
@@ -17,7 +20,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from ragpulse.model import Trace
 
@@ -57,35 +59,19 @@ def _norm(text: str) -> str:
     return _WS_RE.sub(" ", text).strip()
 
 
-def _as_flags(raw: Any) -> list[bool]:
-    if not isinstance(raw, list | tuple):
-        raise LabelError(f"context_labels must be a list of 0/1, got {type(raw).__name__}")
-    out: list[bool] = []
-    for v in raw:
-        if isinstance(v, bool):
-            out.append(v)
-        elif isinstance(v, int | float) and v in (0, 1):
-            out.append(bool(v))
-        else:
-            raise LabelError(f"context_labels must hold 0/1 values, got {v!r}")
-    return out
-
-
 def labelled_relevance(trace: Trace) -> LabelledRelevance | None:
     """Relevance flags of the trace's retrieved documents from its labels; ``None`` when it carries none.
 
     Raises:
-        LabelError: labels are malformed, or (without a labelled pool) their count differs from the number of
+        LabelError: a labelled pool is not parallel to the labels, or (without one) their count differs from the number of
             retrieved documents.
     """
-    attrs = trace.attributes
-    raw = attrs.get("context_labels")
-    if raw is None:
+    if trace.context_labels is None:
         return None
-    labels = _as_flags(raw)
+    labels = list(trace.context_labels)
     docs = trace.documents
-    ids = attrs.get("labelled_doc_ids")
-    texts = attrs.get("labelled_contexts")
+    ids = trace.labelled_doc_ids
+    texts = trace.labelled_contexts
     if ids is None and texts is None:
         if len(labels) != len(docs):
             raise LabelError(
@@ -119,22 +105,17 @@ def labelled_relevance(trace: Trace) -> LabelledRelevance | None:
 def reference_context_relevance(trace: Trace, min_coverage: float = 0.8) -> LabelledRelevance | None:
     """Relevance of the retrieved chunks from the trace's ground-truth contexts; ``None`` without them.
 
-    ``attributes["reference_contexts"]`` (a test case's ``reference_contexts``) lists the passages a good
+    ``Trace.reference_contexts`` (a test case's ``reference_contexts``) lists the passages a good
     retrieval returns. A retrieved chunk matches a reference context when one contains the other (whitespace
     normalised) or the chunk covers ≥ ``min_coverage`` of the reference's content tokens
     (:func:`ragpulse.judges.text.statements.coverage`). This is the non-LLM context recall/precision of Ragas
     (reference contexts compared by string similarity), with lexical coverage as the similarity.
-
-    Raises:
-        LabelError: ``reference_contexts`` is not a list of strings.
     """
     from ragpulse.judges.text.statements import coverage
 
-    raw = trace.attributes.get("reference_contexts")
+    raw = trace.reference_contexts
     if not raw:
         return None
-    if not isinstance(raw, list | tuple) or not all(isinstance(r, str) for r in raw):
-        raise LabelError("reference_contexts must be a list of strings")
     refs = [_norm(r) for r in raw if r.strip()]
     if not refs:
         return None

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ragpulse.config import Settings
+from ragpulse.config import OtlpSettings
 from ragpulse.ingest.otlp.conventions.base import (
     ConventionMapper,
     MappedFields,
@@ -69,14 +69,14 @@ _SCALARS = ("question", "context", "model_context", "model", "app", "scenario")
 _ANSWER_GROUP = ("answer", "answer_span_id", "answer_candidates", "not_evaluable")
 
 
-def default_mappers(settings: Settings) -> list[ConventionMapper]:
+def default_mappers(settings: OtlpSettings) -> list[ConventionMapper]:
     """The built-in mappers, preceded by the ``otlp_attributes`` mapper when that setting is non-empty.
 
     Raises:
-        ConfigError: ``settings.otlp_attributes`` is invalid.
+        ConfigError: ``settings.attributes`` is invalid.
     """
     mappers: list[ConventionMapper] = []
-    custom = AttributeMapper(settings.otlp_attributes)
+    custom = AttributeMapper(settings.attributes)
     if custom.configured:
         mappers.append(custom)
     mappers += [OpenInferenceMapper(), OpenLlmetryMapper(), LangfuseMapper(), GenAiMapper()]
@@ -134,7 +134,7 @@ class TraceBuilder:
         mappers: replaces the default mapper list.
     """
 
-    def __init__(self, settings: Settings, mappers: Sequence[ConventionMapper] | None = None) -> None:
+    def __init__(self, settings: OtlpSettings, mappers: Sequence[ConventionMapper] | None = None) -> None:
         self.mappers: list[ConventionMapper] = (
             list(mappers) if mappers is not None else default_mappers(settings)
         )

@@ -1,4 +1,4 @@
-"""Home-grown instrumentation: trace fields read from attribute names given in ``settings.otlp_attributes``.
+"""Home-grown instrumentation: trace fields read from attribute names given in ``settings.attributes``.
 
 ``otlp_attributes`` maps a field to one attribute name or a list of names (first present wins, root span
 first, then the other spans in start order)::
@@ -40,7 +40,7 @@ __all__ = ["FIELDS", "AttributeMapper"]
 
 _TEXT_FIELDS = ("question", "answer", "context", "model", "app", "scenario", "session_id")
 _DOC_KEYS = {"document_id": "id", "document_content": "content", "document_score": "score"}
-#: Keys accepted in ``settings.otlp_attributes``.
+#: Keys accepted in ``settings.attributes``.
 FIELDS = frozenset((*_TEXT_FIELDS, "documents", *_DOC_KEYS))
 
 
@@ -53,7 +53,7 @@ def _names(value: Any, key: str) -> list[str]:
 
 
 class AttributeMapper:
-    """Reads the attribute names configured in ``settings.otlp_attributes`` (see the module docstring).
+    """Reads the attribute names configured in ``settings.attributes`` (see the module docstring).
 
     Raises:
         ConfigError: an unknown key or a value that is not a name / list of names.
