@@ -180,6 +180,23 @@ def build() -> dict[str, Any]:
         )
         .with_panel(
             _ts(
+                "Corrected pass rate with 95 % interval",
+                "Live pass rate corrected for the judge's measured error (Rogan-Gladen, needs a calibration "
+                "profile: ragpulse calibrate --save), with the bounds of its 95 % interval. Judges without a "
+                "profile for their current version show ragpulse_judge_calibration_stale = 1 instead.",
+                "percentunit",
+                [
+                    Query(f"ragpulse_judge_pass_rate_corrected{{{SEL}}}", "{{judge}} · {{app}}"),
+                    Query(f"ragpulse_judge_pass_rate_corrected_lower{{{SEL}}}", "lower {{judge}} · {{app}}"),
+                    Query(f"ragpulse_judge_pass_rate_corrected_upper{{{SEL}}}", "upper {{judge}} · {{app}}"),
+                    Query('ragpulse_judge_calibration_stale{judge=~"$judge"} == 1', "uncalibrated {{judge}}"),
+                ],
+                min=0,
+                max=1,
+            )
+        )
+        .with_panel(
+            _ts(
                 "Score p10 / p50 (continuous judges)",
                 "Percentiles of ok scores, interpolated inside the 0.05/0.1/…/0.95/1.0 buckets.",
                 "percentunit",

@@ -1,6 +1,6 @@
 """Generate Grafana-managed alert rules (file provisioning) from ``deploy/prometheus/alerts.yml``.
 
-Writes ``deploy/grafana/provisioning/alerting/ragpulse-alerts.yml``: the same five alerts, same PromQL (recording
+Writes ``deploy/grafana/provisioning/alerting/ragpulse-alerts.yml``: the same alerts, same PromQL (recording
 rules inlined, so the rules work without ragpulse's Prometheus rules loaded), same ``for:``, labels and
 annotations. Each rule queries the Prometheus data source with uid ``prometheus`` (A), reduces to the last value
 (B) and fires for every series the query returns (C: ``B >= -1``; the queries return only breaching series,

@@ -369,6 +369,8 @@ class ExportSettings(_Section):
     service_name: str = "ragpulse"
     #: Window of the judge-error-corrected pass rates, seconds.
     corrected_window_s: float = Field(default=3600.0, gt=0)
+    #: Seconds between two recomputations of the corrected pass rates (``serve``).
+    corrected_interval_s: float = Field(default=60.0, gt=0)
 
 
 class ApiSettings(_Section):
@@ -450,6 +452,7 @@ LEGACY_NAMES: dict[str, tuple[str, str]] = {
     "pushgateway_url": ("export", "pushgateway_url"),
     "evaluation_spans": ("export", "evaluation_spans"),
     "corrected_window_s": ("export", "corrected_window_s"),
+    "corrected_interval_s": ("export", "corrected_interval_s"),
     "coverage_threshold": ("replay", "coverage_threshold"),
     "gate_min": ("replay", "gate_min"),
 }

@@ -334,3 +334,18 @@ def test_evaluate_judges_now_with_source_api(portal: Portal) -> None:
         while c.get(f"/api/v1/traces/{tid}").status_code != 200:  # still judged and stored
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+def test_bad_characters_never_cost_a_500(portal: Portal) -> None:
+    with portal.client() as c:
+        assert c.post("/api/v1/test-sets", json={"name": "chars"}).status_code == 201
+        # a lone surrogate (a cut emoji) is stored and answered as U+FFFD, not a 500 after a silent write
+        raw = b'{"id": "c1", "question": "q \\ud800?"}'
+        r = c.post("/api/v1/test-sets/chars/cases", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 201, r.text
+        assert r.json()["question"] == "q \ufffd?"
+        assert c.get("/api/v1/test-sets/chars/cases/c1").json()["question"] == "q \ufffd?"
+        # NUL in a text search is no database outage
+        r = c.get("/api/v1/traces", params={"q": "\x00"})
+        assert r.status_code == 200, r.text
+        assert r.json()["items"] == []

@@ -22,6 +22,8 @@ DEFAULT_PORTS = {
     "http_address": 9464,
 }
 ALLOWED_OTHER = {"PYTHONUNBUFFERED", "RAGPULSE_CONFIG"}
+#: The portal's port: exposed by the image, on loopback unless set on purpose (tests/deploy/test_deploy_portal.py).
+PORTAL_PORT = 9470
 
 
 def _is_setting(name: str) -> bool:
@@ -72,7 +74,8 @@ def test_dockerfile_env_and_ports() -> None:
     m = re.search(r"^EXPOSE (.+)$", text, re.M)
     assert m is not None
     exposed = {int(p) for p in m.group(1).split()}
-    assert exposed == set(DEFAULT_PORTS.values())
+    assert exposed == set(DEFAULT_PORTS.values()) | {PORTAL_PORT}
+    assert _port(Settings().api.address) == PORTAL_PORT
     for field, port in DEFAULT_PORTS.items():
         assert _port(env[f"RAGPULSE_{field.upper()}"]) == port
         section, _, key = field.partition("_")
@@ -100,8 +103,8 @@ def test_compose_services_env_and_ports() -> None:
     host_ports = {int(p.split(":")[1]) for p in rp["ports"]}
     assert (
         host_ports
-        == {_port(env[f"RAGPULSE_{f.upper()}"]) for f in DEFAULT_PORTS}
-        == set(DEFAULT_PORTS.values())
+        == {_port(env[f"RAGPULSE_{f.upper()}"]) for f in [*DEFAULT_PORTS, "api_address"]}
+        == set(DEFAULT_PORTS.values()) | {PORTAL_PORT}
     )
     # Kafka's in-network listener is what ragpulse uses; PostgreSQL URL points at the compose service.
     assert "PLAINTEXT://kafka:9092" in services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]

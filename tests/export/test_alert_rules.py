@@ -19,6 +19,7 @@ ALERTS = {
     "RagpulseJudgeErrorRateHigh",
     "RagpulseEvaluationLagHigh",
     "RagpulseNoTracesReceived",
+    "RagpulseCorrectedPassRateLow",
 }
 
 
@@ -45,7 +46,7 @@ def test_every_alert_has_summary_description_runbook_and_for() -> None:
 def test_promtool_check_rules() -> None:
     r = _promtool("check", "rules", "alerts.yml")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 7 rules found" in r.stdout
+    assert "SUCCESS: 8 rules found" in r.stdout
 
 
 @needs_promtool

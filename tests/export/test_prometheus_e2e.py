@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer, judge_responder
-from testsupport import free_port, stop_process, tansu_broker, wait_port
+from testsupport import free_port, stop_process, tansu_broker, wait_port, wait_until
 
 from .expressions import ALERTS, alert_exprs, dashboard_exprs, grafana_alert_exprs, metric_names
 
@@ -129,6 +129,32 @@ async def _stored_counts(pg_url: str) -> dict[str, int]:
     return {r["judge"]: int(r["n"]) for r in rows}
 
 
+async def _save_faithfulness_profile(pg_url: str) -> None:
+    """Store a calibration profile (se = sp = 0.9) for the faithfulness version serve judged with."""
+    from ragpulse.model import CalibrationProfile
+    from ragpulse.store.postgres import PostgresStore
+
+    store = await PostgresStore.connect(pg_url, run_migrations=False)
+    sql = "SELECT DISTINCT version FROM judgements WHERE judge = 'faithfulness' AND status = 'ok'"
+    try:
+        await wait_until(lambda: _has_rows(store, sql), timeout_s=20, what="stored faithfulness judgements")
+        versions = await store.pool.fetch(sql)
+        for row in versions:
+            await store.save_calibration_profile(
+                CalibrationProfile(
+                    name="e2e", judge="faithfulness", judge_version=row["version"], dataset_sha256="0" * 64,
+                    n=200, tp=90, fn=10, tn=90, fp=10, sensitivity=0.9, sensitivity_lower=None,
+                    sensitivity_upper=None, specificity=0.9, specificity_lower=None, specificity_upper=None,
+                )
+            )  # fmt: skip
+    finally:
+        await store.close()
+
+
+async def _has_rows(store: Any, sql: str) -> bool:
+    return bool(await store.pool.fetch(sql))
+
+
 def _not_yet_recorded() -> set[str]:
     """Metrics whose recording code is not on this branch yet (the engine sets the queue-depth gauge)."""
     import inspect
@@ -187,6 +213,7 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         RAGPULSE_ENABLED_JUDGES="relevancy,faithfulness,keyword",
         RAGPULSE_JUDGES=json.dumps({"faithfulness": {"mode": "claims"}}),
         RAGPULSE_LOG_LEVEL="WARNING",
+        RAGPULSE_CORRECTED_INTERVAL_S="1",
     )
     target = subprocess.Popen(
         [sys.executable, "-m", "ragpulse", "serve"],
@@ -216,6 +243,8 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         base = f"http://127.0.0.1:{prom_port}"
         sent = asyncio.run(_produce(kafka, topic, seconds=4.0))
         assert sent >= 100
+        # a calibration profile for faithfulness's version: the corrected pass-rate series appear
+        asyncio.run(_save_faithfulness_profile(pg_url))
 
         names = metric_names(dashboard_exprs() + alert_exprs())
         names -= _not_yet_recorded()
@@ -244,10 +273,10 @@ def test_prometheus_scrapes_ragpulse_while_traces_flow(kafka: str, pg_url: str, 
         while True:
             groups = httpx.get(f"{base}/api/v1/rules", timeout=10).json()["data"]["groups"]
             rules = [r for g in groups for r in g["rules"]]
-            if (len(rules) == 7 and all(r["health"] == "ok" for r in rules)) or time.monotonic() > deadline:
+            if (len(rules) == 8 and all(r["health"] == "ok" for r in rules)) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert len(rules) == 7
+        assert len(rules) == 8
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
 
         # Counted once: every sent event is received once (the malformed one is rejected instead), and each

@@ -29,3 +29,21 @@ def test_catalogues_have_the_same_keys_and_no_empty_label() -> None:
 )
 def test_pick_language(query: str | None, cookie: str | None, accept: str | None, lang: str) -> None:
     assert pick_language(query, cookie, accept) == lang
+
+
+def test_templates_use_only_catalogue_keys_that_jinja_can_reach() -> None:
+    """Every ``t.KEY`` in a template is a catalogue key, and none is shadowed by a ``dict`` method (Jinja
+    resolves ``t.copy`` to ``dict.copy`` before the item: use ``t["copy"]``)."""
+    from pathlib import Path
+
+    import ragpulse.web
+
+    templates = Path(ragpulse.web.__file__).parent / "templates"
+    used = {
+        (f.name, key)
+        for f in templates.glob("*.html")
+        for key in re.findall(r"\bt\.([A-Za-z_]\w*)", f.read_text(encoding="utf-8"))
+    }
+    assert used
+    assert {(name, key) for name, key in used if key not in MESSAGES["en"]} == set()
+    assert {(name, key) for name, key in used if hasattr(dict, key)} == set()

@@ -136,6 +136,7 @@ def test_live_traffic_to_trace_with_highlight_and_copy(page: PortalPage, portal:
     assert "judge-m" in judgement
     assert "150" in judgement  # tokens
     assert "policy-7" in p.inner_text("#documents")
+    assert p.inner_text("#copy-form button") == "Copy"
     p.select_option("#copy-form select[name=test_set]", "regressions")
     p.fill("#copy-form input[name=case_id]", "mars")
     p.click("#copy-form button")

@@ -95,6 +95,8 @@ def install_problem_handlers(app: FastAPI, html_error: ErrorPage | None = None) 
 
     async def store_error(request: Request, exc: Exception) -> Response:
         _log.warning("api_store_error", path=request.url.path, error=str(exc))
+        if isinstance(exc, StoreError) and not exc.retriable:  # the database rejected the data: not an outage
+            return respond(request, 422, "the database rejected the request's data")
         return respond(request, 503, "the database is not available; try again")
 
     async def unexpected(request: Request, exc: Exception) -> Response:

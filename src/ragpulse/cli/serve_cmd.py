@@ -28,6 +28,7 @@ from ragpulse.cli.serve_http import Check, HealthServer
 from ragpulse.config import Settings
 from ragpulse.errors import IngestError, RagpulseError
 from ragpulse.logging import get_logger
+from ragpulse.services.background import start_background
 from ragpulse.services.judges import open_judges
 
 __all__ = ["run_serve", "serve"]
@@ -119,6 +120,8 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
     try:
         async with AsyncExitStack() as stack:
             store = await stack.enter_async_context(open_store(settings.store))
+            # judgements wait in the results stream's outbox only when the stream is on
+            store.results_outbox = bool(settings.kafka.results_topic)
             http = await stack.enter_async_context(
                 HealthServer(
                     settings.http.address,
@@ -146,6 +149,7 @@ async def run_serve(settings: Settings, stop: asyncio.Event | None = None) -> No
                     redelivering=True,
                 )
             )
+            await start_background(stack, settings, store, judges)  # corrected pass rates, results stream
             # the portal (REST API + web UI) on its own listener; None when RAGPULSE_API_ADDRESS is empty
             portal = await open_portal(stack, settings, store=store, judges=judges, engine=engine)
             if otlp_on:

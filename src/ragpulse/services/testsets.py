@@ -21,6 +21,7 @@ from ragpulse.replay.testset import TestSetError, parse_case, read_cases
 from ragpulse.services.errors import BadRequest, Conflict, NotFound
 from ragpulse.services.paging import DEFAULT_LIMIT, Page, decode_cursor, encode_cursor, time_key
 from ragpulse.store import PostgresStore
+from ragpulse.textclean import clean_json
 
 __all__ = [
     "NAME_PATTERN",
@@ -259,8 +260,8 @@ async def get_case(store: PostgresStore, name: str, case_id: str) -> dict[str, A
 
 
 def _parse(row: Mapping[str, Any], default_id: str) -> TestCase:
-    try:
-        return parse_case(row, default_id)
+    try:  # NUL and lone surrogates (a cut emoji) become U+FFFD here, as in files: stored and echoed alike
+        return parse_case(clean_json(dict(row)), default_id)
     except ValueError as e:
         raise BadRequest(str(e)) from e
 

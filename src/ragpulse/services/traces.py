@@ -17,6 +17,7 @@ from ragpulse.services.paging import DEFAULT_LIMIT, Page, encode_cursor, time_ke
 from ragpulse.services.testsets import case_row, load_test_set
 from ragpulse.store import PostgresStore
 from ragpulse.store.portal import JudgeFilter, TraceQuery
+from ragpulse.textclean import clean_text
 
 __all__ = [
     "MAX_LIMIT",
@@ -274,7 +275,7 @@ async def list_traces(
         run_id=f.run_id,
         since=f.since,
         until=f.until,
-        q=f.q or None,
+        q=clean_text(f.q) or None,  # NUL and lone surrogates cannot reach PostgreSQL
         judge=jf,
         after=time_key(cursor),
     )
