@@ -187,6 +187,8 @@ async def _replay(ts: TestSet, settings: Settings, names: list[str], url: str) -
 
 
 def _engine_settings(args: argparse.Namespace, **kw: Any) -> Settings:
+    if getattr(args, "service_defaults", False):  # the service's own engine defaults, nothing tuned
+        return Settings(log_level="WARNING", **kw)
     return Settings(
         engine_workers=args.workers,
         engine_queue_size=max(1000, args.workers * 4),
@@ -262,7 +264,11 @@ async def _bench_llm(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
             judge_model="bench-mock",
             judge_base_url=base_url,
             judge_api_key="bench",
-            judge_max_concurrency=args.llm_concurrency,
+            **(
+                {}
+                if args.service_defaults
+                else {"judge_max_concurrency": args.llm_concurrency, "judge_adaptive_concurrency": False}
+            ),
         )
         return await _replay(ts, settings, ["relevancy", "faithfulness"], url)
 
@@ -275,7 +281,8 @@ def bench_llm(args: argparse.Namespace) -> dict[str, Any]:
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     try:
         base_url = proc.stdout.readline().strip()
         out = asyncio.run(_bench_llm(args, base_url))
@@ -300,7 +307,7 @@ def bench_llm(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("workload", choices=["offline", "llm", "engine", "all"])
+    p.add_argument("workload", choices=["offline", "llm", "llm-defaults", "engine", "all"])
     p.add_argument("--traces", type=int, default=None, help="default: 10000 offline, 1000 llm")
     p.add_argument("--latency", type=float, default=0.2, help="mock model latency per request, seconds")
     p.add_argument("--workers", type=int, default=64, help="engine_workers")
@@ -315,9 +322,25 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     for w in ("offline", "llm") if args.workload == "all" else (args.workload,):
         a = argparse.Namespace(**vars(args))
-        a.traces = args.traces or (1000 if w == "llm" else 10000)
+        a.traces = args.traces or (1000 if w.startswith("llm") else 10000)
+        a.service_defaults = False
         if w == "llm":
             results[w] = bench_llm(a)
+        elif w == "llm-defaults":
+            # the same workload twice in one invocation: hand-tuned (fixed limits) and the service defaults
+            # (adaptive judge concurrency); the claim is the ratio
+            tuned = bench_llm(a)
+            a.service_defaults = True
+            defaults = bench_llm(a)
+            results[w] = {
+                "hand_tuned_traces_per_s": tuned["traces_per_s"],
+                "defaults_traces_per_s": defaults["traces_per_s"],
+                "ratio": round(defaults["traces_per_s"] / tuned["traces_per_s"], 2),
+                "defaults_server_max_in_flight": defaults["server_max_in_flight"],
+                "defaults_cpu_ms_per_trace": defaults["cpu_ms_per_trace"],
+                "hand_tuned_cpu_ms_per_trace": tuned["cpu_ms_per_trace"],
+                "load_avg_1m": defaults["load_avg_1m"],
+            }
         else:
             results[w] = asyncio.run(bench_offline(a) if w == "offline" else bench_engine(a))
         if not args.json:

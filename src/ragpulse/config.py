@@ -166,7 +166,14 @@ class JudgeSettings(_Section):
     max_tokens: int = Field(default=1024, gt=0)
     temperature: float = 0.0
     max_retries: int = Field(default=4, ge=0)
-    max_concurrency: int = Field(default=32, gt=0)
+    #: Ceiling of judge-model calls in flight (also the connection-pool size). The limit in use adapts
+    #: between ``min_concurrency`` and this ceiling (AIMD, docs/llm-judges.md) unless
+    #: ``adaptive_concurrency`` is off, when it is fixed at this value.
+    max_concurrency: int = Field(default=256, gt=0)
+    #: Floor of the adaptive limit (calls in flight while the model answers 429/5xx).
+    min_concurrency: int = Field(default=2, gt=0)
+    #: Adapt the limit to the model's latency and its 429/5xx answers (``false``: fixed at the ceiling).
+    adaptive_concurrency: bool = True
     #: Requests per minute shared by all judges (``None`` = no limit).
     requests_per_minute: int | None = Field(default=None, gt=0)
     #: Retrieved-context budget per judge call, characters; top-ranked chunks are kept first.
@@ -225,8 +232,9 @@ class EngineSettings(_Section):
 
     #: Traces waiting for judges; a full queue blocks the source (back-pressure).
     queue_size: int = Field(default=1000, gt=0)
-    #: Traces judged concurrently.
-    workers: int = Field(default=16, gt=0)
+    #: Traces judged concurrently (a ceiling: with LLM judges the judge client's adaptive limit decides how
+    #: many model calls are in flight; workers waiting for a slot cost a task each).
+    workers: int = Field(default=256, gt=0)
     #: Results written to the store per batch, and the longest wait before a partial batch is written.
     batch_size: int = Field(default=200, gt=0)
     flush_interval_s: float = Field(default=0.2, gt=0)

@@ -94,6 +94,11 @@ APP_LABELS_FOLDED = meter.create_counter(
 ENGINE_QUEUE_DEPTH = meter.create_gauge(
     "ragpulse_engine_queue_depth", description="Traces waiting in the engine queue"
 )
+#: The adaptive limit on judge-model calls in flight (set by the LLM client's controller on every change).
+#: No attributes.
+JUDGE_CONCURRENCY_LIMIT = meter.create_gauge(
+    "ragpulse_judge_concurrency_limit", description="Judge-model calls allowed in flight (adaptive limit)"
+)
 #: Evaluation events emitted to OTLP. Attributes: kind (``log``: gen_ai.evaluation.result; ``span``: EVALUATOR).
 EVALUATION_EVENTS = meter.create_counter(
     "ragpulse_evaluation_events", description="Evaluation events handed to the OTLP logs pipeline"

@@ -6,8 +6,9 @@ described in ``docs/llm-judges.md`` ("The judge-model layer"):
 
 - retries: the openai client's own (408/409/429/5xx, timeouts, connection errors; backoff, ``Retry-After``),
   ``judge_max_retries`` times; attempts counted by a request hook (:attr:`LLMResult.retries`);
-- limits shared by all judges: ``judge_max_concurrency`` calls in flight (also the pool size) and an optional
-  ``judge_requests_per_minute`` sliding 60 s window;
+- limits shared by all judges: an adaptive number of calls in flight (:class:`AdaptiveLimit`, AIMD between
+  ``judge_min_concurrency`` and ``judge_max_concurrency``, the pool size; ``Retry-After`` of a 429/503 holds
+  every new attempt until it has elapsed) and an optional ``judge_requests_per_minute`` sliding 60 s window;
 - an in-process LRU cache (``judge_cache_size``) keyed by (judge version, model, messages); an identical
   request in flight is awaited; failures are not cached;
 - the daily token budget per judge (UTC days), taken after the concurrency slot: the prompt's estimate
@@ -25,13 +26,15 @@ first uses them; a client used from another loop (e.g. another test) builds fres
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import email.utils
 import hashlib
 import json
 import math
 import os
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,8 +46,9 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.logging import get_logger
 from ragpulse.protocols import TokenLedger
+from ragpulse.telemetry import JUDGE_CONCURRENCY_LIMIT
 
-__all__ = ["LLMClient", "LLMResult", "LLMStats", "ModelUnavailableError", "estimate_tokens"]
+__all__ = ["AdaptiveLimit", "LLMClient", "LLMResult", "LLMStats", "ModelUnavailableError", "estimate_tokens"]
 
 _log = get_logger("ragpulse.judges.model.client")
 
@@ -134,13 +138,185 @@ class _RateLimiter:
                 await asyncio.sleep(self._window - (now - self._starts[0]))
 
 
+class AdaptiveLimit:
+    """The adaptive limit on judge-model calls in flight (AIMD with slow start, as TCP Reno; docs/llm-judges.md).
+
+    Control law, ``L`` = the limit (a float; ``floor(L)`` calls may be in flight), within
+    ``[minimum, maximum]``, starting at ``initial``:
+
+    - a 2xx answer whose latency is at most ``latency_tolerance`` × the base latency (the lowest recently
+      seen, drifting up by 1 % of the gap per answer so a model that slows down for everyone is followed),
+      while the limit is in use (calls waiting or ``floor(L)`` in flight): ``L += 1`` below the slow-start
+      threshold (doubling per round trip), else ``L += 1/L`` (+1 per window of ``L`` answers);
+      a slower answer holds ``L``;
+    - a 429, 5xx, timeout or connection failure: ``L = max(minimum, L × decrease)`` and the slow-start
+      threshold becomes the new ``L``; at most once per base latency (one decrease per round trip);
+    - a ``Retry-After`` (seconds or an HTTP date, on any answer): no new attempt — first try or retry — is
+      sent before it has elapsed (:meth:`wait_clear`, called from the HTTP client's request hook).
+
+    Every change is published to the ``ragpulse_judge_concurrency_limit`` gauge. With ``adaptive`` off the
+    limit stays at ``maximum`` (``Retry-After`` is still honoured). Bound to one event loop.
+
+    Args:
+        minimum / maximum: bounds of the limit, calls (``minimum`` is clamped to ``maximum``).
+        initial: starting limit, calls (clamped to the bounds).
+        adaptive: adapt; ``False`` = fixed at ``maximum``.
+        decrease: multiplicative decrease factor in (0, 1).
+        latency_tolerance: answers slower than this multiple of the base latency do not raise the limit.
+    """
+
+    def __init__(
+        self,
+        minimum: int,
+        maximum: int,
+        initial: int = 16,
+        *,
+        adaptive: bool = True,
+        decrease: float = 0.5,
+        latency_tolerance: float = 2.0,
+    ) -> None:
+        self.maximum = maximum
+        self.minimum = min(minimum, maximum)
+        self.adaptive = adaptive
+        self._decrease = decrease
+        self._tolerance = latency_tolerance
+        self._limit = float(min(max(initial, self.minimum), maximum) if adaptive else maximum)
+        self._threshold = float(maximum)  # slow start until the first overload
+        self._in_flight = 0
+        self._waiting = 0
+        self._base_latency: float | None = None
+        self._last_decrease = -math.inf
+        self._blocked_until = 0.0
+        self._cond = asyncio.Condition()
+        self.decreases = 0
+        #: The latest ``Retry-After`` holds, ``(monotonic time the answer was read, held until)``, seconds.
+        self.holds: deque[tuple[float, float]] = deque(maxlen=256)
+        JUDGE_CONCURRENCY_LIMIT.set(self.limit)
+
+    @property
+    def limit(self) -> int:
+        """Calls allowed in flight now."""
+        return max(self.minimum, int(self._limit))
+
+    @property
+    def in_flight(self) -> int:
+        """Calls holding a slot now."""
+        return self._in_flight
+
+    async def acquire(self) -> None:
+        """Wait for a slot (and for any ``Retry-After`` to elapse)."""
+        async with self._cond:
+            self._waiting += 1
+            try:
+                while True:
+                    delay = self._blocked_until - time.monotonic()
+                    if delay > 0:
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(delay):
+                                await self._cond.wait()
+                        continue
+                    if self._in_flight < self.limit:
+                        break
+                    await self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._in_flight += 1
+
+    async def release(self) -> None:
+        """Give a slot back."""
+        async with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    async def wait_clear(self) -> None:
+        """Return once no ``Retry-After`` is pending (every attempt, first or retry, waits here)."""
+        while True:  # the deadline may move later while we sleep (another Retry-After)
+            delay = self._blocked_until - time.monotonic()
+            if delay <= 0:
+                return
+            await asyncio.sleep(delay)
+
+    def on_success(self, latency_s: float) -> None:
+        """A 2xx answer after ``latency_s`` seconds (one attempt: request sent → answer headers)."""
+        base = self._base_latency
+        if base is None or latency_s < base:
+            base = latency_s
+        else:
+            base += (latency_s - base) * 0.01
+        self._base_latency = base
+        if not self.adaptive or latency_s > self._tolerance * max(base, 1e-3):
+            return
+        if self._waiting == 0 and self._in_flight < self.limit:
+            return  # the limit is not what holds calls back: raising it says nothing about the model
+        before = self.limit
+        self._limit = min(
+            float(self.maximum), self._limit + (1.0 if self._limit < self._threshold else 1.0 / self._limit)
+        )
+        if self.limit != before:
+            self._changed()
+
+    def on_overload(self, retry_after_s: float | None) -> None:
+        """A 429/5xx answer, a timeout or a connection failure; ``retry_after_s`` from its ``Retry-After``."""
+        now = time.monotonic()
+        if retry_after_s is not None and retry_after_s > 0:
+            self._blocked_until = max(self._blocked_until, now + retry_after_s)
+            self.holds.append((now, now + retry_after_s))
+        if not self.adaptive or now - self._last_decrease < (self._base_latency or 0.0):
+            return
+        self._last_decrease = now
+        self._limit = max(float(self.minimum), self._limit * self._decrease)
+        self._threshold = self._limit
+        self.decreases += 1
+        self._changed()
+
+    def _changed(self) -> None:
+        JUDGE_CONCURRENCY_LIMIT.set(self.limit)
+        if self._cond.locked():
+            return
+        loop_task = asyncio.get_running_loop().create_task(self._notify())
+        _BACKGROUND.add(loop_task)
+        loop_task.add_done_callback(_BACKGROUND.discard)
+
+    async def _notify(self) -> None:
+        async with self._cond:
+            self._cond.notify_all()
+
+
+#: Tasks kept alive until done (asyncio holds only weak references to tasks).
+_BACKGROUND: set[asyncio.Task[None]] = set()
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds of a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date); ``None`` without."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime.now(UTC)).total_seconds()
+
+
 @dataclass
 class _LoopState:
     """Everything bound to one event loop."""
 
     loop: asyncio.AbstractEventLoop
     client: openai.AsyncOpenAI
-    semaphore: asyncio.Semaphore
+    concurrency: AdaptiveLimit
     limiter: _RateLimiter | None
     #: cache key → the reply of the identical request in flight
     inflight: dict[str, asyncio.Future[LLMResult]] = field(default_factory=dict)
@@ -180,7 +356,11 @@ class LLMClient:
         n = s.judge.max_concurrency
         # The Limits class of whichever HTTP library this openai release is built on (httpx or httpx2).
         limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=n, max_keepalive_connections=n)
-        hooks = {"request": [_count_attempt]}
+        concurrency = AdaptiveLimit(s.judge.min_concurrency, n, adaptive=s.judge.adaptive_concurrency)
+        hooks: dict[str, list[Callable[..., Any]]] = {
+            "request": [_count_attempt],
+            "response": [_observe_answer],
+        }
         if s.judge.http_transport == "aiohttp":
             http_client = openai.DefaultAioHttpClient(
                 limits=limits, timeout=s.judge.timeout_s, event_hooks=hooks
@@ -197,7 +377,12 @@ class LLMClient:
             http_client=http_client,
         )
         limiter = _RateLimiter(s.judge.requests_per_minute) if s.judge.requests_per_minute else None
-        return _LoopState(loop=loop, client=client, semaphore=asyncio.Semaphore(n), limiter=limiter)
+        return _LoopState(loop=loop, client=client, concurrency=concurrency, limiter=limiter)
+
+    @property
+    def concurrency(self) -> AdaptiveLimit | None:
+        """The adaptive limit of the current event loop's state (``None`` before the first call)."""
+        return self._state.concurrency if self._state is not None else None
 
     def _loop_state(self) -> _LoopState:
         if self._closed:
@@ -366,49 +551,51 @@ class LLMClient:
     ) -> LLMResult:
         """One request under the concurrency and rate limits and the budget; accounts tokens and retries."""
         started = time.perf_counter()
-        attempts = [0]
-        token = _ATTEMPTS.set(attempts)
         reserved = estimate_tokens([m.get("content") or "" for m in messages])
+        await state.concurrency.acquire()
+        attempts = _Attempts(state.concurrency)
+        token = _ATTEMPTS.set(attempts)
         try:
-            async with state.semaphore:
-                if state.limiter is not None:
-                    await state.limiter.acquire()
-                day = await self._reserve(judge, reserved, budget)
-                self.stats.requests += 1
-                try:
-                    # The documented generic-request path of the openai client: same retries, timeouts and
-                    # errors as ``chat.completions.create`` without its per-call TypedDict transformation
-                    # (≈ 0.7 ms CPU per call here).
-                    data = await state.client.post(
-                        "/chat/completions",
-                        cast_to=object,
-                        body={
-                            "model": self.model,
-                            "messages": [dict(m) for m in messages],
-                            "temperature": self.settings.judge.temperature,
-                            "max_tokens": max_tokens or self.settings.judge.max_tokens,
-                        },
-                    )
-                except openai.APIError as e:
-                    await self._adjust(judge, day, -reserved)
-                    retries = max(attempts[0] - 1, 0)
-                    self.stats.retries += retries
-                    if isinstance(e, openai.APIResponseValidationError):
-                        _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
-                        raise JudgeError(
-                            "bad_reply", "the judge model's reply is not a chat completion"
-                        ) from e
-                    self.stats.failures += 1
-                    detail = _describe(e, retries)
-                    _log.warning("judge_model_unavailable", judge=judge, model=self.model, detail=detail)
-                    raise ModelUnavailableError(detail, retries=retries) from e
-                except (UnicodeDecodeError, ValueError) as e:  # a body the transport could not decode
-                    await self._adjust(judge, day, -reserved)
+            # the concurrency slot is held for the whole call, retries included
+            if state.limiter is not None:
+                await state.limiter.acquire()
+            day = await self._reserve(judge, reserved, budget)
+            self.stats.requests += 1
+            try:
+                # The documented generic-request path of the openai client: same retries, timeouts and
+                # errors as ``chat.completions.create`` without its per-call TypedDict transformation
+                # (≈ 0.7 ms CPU per call here).
+                data = await state.client.post(
+                    "/chat/completions",
+                    cast_to=object,
+                    body={
+                        "model": self.model,
+                        "messages": [dict(m) for m in messages],
+                        "temperature": self.settings.judge.temperature,
+                        "max_tokens": max_tokens or self.settings.judge.max_tokens,
+                    },
+                )
+            except openai.APIError as e:
+                if isinstance(e, openai.APITimeoutError | openai.APIConnectionError):
+                    state.concurrency.on_overload(None)
+                await self._adjust(judge, day, -reserved)
+                retries = max(attempts.count - 1, 0)
+                self.stats.retries += retries
+                if isinstance(e, openai.APIResponseValidationError):
                     _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
-                    raise JudgeError("bad_reply", "the judge model's reply is not UTF-8 JSON") from e
+                    raise JudgeError("bad_reply", "the judge model's reply is not a chat completion") from e
+                self.stats.failures += 1
+                detail = _describe(e, retries)
+                _log.warning("judge_model_unavailable", judge=judge, model=self.model, detail=detail)
+                raise ModelUnavailableError(detail, retries=retries) from e
+            except (UnicodeDecodeError, ValueError) as e:  # a body the transport could not decode
+                await self._adjust(judge, day, -reserved)
+                _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
+                raise JudgeError("bad_reply", "the judge model's reply is not UTF-8 JSON") from e
         finally:
+            await state.concurrency.release()
             _ATTEMPTS.reset(token)
-        retries = max(attempts[0] - 1, 0)
+        retries = max(attempts.count - 1, 0)
         self.stats.retries += retries
         try:
             text, finish_reason, usage = _read_completion(data)
@@ -430,15 +617,39 @@ class LLMClient:
         )
 
 
+@dataclass
+class _Attempts:
+    """The attempts of the current call: how many were sent, when the last one was, the limit they report to."""
+
+    concurrency: AdaptiveLimit
+    count: int = 0
+    sent_at: float = 0.0
+
+
 #: Attempts of the current call, counted by the HTTP client's request hook (each retry is one more request).
-_ATTEMPTS: ContextVar[list[int] | None] = ContextVar("ragpulse_llm_attempts", default=None)
+_ATTEMPTS: ContextVar[_Attempts | None] = ContextVar("ragpulse_llm_attempts", default=None)
 
 
 async def _count_attempt(request: Any) -> None:
-    """HTTP client ``request`` event hook: count one attempt of the call running in this task."""
+    """HTTP client ``request`` event hook: wait out any ``Retry-After``, then count one attempt of the call
+    running in this task."""
     holder = _ATTEMPTS.get()
     if holder is not None:
-        holder[0] += 1
+        await holder.concurrency.wait_clear()
+        holder.count += 1
+        holder.sent_at = time.monotonic()
+
+
+async def _observe_answer(response: Any) -> None:
+    """HTTP client ``response`` event hook: report the attempt's status and latency to the adaptive limit."""
+    holder = _ATTEMPTS.get()
+    if holder is None:
+        return
+    status = int(response.status_code)
+    if status == 429 or status >= 500:
+        holder.concurrency.on_overload(retry_after_seconds(response.headers))
+    elif status < 300:
+        holder.concurrency.on_success(time.monotonic() - holder.sent_at)
 
 
 def _read_completion(data: object) -> tuple[str, str | None, tuple[int, int] | None]:
