@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,20 +23,28 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 @pytest.mark.slow
 @pytest.mark.integration  # embedded PostgreSQL
-def test_replay_example_on_embedded_postgres(tmp_path: Path) -> None:
+def test_replay_example_on_embedded_postgres() -> None:
+    # not tmp_path: pytest's /tmp/pytest-of-<user> is private (0700), and the embedded server may run as
+    # another user (tests/store/conftest.py does the same)
+    base = Path(tempfile.mkdtemp(prefix="ragpulse-embedded-replay-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
     env.update(
-        RAGPULSE_DATABASE_EMBEDDED_DIR=str(tmp_path / "pgdata"),
+        RAGPULSE_DATABASE_EMBEDDED_DIR=str(base / "pgdata"),
         RAGPULSE_LOG_LEVEL="WARNING",
         PYTHONPATH=str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", ""),
     )
-    first = _run(["replay", str(ROOT / "examples" / "kestrel_kb.jsonl"), "--run-id", "emb-1", "--json"], env)
-    assert first.returncode == 0, first.stderr
-    report = json.loads(first.stdout)
-    assert report["run_id"] == "emb-1"
-    assert report["cases_total"] == 17
-    assert report["status"] == "completed"
-    # a second process finds the run in the same embedded database
-    runs = _run(["runs", "list", "--json"], env)
-    assert runs.returncode == 0, runs.stderr
-    assert [r["run_id"] for r in json.loads(runs.stdout)] == ["emb-1"]
+    try:
+        first = _run(
+            ["replay", str(ROOT / "examples" / "kestrel_kb.jsonl"), "--run-id", "emb-1", "--json"], env
+        )
+        assert first.returncode == 0, first.stderr
+        report = json.loads(first.stdout)
+        assert report["run_id"] == "emb-1"
+        assert report["cases_total"] == 17
+        assert report["status"] == "completed"
+        # a second process finds the run in the same embedded database
+        runs = _run(["runs", "list", "--json"], env)
+        assert runs.returncode == 0, runs.stderr
+        assert [r["run_id"] for r in json.loads(runs.stdout)] == ["emb-1"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
