@@ -5,6 +5,7 @@
     RagpulseError                 base of every error ragpulse raises on purpose
     ├── ConfigError               invalid configuration (file, environment, prompt template); not retriable
     ├── IngestError               a source could not read or decode input (bad event, bad OTLP payload)
+    │   └── SourceFailedError     a source of ``serve`` died on its own (exit 3)
     ├── JudgeError                a judge could not get a usable verdict (model unavailable, bad output)
     ├── StoreError                the result store failed; ``retriable`` says whether to try again
     ├── NotFoundError             a named thing (run, test set, trace) does not exist; not retriable
@@ -23,6 +24,7 @@ __all__ = [
     "JudgeError",
     "NotFoundError",
     "RagpulseError",
+    "SourceFailedError",
     "StoreError",
 ]
 
@@ -68,3 +70,14 @@ class NotFoundError(RagpulseError):
 
 class ExportError(RagpulseError):
     """Raised by exporters during set-up; at run time exporters log and count instead of raising."""
+
+
+class SourceFailedError(IngestError):
+    """A source of ``ragpulse serve`` died on its own (the Kafka consume loop, the OTLP assembler): the process
+    stops so that its orchestrator restarts it. Always retriable (exit code 3: a runtime failure)."""
+
+    retriable = True
+
+    def __init__(self, source: str, cause: BaseException) -> None:
+        super().__init__(f"{source} source failed: {cause}")
+        self.source = source

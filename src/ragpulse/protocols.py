@@ -25,12 +25,14 @@ from ragpulse.model import (
 
 __all__ = [
     "AckCallback",
+    "DeadLetterSink",
     "Exporter",
     "FinalJudgementLookup",
     "Judge",
     "PendingStore",
     "ResultStore",
     "RunStore",
+    "Source",
     "Store",
     "TokenLedger",
     "TraceSink",
@@ -215,9 +217,18 @@ class FinalJudgementLookup(Protocol):
 
 
 class Exporter(Protocol):
-    """Receives judgements that the store inserted or changed. Must not block or raise."""
+    """Receives judgements that the store inserted or changed. Must not block or raise.
+
+    ``force_flush`` sends what it buffered (``True`` when all of it went out within ``timeout_s`` seconds);
+    ``shutdown`` flushes and stops it (idempotent). Neither raises; an exporter that buffers nothing returns
+    ``True`` / does nothing.
+    """
 
     def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None: ...
+
+    def force_flush(self, timeout_s: float = 5.0) -> bool: ...
+
+    def shutdown(self, timeout_s: float = 5.0) -> None: ...
 
 
 #: Called by the engine once a trace's result is stored (``ok=True``) or failed for good (``ok=False``).
@@ -258,3 +269,35 @@ class TraceSink(Protocol):
     def has_room(self) -> bool:
         """True while the queue has free slots (sources pause/resume partitions on it)."""
         ...
+
+
+class DeadLetterSink(Protocol):
+    """Where sources keep what they could not turn into a trace (the store's ``dead_letters`` table).
+
+    ``source`` is ``kafka``/``otlp``; ``reason`` one line; ``payload`` the raw input (``str`` is stored UTF-8);
+    ``meta`` JSON-able details (topic, partition, offset, transport…). May raise ``StoreError``; sources log
+    that and go on (Kafka also has its dead-letter topic).
+    """
+
+    async def write_dead_letter(
+        self, source: str, reason: str, payload: bytes | str, meta: dict[str, Any] | None = None
+    ) -> None: ...
+
+
+class Source(Protocol):
+    """A long-running input of ``ragpulse serve`` (the Kafka consumer, the OTLP receivers).
+
+    ``start`` connects or binds (raises ``IngestError``/``ConfigError`` when it cannot); ``ready`` is what
+    ``/readyz`` reports (listening / connected and running); ``wait_failed`` returns the error once the source
+    died on its own (it never returns while the source is healthy); ``aclose`` stops it gracefully (drains what
+    it holds within its deadline) and is idempotent.
+    """
+
+    async def start(self) -> None: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    async def wait_failed(self) -> BaseException: ...
+
+    async def aclose(self) -> None: ...

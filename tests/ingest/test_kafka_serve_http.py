@@ -7,9 +7,9 @@ import asyncio
 import httpx
 import pytest
 
-from ragpulse.cli.serve_http import HealthServer, parse_address
 from ragpulse.errors import ConfigError
 from ragpulse.export import metrics_asgi_app
+from ragpulse.services.health import HealthServer, parse_address
 
 
 async def test_health_ready_and_metrics_over_http() -> None:
@@ -49,7 +49,7 @@ async def test_health_ready_and_metrics_over_http() -> None:
     ):
         assert (await http.get("/readyz")).json()["checks"] == {"broken": False}
         assert (await http.get("/metrics")).status_code == 404
-    import ragpulse.cli.serve_http as mod
+    import ragpulse.services.health as mod
 
     old = mod.CHECK_TIMEOUT_S
     mod.CHECK_TIMEOUT_S = 0.2

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragpulse.config import JudgeRoute
-from ragpulse.errors import ConfigError
 from ragpulse.model import Trace
 from ragpulse.protocols import Judge
 
@@ -17,24 +16,14 @@ class Router:
 
     A route matches when each of its ``app``/``scenario`` is ``None`` or equal to the trace's value; the first
     match wins. Judge names a route lists but the engine was not given are ignored (a route may name judges
-    that a ``--judges`` selection left out); a trace matching no route gets every judge.
-
-    Raises:
-        ConfigError: (at construction) a route names a judge that no registry knows and none was given —
-            only when ``strict`` is set.
+    that a ``--judges`` selection left out); a trace matching no route gets every judge. A name no judge
+    registry knows (a typo) never gets here: :func:`ragpulse.judges.registry.build_judges` refuses it.
     """
 
-    def __init__(
-        self, judges: Mapping[str, Judge], routes: Sequence[JudgeRoute], *, strict: bool = False
-    ) -> None:
+    def __init__(self, judges: Mapping[str, Judge], routes: Sequence[JudgeRoute]) -> None:
         self._judges = dict(judges)
         self._all = tuple(self._judges.values())
         self._routes = tuple(routes)
-        if strict:
-            for r in self._routes:
-                unknown = [n for n in r.judges if n not in self._judges]
-                if unknown:
-                    raise ConfigError(f"judge_routes names unknown judge(s): {', '.join(unknown)}")
         self._cache: dict[tuple[str | None, str | None], tuple[Judge, ...]] = {}
 
     def select(self, trace: Trace) -> tuple[Judge, ...]:

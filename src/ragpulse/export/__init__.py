@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragpulse.config import ExportSettings
-from ragpulse.export.batched import BatchedOtelExporter
 from ragpulse.export.events import EvaluationEventExporter, build_event_exporter
 from ragpulse.export.metrics_exporter import MetricsExporter
 from ragpulse.export.otel_setup import (
@@ -36,7 +35,6 @@ __all__ = [
     "EvaluationSpanExporter",
     "MetricsExporter",
     "build_exporters",
-    "flush_exporters",
     "flush_metrics",
     "install_metrics",
     "metrics_asgi_app",
@@ -70,23 +68,16 @@ def build_exporters(settings: ExportSettings, *, redact_text: bool = False) -> l
     return exporters
 
 
-def flush_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) -> None:
-    """Export what the exporters buffered (evaluation events); never raises."""
-    for e in exporters:
-        if isinstance(e, BatchedOtelExporter):
-            try:
-                e.force_flush(timeout_s)
-            except Exception as err:
-                _log.warning("exporter_flush_failed", error=str(err))
-
-
 def shutdown_exporters(exporters: Sequence[Exporter], timeout_s: float = 5.0) -> None:
-    """Flush and shut down the exporters, and flush the metrics pipeline (OTLP push); never raises.
+    """Flush and shut down every exporter (:meth:`~ragpulse.protocols.Exporter.shutdown`), and flush the
+    metrics pipeline (OTLP push); never raises.
 
     The process-wide meter provider stays installed (several replays may run in one process);
-    :func:`shutdown_metrics` stops it at process exit.
+    :func:`shutdown_metrics` stops it at process exit (``ragpulse serve`` calls it).
     """
     for e in exporters:
-        if isinstance(e, BatchedOtelExporter):
+        try:
             e.shutdown(timeout_s)
+        except Exception as err:  # an exporter must not raise; one that does must not stop the others
+            _log.warning("exporter_shutdown_failed", exporter=type(e).__name__, error=str(err))
     flush_metrics(timeout_s)

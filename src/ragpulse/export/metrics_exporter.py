@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 
 from ragpulse import telemetry
 from ragpulse.config import ExportSettings
+from ragpulse.export.otel_setup import flush_metrics
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, Source, TraceResult
 
@@ -56,6 +57,16 @@ class MetricsExporter:
             telemetry.configure_app_label_limit(settings.metrics_app_label_limit)
         self._clock = clock or (lambda: datetime.now(UTC))
         self.failures = 0
+
+    def force_flush(self, timeout_s: float = 5.0) -> bool:
+        """Export pending OTLP metrics now (:func:`ragpulse.export.otel_setup.flush_metrics`); ``True``."""
+        flush_metrics(timeout_s)
+        return True
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Flush pending OTLP metrics; the process-wide meter provider stays installed (several runs may share
+        a process; :func:`~ragpulse.export.otel_setup.shutdown_metrics` stops it at process exit)."""
+        flush_metrics(timeout_s)
 
     def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None:
         """Record ``changed`` (judgements of ``result`` that the store inserted or changed).

@@ -51,7 +51,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from ragpulse import telemetry
 from ragpulse.config import KafkaSettings, OtlpSettings
-from ragpulse.errors import IngestError
+from ragpulse.errors import IngestError, RagpulseError
 from ragpulse.ingest.events import EventRejected, parse_event
 from ragpulse.ingest.kafka_client import client_options, dlq_topic_for
 from ragpulse.ingest.kafka_otlp import OTLP_ENCODINGS, HeldMessage, KafkaOtlp, decode_otlp_message
@@ -59,7 +59,7 @@ from ragpulse.ingest.offsets import OffsetTracker
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.logging import get_logger
 from ragpulse.model import Trace, TraceResult
-from ragpulse.protocols import TraceSink
+from ragpulse.protocols import DeadLetterSink, TraceSink
 
 __all__ = ["DLQ_HEADERS", "KafkaSource"]
 
@@ -138,6 +138,8 @@ class KafkaSource:
         otlp: the ``otlp`` section: how spans of OTLP topics (``topic_encodings``) are assembled into traces.
         own_service: the ``export.service_name`` setting; OTLP spans of that service are ignored.
         sink: the engine (a :class:`~ragpulse.protocols.TraceSink`).
+        dead_letters: also keep every dead letter here (the store's ``dead_letters`` table), beside the
+            dead-letter topic.
         client_id: Kafka client id.
         commit_interval_s: how often finished offsets are committed, seconds.
         max_batch: most records taken from one poll (bounds memory).
@@ -157,6 +159,7 @@ class KafkaSource:
         log_text: bool = False,
         otlp: OtlpSettings | None = None,
         own_service: str = "ragpulse",
+        dead_letters: DeadLetterSink | None = None,
         client_id: str = "ragpulse",
         commit_interval_s: float = 1.0,
         max_batch: int = 500,
@@ -166,6 +169,7 @@ class KafkaSource:
         self._shutdown_deadline_s = shutdown_deadline_s
         self._log_text = log_text
         self._own_service = own_service
+        self._dead_letters = dead_letters
         self._sink = sink
         self._opts = client_options(settings)
         self._client_id = client_id
@@ -225,6 +229,15 @@ class KafkaSource:
                     log.warning("kafka_brokers_unreachable", bootstrap=self._settings.bootstrap_servers)
                 self._broker_ok = ok
             await asyncio.sleep(BROKER_PROBE_INTERVAL_S)
+
+    @property
+    def ready(self) -> bool:
+        """:class:`~ragpulse.protocols.Source` readiness: :attr:`connected`."""
+        return self.connected
+
+    async def aclose(self) -> None:
+        """:class:`~ragpulse.protocols.Source` close: :meth:`stop` with the default deadline."""
+        await self.stop()
 
     async def start(self) -> None:
         """Connect the consumer and the dead-letter producer and start the consume loop.
@@ -557,6 +570,7 @@ class KafkaSource:
                 delay = min(delay * 2, 5.0)
         self.stats["dead_lettered"] += 1
         telemetry.TRACES_REJECTED.add(1, {"source": "kafka", "reason": code})
+        await self._keep_dead_letter(rec, reason, code, topic)
         log.warning(
             "kafka_dead_lettered",
             reason=reason,
@@ -565,6 +579,25 @@ class KafkaSource:
             offset=rec.offset,
             dlq=topic,
         )
+
+    async def _keep_dead_letter(
+        self, rec: ConsumerRecord[bytes, bytes], reason: str, code: str, dlq: str
+    ) -> None:
+        """Also write the dead letter to the store's table (the topic already holds it: a failure is logged)."""
+        if self._dead_letters is None:
+            return
+        meta = {
+            "topic": rec.topic,
+            "partition": rec.partition,
+            "offset": rec.offset,
+            "code": code,
+            "dlq_topic": dlq,
+            "key": rec.key.decode("utf-8", "replace") if rec.key else None,
+        }
+        try:
+            await self._dead_letters.write_dead_letter("kafka", reason, rec.value or b"", meta)
+        except RagpulseError as e:
+            log.warning("kafka_dead_letter_not_stored", error=str(e), topic=rec.topic, offset=rec.offset)
 
     @staticmethod
     def _dlq_headers(rec: ConsumerRecord[bytes, bytes], reason: str) -> list[tuple[str, bytes]]:

@@ -13,7 +13,6 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import httpx
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
@@ -130,33 +129,23 @@ def otlp_traces_url(settings: OtlpSettings, endpoint: str | None = None) -> str:
 async def publish_otlp(
     settings: OtlpSettings, traces: Sequence[Trace], endpoint: str | None = None, *, batch_size: int = 50
 ) -> int:
-    """POST ``traces`` as OpenInference spans to an OTLP/HTTP receiver; return how many traces were sent.
+    """Send ``traces`` as OpenInference spans to an OTLP/HTTP receiver through
+    :class:`~ragpulse.ingest.otlp.client.OtlpTraceClient` (the one OTLP sender); return how many were sent.
 
-    Each request holds up to ``batch_size`` traces (their ``ResourceSpans`` concatenated). With
-    ``otlp_token`` set (``RAGPULSE_OTLP_TOKEN``) the requests carry ``Authorization: Bearer <token>``.
+    Each request holds up to ``batch_size`` traces; ``settings.token`` (``RAGPULSE_OTLP_TOKEN``) is sent as the
+    bearer token when set.
 
     Raises:
         IngestError: the receiver is unreachable or answered with an HTTP error (body in the message).
     """
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    from ragpulse.ingest.otlp.encode import trace_to_openinference_spans
+    from ragpulse.ingest.otlp.client import OtlpTraceClient
 
     url = otlp_traces_url(settings, endpoint)
-    headers = {"Content-Type": "application/x-protobuf"}
-    if settings.token is not None:
-        headers["Authorization"] = f"Bearer {settings.token.get_secret_value()}"
+    token = settings.token.get_secret_value() if settings.token is not None else None
     sent = 0
-    async with httpx.AsyncClient(timeout=30.0) as client:
+    async with OtlpTraceClient(url, timeout_s=30.0, token=token) as client:
         for i in range(0, len(traces), batch_size):
-            req = ExportTraceServiceRequest()
-            for t in traces[i : i + batch_size]:
-                req.resource_spans.extend(trace_to_openinference_spans(t).resource_spans)
-            try:
-                resp = await client.post(url, content=req.SerializeToString(), headers=headers)
-            except httpx.HTTPError as e:
-                raise IngestError(f"OTLP export to {url} failed: {e}", retriable=True) from e
-            if resp.status_code >= 300:
-                raise IngestError(f"OTLP export to {url} answered {resp.status_code}: {resp.text[:200]}")
-            sent += len(traces[i : i + batch_size])
+            batch = traces[i : i + batch_size]
+            await client.send(batch)
+            sent += len(batch)
     return sent

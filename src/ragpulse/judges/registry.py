@@ -15,7 +15,8 @@ a :class:`ragpulse.judges.frame.Judge`); built-in names cannot be taken over.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -25,7 +26,7 @@ from ragpulse.errors import ConfigError
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.options import OPTIONS_BY_JUDGE, parse_options
 from ragpulse.logging import get_logger
-from ragpulse.protocols import Judge
+from ragpulse.protocols import Judge, TokenLedger
 
 __all__ = [
     "BUILTIN_JUDGES",
@@ -35,6 +36,7 @@ __all__ = [
     "available_judges",
     "build_judges",
     "close_judges",
+    "opened_judges",
 ]
 
 _log = get_logger("ragpulse.judges.registry")
@@ -156,8 +158,10 @@ def build_judges(
         ``{name: judge}``.
 
     Raises:
-        ConfigError: an unknown judge name, a judge that needs a judge model when none is configured, a bad
-            option or prompt template, or a plugin that fails to load or returns no :class:`Judge`.
+        ConfigError: an unknown judge name (asked for, or named by a ``judge.routes`` entry: a route may name
+            a registered judge that this run does not build, but not a name no registry knows), a judge that
+            needs a judge model when none is configured, a bad option or prompt template, or a plugin that
+            fails to load or returns no :class:`Judge`.
     """
     wanted = list(dict.fromkeys(names if names is not None else settings.judge.enabled))
     plugins = _plugins()
@@ -172,6 +176,18 @@ def build_judges(
     if unknown:
         raise ConfigError(
             f"unknown judge(s) {', '.join(unknown)}; available: {', '.join(available_judges())}"
+        )
+    routed = sorted(
+        {
+            n
+            for route in settings.judge.routes
+            for n in route.judges
+            if n not in BUILTIN_JUDGES and n not in plugins and n not in settings.judge.checklists
+        }
+    )
+    if routed:
+        raise ConfigError(
+            f"judge.routes names unknown judge(s) {', '.join(routed)}; available: {', '.join(available_judges())}"
         )
     # Options for a judge that does not exist (a typo such as ``faithfullness: {threshold: 0.9}``) would
     # otherwise be ignored silently while the real judge runs with its defaults.
@@ -255,3 +271,28 @@ async def close_judges(judges: Mapping[str, Judge]) -> None:
             await closer()
         except Exception:
             _log.exception("judge_close_failed", judge=name)
+
+
+@asynccontextmanager
+async def opened_judges(
+    settings: Settings, names: Sequence[str] | None = None, *, ledger: TokenLedger | None = None
+) -> AsyncIterator[dict[str, Judge]]:
+    """The one owner of what judges share: build the judges (one shared LLM client when a judge model is set;
+    each judge's own resources such as an embeddings client), yield them, and close all of it once on exit
+    through :func:`close_judges` — the shared client once, then every judge's ``aclose`` (which releases only
+    what that judge owns, never the shared client).
+
+    ``ledger`` keeps the daily token budget across processes (the store); ``None``: per process.
+
+    Raises:
+        ConfigError: unknown judge name or bad judge configuration (nothing is left open).
+    """
+    client = LLMClient(settings, ledger=ledger) if settings.judge.uses_llm else None
+    judges: dict[str, Judge] = {}
+    try:
+        judges = build_judges(settings, names, client=client)
+        yield judges
+    finally:
+        await close_judges(judges)
+        if client is not None:  # also when no judge took it (idempotent)
+            await client.aclose()

@@ -96,15 +96,13 @@ async def _judge_all(
     settings: Settings, judge_name: str, traces: Sequence[Trace]
 ) -> tuple[str, list[Judgement]]:
     """Build the judge inside the running loop (one shared LLM client when a model is set), judge every
-    trace with at most ``settings.judge.max_concurrency`` in flight, then close the client.
+    trace with at most ``settings.judge.max_concurrency`` in flight, then close what the judge holds.
 
     Returns ``(judge version, judgements in input order)``."""
-    from ragpulse.judges.model.client import LLMClient
-    from ragpulse.judges.registry import build_judges
+    from ragpulse.judges.registry import opened_judges
 
-    client = LLMClient(settings) if settings.judge.uses_llm else None
-    try:
-        judge = build_judges(settings, [judge_name], client=client)[judge_name]
+    async with opened_judges(settings, [judge_name]) as judges:
+        judge = judges[judge_name]
         sem = asyncio.Semaphore(settings.judge.max_concurrency)
 
         async def one(trace: Trace) -> Judgement:
@@ -112,9 +110,6 @@ async def _judge_all(
                 return await judge.judge(trace)
 
         return judge.version, list(await asyncio.gather(*(one(t) for t in traces)))
-    finally:
-        if client is not None:
-            await client.aclose()
 
 
 def run_calibration(

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 
 from ragpulse.config import Settings
-from ragpulse.judges.model.client import LLMClient
-from ragpulse.judges.registry import available_judges, build_judges
+from ragpulse.judges.registry import available_judges, opened_judges
 from ragpulse.protocols import Judge, TokenLedger
 
 __all__ = ["known_judge_names", "open_judges", "split_names"]
@@ -16,7 +15,8 @@ __all__ = ["known_judge_names", "open_judges", "split_names"]
 async def open_judges(
     stack: AsyncExitStack, settings: Settings, names: Sequence[str] | None, *, ledger: object = None
 ) -> dict[str, Judge]:
-    """Build the judges with one shared LLM client (when a judge model is configured) that ``stack`` closes.
+    """Build the judges (:func:`ragpulse.judges.registry.opened_judges`): ``stack`` closes what they share (the
+    LLM client) and what each holds (an embeddings client) once, on exit.
 
     ``ledger``: the store; when it is a :class:`~ragpulse.protocols.TokenLedger` the daily token budget is
     kept there, shared by every process on that database (else per process).
@@ -24,11 +24,8 @@ async def open_judges(
     Raises:
         ConfigError: unknown judge name or bad judge configuration.
     """
-    client = None
-    if settings.judge.uses_llm:
-        shared = ledger if isinstance(ledger, TokenLedger) else None
-        client = await stack.enter_async_context(LLMClient(settings, ledger=shared))
-    return build_judges(settings, names, client=client)
+    shared = ledger if isinstance(ledger, TokenLedger) else None
+    return await stack.enter_async_context(opened_judges(settings, names, ledger=shared))
 
 
 def known_judge_names(settings: Settings) -> set[str]:

@@ -45,7 +45,8 @@ async def retention_loop(store: Prunable, settings: StoreSettings) -> None:
     older_than = timedelta(days=settings.retention_days)
     while True:
         try:
-            await store.prune(older_than)
+            n = await store.prune(older_than)
+            _log.info("retention_pruned", traces=n, older_than_days=settings.retention_days)
         except StoreError as e:
             _log.warning("retention_prune_failed", error=str(e), retriable=e.retriable)
         await asyncio.sleep(settings.retention_interval_s)

@@ -297,3 +297,10 @@ class MemoryExporter:
     def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None:
         """Record the call."""
         self.calls.append((result, list(changed)))
+
+    def force_flush(self, timeout_s: float = 5.0) -> bool:
+        """Nothing is buffered."""
+        return True
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Nothing to stop."""

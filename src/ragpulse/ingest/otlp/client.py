@@ -46,13 +46,16 @@ class OtlpTraceClient:
     Args:
         endpoint: the receiver URL.
         timeout_s: per-request timeout, seconds.
+        token: bearer token the receiver requires (``RAGPULSE_OTLP_TOKEN``): ``Authorization: Bearer …`` over
+            HTTP, the ``authorization`` metadata key over gRPC.
 
     Raises:
         ValueError: an endpoint with another scheme.
     """
 
-    def __init__(self, endpoint: str, timeout_s: float = 10.0) -> None:
+    def __init__(self, endpoint: str, timeout_s: float = 10.0, *, token: str | None = None) -> None:
         self._timeout = timeout_s
+        self._auth = f"Bearer {token}" if token else None
         self._http: httpx.AsyncClient | None = None
         self._channel: grpc.aio.Channel | None = None
         url = httpx.URL(endpoint)
@@ -69,7 +72,8 @@ class OtlpTraceClient:
         if self._grpc_target is not None:
             self._channel = grpc.aio.insecure_channel(self._grpc_target)
         else:
-            self._http = httpx.AsyncClient(timeout=self._timeout)
+            headers = {"Authorization": self._auth} if self._auth else None
+            self._http = httpx.AsyncClient(timeout=self._timeout, headers=headers)
         return self
 
     async def __aexit__(
@@ -106,10 +110,10 @@ class OtlpTraceClient:
                 headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
             )
         except httpx.HTTPError as e:
-            raise IngestError(f"OTLP/HTTP export to {self._url} failed: {e}", retriable=True) from e
+            raise IngestError(f"OTLP export to {self._url} failed: {e}", retriable=True) from e
         if resp.status_code != 200:
             raise IngestError(
-                f"OTLP/HTTP export to {self._url} answered {resp.status_code}",
+                f"OTLP export to {self._url} answered {resp.status_code}: {resp.text[:200]}",
                 retriable=resp.status_code in (429, 502, 503, 504),
             )
         return int(ExportTraceServiceResponse.FromString(resp.content).partial_success.rejected_spans)
@@ -117,13 +121,14 @@ class OtlpTraceClient:
     async def _send_grpc(self, req: ExportTraceServiceRequest) -> int:
         stub = TraceServiceStub(self._channel)  # type: ignore[no-untyped-call]
         try:
-            resp = await stub.Export(req, timeout=self._timeout)
+            metadata = (("authorization", self._auth),) if self._auth else None
+            resp = await stub.Export(req, timeout=self._timeout, metadata=metadata)
         except grpc.aio.AioRpcError as e:
             retriable = e.code() in (
                 grpc.StatusCode.UNAVAILABLE,
                 grpc.StatusCode.DEADLINE_EXCEEDED,
             )
             raise IngestError(
-                f"OTLP/gRPC export to {self._grpc_target} failed: {e.code().name}", retriable=retriable
+                f"OTLP export to {self._grpc_target} failed: {e.code().name}", retriable=retriable
             ) from e
         return int(resp.partial_success.rejected_spans)

@@ -7,18 +7,27 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse import telemetry
 from ragpulse.errors import IngestError, StoreError
 from ragpulse.ingest.otlp.assembly import TraceAssembler
-from ragpulse.ingest.otlp.decode import DecodeResult, decode_json, decode_protobuf, decompress
+from ragpulse.ingest.otlp.decode import (
+    DecodeResult,
+    PayloadTooLarge,
+    decode_json,
+    decode_protobuf,
+    decompress,
+)
 from ragpulse.ingest.otlp.journal import PendingJournal, split_by_trace
 from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
+from ragpulse.protocols import DeadLetterSink
 
 __all__ = [
+    "DEAD_LETTER_MAX_BYTES",
     "OFFLOAD_BYTES",
     "OWN_SPANS_IGNORED",
     "OtlpIntake",
@@ -30,6 +39,9 @@ __all__ = [
 #: Bodies larger than this (bytes) are decompressed and decoded in a worker thread, so one big request
 #: does not stall the event loop (engine, other requests).
 OFFLOAD_BYTES = 64 * 1024
+
+#: Most bytes of an undecodable request body kept as its dead letter.
+DEAD_LETTER_MAX_BYTES = 1024 * 1024
 
 log = get_logger(__name__)
 
@@ -81,14 +93,23 @@ class OtlpIntake:
         assembler: where spans go.
         own_service: the ``export.service_name`` setting; spans of that service or scope are ignored.
         journal: the durable record of accepted traces, or ``None`` (memory only).
+        dead_letters: where rejected input is kept (the store's ``dead_letters`` table): an undecodable
+            request body (cut to :data:`DEAD_LETTER_MAX_BYTES`) and the errors of rejected spans. Written in
+            the background; a failed write is logged and never changes the answer.
     """
 
     def __init__(
-        self, assembler: TraceAssembler, own_service: str, journal: PendingJournal | None = None
+        self,
+        assembler: TraceAssembler,
+        own_service: str,
+        journal: PendingJournal | None = None,
+        dead_letters: DeadLetterSink | None = None,
     ) -> None:
         self._assembler = assembler
         self._own = own_service
         self._journal = journal
+        self._dead_letters = dead_letters
+        self._writes: set[asyncio.Task[None]] = set()
         self.spans_accepted = 0
         self.spans_rejected = 0
         self.spans_ignored = 0
@@ -120,7 +141,18 @@ class OtlpIntake:
             return result, request_to_spans(result.request, self._own)
 
         big = len(body) > OFFLOAD_BYTES
-        result, split = await asyncio.to_thread(work) if big else work()
+        try:
+            result, split = await asyncio.to_thread(work) if big else work()
+        except PayloadTooLarge:
+            raise
+        except IngestError as e:
+            self.dead_letter(
+                f"malformed: {e}",
+                body[:DEAD_LETTER_MAX_BYTES],
+                {"transport": transport, "format": "json" if json else "protobuf", "encoding": encoding,
+                 "bytes": len(body), "truncated": len(body) > DEAD_LETTER_MAX_BYTES},
+            )  # fmt: skip
+            raise
         return await self.accept(result, transport, split, offload=big)
 
     async def accept(
@@ -173,6 +205,11 @@ class OtlpIntake:
             self.spans_rejected += rejected
             if result.rejected_spans:
                 count_rejected("bad_span", result.rejected_spans)
+                self.dead_letter(
+                    "bad_span",
+                    "\n".join(result.errors),
+                    {"transport": transport, "rejected_spans": result.rejected_spans, "accepted_spans": kept},
+                )
             if plan.not_taken:
                 count_rejected("not_taken", plan.not_taken)
             errors = [*result.errors, *([plan.message()] if plan.not_taken else [])]
@@ -186,3 +223,24 @@ class OtlpIntake:
                 errors=errors,
             )
         return resp
+
+    def dead_letter(self, reason: str, payload: bytes | str, meta: dict[str, Any]) -> None:
+        """Keep rejected input in :attr:`dead_letters` (background write; never raises, never blocks)."""
+        if self._dead_letters is None:
+            return
+        sink = self._dead_letters
+
+        async def write() -> None:
+            try:
+                await sink.write_dead_letter("otlp", reason[:500], payload, meta)
+            except Exception as e:  # the store is down or refused it: the client already has its answer
+                log.warning("otlp_dead_letter_not_stored", error=str(e), reason=reason[:100])
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def flush_dead_letters(self, timeout_s: float = 5.0) -> None:
+        """Wait (up to ``timeout_s`` seconds) for dead-letter writes in flight (on close)."""
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=timeout_s)

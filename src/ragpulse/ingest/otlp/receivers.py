@@ -56,7 +56,7 @@ from ragpulse.ingest.otlp.intake import OtlpIntake
 from ragpulse.ingest.otlp.journal import PendingJournal
 from ragpulse.ingest.otlp.spans import request_to_spans
 from ragpulse.logging import get_logger
-from ragpulse.protocols import PendingStore, TraceSink
+from ragpulse.protocols import DeadLetterSink, PendingStore, TraceSink
 
 __all__ = ["OtlpReceivers", "parse_address"]
 
@@ -81,6 +81,8 @@ class OtlpReceivers:
         sink: the engine (or any :class:`~ragpulse.protocols.TraceSink`).
         own_service: the ``export.service_name`` setting; spans of that service are ignored.
         shutdown_deadline_s: how long closing waits for the assembler (the ``engine.shutdown_deadline_s`` setting).
+        dead_letters: where rejected input is kept (undecodable requests, rejected spans; the store's
+            ``dead_letters`` table).
         mappers: convention mappers replacing the defaults.
         clock: monotonic clock for the assembler (tests).
         pending: durable store for accepted traces (at-least-once across restarts); ``None`` keeps them in
@@ -97,6 +99,7 @@ class OtlpReceivers:
         *,
         own_service: str = "ragpulse",
         shutdown_deadline_s: float = 30.0,
+        dead_letters: DeadLetterSink | None = None,
         mappers: Sequence[ConventionMapper] | None = None,
         clock: Clock = time.monotonic,
         pending: PendingStore | None = None,
@@ -116,7 +119,7 @@ class OtlpReceivers:
         self.assembler = TraceAssembler(
             settings, TraceBuilder(settings, mappers), clock=clock, journal=self.journal
         )
-        self.intake = OtlpIntake(self.assembler, own_service, self.journal)
+        self.intake = OtlpIntake(self.assembler, own_service, self.journal, dead_letters)
         self._grpc: grpc.aio.Server | None = None
         self._http: EmbeddedAsgiServer | None = None
         self._assembler_task: asyncio.Task[None] | None = None
@@ -253,6 +256,26 @@ class OtlpReceivers:
             auth=self.auth,
         )
 
+    async def wait_failed(self) -> BaseException:
+        """:class:`~ragpulse.protocols.Source`: wait until the assembler task dies on its own; return why."""
+        assert self._assembler_task is not None, "not started"
+        try:
+            await asyncio.shield(self._assembler_task)
+        except asyncio.CancelledError:
+            if not self._assembler_task.cancelled():
+                raise
+            return RuntimeError("OTLP assembler was cancelled")
+        except Exception as e:
+            return e
+        if not self._closed:
+            return RuntimeError("OTLP assembler ended")
+        await asyncio.Event().wait()  # closed on purpose: never a failure
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        """:class:`~ragpulse.protocols.Source` close: :meth:`close`."""
+        await self.close()
+
     async def close(self) -> None:
         """Stop accepting, flush held traces to the sink, stop the assembler. Idempotent."""
         if self._closed:
@@ -271,6 +294,7 @@ class OtlpReceivers:
             except TimeoutError:
                 if self.journal is None:
                     log.warning("otlp_flush_timeout", pending=self.assembler.pending_traces)
+        await self.intake.flush_dead_letters()
         log.info(
             "otlp_receivers_stopped",
             spans_accepted=self.intake.spans_accepted,

@@ -1,0 +1,250 @@
+"""The long-running sidecar behind ``ragpulse serve``: its assembly, readiness and shutdown.
+
+Start order: exporters (metrics SDK) → store → HTTP port (``/healthz``, ``/readyz``, ``/metrics`` on
+``http.address``) → judges → engine → the portal (through the adapter's hook: the portal lives above this
+layer) → OTLP receivers (unless both ``otlp`` addresses are empty) → Kafka source (when
+``kafka.bootstrap_servers`` is set) → retention (:func:`ragpulse.store.retention.retention_loop`, when
+``store.retention_days`` is set, every ``store.retention_interval_s``). One ``ready`` log line when every
+enabled source listens or is connected.
+
+Every source is a :class:`~ragpulse.protocols.Source`: ``/readyz`` asks each its ``ready``; serve waits for the
+stop signal or for any source's ``wait_failed``; both sources keep what they reject in the store's
+``dead_letters`` table (Kafka also in its dead-letter topic).
+
+A stop (SIGTERM/SIGINT, or ``stop`` set) drains in reverse order: Kafka stops reading, waits for in-flight traces
+and commits; the OTLP receivers stop accepting and flush held traces; the engine drains
+(``engine.shutdown_deadline_s``); the judges' clients and the store close; exporters flush. A source that died
+raises :class:`~ragpulse.errors.SourceFailedError` after that drain (exit 3 at the CLI's boundary, so an
+orchestrator restarts the process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from typing import Any, Protocol
+
+from ragpulse.config import Settings
+from ragpulse.errors import SourceFailedError
+from ragpulse.logging import get_logger
+from ragpulse.protocols import Judge, Source, TraceSink
+from ragpulse.services.background import start_background
+from ragpulse.services.health import Check, HealthServer
+from ragpulse.services.judges import open_judges
+from ragpulse.store.postgres import PostgresStore
+
+__all__ = ["PortalHook", "run_serve"]
+
+
+class _Listening(Protocol):
+    @property
+    def port(self) -> int | None: ...
+
+
+#: ``serve``'s portal hook: ``(stack, settings, store=…, judges=…, engine=…)`` → a started portal (with its
+#: ``port``) whose stop ``stack`` owns, or ``None`` when it is off (:func:`ragpulse.api.server.open_portal`).
+PortalHook = Callable[..., Awaitable[_Listening | None]]
+
+
+def _log() -> Any:
+    # Resolved at call time: the CLI configures logging after this module is imported.
+    return get_logger("ragpulse.serve")
+
+
+async def _wait_stop_or_failure(
+    stop: asyncio.Event, sources: Mapping[str, Source]
+) -> tuple[str, BaseException] | None:
+    """Wait for the stop signal, or for a source to die; ``(name, error)`` of the first that died."""
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    failing: dict[asyncio.Future[Any], str] = {
+        asyncio.ensure_future(src.wait_failed()): name for name, src in sources.items()
+    }
+    try:
+        done, _ = await asyncio.wait({stopping, *failing}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (stopping, *failing):
+            t.cancel()
+    if stop.is_set():
+        return None
+    first = next(t for t in done if t in failing)
+    error: BaseException = first.result()
+    return failing[first], error
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+async def _open_sources(
+    stack: AsyncExitStack,
+    settings: Settings,
+    engine: TraceSink,
+    store: PostgresStore,
+    extra: Mapping[str, Source],
+) -> dict[str, Source]:
+    """Start the enabled sources, then ``extra``; ``stack`` closes them (``aclose``) in reverse order."""
+    wanted: dict[str, Source] = {}
+    deadline = settings.engine.shutdown_deadline_s
+    if settings.otlp.grpc_address.strip() or settings.otlp.http_address.strip():
+        from ragpulse.ingest.otlp import OtlpReceivers
+
+        wanted["otlp"] = OtlpReceivers(
+            settings.otlp,
+            engine,
+            own_service=settings.export.service_name,
+            shutdown_deadline_s=deadline,
+            dead_letters=store,
+            pending=store,
+        )
+    if settings.kafka.bootstrap_servers:
+        from ragpulse.ingest.kafka import KafkaSource
+
+        wanted["kafka"] = KafkaSource(
+            settings.kafka,
+            engine,
+            shutdown_deadline_s=deadline,
+            log_text=settings.log.text,
+            otlp=settings.otlp,
+            own_service=settings.export.service_name,
+            dead_letters=store,
+        )
+    wanted.update(extra)
+    sources: dict[str, Source] = {}
+    for name, src in wanted.items():
+        stack.push_async_callback(src.aclose)  # also after a failed start: closing is idempotent
+        await src.start()
+        sources[name] = src
+    return sources
+
+
+async def run_serve(
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    *,
+    portal: PortalHook | None = None,
+    sources: Mapping[str, Source] | None = None,
+) -> None:
+    """Run the sidecar until ``stop`` is set (or SIGTERM/SIGINT when ``stop`` is not given).
+
+    Args:
+        settings: every section is used.
+        stop: set it to stop; ``None`` installs SIGTERM/SIGINT handlers that set one.
+        portal: starts the portal (REST API and web UI) on its own listener; ``None``: no portal.
+        sources: more sources to run beside the configured ones (an embedding application's own input),
+            started after them and checked and closed the same way.
+
+    Raises:
+        ConfigError: invalid settings, unknown judges, or an address that cannot be bound.
+        StoreError: the database cannot be reached at start-up.
+        IngestError: the Kafka brokers cannot be reached at start-up.
+        SourceFailedError: a source died while serving (after the drain).
+    """
+    from ragpulse.engine import Engine
+    from ragpulse.export import build_exporters, metrics_asgi_app, shutdown_exporters
+    from ragpulse.store import open_store
+    from ragpulse.store.retention import retention_loop
+
+    if stop is None:
+        stop = asyncio.Event()
+        _install_signals(stop)
+    exporters = build_exporters(settings.export, redact_text=settings.store.redact_text)
+    extra = dict(sources or {})
+    running_sources: dict[str, Source] = {}
+    stopping = False
+    failure: tuple[str, BaseException] | None = None
+    store: PostgresStore | None = None
+
+    async def store_ok() -> bool:
+        return store is not None and bool(await store.ping())
+
+    async def running() -> bool:
+        return not stopping
+
+    def source_check(name: str) -> Check:
+        async def check() -> bool:
+            src = running_sources.get(name)
+            return src is not None and src.ready
+
+        return check
+
+    checks: dict[str, Check] = {"store": store_ok, "running": running}
+    if settings.otlp.grpc_address.strip() or settings.otlp.http_address.strip():
+        checks["otlp"] = source_check("otlp")
+    if settings.kafka.bootstrap_servers:
+        checks["kafka"] = source_check("kafka")
+    for name in extra:
+        checks[name] = source_check(name)
+
+    try:
+        async with AsyncExitStack() as stack:
+            store = await stack.enter_async_context(open_store(settings.store))
+            # judgements wait in the results stream's outbox only when the stream is on
+            store.results_outbox = bool(settings.kafka.results_topic)
+            http = await stack.enter_async_context(
+                HealthServer(
+                    settings.http.address,
+                    checks,
+                    metrics_asgi_app(),
+                    info={
+                        "database": await store.database_identity(),
+                        **(
+                            {"otlp_auth": "token" if settings.otlp.token is not None else "none"}
+                            if "otlp" in checks
+                            else {}
+                        ),
+                    },
+                )
+            )
+            # closed by the stack; the daily token budget is kept in the store (shared by replicas)
+            judges: Mapping[str, Judge] = await open_judges(stack, settings, None, ledger=store)
+            engine = await stack.enter_async_context(
+                Engine(
+                    judges,
+                    store,
+                    settings.engine,
+                    exporters,
+                    routes=settings.judge.routes,
+                    redelivering=True,
+                )
+            )
+            await start_background(stack, settings, store, judges)  # corrected pass rates, results stream
+            started = (
+                await portal(stack, settings, store=store, judges=judges, engine=engine)
+                if portal is not None
+                else None
+            )
+            running_sources.update(await _open_sources(stack, settings, engine, store, extra))
+            retention: asyncio.Task[None] | None = None
+            if settings.store.retention_days:
+                retention = asyncio.create_task(
+                    retention_loop(store, settings.store), name="ragpulse-retention"
+                )
+            _log().info(
+                "ready",
+                http_port=http.port,
+                api_port=started.port if started is not None else None,
+                otlp_grpc=settings.otlp.grpc_address or None,
+                otlp_http=settings.otlp.http_address or None,
+                kafka_topics=list(settings.kafka.topics) if "kafka" in running_sources else None,
+                judges=sorted(judges),
+            )
+            failure = await _wait_stop_or_failure(stop, running_sources)
+            stopping = True
+            if failure is not None:
+                _log().error("source_failed", source=failure[0], error=str(failure[1]))
+            _log().info("stopping", deadline_s=settings.engine.shutdown_deadline_s)
+            if retention is not None:
+                retention.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await retention
+    finally:
+        shutdown_exporters(exporters)
+    if failure is not None:
+        raise SourceFailedError(*failure)
+    _log().info("stopped")
