@@ -240,5 +240,7 @@ def test_run_evaluation_history_drawer_and_compare(page: PortalPage, portal: Por
     p.click("#compare-btn")
     p.wait_for_selector("#deltas")
     assert p.query_selector("#deltas tr[data-metric=pass_rate]") is not None
+    assert p.inner_text("h1 code >> nth=0") == "ui-run-1"  # older run is A, newer is B
+    assert p.inner_text("h1 code >> nth=1") == "ui-run-2"
     with portal.client() as c:
         assert c.get("/api/v1/runs/ui-run-1").json()["request"]["thresholds"] == {"keyword": 0.5}

@@ -111,6 +111,10 @@ def build_runs_router(ui: Ui) -> APIRouter:
     async def compare(request: Request) -> Response:
         ui.guard(request)
         picked = request.query_params.getlist("run")
+        if len(picked) == 2:  # two ticked runs compare older (A) → newer (B), whatever the list order
+            found = [run for rid in picked if (run := await store.get_run(rid)) is not None]
+            if len(found) == 2:
+                picked = [run.run_id for run in sorted(found, key=lambda run: run.started_at)]
         a = request.query_params.get("a") or (picked[0] if len(picked) == 2 else None)
         b = request.query_params.get("b") or (picked[1] if len(picked) == 2 else None)
         if not a or not b:
