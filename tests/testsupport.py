@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from ragpulse.model import CalibrationProfile
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: Prefixes of the variables that configure ragpulse, the openai client and OpenTelemetry: no test sees the
@@ -150,3 +152,15 @@ async def pg_count(url: str, sql: str) -> int:
         return int(await conn.fetchval(sql))
     finally:
         await conn.close()
+
+
+def calibration_profile(
+    version: str, *, name: str = "ares", judge: str = "faithfulness"
+) -> CalibrationProfile:
+    """A calibration profile of ``judge`` at ``version`` with sensitivity = specificity = 0.9 (tp 90, fn 10,
+    tn 90, fp 10 of 200 labelled cases): corrected pass rate = (observed − 0.1) / 0.8."""
+    return CalibrationProfile(
+        name=name, judge=judge, judge_version=version, dataset_sha256="0" * 64, n=200, tp=90, fn=10, tn=90,
+        fp=10, sensitivity=0.9, sensitivity_lower=None, sensitivity_upper=None, specificity=0.9,
+        specificity_lower=None, specificity_upper=None,
+    )  # fmt: skip

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.model import CalibrationProfile
 from ragpulse.store.postgres import PostgresStore
+from testsupport import calibration_profile
 
 FACT = "The Kestrel 7 router ships with a two-year warranty and supports Wi-Fi 7."
 
@@ -44,25 +44,7 @@ def _replay(*args: str) -> dict[str, Any]:
 async def _save_profile(url: str, version: str) -> None:
     store = await PostgresStore.connect(url)
     try:
-        await store.save_calibration_profile(
-            CalibrationProfile(
-                name="kestrel-labels",
-                judge="faithfulness",
-                judge_version=version,
-                dataset_sha256="0" * 64,
-                n=200,
-                tp=90,
-                fn=10,
-                tn=90,
-                fp=10,
-                sensitivity=0.9,
-                sensitivity_lower=None,
-                sensitivity_upper=None,
-                specificity=0.9,
-                specificity_lower=None,
-                specificity_upper=None,
-            )
-        )
+        await store.save_calibration_profile(calibration_profile(version, name="kestrel-labels"))
     finally:
         await store.close()
 

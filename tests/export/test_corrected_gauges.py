@@ -10,7 +10,6 @@ import pytest
 from ragpulse.export.otel_setup import MetricsRuntime, render_metrics
 from ragpulse.model import (
     Backend,
-    CalibrationProfile,
     Judgement,
     JudgementStatus,
     Source,
@@ -20,6 +19,7 @@ from ragpulse.model import (
 )
 from ragpulse.services.corrected import corrected_pass_rates, publish
 from ragpulse.store.postgres import PostgresStore
+from testsupport import calibration_profile
 
 from .helpers import series, value
 
@@ -44,26 +44,6 @@ def _judgement(passed: bool, version: str = "v1") -> Judgement:
     )
 
 
-def _profile(version: str = "v1") -> CalibrationProfile:
-    return CalibrationProfile(
-        name="ares",
-        judge="faithfulness",
-        judge_version=version,
-        dataset_sha256="0" * 64,
-        n=200,
-        tp=90,
-        fn=10,
-        tn=90,
-        fp=10,
-        sensitivity=0.9,
-        sensitivity_lower=None,
-        sensitivity_upper=None,
-        specificity=0.9,
-        specificity_lower=None,
-        specificity_upper=None,
-    )
-
-
 async def test_corrected_gauges_from_the_store(pg_url: str, metrics_runtime: MetricsRuntime) -> None:
     store = await PostgresStore.connect(pg_url)
     try:
@@ -85,7 +65,7 @@ async def test_corrected_gauges_from_the_store(pg_url: str, metrics_runtime: Met
             )
         )
         await store.write_results(results)
-        await store.save_calibration_profile(_profile())
+        await store.save_calibration_profile(calibration_profile("v1"))
 
         versions = {"faithfulness": "v1", "relevancy": "r1"}
         figures, stale = await corrected_pass_rates(store, versions, timedelta(hours=1))

@@ -29,7 +29,7 @@ import httpx
 import pytest
 
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer, judge_responder
-from testsupport import free_port, stop_process, tansu_broker, wait_port, wait_until
+from testsupport import calibration_profile, free_port, stop_process, tansu_broker, wait_port, wait_until
 
 from .expressions import ALERTS, alert_exprs, dashboard_exprs, grafana_alert_exprs, metric_names
 
@@ -131,7 +131,6 @@ async def _stored_counts(pg_url: str) -> dict[str, int]:
 
 async def _save_faithfulness_profile(pg_url: str) -> None:
     """Store a calibration profile (se = sp = 0.9) for the faithfulness version serve judged with."""
-    from ragpulse.model import CalibrationProfile
     from ragpulse.store.postgres import PostgresStore
 
     store = await PostgresStore.connect(pg_url, run_migrations=False)
@@ -140,13 +139,7 @@ async def _save_faithfulness_profile(pg_url: str) -> None:
         await wait_until(lambda: _has_rows(store, sql), timeout_s=20, what="stored faithfulness judgements")
         versions = await store.pool.fetch(sql)
         for row in versions:
-            await store.save_calibration_profile(
-                CalibrationProfile(
-                    name="e2e", judge="faithfulness", judge_version=row["version"], dataset_sha256="0" * 64,
-                    n=200, tp=90, fn=10, tn=90, fp=10, sensitivity=0.9, sensitivity_lower=None,
-                    sensitivity_upper=None, specificity=0.9, specificity_lower=None, specificity_upper=None,
-                )
-            )  # fmt: skip
+            await store.save_calibration_profile(calibration_profile(row["version"], name="e2e"))
     finally:
         await store.close()
 
