@@ -50,6 +50,7 @@ from ragpulse.protocols import (
     ResultStore,
     ShadowReuseLookup,
     WriteReport,
+    judge_inline,
     judge_needs_answer,
 )
 
@@ -248,6 +249,8 @@ class Engine:
         redelivering: bool = False,
     ) -> None:
         self._judges = dict(judges)
+        #: ``id(judge)`` → whether it runs inline (:func:`judge_inline`), for the configured judges.
+        self._inline = {id(j): judge_inline(j) for j in self._judges.values()}
         self._redelivering = redelivering
         #: ``{(trace_id, content_hash): {(judge, version)}}`` of final judgements, from :meth:`prefetch` and
         #: from this engine's own writes (LRU, :data:`FINAL_CACHE_SIZE` keys).
@@ -564,10 +567,7 @@ class Engine:
         reused = await self._reused_shadows(trace, runnable) if self._reusable else {}
         to_run = [j for j in runnable if j.name not in reused]
         with structlog.contextvars.bound_contextvars(trace_id=trace.trace_id):
-            if len(to_run) == 1:
-                made: Sequence[Judgement] = [await self._run_judge(to_run[0], trace)]
-            else:
-                made = await asyncio.gather(*(self._run_judge(j, trace) for j in to_run))
+            made = await self._run_judges(to_run, trace)
         if reused:
             by_judge = dict(zip((j.name for j in to_run), made, strict=True))
             ran: Sequence[Judgement] = [reused.get(j.name) or by_judge[j.name] for j in runnable]
@@ -621,6 +621,38 @@ class Engine:
             self.stats.shadow_failures += len(ran)
             log.warning("shadow_write_failed", trace_id=trace.trace_id, error=str(e)[:300])
 
+    async def _run_judges(self, judges: Sequence[Judge], trace: Trace) -> list[Judgement]:
+        """The judgements of ``judges`` on ``trace``, in their order: judges that decide without I/O
+        (:func:`~ragpulse.protocols.judge_inline`, the heuristic ones) are called directly, one after the
+        other; the rest run concurrently (one task each when there are several)."""
+        made: list[Judgement | None] = [
+            self._run_inline(j, trace) if self._is_inline(j) else None for j in judges
+        ]
+        waiting = [i for i, m in enumerate(made) if m is None]
+        if len(waiting) == 1:
+            made[waiting[0]] = await self._run_judge(judges[waiting[0]], trace)
+        elif waiting:
+            done = await asyncio.gather(*(self._run_judge(judges[i], trace) for i in waiting))
+            for i, m in zip(waiting, done, strict=True):
+                made[i] = m
+        return [m for m in made if m is not None]
+
+    def _is_inline(self, judge: Judge) -> bool:
+        known = self._inline.get(id(judge))
+        return judge_inline(judge) if known is None else known
+
+    def _run_inline(self, judge: Judge, trace: Trace) -> Judgement:
+        """:meth:`_run_judge` for an inline judge: its synchronous ``evaluate``."""
+        started = time.perf_counter()
+        try:
+            out = judge.evaluate(trace)  # type: ignore[attr-defined]  (judge_inline checked it exists)
+            if isinstance(out, Judgement):
+                return out
+            problem = f"judge_exception: returned {type(out).__name__}, not a Judgement"
+        except Exception as e:
+            problem = f"judge_exception: {type(e).__name__}: {e}"
+        return self._judge_raised(judge, problem, started)
+
     async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
         """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""
         started = time.perf_counter()
@@ -633,6 +665,10 @@ class Engine:
             raise
         except Exception as e:
             problem = f"judge_exception: {type(e).__name__}: {e}"
+        return self._judge_raised(judge, problem, started)
+
+    def _judge_raised(self, judge: Judge, problem: str, started: float) -> Judgement:
+        """The ``error`` judgement of a judge that raised or returned something else (counted, logged)."""
         self.stats.judge_exceptions += 1
         log.error("judge_raised", judge=judge.name, problem=problem[:300])
         return Judgement(

@@ -380,6 +380,14 @@ class Judge:
         return error(reason=reason, flags=JudgementFlags(**flags), **self.identity())
 
     # -- the judge contract ----------------------------------------------------------------------------
+    @property
+    def inline(self) -> bool:
+        """True when this judge decides without I/O (:meth:`decide` is the default, i.e. :meth:`decide_now`,
+        and :meth:`judge` is not overridden): :meth:`evaluate` then gives what :meth:`judge` gives, and the
+        engine calls it directly (:func:`ragpulse.protocols.judge_inline`)."""
+        cls = type(self)
+        return cls.decide is Judge.decide and cls.judge is Judge.judge and cls.evaluate is Judge.evaluate
+
     async def judge(self, trace: Trace) -> Judgement:
         """Judge one trace; never raises except ``asyncio.CancelledError`` (see the module docstring)."""
         started = time.perf_counter()

@@ -263,14 +263,15 @@ def _kind(token: str, text: str) -> str | None:
     if has_cjk(token):
         return "zh" if len(token) >= 2 else None
     for m in re.finditer(rf"(?<!\w){re.escape(token)}(?!\w)", text, re.IGNORECASE):
-        word, before = m.group(0), text[: m.start()].rstrip(" ")
-        # capitalised inside a sentence (not a sentence or line start, not code such as GRANT)
-        if (
-            word[0].isupper()
-            and not word.isupper()
-            and before
-            and (before[-1].isalnum() or before[-1] == ",")
-        ):
+        word = m.group(0)
+        if not word[0].isupper() or word.isupper():
+            continue
+        # capitalised inside a sentence (not a sentence or line start, not code such as GRANT): the last
+        # character before it, spaces skipped, is a letter, a digit or a comma
+        k = m.start() - 1
+        while k >= 0 and text[k] == " ":
+            k -= 1
+        if k >= 0 and (text[k].isalnum() or text[k] == ","):
             return "name"
     return None
 
@@ -289,9 +290,20 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
     ctx = content_tokens(chunk)
     folded_chunk = chunk.casefold()
     in_sentence = set(words)
+    both = sentence + "\n" + chunk
+    kinds: dict[tuple[str, str], str | None] = {}  # _kind per (token, text), each computed once
+
+    def kind_of(token: str, text: str) -> str | None:
+        key = (token, text)
+        if key not in kinds:
+            kinds[key] = _kind(token, text)
+        return kinds[key]
+
     for i, a in enumerate(words):
-        kind = _kind(a, sentence + "\n" + chunk)
-        if kind is None or a not in folded_chunk:
+        if a not in folded_chunk:
+            continue
+        kind = kind_of(a, both)
+        if kind is None:
             continue
         for side in (-1, 1):
             j = i + side
@@ -301,11 +313,11 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
             # a slot is a word the context uses rarely: common words of a long context have many neighbours
             if ctx.count(w) > MAX_SLOT_USES or _adjacent(a, w, side, ctx, folded_chunk):
                 continue
-            if not has_cjk(w) and _kind(w, sentence) is not None:  # a slot is a relation word, not a name
+            if not has_cjk(w) and kind_of(w, sentence) is not None:  # a slot is a relation word, not a name
                 continue
             fillers = {ctx[k - side] for k, t in enumerate(ctx) if t == w and 0 <= k - side < len(ctx)}
             if any(
-                b != a and b not in in_sentence and _kind(b, chunk) == kind and a not in b and b not in a
+                b != a and b not in in_sentence and kind_of(b, chunk) == kind and a not in b and b not in a
                 for b in fillers
             ):
                 return a
