@@ -251,6 +251,10 @@ class Exporter(Protocol):
     ``force_flush`` sends what it buffered (``True`` when all of it went out within ``timeout_s`` seconds);
     ``shutdown`` flushes and stops it (idempotent). Neither raises; an exporter that buffers nothing returns
     ``True`` / does nothing.
+
+    Optional method (not part of the structural check): ``on_stored_many(items)`` with the
+    ``(result, changed)`` pairs of one store write; when present the engine calls it once per batch instead of
+    ``on_stored`` per trace (the metrics exporter sums its counters per batch).
     """
 
     def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None: ...

@@ -422,6 +422,14 @@ class Judge:
         return self.error(f"internal_error: {type(e).__name__}")
 
     def _finish(self, out: Decision | Judgement, log: CallLog, started: float) -> Judgement:
+        if isinstance(out, Decision) and not log.calls and not log.retries:  # heuristic: built once
+            return ok(
+                score=out.score,
+                reason=out.reason,
+                flags=JudgementFlags(decided_by=out.decided_by, **out.flags),
+                latency_s=time.perf_counter() - started,
+                **self.identity(out.backend),
+            )
         if isinstance(out, Decision):
             out = self.ok(out.score, out.reason, backend=out.backend, decided_by=out.decided_by, **out.flags)
         cost: dict[str, Any] = {"latency_s": time.perf_counter() - started}

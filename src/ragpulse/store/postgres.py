@@ -260,9 +260,10 @@ class PostgresStore(PortalQueries):
         # cannot deadlock each other
         for _, r in sorted(by_trace.items()):
             trace_rows.append(trace_row(r, redact_text=self._redact))
+            chash = r.trace.content_hash if r.judgements else None
             for j in r.judgements:
                 judgements[(r.trace.trace_id, j.judge, j.version)] = judgement_row(
-                    r.trace, j, redact_text=self._redact, published_at=published_at
+                    r.trace, j, redact_text=self._redact, published_at=published_at, content_hash=chash
                 )
             if r.trace.run_id:
                 run_links[(clean(r.trace.run_id) or "", r.trace.trace_id)] = clean(r.trace.test_case_id)

@@ -254,24 +254,46 @@ _NUMBER_WORDS = frozenset(
 )
 
 
-def _kind(token: str, text: str) -> str | None:
+_WORD_RUN_RE = re.compile(r"\w+")
+
+
+def _named_at(text: str, word: str, start: int) -> bool:
+    """``word`` (found at ``start`` in ``text``) is capitalised inside a sentence: not all capitals (code such
+    as GRANT), and the last character before it, spaces skipped, is a letter, a digit or a comma (not a
+    sentence or line start)."""
+    if not word[0].isupper() or word.isupper():
+        return False
+    k = start - 1
+    while k >= 0 and text[k] == " ":
+        k -= 1
+    return k >= 0 and (text[k].isalnum() or text[k] == ",")
+
+
+def _names(text: str) -> frozenset[str] | None:
+    """For an ASCII ``text``: the lower-cased words (``\\w+`` runs) that stand as names somewhere in it
+    (:func:`_named_at`), so that :func:`_kind` needs no search per token; ``None`` for other texts."""
+    if not text.isascii():
+        return None
+    return frozenset(
+        m.group(0).lower() for m in _WORD_RUN_RE.finditer(text) if _named_at(text, m.group(0), m.start())
+    )
+
+
+def _kind(token: str, text: str, names: frozenset[str] | None = None) -> str | None:
     """What a swap can exchange: ``num`` (digits, number words), ``name`` (capitalised inside a sentence of
     ``text``, not all capitals), ``zh``
-    (a Chinese word of two or more characters); ``None`` for other words."""
+    (a Chinese word of two or more characters); ``None`` for other words. ``names``: :func:`_names` of
+    ``text`` when the caller has it (same answer, no search)."""
     if _DIGIT_RE.search(token) or token in _NUMBER_WORDS:
         return "num"
     if has_cjk(token):
         return "zh" if len(token) >= 2 else None
+    if names is not None and token.isascii() and _WORD_RUN_RE.fullmatch(token):
+        # an ASCII word in an ASCII text: its case-insensitive whole-word occurrences are exactly the \w+
+        # runs equal to it ignoring case
+        return "name" if token.lower() in names else None
     for m in re.finditer(rf"(?<!\w){re.escape(token)}(?!\w)", text, re.IGNORECASE):
-        word = m.group(0)
-        if not word[0].isupper() or word.isupper():
-            continue
-        # capitalised inside a sentence (not a sentence or line start, not code such as GRANT): the last
-        # character before it, spaces skipped, is a letter, a digit or a comma
-        k = m.start() - 1
-        while k >= 0 and text[k] == " ":
-            k -= 1
-        if k >= 0 and (text[k].isalnum() or text[k] == ","):
+        if _named_at(text, m.group(0), m.start()):
             return "name"
     return None
 
@@ -292,11 +314,14 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
     in_sentence = set(words)
     both = sentence + "\n" + chunk
     kinds: dict[tuple[str, str], str | None] = {}  # _kind per (token, text), each computed once
+    names: dict[str, frozenset[str] | None] = {}  # _names per text
 
     def kind_of(token: str, text: str) -> str | None:
         key = (token, text)
         if key not in kinds:
-            kinds[key] = _kind(token, text)
+            if text not in names:
+                names[text] = _names(text)
+            kinds[key] = _kind(token, text, names[text])
         return kinds[key]
 
     for i, a in enumerate(words):
