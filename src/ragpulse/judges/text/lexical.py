@@ -269,14 +269,23 @@ def _named_at(text: str, word: str, start: int) -> bool:
     return k >= 0 and (text[k].isalnum() or text[k] == ",")
 
 
+@lru_cache(maxsize=4096)
 def _names(text: str) -> frozenset[str] | None:
     """For an ASCII ``text``: the lower-cased words (``\\w+`` runs) that stand as names somewhere in it
-    (:func:`_named_at`), so that :func:`_kind` needs no search per token; ``None`` for other texts."""
+    (:func:`_named_at`), so that :func:`_kind` needs no search per token; ``None`` for other texts. Cached
+    (chunks come back for every sentence of an answer)."""
     if not text.isascii():
         return None
     return frozenset(
         m.group(0).lower() for m in _WORD_RUN_RE.finditer(text) if _named_at(text, m.group(0), m.start())
     )
+
+
+def _names_joined(first: str, second: str) -> frozenset[str] | None:
+    """:func:`_names` of ``first + "\\n" + second`` from the (cached) names of each: no ``\\w+`` run spans the
+    line break, and a word right after it is at a line start in both readings."""
+    a, b = _names(first), _names(second)
+    return None if a is None or b is None else a | b
 
 
 def _kind(token: str, text: str, names: frozenset[str] | None = None) -> str | None:
@@ -314,13 +323,13 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
     in_sentence = set(words)
     both = sentence + "\n" + chunk
     kinds: dict[tuple[str, str], str | None] = {}  # _kind per (token, text), each computed once
-    names: dict[str, frozenset[str] | None] = {}  # _names per text
+    names: dict[str, frozenset[str] | None] = {both: _names_joined(sentence, chunk)}
 
     def kind_of(token: str, text: str) -> str | None:
         key = (token, text)
         if key not in kinds:
             if text not in names:
-                names[text] = _names(text)
+                names[text] = _names(text)  # sentence or chunk
             kinds[key] = _kind(token, text, names[text])
         return kinds[key]
 
@@ -352,13 +361,13 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
 def _adjacent(a: str, w: str, side: int, ctx: Sequence[str], folded: str) -> bool:
     """``a`` next to ``w`` on ``side`` in the context: within :data:`SLOT_WINDOW` content words, or (Chinese)
     within 8 characters of the same sentence."""
-    near = range(1, SLOT_WINDOW + 1)
-    if any(
-        t == a and 0 <= k + side * d < len(ctx) and ctx[k + side * d] == w
-        for k, t in enumerate(ctx)
-        for d in near
-    ):
-        return True
+    n = len(ctx)
+    for k, t in enumerate(ctx):
+        if t == a:
+            for d in range(1, SLOT_WINDOW + 1):
+                j = k + side * d
+                if 0 <= j < n and ctx[j] == w:
+                    return True
     if has_cjk(a) or has_cjk(w):
         first, second = (a, w) if side == 1 else (w, a)
         return re.search(re.escape(first) + r"[^。！？；]{0,8}" + re.escape(second), folded) is not None
