@@ -168,6 +168,8 @@ async def end_to_end(
                 "FROM judgements"
             )
             judgements = int(await mon.fetchval("SELECT count(*) FROM judgements"))
+            # one store write = one transaction = one now(): the number of writes
+            writes = int(await mon.fetchval("SELECT count(DISTINCT created_at) FROM judgements"))
         finally:
             await mon.close()
         return {
@@ -175,6 +177,7 @@ async def end_to_end(
             "postgres_ms": pg_cpu / args.events * 1000,
             "traces_per_s": round(span["n"] / float(span["s"]), 1) if span["s"] else None,
             "judgements": judgements,
+            "traces_per_write": round(args.events / writes, 1) if writes else None,
             "wall_s": round(wall, 1),
             "rss_peak_mb": round(serve.rss_peak / 2**20, 1),
         }
@@ -341,7 +344,7 @@ def table(r: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"{r['events']} events, {r['partitions']} partitions: {e['traces_per_s']} traces/s, "
-        f"peak RSS {e['rss_peak_mb']} MB, load average (1 min) {r['loadavg_1m'][0]} → {r['loadavg_1m'][1]}"
+        f"{e['traces_per_write']} traces per store write, peak RSS {e['rss_peak_mb']} MB, load average (1 min) {r['loadavg_1m'][0]} → {r['loadavg_1m'][1]}"
     )
     return "\n".join(lines)
 
