@@ -157,7 +157,7 @@ class ReportBuilder:
         self.total = self.passed = self._covered = 0
         self.with_errors = False
         self._rows: list[CaseRow] = []
-        self._diagnosis = DiagnosisTally()
+        self._diagnosis = DiagnosisTally(keep_cases=keep_rows)
 
     def add(self, c: CaseResult) -> CaseRow:
         """Count case ``c`` (cases in test-set order) and return its row."""

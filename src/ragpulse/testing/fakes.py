@@ -108,6 +108,10 @@ class MemoryStore:
             cases=tuple(ts.iter_cases()),
         )
 
+    async def get_test_set(self, name: str) -> TestSet | None:
+        """The test set kept as ``name``, or ``None``."""
+        return self.test_sets.get(name)
+
     async def test_set_hash(self, name: str) -> str | None:
         """The stored set's :func:`~ragpulse.model.cases_hash`, or ``None``."""
         ts = self.test_sets.get(name)
