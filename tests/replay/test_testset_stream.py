@@ -12,7 +12,7 @@ import pytest
 from ragpulse.model import TestSet
 from ragpulse.replay.testset import StreamedTestSet, TestSetError, load_test_set, open_test_set
 
-GOOD = [
+GOOD: list[dict[str, object]] = [
     {"id": "a", "question": "q1", "answer": "x\u2028y", "contexts": ["c1", {"content": "c2", "id": "d2"}]},
     {"question": "q2", "keywords": "k1, k2", "meta": {"n": 1}},
     {"id": "c", "query": "q3 \ud83d", "ground_truth": "g", "context_labels": [1, 0], "contexts": ["a", "b"]},
