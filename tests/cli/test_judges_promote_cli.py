@@ -161,6 +161,11 @@ def test_promote_then_rejudge_reuses_stored_shadow_judgements(
     outcomes = asyncio.run(_rows(pg_url, "SELECT DISTINCT outcome FROM traces"))
     assert [r["outcome"] for r in outcomes] == ["evaluated"]
 
+    # the trace view says which judgement was reused, and keeps both versions
+    view = runner.invoke(_cli(), ["trace", SHADOWED[0]])
+    assert view.exit_code == 0, view.output
+    assert f"relevancy {plan['shadow_version']}: reused the shadow judgement of " in view.stdout
+    assert main_version in view.stdout
     # the text summary says what was reused
     res = runner.invoke(_cli(), ["rejudge", "--judges", "relevancy", "--since", "1h"])
     assert res.exit_code == 0, res.output
