@@ -32,6 +32,7 @@ __all__ = [
     "PendingStore",
     "ResultStore",
     "RunStore",
+    "ShadowReuseLookup",
     "Source",
     "Store",
     "TokenLedger",
@@ -214,6 +215,23 @@ class FinalJudgementLookup(Protocol):
     async def final_judgements(
         self, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]: ...
+
+
+@runtime_checkable
+class ShadowReuseLookup(Protocol):
+    """Optional store capability (``PostgresStore`` has it): stored shadow judgements a promoted judge reuses.
+
+    ``shadow_versions(pairs)``: which ``(judge, version)`` pairs have at least one reusable (``ok``, with a
+    content hash) shadow judgement. ``reusable_shadows(keys, pairs)``: for ``(trace_id, content_hash)`` keys,
+    ``{key: {(judge, version): judgement}}`` of those shadow judgements (keys without any are absent), each
+    judgement as stored plus ``flags.judged_at`` (ISO time the shadow judged it), in one query.
+    """
+
+    async def shadow_versions(self, pairs: Sequence[tuple[str, str]]) -> frozenset[tuple[str, str]]: ...
+
+    async def reusable_shadows(
+        self, keys: Sequence[tuple[str, str]], pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[tuple[str, str], Judgement]]: ...
 
 
 class Exporter(Protocol):

@@ -74,3 +74,21 @@ def test_forms_need_the_session_and_the_csrf_token(locked: Portal) -> None:
             c.post("/test-sets", data={"name": "x", "csrf_token": csrf.group(1)}).status_code == 303
         )  # → login
         assert c.get("/api/v1/test-sets").status_code == 401
+
+
+def test_sign_out_only_when_signed_in(browser: Browser, locked: Portal) -> None:
+    page = PortalPage(browser, locked, 1280, 900)
+    try:
+        p = page.page
+        page.goto("/login")
+        assert p.query_selector("form[action='/logout']") is None
+        assert "Sign out" not in p.inner_text("header")
+        p.fill("input[name=token]", TOKEN)
+        p.click("form[action='/login'] button")
+        p.wait_for_url("**/test-sets")  # / → /test-sets
+        assert p.inner_text("form[action='/logout'] button") == "Sign out"
+        p.click("form[action='/logout'] button")
+        p.wait_for_url("**/login")
+        assert p.query_selector("form[action='/logout']") is None
+    finally:
+        page.close()

@@ -4,6 +4,7 @@ another host (checked by the ``page``/``phone`` fixtures)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -278,3 +279,64 @@ def test_trace_page_shows_each_claim_cause_in_english_and_chinese(portal: Portal
     assert "检索遗漏：未被检索到的相关文档支持该论断" in row(zh, "retrieval_miss")
     assert "生成错误：没有相关文档支持该论断" in row(zh, "generation_error")
     assert "Shipping is free on Mars." in row(zh, "generation_error")
+def test_query_notices_are_known_codes_only(portal: Portal) -> None:
+    """``?err=``/``?msg=`` show a known notice code, translated; free text in the URL is never reflected."""
+    with portal.client() as c:
+        bait = "<b>Your session expired: call +1-555-0100</b>"
+        for key in ("err", "msg"):
+            page = c.get("/test-sets", params={key: bait}).text
+            assert "555-0100" not in page
+            assert 'role="alert"' not in page
+            assert 'role="status"' not in page
+        page = c.get("/runs", params={"err": "compare_help", "lang": "zh"}).text
+        assert '<div class="msg err" role="alert">选择两次运行进行对比。</div>' in page
+        page = c.get("/test-sets", params={"msg": "saved", "lang": "en"}).text
+        assert '<div class="msg" role="status">Saved.</div>' in page
+        # a form error is rendered on the page that answers the POST, not carried in the URL
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', c.get("/test-sets").text)
+        assert csrf is not None
+        r = c.post("/test-sets", data={"name": "bad name!", "csrf_token": csrf.group(1)})
+    assert r.status_code == 422
+    assert "invalid test set name &#39;bad name!&#39;" in r.text
+
+
+def test_favicon_is_served_by_the_portal(page: PortalPage, portal: Portal) -> None:
+    with portal.client() as c:
+        for path in ("/favicon.ico", "/static/favicon.svg"):
+            r = c.get(path)
+            assert (r.status_code, r.headers["content-type"]) == (200, "image/svg+xml"), path
+            assert r.text.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+    page.goto("/test-sets")
+    assert page.page.get_attribute("link[rel=icon]", "href") == "/static/favicon.svg"
+    loaded = page.page.evaluate(
+        "fetch(document.querySelector('link[rel=icon]').href).then(r => [r.status, r.url])"
+    )
+    assert loaded == [200, portal.url + "/static/favicon.svg"]
+
+
+def test_reason_codes_are_shown_as_labels_with_the_code(page: PortalPage, portal: Portal) -> None:
+    tid = "ef" * 16
+    base = _failing_trace(tid)
+    skipped = base.judgements[0].model_copy(
+        update={
+            "judge": "relevancy",
+            "status": JudgementStatus.SKIPPED,
+            "score": None,
+            "passed": None,
+            "reason": "over_budget: 2000000 tokens used today",
+            "flags": JudgementFlags(),
+        }
+    )
+    seed(portal.db_url, [base.model_copy(update={"judgements": (*base.judgements, skipped)})])
+    p = page.page
+    page.goto(f"/traces/{tid}")
+    cell = p.query_selector("#judgements tr[data-judge=relevancy] span.reason")
+    assert cell is not None
+    assert cell.get_attribute("title") == "over_budget"
+    assert p.inner_text("#judgements tr[data-judge=relevancy] td[data-label=Reason]") == (
+        "Daily token budget used up over_budget: 2000000 tokens used today"
+    )
+    page.goto(f"/traces/{tid}?lang=zh")
+    assert (
+        p.inner_text("#judgements tr[data-judge=relevancy] span.reason") == "当日令牌预算已用完 over_budget"
+    )

@@ -196,6 +196,14 @@ def rejudge(
             typer.echo(
                 f"kept {summary.kept_good} good judgement(s): their error re-judgements were not stored"
             )
+        if summary.reused:
+            typer.echo(
+                "reused stored shadow judgements (no model call): "
+                + ", ".join(
+                    f"{n} {k} reused, {summary.judged.get(n, 0)} judged"
+                    for n, k in sorted(summary.reused.items())
+                )
+            )
         typer.echo("judge versions: " + ", ".join(f"{n}={v}" for n, v in summary.judges.items()))
     if summary.all_errors:
         raise _common.fail(

@@ -37,6 +37,7 @@ __all__ = [
     "build_judges",
     "close_judges",
     "opened_judges",
+    "shadow_options",
 ]
 
 _log = get_logger("ragpulse.judges.registry")
@@ -129,14 +130,21 @@ class ShadowSpec:
     share: float
 
 
+def shadow_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
+    """``(options, share)`` of the shadow in a judge's ``options`` (``judges.<name>``): the main options
+    without ``shadow``, overlaid by the shadow's (without ``share``) — what the shadow judge is built with, and
+    what the main options become when the shadow is promoted (``ragpulse judges promote``)."""
+    raw = dict(options["shadow"])
+    share = float(raw.pop("share"))
+    return {**{k: v for k, v in options.items() if k != "shadow"}, **raw}, share
+
+
 def _build_shadow(
     settings: Settings, name: str, main: Judge, options: Mapping[str, Any], client: LLMClient | None
 ) -> ShadowSpec:
     """Build ``judges.<name>.shadow``: this judge with the main options overlaid by the shadow's (its own version)."""
-    raw = dict(options["shadow"])
-    share = float(raw.pop("share"))
-    shadow_options = {**{k: v for k, v in options.items() if k != "shadow"}, **raw}
-    shadow_settings = settings.replaced(judges={**settings.judge.options, name: shadow_options})
+    promoted, share = shadow_options(options)
+    shadow_settings = settings.replaced(judges={**settings.judge.options, name: promoted})
     shadow = build_judges(shadow_settings, [name], client=client)[name]
     if shadow.version == main.version:
         raise ConfigError(f"judges.{name}.shadow: same version as the main judge (change an option)")

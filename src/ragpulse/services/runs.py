@@ -14,10 +14,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragpulse.config import Settings
-from ragpulse.engine import Engine
+from ragpulse.engine import REUSED_FROM_SHADOW, Engine
 from ragpulse.errors import ConfigError, NotFoundError
-from ragpulse.model import JudgementStatus, RunRecord, RunStatus, TraceResult
-from ragpulse.protocols import Exporter, RunStore, WriteReport
+from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, TraceResult
+from ragpulse.protocols import Exporter, RunStore, ShadowReuseLookup, WriteReport
 from ragpulse.services.compare import RunComparison, compare_reports
 from ragpulse.services.judges import open_judges
 from ragpulse.services.report_model import Counts, RunReport
@@ -192,7 +192,10 @@ async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison
 class RejudgeSummary(BaseModel):
     """What a re-judge did: traces submitted, results stored / failed for good, judgements by outcome (as the
     judges answered), error judgements not stored because the trace already has a scored judgement by that
-    judge (``kept_good``), and the judge versions used (judge → version)."""
+    judge (``kept_good``), and the judge versions used (judge → version).
+
+    ``reused``: judgements per judge copied from stored shadow judgements of the same version and content
+    (a promoted shadow; no model call); ``judged``: judgements per judge the judges made (judge called)."""
 
     traces: int = 0
     stored: int = 0
@@ -200,6 +203,8 @@ class RejudgeSummary(BaseModel):
     kept_good: int = 0
     counts: Counts = Field(default_factory=Counts)
     judges: dict[str, str] = Field(default_factory=dict)
+    reused: dict[str, int] = Field(default_factory=dict)
+    judged: dict[str, int] = Field(default_factory=dict)
 
     @property
     def all_errors(self) -> bool:
@@ -227,7 +232,9 @@ async def rejudge(
     judge versions (at most ``limit`` traces).
 
     New judgements are stored next to the old ones (keyed by version); an unchanged version re-writes
-    nothing new. An ``error`` judgement never replaces or shadows a good one: when the trace already has a
+    nothing new. A judge whose version has stored shadow judgements (its shadow was promoted) reuses the
+    ``ok`` ones of the same trace content instead of calling the model (:func:`ragpulse.engine.reused_shadow`;
+    counted in ``reused``). An ``error`` judgement never replaces or shadows a good one: when the trace already has a
     scored (``ok``) judgement by that judge, of any version, the error is not stored (counted in
     ``kept_good``), so the judge model being down during a backfill leaves the stored scores as they were.
 
@@ -237,11 +244,15 @@ async def rejudge(
     """
     counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
     tally = {"traces": 0, "stored": 0, "failed": 0}
+    reused: dict[str, int] = {}
+    judged: dict[str, int] = {}
 
     async def ack(result: TraceResult, ok: bool) -> None:
         tally["stored" if ok else "failed"] += 1
         for j in result.judgements:
             counts[j.outcome] += 1
+            made = reused if (j.flags.model_extra or {}).get("reused_from") == REUSED_FROM_SHADOW else judged
+            made[j.judge] = made.get(j.judge, 0) + 1
 
     engine_settings = settings.engine.model_copy(update={"sampling_rate": 1.0})
     keep_good = _KeepGoodJudgements(store)
@@ -259,6 +270,8 @@ async def rejudge(
         kept_good=keep_good.kept,
         counts=Counts(**counts),
         judges={n: j.version for n, j in judges.items()},
+        reused=reused,
+        judged=judged,
     )
 
 
@@ -270,6 +283,20 @@ class _KeepGoodJudgements:
     def __init__(self, store: RunStore) -> None:
         self._store = store
         self.kept = 0
+
+    async def shadow_versions(self, pairs: Sequence[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+        """The store's (a promoted judge's stored shadow judgements are reused); none when it cannot say."""
+        if not isinstance(self._store, ShadowReuseLookup):
+            return frozenset()
+        return await self._store.shadow_versions(pairs)
+
+    async def reusable_shadows(
+        self, keys: Sequence[tuple[str, str]], pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[tuple[str, str], Judgement]]:
+        """The store's reusable shadow judgements (see :class:`~ragpulse.protocols.ShadowReuseLookup`)."""
+        if not isinstance(self._store, ShadowReuseLookup):
+            return {}
+        return await self._store.reusable_shadows(keys, pairs)
 
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
         has_error = [

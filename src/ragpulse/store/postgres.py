@@ -455,17 +455,47 @@ class PostgresStore(PortalQueries):
 
     # -- calibration profiles (queries in :mod:`ragpulse.store.calibrations`) -------------------------------------
     async def write_shadow_judgements(
-        self, trace_id: str, app: str | None, judgements: Sequence[Judgement]
+        self,
+        trace_id: str,
+        app: str | None,
+        judgements: Sequence[Judgement],
+        content_hash: str | None = None,
     ) -> None:
-        """Store the shadow judgements of one trace apart from its judgements (:mod:`ragpulse.store.shadows`)."""
+        """Store the shadow judgements of one trace apart from its judgements (:mod:`ragpulse.store.shadows`);
+        ``content_hash`` (:attr:`ragpulse.model.Trace.content_hash`) makes its ``ok`` ones reusable by a
+        promotion."""
         if judgements:
             await self._run(
-                "write_shadow_judgements", lambda c: shadows.write_shadows(c, trace_id, app, judgements)
+                "write_shadow_judgements",
+                lambda c: shadows.write_shadows(c, trace_id, app, judgements, content_hash),
             )
 
     async def shadow_pairs(self, judge: str, since: datetime | None = None) -> list[shadows.ShadowPair]:
         """Shadow judgements of ``judge`` since ``since`` with the trace's main judgement (oldest first)."""
         return await self._run("shadow_pairs", lambda c: shadows.shadow_pairs(c, judge, since))
+
+    async def shadow_versions(self, pairs: Sequence[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+        """``(judge, version)`` pairs with reusable shadow judgements (:func:`ragpulse.store.shadows.shadow_versions`).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        return await self._run("shadow_versions", lambda c: shadows.shadow_versions(c, pairs))
+
+    async def reusable_shadows(
+        self, keys: Sequence[tuple[str, str]], pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[tuple[str, str], Judgement]]:
+        """Reusable shadow judgements of ``(trace_id, content_hash)`` keys for ``(judge, version)`` pairs
+        (:func:`ragpulse.store.shadows.reusable_shadows`).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        return await self._run("reusable_shadows", lambda c: shadows.reusable_shadows(c, keys, pairs))
+
+    async def shadow_counts(self, judge: str, version: str) -> dict[str, Any]:
+        """Stored shadow judgements of ``judge`` at ``version`` (:func:`ragpulse.store.shadows.shadow_counts`)."""
+        return await self._run("shadow_counts", lambda c: shadows.shadow_counts(c, judge, version))
 
     async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
         """Store ``profile``, replacing one with the same judge, judge version and name."""

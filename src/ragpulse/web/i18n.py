@@ -3,13 +3,30 @@
 The language comes from ``?lang=en|zh`` (which also sets the ``ragpulse_lang`` cookie), else that cookie, else
 the request's ``Accept-Language`` (Chinese when ``zh`` is preferred over ``en``), else English. A test checks
 that both catalogues hold the same keys.
+
+Reason codes (``over_budget``, ``unparseable``, ``no_answer`` …, the start of a judgement's or trace's reason;
+``docs/llm-judges.md``) have a label each under ``rc_<code>``; :func:`reason_html` is the one place that shows
+a reason, with the code kept visible next to its label (and as the tooltip) so it can still be searched for.
+Notices in a page's query (``?msg=``, ``?err=``) are codes of :data:`NOTICES`, shown translated; anything else
+is ignored (never reflected).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["LANGS", "LANG_COOKIE", "MESSAGES", "pick_language", "translator"]
+from markupsafe import Markup, escape
+
+__all__ = [
+    "LANGS",
+    "LANG_COOKIE",
+    "MESSAGES",
+    "NOTICES",
+    "notice",
+    "pick_language",
+    "reason_html",
+    "translator",
+]
 
 LANG_COOKIE = "ragpulse_lang"
 LANGS = ("en", "zh")
@@ -181,6 +198,37 @@ MESSAGES: dict[str, dict[str, str]] = {
         "st_unsupported": "unsupported",
         "st_contradicted": "contradicted",
         "st_unchecked": "unchecked",
+        "rc_no_answer": "No answer",
+        "rc_no_question": "No question",
+        "rc_no_reference": "No reference (expected answer or keywords)",
+        "rc_no_context": "No retrieved context",
+        "rc_no_claims": "No claims in the answer",
+        "rc_no_statements": "No statements to check",
+        "rc_no_labels": "No relevance labels",
+        "rc_no_judged_items": "Nothing to judge",
+        "rc_no_judgements": "No judgements",
+        "rc_abstained": "The answer declines to answer",
+        "rc_over_budget": "Daily token budget used up",
+        "rc_unsupported_language": "Language the heuristic judge cannot read",
+        "rc_judge_unavailable": "Judge model unavailable",
+        "rc_bad_reply": "Unreadable reply from the judge model",
+        "rc_truncated_output": "Judge reply cut off (token limit)",
+        "rc_empty_output": "Empty reply from the judge model",
+        "rc_unparseable": "No verdict in the judge model's reply",
+        "rc_out_of_range": "Score out of range",
+        "rc_bad_labels": "Malformed relevance labels",
+        "rc_internal_error": "Internal error of the judge",
+        "rc_judge_internal_error": "Internal error of the judge",
+        "rc_judge_exception": "The judge failed",
+        "rc_judge_raised": "The judge failed",
+        "rc_engine_error": "Engine error",
+        "rc_cancelled": "Run cancelled",
+        "rc_timeout": "Timed out",
+        "rc_lost": "Lost before it was stored",
+        "rc_trace_error": "The RAG service reported an error",
+        "rc_ambiguous_answer": "Ambiguous answer",
+        "rc_rag_endpoint_failed": "RAG endpoint call failed",
+        "rc_rag_endpoint_error": "RAG endpoint error",
     },
     "zh": {
         "app_title": "ragpulse 门户",
@@ -348,6 +396,37 @@ MESSAGES: dict[str, dict[str, str]] = {
         "st_unsupported": "无依据",
         "st_contradicted": "相矛盾",
         "st_unchecked": "未检查",
+        "rc_no_answer": "没有答案",
+        "rc_no_question": "没有问题",
+        "rc_no_reference": "没有参考（期望答案或关键词）",
+        "rc_no_context": "没有检索到的上下文",
+        "rc_no_claims": "答案中没有论断",
+        "rc_no_statements": "没有可检查的陈述",
+        "rc_no_labels": "没有相关性标注",
+        "rc_no_judged_items": "没有可评估的内容",
+        "rc_no_judgements": "没有评估结果",
+        "rc_abstained": "答案拒绝作答",
+        "rc_over_budget": "当日令牌预算已用完",
+        "rc_unsupported_language": "启发式评估器无法处理该语言",
+        "rc_judge_unavailable": "评估模型不可用",
+        "rc_bad_reply": "评估模型的回复无法读取",
+        "rc_truncated_output": "评估模型回复被截断（令牌上限）",
+        "rc_empty_output": "评估模型回复为空",
+        "rc_unparseable": "评估模型回复中没有结论",
+        "rc_out_of_range": "分数超出范围",
+        "rc_bad_labels": "相关性标注格式错误",
+        "rc_internal_error": "评估器内部错误",
+        "rc_judge_internal_error": "评估器内部错误",
+        "rc_judge_exception": "评估器出错",
+        "rc_judge_raised": "评估器出错",
+        "rc_engine_error": "引擎错误",
+        "rc_cancelled": "运行已取消",
+        "rc_timeout": "超时",
+        "rc_lost": "存储前丢失",
+        "rc_trace_error": "RAG 服务报告了错误",
+        "rc_ambiguous_answer": "答案不明确",
+        "rc_rag_endpoint_failed": "RAG 接口调用失败",
+        "rc_rag_endpoint_error": "RAG 接口错误",
     },
 }
 
@@ -375,3 +454,43 @@ def pick_language(query: str | None, cookie: str | None, accept_language: str | 
 def translator(lang: str) -> Mapping[str, str]:
     """The catalogue of ``lang`` (English for an unknown one)."""
     return MESSAGES.get(lang, MESSAGES["en"])
+
+
+#: The notice codes a page shows from its query string: ``?msg=`` (information) and ``?err=`` (an error).
+NOTICES: Mapping[str, frozenset[str]] = {
+    "msg": frozenset({"saved", "deleted", "created_msg"}),
+    "err": frozenset({"compare_help"}),
+}
+
+
+def notice(t: Mapping[str, str], kind: str, code: str | None) -> str | None:
+    """The translated notice ``code`` of ``kind`` (``msg`` or ``err``), or ``None`` when it is not one of
+    :data:`NOTICES` (free text in the query is never shown)."""
+    if code is None or code not in NOTICES.get(kind, ()):
+        return None
+    return t.get(code)
+
+
+def reason_html(reason: str | None, t: Mapping[str, str]) -> Markup:
+    """``reason`` as HTML with each known reason code replaced by its label in ``t``'s language.
+
+    A reason is ``code``, ``code: detail`` or, in a run's case rows, ``judge: code: detail; judge: …``; each
+    ``: ``-separated part that is a known code becomes ``<span class="reason" title="CODE">Label
+    <small class="code">CODE</small></span>``; everything else is kept and escaped. An empty reason is ``""``.
+    """
+    if not reason:
+        return Markup("")
+    out: list[str] = []
+    for i, part in enumerate(reason.split("; ")):
+        segments = []
+        for seg in part.split(": "):
+            label = t.get(f"rc_{seg.strip()}")
+            if label is None:
+                segments.append(str(escape(seg)))
+            else:
+                code = escape(seg.strip())
+                segments.append(
+                    f'<span class="reason" title="{code}">{escape(label)} <small class="code">{code}</small></span>'
+                )
+        out.append(("; " if i else "") + ": ".join(segments))
+    return Markup("".join(out))

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
 from ragpulse.services import run_queue, runs_view, testsets
-from ragpulse.services.errors import ServiceError
+from ragpulse.services.errors import Conflict, ServiceError
 from ragpulse.services.runs import compare_runs
 
 if TYPE_CHECKING:
@@ -118,9 +118,7 @@ def build_runs_router(ui: Ui) -> APIRouter:
         a = request.query_params.get("a") or (picked[0] if len(picked) == 2 else None)
         b = request.query_params.get("b") or (picked[1] if len(picked) == 2 else None)
         if not a or not b:
-            return RedirectResponse(
-                "/runs?err=" + quote(ui_text(ui, request, "compare_help")), status_code=303
-            )
+            return RedirectResponse("/runs?err=compare_help", status_code=303)
         cmp = await compare_runs(store, a, b)
         return ui.render(request, "compare.html", section="history", cmp=cmp.to_json())
 
@@ -147,15 +145,9 @@ def build_runs_router(ui: Ui) -> APIRouter:
         await ui.form(request)
         try:
             await run_queue.cancel_run(store, run_id)
-        except ServiceError as e:
-            return RedirectResponse(f"/runs/{quote(run_id)}?err={quote(str(e))}", status_code=303)
+        except Conflict as e:  # the run has finished: its page, with why
+            run = await runs_view.get_run(store, run_id)
+            return ui.render(request, "run.html", 409, section="history", run=run.model_dump(), err=str(e))
         return RedirectResponse(f"/runs/{quote(run_id)}", status_code=303)
 
     return r
-
-
-def ui_text(ui: Ui, request: Request, key: str) -> str:
-    """The label ``key`` in the request's language."""
-    from ragpulse.web.i18n import translator
-
-    return translator(ui.lang(request))[key]

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from markupsafe import Markup, escape
 from starlette.datastructures import UploadFile
@@ -34,7 +34,7 @@ from ragpulse.services import stats, testsets, traces
 from ragpulse.services.errors import NotFound, ServiceError
 from ragpulse.services.timewindow import window
 from ragpulse.web.charts import histogram_svg, timeseries_svg
-from ragpulse.web.i18n import LANG_COOKIE, pick_language, translator
+from ragpulse.web.i18n import LANG_COOKIE, notice, pick_language, reason_html, translator
 
 __all__ = ["LoginRequired", "Ui", "highlight_answer"]
 
@@ -146,6 +146,7 @@ class Ui:
         self.env.filters["pct"] = _pct
         self.env.globals["hist"] = histogram_svg
         self.env.filters["st"] = lambda value, t: t.get(f"st_{value}", t.get(str(value), str(value)))
+        self.env.filters["reason"] = reason_html
 
     # -- rendering --------------------------------------------------------------------------------------------
     def lang(self, request: Request) -> str:
@@ -160,18 +161,17 @@ class Ui:
         t = translator(lang)
         csrf = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
         other = "zh" if lang == "en" else "en"
-        params = dict(request.query_params)
+        params = {k: v for k, v in request.query_params.items() if k not in ("msg", "err")}
         params["lang"] = other
-        msg_key = request.query_params.get("msg")
         html = self.env.get_template(template).render(
             t=t,
             lang=lang,
             other_lang=other,
             lang_url=f"{request.url.path}?{urlencode(params)}",
             csrf=csrf,
-            signed_in=self.ctx.options.token is not None,
-            msg=values.pop("msg", None) or (t.get(msg_key) if msg_key else None),
-            err=values.pop("err", None) or request.query_params.get("err"),
+            signed_in=self.ctx.options.token is not None and session_ok(request, self.ctx.options.token),
+            msg=values.pop("msg", None) or notice(t, "msg", request.query_params.get("msg")),
+            err=values.pop("err", None) or notice(t, "err", request.query_params.get("err")),
             **values,
         )
         resp = HTMLResponse(html, status_code=status)
@@ -252,9 +252,9 @@ def build_router(ui: Ui) -> APIRouter:
         return resp
 
     # -- test sets --------------------------------------------------------------------------------------------
-    @r.get("/test-sets")
-    async def test_sets_page(request: Request, kb: str = "", cursor: str | None = None) -> HTMLResponse:
-        ui.guard(request)
+    async def sets_page(
+        request: Request, kb: str = "", cursor: str | None = None, **extra: Any
+    ) -> HTMLResponse:
         page = await testsets.list_test_sets(store, knowledge_base=kb or None, cursor=cursor)
         kbs = await testsets.knowledge_bases(store)
         return ui.render(
@@ -265,7 +265,13 @@ def build_router(ui: Ui) -> APIRouter:
             next_cursor=page.next_cursor,
             kbs=kbs,
             kb_filter=kb,
+            **extra,
         )
+
+    @r.get("/test-sets")
+    async def test_sets_page(request: Request, kb: str = "", cursor: str | None = None) -> HTMLResponse:
+        ui.guard(request)
+        return await sets_page(request, kb, cursor)
 
     @r.post("/test-sets")
     async def create_test_set(request: Request) -> Response:
@@ -279,7 +285,7 @@ def build_router(ui: Ui) -> APIRouter:
                 description=str(form.get("description", "")).strip() or None,
             )
         except ServiceError as e:
-            return _redirect("/test-sets", err=str(e))
+            return await sets_page(request, status=422, err=str(e))
         return _redirect(f"/test-sets/{quote(name)}", msg="created_msg")
 
     @r.post("/test-sets/{name}/edit")
@@ -323,7 +329,7 @@ def build_router(ui: Ui) -> APIRouter:
         except ServiceError as e:
             if isinstance(e, NotFound):
                 raise
-            return _redirect(f"/test-sets/{quote(name)}", err=str(e))
+            return await cases_page(request, name, status=422, err=str(e))
         return _redirect(f"/test-sets/{quote(name)}", msg="saved")
 
     @r.get("/test-sets/{name}/cases/{case_id}/edit")
@@ -345,7 +351,9 @@ def build_router(ui: Ui) -> APIRouter:
         try:
             await testsets.put_case(store, name, case_id, row)
         except ServiceError as e:
-            return _redirect(f"/test-sets/{quote(name)}/cases/{quote(case_id)}/edit", err=str(e))
+            return ui.render(
+                request, "case_edit.html", 422, section="test_sets", name=name, case=old, err=str(e)
+            )
         return _redirect(f"/test-sets/{quote(name)}", msg="saved")
 
     @r.post("/test-sets/{name}/cases/{case_id}/delete")
@@ -488,6 +496,11 @@ def mount(
     """Add the static files and the UI's routes to ``app``; return the HTML error page renderer."""
     ui = Ui(ctx)
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:  # what a browser asks for when a page names no icon: the same SVG
+        return FileResponse(_HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
     app.include_router(build_router(ui))
     for make in extra:
         app.include_router(make(ui))
