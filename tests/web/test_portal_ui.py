@@ -279,6 +279,8 @@ def test_trace_page_shows_each_claim_cause_in_english_and_chinese(portal: Portal
     assert "检索遗漏：未被检索到的相关文档支持该论断" in row(zh, "retrieval_miss")
     assert "生成错误：没有相关文档支持该论断" in row(zh, "generation_error")
     assert "Shipping is free on Mars." in row(zh, "generation_error")
+
+
 def test_query_notices_are_known_codes_only(portal: Portal) -> None:
     """``?err=``/``?msg=`` show a known notice code, translated; free text in the URL is never reflected."""
     with portal.client() as c:
