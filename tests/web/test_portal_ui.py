@@ -250,7 +250,7 @@ def test_run_evaluation_history_drawer_and_compare(page: PortalPage, portal: Por
 def test_trace_page_shows_each_claim_cause_in_english_and_chinese(portal: Portal) -> None:
     """A failing judgement whose unsupported claims were attributed (issue 14 §1): the claims table names
     each cause, and the reference context behind a retrieval miss (no browser needed: the page is HTML)."""
-    tid = "cd" * 16
+    tid = "c7" * 16
     claims = [
         {"text": "Refunds take five days.", "start": 0, "end": 23, "verdict": "unsupported", "evidence": None,
          "cause": "retrieval_miss", "reference": {"source": "labelled_contexts", "index": 1, "doc_id": "policy-9"}},
