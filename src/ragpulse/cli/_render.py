@@ -232,8 +232,10 @@ def cascade_lines(result: TraceResult) -> list[str]:
         for key in ("first", "main"):
             s = stages.get(key)
             if isinstance(s, dict):
+                model = s.get("model")
                 parts.append(
-                    f"{key} {s.get('backend')} {s.get('status')} score {fmt(s.get('score'))} "
+                    f"{key} {s.get('backend')}{f' {model}' if model else ''} {s.get('status')} "
+                    f"score {fmt(s.get('score'))} "
                     f"{int(s.get('prompt_tokens') or 0) + int(s.get('completion_tokens') or 0)} tokens "
                     f"{float(s.get('latency_s') or 0.0):.3f} s"
                 )

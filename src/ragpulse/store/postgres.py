@@ -463,11 +463,13 @@ class PostgresStore(PortalQueries):
     ) -> None:
         """Store the shadow judgements of one trace apart from its judgements (:mod:`ragpulse.store.shadows`);
         ``content_hash`` (:attr:`ragpulse.model.Trace.content_hash`) makes its ``ok`` ones reusable by a
-        promotion."""
+        promotion; ``redact_text`` applies as to judgements (reason code only, no raw output)."""
         if judgements:
             await self._run(
                 "write_shadow_judgements",
-                lambda c: shadows.write_shadows(c, trace_id, app, judgements, content_hash),
+                lambda c: shadows.write_shadows(
+                    c, trace_id, app, judgements, content_hash, redact_text=self._redact
+                ),
             )
 
     async def shadow_pairs(self, judge: str, since: datetime | None = None) -> list[shadows.ShadowPair]:
