@@ -88,7 +88,11 @@ async def test_first_stage_on_the_small_model_main_stage_on_the_judge_model(
             False,
         )
         stages = _f(half)["cascade"]
-        assert stages["first"]["score"] == 0.5
+        assert (stages["first"]["score"], stages["first"]["model"], stages["main"]["model"]) == (
+            0.5,
+            SMALL,
+            "judge-test",
+        )
         assert stages["first"]["prompt_tokens"] > 0
         assert stages["main"]["prompt_tokens"] > 0
 
