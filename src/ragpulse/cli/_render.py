@@ -277,6 +277,23 @@ def cascade_lines(result: TraceResult) -> list[str]:
     return out
 
 
+def reuse_lines(result: TraceResult) -> list[str]:
+    """One line per judgement copied from a stored shadow judgement (``flags.reused_from``): when the shadow
+    judged it and what that cost (the copy made no model call)."""
+    out: list[str] = []
+    for j in result.judgements:
+        extra = j.flags.model_extra or {}
+        cost = extra.get("shadow_cost")
+        if extra.get("reused_from") != "shadow" or not isinstance(cost, dict):
+            continue
+        tokens = int(cost.get("prompt_tokens") or 0) + int(cost.get("completion_tokens") or 0)
+        out.append(
+            f"{j.judge} {j.version}: reused the shadow judgement of {cost.get('judged_at') or '?'} "
+            f"({tokens} tokens then; no model call)"
+        )
+    return out
+
+
 def print_trace(result: TraceResult, console: Console | None = None) -> None:
     """The trace's identity and outcome, question, ranked documents, the answer with the parts a judge found
     unsupported highlighted, every judgement with its reason, and each checked claim with its verdict,
@@ -311,7 +328,7 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
             _cut(j.reason, 120),
         )
     c.print(t)
-    for line in cascade_lines(result) + attribution_lines(result):
+    for line in [*cascade_lines(result), *reuse_lines(result), *attribution_lines(result)]:
         c.print(line)
     if claims:
         ct = Table("judge", "verdict", "span", "evidence", "cause", "claim", title="claims")
