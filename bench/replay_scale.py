@@ -106,14 +106,19 @@ def main() -> None:
         load = os.getloadavg()[0]
         print(f"cases={args.cases} file={cases.stat().st_size / 1e6:.1f} MB load1={load:.2f}")
         steps = [
-            ("replay --json", [*exe, "replay", str(cases), "--judges", "keyword", "--run-id", run_id, "--json"]),
+            (
+                "replay --json",
+                [*exe, "replay", str(cases), "--judges", "keyword", "--run-id", run_id, "--json"],
+            ),
             ("runs show --json", [*exe, "runs", "show", run_id, "--json"]),
             ("runs show (text)", [*exe, "runs", "show", run_id]),
         ]
         for label, cmd in steps:
             out = work / f"{label.replace(' ', '_').replace('-', '')}.out"
             rc, wall, rss = run(cmd, env, out)
-            print(f"{label:18s} rc={rc} wall={wall:7.1f} s  peak RSS={rss:7.1f} MB  stdout={out.stat().st_size / 1e6:.1f} MB")
+            print(
+                f"{label:18s} rc={rc} wall={wall:7.1f} s  peak RSS={rss:7.1f} MB  stdout={out.stat().st_size / 1e6:.1f} MB"
+            )
     finally:
         if db_name:
             asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
