@@ -355,3 +355,30 @@ def test_offline_judge_on_rgb_rows_whose_retrieval_missed_the_positive_passages(
         assert first[:-1] in row["contexts"][ref["index"]], row["id"]
         causes.append((claims[0]["cause"], claims[1]["cause"]))
     assert causes == [("retrieval_miss", "generation_error")] * 20
+
+
+async def test_a_cut_retrieved_context_leaves_generation_errors_undecided(
+    openai_server: ScriptedOpenAIServer,
+) -> None:
+    """The judge saw only part of the retrieval (context budget): a claim no missed reference supports may
+    be in the part it did not see, so its cause stays undecided; a retrieval miss is still one."""
+    openai_server.on(
+        _claims_reply(
+            [("Orders ship from Rotterdam in two days.", False), ("The shop opened in 1990.", False)]
+        ),
+        contains='"claims"',
+    )
+    openai_server.on(
+        '{"verdicts": [{"claim": 1, "passage": 1}, {"claim": 2, "passage": null}]}', contains="CLAIMS"
+    )
+    long_doc = {"id": "long", "content": "Opening hours are listed on the door. " * 20}
+    doc = EN.model_dump()
+    trace = Trace.model_validate({**doc, "documents": [*doc["documents"], long_doc]})
+    s = _settings(openai_server).replaced(judge_context_budget_chars=300)
+    async with LLMClient(s) as client:
+        j = await build_judges(s, ["faithfulness"], client=client)["faithfulness"].judge(trace)
+    assert j.flags.context_truncated is True
+    assert [c["cause"] for c in _extra(j)["claims"]] == ["retrieval_miss", None]
+    assert _extra(j)["attribution"]["reason"] == (
+        "context_truncated: retrieved chunks over the context budget were not judged"
+    )

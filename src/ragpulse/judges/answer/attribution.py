@@ -13,6 +13,8 @@ verdict is ``unsupported`` or ``contradicted`` gets a ``cause``:
 - ``null``: undecided, and ``flags.attribution.reason`` says why — the trace has no ground truth
   (``no_ground_truth``), a relevant labelled chunk that was not retrieved has no text to check
   (``reference_without_text``), reference contexts were cut by the context budget (``reference_truncated``),
+  the retrieved context itself was cut, so the judge did not see all of it (``context_truncated``; a retrieval
+  miss is still reported),
   the sentence check ran out of calls (``max_calls_per_trace``), or the check itself failed
   (``attribution_failed: <code>: …``; the judgement keeps its score).
 

@@ -183,20 +183,25 @@ class LLMFaithfulnessJudge(Judge):
     ) -> tuple[list[Claim], dict[str, Any]]:
         """Causes of the unsupported claims (:func:`attribution.attribute`), checked against the trace's
         ground-truth contexts that were not retrieved by the same model and prompt style that judged them; a
-        failed check leaves every cause undecided with the reason, never fails the judgement."""
+        failed check leaves every cause undecided with the reason, never fails the judgement. When the
+        retrieved context was cut by the budget, a claim no missed context supports stays undecided (the
+        judge did not see the whole retrieval, so "generation error" would be a guess)."""
         pool = attribution.missed_references(trace)
+        unseen = None
+        if log.context_truncated:
+            unseen = "context_truncated: retrieved chunks over the context budget were not judged"
         if pool is None or not pool.missed:
-            return attribution.attribute(claims, pool, None)
+            return attribution.attribute(claims, pool, None, unchecked_refs=unseen)
         texts = [claims[i].text for i in attribution.targets(claims)]
         try:
             if self.mode == "claims":
                 found, cut = await self._attribution_call(log, lang, texts, pool)
                 missing = "unparseable: the judge model gave no verdict for the claim"
                 return attribution.attribute(
-                    claims, pool, found, unchecked_refs=cut, unchecked_reason=missing
+                    claims, pool, found, unchecked_refs=unseen or cut, unchecked_reason=missing
                 )
             found = await self._attribution_checks(log, texts, pool, calls_left)
-            return attribution.attribute(claims, pool, found)
+            return attribution.attribute(claims, pool, found, unchecked_refs=unseen)
         except JudgeError as e:
             if isinstance(e, ModelUnavailableError):
                 log.retries += e.retries
