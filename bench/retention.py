@@ -33,6 +33,7 @@ import asyncpg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from portal_queries import fill, measure
+from store_write import make_results
 
 from ragpulse.config import Settings
 from ragpulse.model import (
@@ -266,6 +267,67 @@ async def _prune_round(
     )
 
 
+def _server_cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of the PostgreSQL backends ``pids`` (``/proc/<pid>/stat``; same host)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def writecost(args: argparse.Namespace) -> None:
+    """Server CPU per stored trace with and without the trigram index of migration 170 (alternating rounds,
+    each on a fresh database): ``write_results`` of ``--write-traces`` traces (a ~110-character question,
+    4 documents, 3 judgements) in batches of 200."""
+    words = "how can I configure the travel reimbursement policy for contractors working abroad in".split()
+    print("| round | trigram index | traces/s | server CPU ms / trace | load |")
+    print("|---|---|---:|---:|---|")
+    for r in range(args.write_rounds * 2):
+        with_index = r % 2 == 1
+        name = f"ragpulse_writecost_{uuid.uuid4().hex[:8]}"
+        admin = await asyncpg.connect(args.admin_url)
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        url = args.admin_url.rpartition("/")[0] + "/" + name
+        try:
+            store = await PostgresStore.connect(url, Settings(database_url=url, database_pool_max=1).store)
+            try:
+                if not with_index:
+                    async with store.pool.acquire() as c:
+                        await c.execute("DROP INDEX IF EXISTS traces_question_trgm_idx")
+                results = [
+                    x.model_copy(
+                        update={
+                            "trace": x.trace.model_copy(
+                                update={
+                                    "question": " ".join(words[(i + k) % len(words)] for k in range(14))
+                                    + f" {i}?"
+                                }
+                            )
+                        }
+                    )
+                    for i, x in enumerate(make_results(args.write_traces, 3, 0.0))
+                ]
+                async with store.pool.acquire() as c:
+                    pid = c.get_server_pid()
+                cpu0, la0, t0 = _server_cpu_s([pid]), _load(), time.perf_counter()
+                for i in range(0, len(results), 200):
+                    await store.write_results(results[i : i + 200])
+                wall = time.perf_counter() - t0
+                cpu = _server_cpu_s([pid]) - cpu0
+                print(
+                    f"| {r // 2 + 1} | {'yes' if with_index else 'no'} | {len(results) / wall:,.0f} "
+                    f"| {cpu * 1000 / len(results):.3f} | {la0} → {_load()} |",
+                    flush=True,
+                )
+            finally:
+                await store.close()
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await admin.close()
+
+
 async def drop(args: argparse.Namespace) -> None:
     name = args.url.rpartition("/")[2]
     admin = await asyncpg.connect(args.admin_url)
@@ -275,7 +337,7 @@ async def drop(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("action", choices=("load", "measure", "drop"))
+    ap.add_argument("action", choices=("load", "measure", "writecost", "drop"))
     ap.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     ap.add_argument("--url")
     ap.add_argument("--traces", type=int, default=3_333_334)
@@ -290,8 +352,10 @@ def main() -> None:
     ap.add_argument("--no-queries", action="store_true")
     ap.add_argument("--no-prune", action="store_true")
     ap.add_argument("--vacuum", action="store_true", help="VACUUM judgements after the prune, timed")
+    ap.add_argument("--write-traces", type=int, default=20_000)
+    ap.add_argument("--write-rounds", type=int, default=3)
     args = ap.parse_args()
-    fn: Any = {"load": load, "measure": run_measure, "drop": drop}[args.action]
+    fn: Any = {"load": load, "measure": run_measure, "writecost": writecost, "drop": drop}[args.action]
     asyncio.run(fn(args))
 
 

@@ -4,8 +4,10 @@ rewritten queries give the results of the queries they replace."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
@@ -306,3 +308,39 @@ async def test_migration_170_upgrades_a_populated_store(store_url: str) -> None:
         }
     finally:
         await store.close()
+
+
+async def test_without_pg_trgm_the_migration_skips_the_index_and_q_still_works(pg_url: str) -> None:
+    """A user who may not create extensions (not the database owner): migration 170 applies, builds no index, and
+    the ``q`` filter answers by scanning."""
+    role = f"ragpulse_limited_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(pg_url)
+    try:
+        await admin.execute(f"CREATE ROLE {role} LOGIN")
+        await admin.execute(f"GRANT CREATE, USAGE ON SCHEMA public TO {role}")
+        parts = urlsplit(pg_url)
+        url = urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+        store = await PostgresStore.connect(url, f.store_settings(url).store)
+        try:
+            await store.write_results(
+                [
+                    f.result(f.trace("q1", question="Feature 4242 please")),
+                    f.result(f.trace("q2", question="other")),
+                ]
+            )
+            rows = await store.list_trace_rows(TraceQuery(q="feature 42"), 50)
+            assert [r["trace_id"] for r in rows] == ["q1"]
+        finally:
+            await store.close()
+        assert await admin.fetchval("SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'") == 0
+        assert (
+            await admin.fetchval(
+                "SELECT count(*) FROM pg_indexes WHERE indexname = 'traces_question_trgm_idx'"
+            )
+            == 0
+        )
+        assert await admin.fetchval("SELECT max(version) FROM schema_migrations") >= 170
+    finally:
+        await admin.execute(f"DROP OWNED BY {role}")  # its tables here and its grants
+        await admin.execute(f"DROP ROLE {role}")
+        await admin.close()
