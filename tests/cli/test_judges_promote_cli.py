@@ -161,6 +161,11 @@ def test_promote_then_rejudge_reuses_stored_shadow_judgements(
     outcomes = asyncio.run(_rows(pg_url, "SELECT DISTINCT outcome FROM traces"))
     assert [r["outcome"] for r in outcomes] == ["evaluated"]
 
+    # the trace view says which judgement was reused, and keeps both versions
+    view = runner.invoke(_cli(), ["trace", SHADOWED[0]])
+    assert view.exit_code == 0, view.output
+    assert f"relevancy {plan['shadow_version']}: reused the shadow judgement of " in view.stdout
+    assert main_version in view.stdout
     # the text summary says what was reused
     res = runner.invoke(_cli(), ["rejudge", "--judges", "relevancy", "--since", "1h"])
     assert res.exit_code == 0, res.output
@@ -214,3 +219,49 @@ def _cli() -> Any:
     from ragpulse.cli import app
 
     return app
+
+
+async def test_replaying_a_run_again_after_the_promotion_reuses_the_shadow(
+    pg_url: str, openai_server: ScriptedOpenAIServer
+) -> None:
+    from ragpulse.model import TestCase, TestSet
+    from ragpulse.services.replay import run_replay
+
+    openai_server.on("NO\nContradicts.", contains=CONTEXT_PROMPT)
+    openai_server.on("YES\nAddresses it.")
+    base = Settings(
+        database_url=pg_url,
+        judge_model="judge-test",
+        judge_base_url=openai_server.base_url,
+        judge_api_key="k",
+    )
+    shadowed = base.replaced(judges={"relevancy": {"shadow": {"mode": "with_context", "share": 1.0}}})
+    promoted = base.replaced(judges={"relevancy": {"mode": "with_context"}})
+    ts = TestSet(
+        name="promo",
+        cases=tuple(
+            TestCase(
+                id=f"c{i}", question="When does my order ship?", answer=f"In {i + 2} days.", contexts=("x",)
+            )
+            for i in range(3)
+        ),
+    )
+    store = await PostgresStore.connect(pg_url, base.store)
+    try:
+        reports = []
+        for settings in (shadowed, promoted):
+            async with opened_judges(settings, ["relevancy"], ledger=store) as judges:
+                before = openai_server.request_count
+                report = await run_replay(
+                    ts, judges=judges, store=store, settings=settings, run_id="r", replace_run=True
+                )
+                reports.append((report, openai_server.request_count - before))
+    finally:
+        await store.close()
+    (first, first_calls), (again, again_calls) = reports
+    assert (first_calls, again_calls) == (6, 0)  # main + shadow per case, then nothing: every case reused
+    assert (first.pass_rate, again.pass_rate) == (1.0, 0.0)  # the run now has the shadow's verdicts
+    rows = await _rows(
+        pg_url, "SELECT flags->>'reused_from' AS r, passed, count(*) AS n FROM judgements GROUP BY 1, 2"
+    )
+    assert {(r["r"], r["passed"]): r["n"] for r in rows} == {(None, True): 3, ("shadow", False): 3}

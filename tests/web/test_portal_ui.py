@@ -5,6 +5,7 @@ another host (checked by the ``page``/``phone`` fixtures)."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -247,6 +248,40 @@ def test_run_evaluation_history_drawer_and_compare(page: PortalPage, portal: Por
         assert c.get("/api/v1/runs/ui-run-1").json()["request"]["thresholds"] == {"keyword": 0.5}
 
 
+def test_trace_page_shows_each_claim_cause_in_english_and_chinese(portal: Portal) -> None:
+    """A failing judgement whose unsupported claims were attributed (issue 14 §1): the claims table names
+    each cause, and the reference context behind a retrieval miss (no browser needed: the page is HTML)."""
+    tid = "c7" * 16
+    claims = [
+        {"text": "Refunds take five days.", "start": 0, "end": 23, "verdict": "unsupported", "evidence": None,
+         "cause": "retrieval_miss", "reference": {"source": "labelled_contexts", "index": 1, "doc_id": "policy-9"}},
+        {"text": "Shipping is free on Mars.", "start": 24, "end": 49, "verdict": "unsupported", "evidence": None,
+         "cause": "generation_error", "reference": None},
+    ]  # fmt: skip
+    attribution = {"retrieval_misses": 1, "generation_errors": 1, "undecided": 0, "reason": None}
+    base = _failing_trace(tid)
+    j = base.judgements[0].model_copy(
+        update={"flags": JudgementFlags.model_validate({"claims": claims, "attribution": attribution})}
+    )
+    seed(portal.db_url, [base.model_copy(update={"judgements": (j,)})])
+    with portal.client() as c:
+        en = c.get(f"/traces/{tid}?lang=en").text
+        zh = c.get(f"/traces/{tid}?lang=zh").text
+
+    def row(html: str, cause: str) -> str:
+        start = html.index(f'data-cause="{cause}"')
+        return html[start : html.index("</tr>", start)]
+
+    assert "Retrieval miss: a relevant document that was not retrieved supports it" in row(
+        en, "retrieval_miss"
+    )
+    assert "(Reference context 2 · policy-9)" in row(en, "retrieval_miss")
+    assert "Generation error: no relevant document supports it" in row(en, "generation_error")
+    assert "检索遗漏：未被检索到的相关文档支持该论断" in row(zh, "retrieval_miss")
+    assert "生成错误：没有相关文档支持该论断" in row(zh, "generation_error")
+    assert "Shipping is free on Mars." in row(zh, "generation_error")
+
+
 def test_query_notices_are_known_codes_only(portal: Portal) -> None:
     """``?err=``/``?msg=`` show a known notice code, translated; free text in the URL is never reflected."""
     with portal.client() as c:
@@ -308,3 +343,41 @@ def test_reason_codes_are_shown_as_labels_with_the_code(page: PortalPage, portal
     assert (
         p.inner_text("#judgements tr[data-judge=relevancy] span.reason") == "当日令牌预算已用完 over_budget"
     )
+
+
+def test_run_page_counts_retrieval_misses_and_generation_errors(portal: Portal) -> None:
+    """A run started through the API (the portal's offline judges) on cases with reference contexts: the run
+    page shows the report's claim-cause counts in English and Chinese."""
+    refunds, shipping = (
+        "Refunds are paid within 30 days of purchase.",
+        "Orders ship from Rotterdam in two days.",
+    )
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "ui-causes"})
+        for cid, answer, refs in (
+            (
+                "miss",
+                "Refunds are paid within 30 days. Orders ship from Rotterdam in two days.",
+                [refunds, shipping],
+            ),
+            ("gen", "Refunds are paid within 30 days. The shop opened in 1990.", [refunds]),
+        ):
+            case = {"id": cid, "question": "How do refunds work?", "answer": answer, "contexts": [refunds]}
+            res = c.post("/api/v1/test-sets/ui-causes/cases", json={**case, "reference_contexts": refs})
+            assert res.status_code < 300, res.text
+        res = c.post(
+            "/api/v1/runs",
+            json={"test_set": "ui-causes", "run_id": "ui-causes-1", "judges": ["faithfulness"]},
+        )
+        assert res.status_code == 202, res.text
+        deadline = time.monotonic() + 60
+        while (run := c.get("/api/v1/runs/ui-causes-1").json())["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, run
+            time.sleep(0.2)
+        report = run["report"]
+        assert (report["retrieval_misses"], report["generation_errors"]) == (1, 1)
+        en = c.get("/runs/ui-causes-1?lang=en").text
+        zh = c.get("/runs/ui-causes-1?lang=zh").text
+    assert 'retrieval misses)</span><span id="retrieval-misses">1</span>' in en
+    assert 'generation errors)</span><span id="generation-errors">1</span>' in en
+    assert '（检索遗漏）</span><span id="retrieval-misses">1</span>' in zh

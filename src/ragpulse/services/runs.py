@@ -5,6 +5,7 @@ Every function takes an open store (``RunStore``/``Store`` protocol) and returns
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -21,7 +22,7 @@ from ragpulse.protocols import Exporter, RunStore, ShadowReuseLookup, WriteRepor
 from ragpulse.services.compare import RunComparison, compare_reports
 from ragpulse.services.judges import open_judges
 from ragpulse.services.report_model import Counts, RunReport
-from ragpulse.services.reports import build_report, stored_case
+from ragpulse.services.reports import ReportBuilder, full_report, stored_case
 
 __all__ = [
     "RejudgeSummary",
@@ -129,25 +130,33 @@ def run_from_traces(run_id: str, results: Sequence[TraceResult]) -> RunRecord | 
 
 async def report_of(store: RunStore, run: RunRecord) -> RunReport:
     """The run's stored report; for a run without a complete one (still running, failed, or traces sent with
-    a run id through Kafka/OTLP) a report computed from the run's stored results (``wall_seconds`` 0, the
-    run's status, and the failure's ``error`` when it failed).
+    a run id through Kafka/OTLP) a report computed from the run's stored results, read through the store's
+    cursor (``wall_seconds`` 0, the run's status, and the failure's ``error`` when it failed; its case rows
+    stay in the store, ``case_source="store"``).
 
     Raises:
         StoreError: the store failed.
     """
     if run.report and "cases" in run.report:
         return RunReport.from_json(run.report)
-    results = await store.get_run_results(run.run_id)
-    report = build_report(
-        run_id=run.run_id,
-        test_set=run.test_set,
-        cases=[stored_case(r, run.judges) for r in results],
-        judges=list(run.judges),
-        wall_seconds=0.0,
-        status=run.status,
-    )
+    report = await _computed(store, run.run_id, run.test_set, list(run.judges), run.status)
     error = (run.report or {}).get("error")
     return report.model_copy(update={"error": error}) if isinstance(error, str) else report
+
+
+async def _computed(
+    store: RunStore, run_id: str, test_set: str | None, judges: list[str], status: RunStatus | None
+) -> RunReport:
+    """The report of run ``run_id`` folded from its stored results (:class:`ReportBuilder`, rows not kept);
+    ``test_set`` ``None``: the results' ``test_set`` attribute, else ``-``."""
+    b = ReportBuilder(judges, keep_rows=False)
+    async with contextlib.aclosing(store.iter_run_results(run_id)) as results:
+        async for r in results:
+            if test_set is None:
+                name = r.trace.attributes.get("test_set")
+                test_set = name if isinstance(name, str) else None
+            b.add(stored_case(r, judges))
+    return b.report(run_id=run_id, test_set=test_set or "-", wall_seconds=0.0, status=status)
 
 
 async def run_report(store: RunStore, run_id: str) -> RunReport:
@@ -164,17 +173,10 @@ async def run_report(store: RunStore, run_id: str) -> RunReport:
     run = await store.get_run(run_id)
     if run is not None:
         return await report_of(store, run)
-    results = await store.get_run_results(run_id)
-    if not results:
+    report = await _computed(store, run_id, None, [], None)
+    if report.cases_total == 0:
         raise NotFoundError(f"no run {run_id!r}")
-    names = [str(v) for r in results if isinstance(v := r.trace.attributes.get("test_set"), str)]
-    return build_report(
-        run_id=run_id,
-        test_set=names[0] if names else "-",
-        cases=[stored_case(r, ()) for r in results],
-        judges=[],
-        wall_seconds=0.0,
-    )
+    return report
 
 
 async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison:
@@ -184,8 +186,8 @@ async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison
         NotFoundError: either run does not exist.
         StoreError: the store failed.
     """
-    a = await run_report(store, run_a)
-    b = await run_report(store, run_b)
+    a = await full_report(store, await run_report(store, run_a))
+    b = await full_report(store, await run_report(store, run_b))
     return compare_reports(a, b)
 
 

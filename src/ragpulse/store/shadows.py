@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ragpulse.model import Judgement, JudgementFlags
+from ragpulse.model import Judgement, JudgementFlags, JudgementStatus
 from ragpulse.store.migrate import Conn
+from ragpulse.store.redaction import redact_reason
 from ragpulse.store.rows import clean, judgement_from_row
 
 __all__ = [
@@ -46,10 +47,15 @@ ShadowPair = tuple[str, dict[str, Any], dict[str, Any]]
 _SIDE = ("version", "status", "score", "passed", "latency_s", "prompt_tokens", "completion_tokens")
 
 
-def _row(trace_id: str, app: str | None, j: Judgement, content_hash: str | None) -> tuple[Any, ...]:
+def _row(
+    trace_id: str, app: str | None, j: Judgement, content_hash: str | None, redact_text: bool
+) -> tuple[Any, ...]:
+    ok = j.status is JudgementStatus.OK
+    reason = redact_reason(j.reason, ok) if redact_text else clean(j.reason)
+    raw = None if redact_text else clean(j.raw_output)
     return (
         trace_id, j.judge, j.version, clean(app), j.backend.value, j.model, j.score, j.passed, j.threshold,
-        j.status.value, clean(j.reason) or "", j.flags.model_dump(), clean(j.raw_output), j.latency_s,
+        j.status.value, reason or "", j.flags.model_dump(), raw, j.latency_s,
         j.prompt_tokens, j.completion_tokens, content_hash,
     )  # fmt: skip
 
@@ -60,9 +66,12 @@ async def write_shadows(
     app: str | None,
     judgements: Sequence[Judgement],
     content_hash: str | None = None,
+    *,
+    redact_text: bool = False,
 ) -> None:
-    """Insert (or replace) the shadow judgements of one trace (``content_hash``: of the content judged)."""
-    rows = [_row(trace_id, app, j, content_hash) for j in judgements]
+    """Insert (or replace) the shadow judgements of one trace (``content_hash``: of the content judged); with
+    ``redact_text`` the reason is reduced to its code and the raw output dropped, as for judgements."""
+    rows = [_row(trace_id, app, j, content_hash, redact_text) for j in judgements]
     await conn.executemany(_UPSERT, rows)
 
 
