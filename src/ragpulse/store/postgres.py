@@ -386,7 +386,10 @@ class PostgresStore(PortalQueries):
     ) -> list[tuple[RunCaseKey, TraceResult]]:
         """One page of run ``run_id``'s results in run order (:mod:`ragpulse.store.run_rows`): up to ``limit``
         ``(key, result)`` pairs after ``after`` (keyset) skipping ``offset`` more; ``failing``: only the cases
-        that did not pass. Each result has its latest judgement per judge (no raw model output).
+        that did not pass. Each result has its latest judgement per judge (no raw model output) and of its trace
+        only the ids, routing fields and ``test_set`` attribute (no texts). The first page of a 100,000-case
+        run costs its own rows (an index walk in test-set position, migration 140); the last page also looks
+        for cases outside the test set (one pass over the run).
 
         Raises:
             StoreError: the query failed.
@@ -401,7 +404,8 @@ class PostgresStore(PortalQueries):
     async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
         """Every result of run ``run_id`` in run order, read through one server-side cursor ``chunk`` rows at a
         time (memory stays bounded for a 100,000-case run); each with its latest judgement per judge (no raw
-        model output). Holds one pooled connection until exhausted or closed.
+        model output) and only the trace's ids, routing fields and ``test_set`` attribute. Holds one pooled
+        connection until exhausted or closed.
 
         Raises:
             StoreError: a read failed.
