@@ -656,7 +656,7 @@ class PostgresStore(PortalQueries):
         :data:`PRUNE_CHUNK` traces (or dead letters, or shadow judgements), found by a keyset walk of the
         ``received_at`` index, so no lock is held long, concurrent writers of new traces never wait, and an
         interrupted prune has removed the oldest rows. Measured on 10 million judgements: a day (111,000 traces,
-        330,000 judgements) in ~6 s (bench/README.md). Runs and test sets are kept.
+        330,000 judgements) in 5–6 s (bench/README.md). Runs and test sets are kept.
         """
 
         async def q(conn: Conn) -> int:
