@@ -401,6 +401,16 @@ class PostgresStore(PortalQueries):
             ),
         )
 
+    async def count_run_results(self, run_id: str) -> int:
+        """How many traces are linked to run ``run_id`` (a trace is linked in the transaction that stores it
+        with its judgements)."""
+        return int(
+            await self._run(
+                "count_run_results",
+                lambda c: c.fetchval("SELECT count(*) FROM run_cases WHERE run_id = $1", run_id),
+            )
+        )
+
     async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
         """Every result of run ``run_id`` in run order, read through one server-side cursor ``chunk`` rows at a
         time (memory stays bounded for a 100,000-case run); each with its latest judgement per judge (no raw
