@@ -7,9 +7,12 @@ from contextlib import AsyncExitStack
 
 from ragpulse.config import Settings
 from ragpulse.judges.registry import available_judges, opened_judges
+from ragpulse.model import TestSet
 from ragpulse.protocols import Judge, TokenLedger
+from ragpulse.replay.judge_defaults import JudgeSelection, default_replay_judges
+from ragpulse.services.errors import BadRequest
 
-__all__ = ["known_judge_names", "open_judges", "split_names"]
+__all__ = ["known_judge_names", "open_judges", "run_judges", "split_names"]
 
 
 async def open_judges(
@@ -39,3 +42,26 @@ def split_names(value: str | None) -> list[str] | None:
         return None
     names = [n.strip() for n in value.split(",") if n.strip()]
     return names or None
+
+
+def run_judges(settings: Settings, test_set: TestSet, names: Sequence[str] | None = None) -> JudgeSelection:
+    """The judges of a run of ``test_set`` (:func:`~ragpulse.replay.judge_defaults.default_replay_judges`),
+    refusing up front a run that could judge nothing — the one check of ``ragpulse replay`` and the portal's
+    run queue.
+
+    Raises:
+        BadRequest: the test set has no cases, or no judge would run (``names`` empty, or ``judge.enabled``
+            empty and none added); CLI exit 2, HTTP 422.
+    """
+    if not test_set.cases:
+        raise BadRequest(
+            f"test set {test_set.name!r} has no cases: add cases (portal, API or a test-set file) before "
+            "starting a run"
+        )
+    selection = default_replay_judges(settings, test_set, names)
+    if not selection.names:
+        raise BadRequest(
+            "no judges to run: name at least one (--judges, or the run's judges) or enable some "
+            "(judge.enabled / RAGPULSE_JUDGE_ENABLED)"
+        )
+    return selection

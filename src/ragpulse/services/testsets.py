@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from functools import partial
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
 
 from ragpulse.model import TestCase, TestSet
 from ragpulse.replay.testset import TestSetError, parse_case, read_cases
@@ -29,9 +30,12 @@ __all__ = [
     "ImportMode",
     "ImportResult",
     "ImportRow",
+    "InvalidName",
     "KnowledgeBase",
     "RejectedRow",
+    "RunId",
     "TestSetInfo",
+    "TestSetName",
     "add_case",
     "case_row",
     "check_name",
@@ -49,7 +53,7 @@ __all__ = [
     "update_test_set",
 ]
 
-#: Names of test sets and runs (the CLI's rule).
+#: Names of test sets and run ids, in the CLI and the API alike (checked by :func:`check_name`).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _NAME = re.compile(NAME_PATTERN)
 
@@ -102,15 +106,30 @@ class ImportResult(BaseModel):
     case_count: int
 
 
-def check_name(name: str, what: str = "test set") -> str:
-    """``name`` if it matches :data:`NAME_PATTERN`.
+class InvalidName(BadRequest, ValueError):
+    """A test-set name or run id that breaks :data:`NAME_PATTERN` (a ``ValueError`` too, so that pydantic
+    models of the API report it as a 422 naming the field)."""
+
+
+def check_name(name: str, what: str = "test set name") -> str:
+    """``name`` if it matches :data:`NAME_PATTERN` — the one check of test-set names and run ids (CLI and API).
 
     Raises:
-        BadRequest: it does not (the message shows the rule).
+        InvalidName: it does not (the message shows the rule and the pattern; CLI exit 2, HTTP 422).
     """
-    if not _NAME.match(name):
-        raise BadRequest(f"invalid {what} name {name[:140]!r}: use letters, digits, '.', '_' and '-' (≤ 128)")
+    if not _NAME.fullmatch(name):
+        raise InvalidName(
+            f"invalid {what} {name[:140]!r}: use letters, digits, '.', '_' and '-', starting with a letter or "
+            f"digit, at most 128 characters (pattern {NAME_PATTERN})"
+        )
     return name
+
+
+_NAME_SCHEMA = Field(json_schema_extra={"pattern": NAME_PATTERN, "maxLength": 128})
+#: A test-set name in an API body (validated by :func:`check_name`).
+TestSetName = Annotated[str, _NAME_SCHEMA, AfterValidator(partial(check_name, what="test set name"))]
+#: A run id in an API body (validated by :func:`check_name`).
+RunId = Annotated[str, _NAME_SCHEMA, AfterValidator(partial(check_name, what="run id"))]
 
 
 def case_row(case: TestCase) -> dict[str, Any]:

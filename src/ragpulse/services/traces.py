@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ragpulse.model import Judgement, TestCase, normalize_trace_id
+from ragpulse.replay.testset import require_question
 from ragpulse.services.errors import BadRequest, Conflict, NotFound
 from ragpulse.services.paging import DEFAULT_LIMIT, Page, encode_cursor, time_key
 from ragpulse.services.testsets import case_row, load_test_set
@@ -346,11 +347,15 @@ async def copy_to_test_set(
     Raises:
         NotFound: no such trace or test set.
         Conflict: the case id exists in the test set.
-        BadRequest: the trace's texts are redacted (nothing to copy).
+        BadRequest: the trace's texts are redacted (nothing to copy), or it has no question.
     """
     detail = await get_trace(store, trace_id)
     if detail.redacted:
         raise BadRequest("the trace's texts are stored redacted: nothing to copy")
+    try:
+        question = require_question(detail.question)
+    except ValueError as e:
+        raise BadRequest(f"the trace cannot be a test case: {e}") from e
     ts = await load_test_set(store, test_set)
     cid = case_id or f"trace-{detail.trace_id[:16]}"
     if any(c.id == cid for c in ts.cases):
@@ -364,7 +369,7 @@ async def copy_to_test_set(
         metadata["scenario"] = detail.scenario
     case = TestCase(
         id=cid,
-        question=detail.question,
+        question=question,
         expected_answer=expected_answer or detail.expected_answer,
         keywords=tuple(detail.keywords) if detail.keywords else None,
         answer=detail.answer if keep_answer else None,
