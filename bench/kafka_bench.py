@@ -93,12 +93,18 @@ class Broker:
 
 
 class Serve:
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], profile: str | None = None) -> None:
         full = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
-        full.update(env, PYTHONPATH=str(REPO / "src"), RAGPULSE_LOG_JSON="true", RAGPULSE_LOG_LEVEL="INFO")
+        full.update(
+            env,
+            PYTHONPATH=os.environ.get("RAGPULSE_BENCH_SRC", str(REPO / "src")),
+            RAGPULSE_LOG_JSON="true",
+            RAGPULSE_LOG_LEVEL="INFO",
+        )
         self.ready = threading.Event()
+        prof = ["-m", "cProfile", "-o", profile] if profile else []  # stats written when serve exits
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ragpulse", "serve"],
+            [sys.executable, *prof, "-m", "ragpulse", "serve"],
             env=full,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

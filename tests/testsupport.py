@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from ragpulse.model import CalibrationProfile
 
@@ -164,3 +165,16 @@ def calibration_profile(
         fp=10, sensitivity=0.9, sensitivity_lower=None, sensitivity_upper=None, specificity=0.9,
         specificity_lower=None, specificity_upper=None,
     )  # fmt: skip
+
+
+async def report_json(store: Any, report: Any) -> dict[str, Any]:
+    """The JSON report as ``--json`` writes it (``services.reports.write_report_json``: case rows and case
+    diagnoses read from ``store``), parsed."""
+    import io
+    import json
+
+    from ragpulse.services.reports import write_report_json
+
+    out = io.StringIO()
+    await write_report_json(store, report, out)
+    return dict(json.loads(out.getvalue()))

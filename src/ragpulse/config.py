@@ -199,6 +199,10 @@ class JudgeSettings(_Section):
     checklists: dict[str, Any] = Field(default_factory=dict)
     #: Named judge models a run may pick (the portal's "judge model" choice): ``{name: JudgeModel}``.
     models: dict[str, JudgeModel] = Field(default_factory=dict)
+    #: API keys of per-judge models (``judges.<name>.api_key_env``, also in ``shadow`` and ``cascade.first``),
+    #: by environment variable name: filled by :func:`load_settings` from the variables the options name
+    #: (secret: never from a file).
+    model_keys: dict[str, SecretStr] = Field(default_factory=dict)
 
     @field_validator("enabled", mode="before")
     @classmethod
@@ -475,6 +479,7 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
 SECRETS = frozenset(
     {
         ("judge", "api_key"),
+        ("judge", "model_keys"),
         ("embeddings", "api_key"),
         ("kafka", "sasl_password"),
         ("rag", "endpoint_api_key"),
@@ -691,6 +696,19 @@ def _location(loc: tuple[int | str, ...], origin: Mapping[tuple[str, str], str])
     return ".".join(parts)
 
 
+def _key_env_names(options: Any) -> set[str]:
+    """Every ``api_key_env`` value in judge options (at any depth: a judge's, its shadow's, its cascade's
+    first stage's)."""
+    out: set[str] = set()
+    if isinstance(options, Mapping):
+        for k, v in options.items():
+            if k == "api_key_env" and isinstance(v, str):
+                out.add(v)
+            else:
+                out |= _key_env_names(v)
+    return out
+
+
 def load_settings(
     config_path: str | Path | None = None,
     *,
@@ -712,6 +730,11 @@ def load_settings(
     origin: dict[tuple[str, str], str] = {}
     file_layer = _read_yaml(Path(path), origin) if path else {}
     data = _merge(file_layer, _read_env(env, origin), _flat_overrides(overrides))
+    named = sorted(_key_env_names(data.get("judge", {}).get("options")))
+    found = {n: env[n] for n in named if env.get(n)}
+    if found:
+        judge = data.setdefault("judge", {})
+        judge["model_keys"] = {**found, **(judge.get("model_keys") or {})}
     try:
         return Settings(**data)
     except ValidationError as e:

@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Self
@@ -518,7 +518,9 @@ class TestCase(BaseModel):
 
 
 class TestSet(BaseModel):
-    """A named set of test cases (``name`` defaults to the file name when loaded from a JSONL file)."""
+    """A named set of test cases held in memory (``name`` defaults to the file name when loaded from a JSONL
+    file). It is a :class:`~ragpulse.protocols.CaseSource`, like the streamed file of
+    :func:`ragpulse.replay.testset.open_test_set`."""
 
     __test__ = False
     model_config = ConfigDict(frozen=True)
@@ -531,6 +533,15 @@ class TestSet(BaseModel):
     def content_hash(self) -> str:
         """The hash of the cases: see :func:`cases_hash`."""
         return cases_hash(self.cases)
+
+    @property
+    def case_count(self) -> int:
+        """How many cases the set has."""
+        return len(self.cases)
+
+    def iter_cases(self) -> Iterator[TestCase]:
+        """The cases in order."""
+        return iter(self.cases)
 
 
 def _hashable(v: Any) -> Any:

@@ -7,7 +7,7 @@ through a :class:`ResultStore`, and hands what the store really inserted or chan
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -18,6 +18,7 @@ from ragpulse.model import (
     Judgement,
     RunRecord,
     RunStatus,
+    TestCase,
     TestSet,
     Trace,
     TraceResult,
@@ -25,6 +26,7 @@ from ragpulse.model import (
 
 __all__ = [
     "AckCallback",
+    "CaseSource",
     "DeadLetterSink",
     "Exporter",
     "FinalJudgementLookup",
@@ -32,6 +34,7 @@ __all__ = [
     "PendingStore",
     "ResultStore",
     "RunStore",
+    "ShadowReuseLookup",
     "Source",
     "Store",
     "TokenLedger",
@@ -125,6 +128,41 @@ class PendingStore(Protocol):
         ...
 
 
+class CaseSource(Protocol):
+    """A test set as replay reads it: name, description, how many cases, their hash
+    (:func:`~ragpulse.model.cases_hash`) and the cases in order — read as often as needed, one at a time.
+    :class:`~ragpulse.model.TestSet` (in memory) and the streamed file of
+    :func:`ragpulse.replay.testset.open_test_set` are ones."""
+
+    @property
+    def name(self) -> str:
+        """The test set's name."""
+        ...
+
+    @property
+    def knowledge_base(self) -> str | None:
+        """The knowledge base the set is about, if any."""
+        ...
+
+    @property
+    def description(self) -> str | None:
+        """A description, if any."""
+        ...
+
+    @property
+    def case_count(self) -> int:
+        """How many cases."""
+        ...
+
+    def content_hash(self) -> str:
+        """``sha256:<hex>`` of the cases (:func:`~ragpulse.model.cases_hash`)."""
+        ...
+
+    def iter_cases(self) -> Iterator[TestCase]:
+        """The cases in order (a new pass each call)."""
+        ...
+
+
 class RunStore(ResultStore, Protocol):
     """What replay and the run services need: results, test sets and runs (``PostgresStore``, and the
     in-memory ``ragpulse.testing.MemoryStore`` of unit tests)."""
@@ -137,12 +175,30 @@ class RunStore(ResultStore, Protocol):
         """One trace with every judgement (all versions), or ``None``."""
         ...
 
+    async def run_results_page(
+        self,
+        run_id: str,
+        *,
+        after: tuple[int, str] | None = None,
+        limit: int = 200,
+        offset: int = 0,
+        failing: bool = False,
+    ) -> list[tuple[tuple[int, str], TraceResult]]:
+        """One page of the run's results in run order (test-set position, then trace id) as ``(key, result)``:
+        up to ``limit`` after key ``after``, skipping ``offset`` more; ``failing``: only cases that did not
+        pass. Latest judgement per judge."""
+        ...
+
+    def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
+        """Every result of the run in run order, ``chunk`` at a time (bounded memory)."""
+        ...
+
     def traces_for_rejudge(self, app: str | None, since: datetime, limit: int | None) -> AsyncIterator[Trace]:
         """Stored traces to re-evaluate (of ``app``, received since ``since``, at most ``limit``)."""
         ...
 
-    async def upsert_test_set(self, ts: TestSet) -> None:
-        """Insert or replace test set ``ts.name`` and its cases."""
+    async def upsert_test_set(self, ts: CaseSource) -> None:
+        """Insert or replace test set ``ts.name`` and its cases (read from ``ts`` in chunks)."""
         ...
 
     async def get_test_set(self, name: str) -> TestSet | None:
@@ -214,6 +270,23 @@ class FinalJudgementLookup(Protocol):
     async def final_judgements(
         self, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]: ...
+
+
+@runtime_checkable
+class ShadowReuseLookup(Protocol):
+    """Optional store capability (``PostgresStore`` has it): stored shadow judgements a promoted judge reuses.
+
+    ``shadow_versions(pairs)``: which ``(judge, version)`` pairs have at least one reusable (``ok``, with a
+    content hash) shadow judgement. ``reusable_shadows(keys, pairs)``: for ``(trace_id, content_hash)`` keys,
+    ``{key: {(judge, version): judgement}}`` of those shadow judgements (keys without any are absent), each
+    judgement as stored plus ``flags.judged_at`` (ISO time the shadow judged it), in one query.
+    """
+
+    async def shadow_versions(self, pairs: Sequence[tuple[str, str]]) -> frozenset[tuple[str, str]]: ...
+
+    async def reusable_shadows(
+        self, keys: Sequence[tuple[str, str]], pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[tuple[str, str], Judgement]]: ...
 
 
 class Exporter(Protocol):

@@ -142,4 +142,4 @@ async def test_trace_view_shows_the_deciding_stage(openai_server: ScriptedOpenAI
     result = TraceResult(trace=_trace("c", HALF), outcome=TraceOutcome.EVALUATED, judgements=(j,))
     (line,) = cascade_lines(result)
     assert line.startswith("cascade faithfulness: decided by main (first heuristic ok score 0.500 0 tokens ")
-    assert "; main llm ok score 1.000 " in line
+    assert "; main llm judge-test ok score 1.000 " in line

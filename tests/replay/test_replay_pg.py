@@ -12,12 +12,12 @@ from ragpulse.replay import case_trace_id
 from ragpulse.services.replay import run_replay
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
-from testsupport import pg_count
+from testsupport import pg_count, report_json
 
 
 async def _replay(ts: TestSet, **kw: Any) -> dict[str, Any]:
-    """Replay and return the report's JSON form (the stored and ``--json`` shape these tests read)."""
-    return (await run_replay(ts, **kw)).to_json()
+    """Replay and return the report's JSON form as ``--json`` writes it (case rows read from the store)."""
+    return await report_json(kw["store"], await run_replay(ts, **kw))
 
 
 def _ts() -> TestSet:

@@ -13,6 +13,7 @@ from ragpulse.api.auth import get_ctx
 from ragpulse.api.context import PortalContext
 from ragpulse.services import run_queue, runs_view
 from ragpulse.services.paging import DEFAULT_LIMIT, Page
+from ragpulse.services.report_model import CaseRow
 from ragpulse.services.runs import compare_runs
 
 __all__ = ["router"]
@@ -62,9 +63,25 @@ async def list_runs(
     return await runs_view.list_runs(ctx.store, test_set=test_set, status=status, limit=limit, cursor=cursor)
 
 
-@router.get("/runs/{run_id}", summary="One run: status, progress, report and every case with its judgements")
+@router.get(
+    "/runs/{run_id}",
+    summary="One run: status, progress, report and the first page of cases (all and failing) with their judgements",
+)
 async def get_run(ctx: Ctx, run_id: str) -> runs_view.RunDetail:
     return await runs_view.get_run(ctx.store, run_id)
+
+
+@router.get(
+    "/runs/{run_id}/cases", summary="A run's cases with their judgements, in run order, a page at a time"
+)
+async def run_cases(
+    ctx: Ctx,
+    run_id: str,
+    failing: Annotated[bool, Query(description="only the cases that did not pass")] = False,
+    limit: Annotated[int, Query(ge=1, le=1000)] = runs_view.CASES_PAGE,
+    cursor: Annotated[str | None, Query()] = None,
+) -> Page[CaseRow]:
+    return await runs_view.case_page(ctx.store, run_id, failing=failing, limit=limit, cursor=cursor)
 
 
 @router.post("/runs/{run_id}/cancel", summary="Cancel a queued or running run (a finished one → 409)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,11 +11,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ragpulse.model import JudgementStatus, TraceResult
+from ragpulse.protocols import RunStore
 from ragpulse.services.compare import RunComparison
-from ragpulse.services.report_model import RunReport
+from ragpulse.services.diagnosis import diagnose_case
+from ragpulse.services.report_model import CaseRow, RunReport
+from ragpulse.services.reports import case_rows_page, write_report_json
 from ragpulse.services.runs import RunSummary
 
-__all__ = ["fmt", "print_compare", "print_report", "print_runs", "print_trace", "stdout"]
+__all__ = ["emit_report", "fmt", "print_compare", "print_report", "print_runs", "print_trace", "stdout"]
 
 
 def stdout() -> Console:
@@ -46,14 +50,15 @@ CASE_ROWS = 200
 
 def print_report(
     report: RunReport,
+    rows: Sequence[CaseRow] | None = None,
     *,
     cases: bool = False,
     console: Console | None = None,
-    limit: int | None = CASE_ROWS,
     offset: int = 0,
 ) -> None:
-    """Summary, per-judge table and failing cases of a run report (all cases when ``cases``); the case table
-    shows ``limit`` rows from ``offset`` (``None``: all) and says how many it left out."""
+    """Summary, per-judge table and a page of case rows of a run report: ``rows`` (all cases when ``cases``,
+    else failing ones) starting at row ``offset``, or the report's own rows when ``rows`` is ``None``; says
+    which rows of how many it shows. The diagnosis table covers the rows shown."""
     c = console or stdout()
     counts, tokens = report.counts, report.tokens
     c.print(f"run {report.run_id}  test set {report.test_set}  status {report.status.value}")
@@ -82,12 +87,13 @@ def print_report(
             *(str(d.get(k)) for k in ("pass", "fail", "error", "skipped")),
         )
     c.print(t)
-    rows = [r for r in report.cases if cases or not r.passed]
-    shown = rows[offset : None if limit is None else offset + limit]
-    if shown:
-        title = "cases" if cases else f"failing cases ({len(rows)} of {len(report.cases)})"
+    if rows is None:
+        rows = [r for r in report.cases if cases or not r.passed][offset:]
+    total = report.cases_total if cases else report.cases_failing
+    if rows:
+        title = "cases" if cases else f"failing cases ({total} of {report.cases_total})"
         ct = Table("case", "outcome", "passed", *names, "reason", title=title)
-        for r in shown:
+        for r in rows:
             js = r.judgements
             ct.add_row(
                 r.case_id,
@@ -102,21 +108,49 @@ def print_report(
                 _cut(r.reason),
             )
         c.print(ct)
-    if len(shown) < len(rows):
+    if len(rows) < total:
+        shown = f"rows {offset + 1}–{offset + len(rows)}" if rows else "no rows"
         c.print(
-            f"showing rows {offset + 1}–{offset + len(shown)} of {len(rows)} "
+            f"showing {shown} of {total} "
             "(runs show --offset N --limit N for others, --limit 0 for all, --json for the data)"
         )
-    _print_diagnosis(report, c)
+    _print_diagnosis(report, rows, c)
 
 
-def _print_diagnosis(report: RunReport, c: Console) -> None:
-    """The diagnosis (weak side: retrieval or generation) when the report has the metrics for it."""
+async def emit_report(
+    store: RunStore,
+    report: RunReport,
+    *,
+    json_out: bool,
+    cases: bool,
+    limit: int | None = CASE_ROWS,
+    offset: int = 0,
+) -> None:
+    """Print ``report`` on stdout: its JSON form with every case streamed from the store
+    (:func:`~ragpulse.services.reports.write_report_json`), or the text summary with one page of case rows
+    (``limit`` rows from ``offset``, ``None``: all; all cases when ``cases``, else the failing ones) read from
+    the store (:func:`~ragpulse.services.reports.case_rows_page`).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if json_out:
+        await write_report_json(store, report, sys.stdout)
+        sys.stdout.flush()
+        return
+    n = limit if limit is not None else report.cases_total + len(report.cases) + 1
+    rows, _ = await case_rows_page(store, report, limit=n, offset=offset, failing=not cases)
+    print_report(report, rows, cases=cases, offset=offset)
+
+
+def _print_diagnosis(report: RunReport, rows: Sequence[CaseRow], c: Console) -> None:
+    """The diagnosis (weak side: retrieval or generation) when the report has the metrics for it; the weak
+    cases among ``rows``."""
     diag = report.diagnosis
     if diag is None or diag.overall.weak_side == "undetermined":
         return
     c.print(f"diagnosis: {diag.overall.summary}")
-    weak = [d for d in diag.cases if d.weak_side in ("retrieval", "generation")]
+    weak = [d for d in map(diagnose_case, rows) if d.weak_side in ("retrieval", "generation")]
     if weak:
         t = Table("case", "weak side", "why", title="diagnosis")
         for d in weak:
@@ -196,8 +230,10 @@ def cascade_lines(result: TraceResult) -> list[str]:
         for key in ("first", "main"):
             s = stages.get(key)
             if isinstance(s, dict):
+                model = s.get("model")
                 parts.append(
-                    f"{key} {s.get('backend')} {s.get('status')} score {fmt(s.get('score'))} "
+                    f"{key} {s.get('backend')}{f' {model}' if model else ''} {s.get('status')} "
+                    f"score {fmt(s.get('score'))} "
                     f"{int(s.get('prompt_tokens') or 0) + int(s.get('completion_tokens') or 0)} tokens "
                     f"{float(s.get('latency_s') or 0.0):.3f} s"
                 )

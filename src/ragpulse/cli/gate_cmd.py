@@ -22,9 +22,13 @@ from ragpulse.services.gate import GateResult, evaluate_gate, gate_thresholds
 from ragpulse.services.judges import known_judge_names
 from ragpulse.services.junit import write_junit
 from ragpulse.services.report_model import CaseRow, RunReport
+from ragpulse.services.reports import case_rows_page, full_report, iter_case_rows
 from ragpulse.services.runs import run_report
 
 __all__ = ["gate"]
+
+#: Failing cases the text output lists (``--json`` lists all of them).
+FAILING_SHOWN = 20
 
 
 @app.command()
@@ -49,17 +53,25 @@ def gate(
         judges=known_judge_names(settings),
     )
 
-    async def q(store: Store) -> RunReport:
-        return await run_report(store, run_id)
+    async def q(store: Store) -> tuple[RunReport, GateResult, list[CaseRow]]:
+        report = await run_report(store, run_id)
+        result = evaluate_gate(report, thresholds)
+        if junit:  # one test case per case: every row (memory grows with the run)
+            try:
+                write_junit(junit, await full_report(store, report), result.thresholds)
+            except OSError as e:
+                raise _common.fail(f"cannot write {junit}: {e}") from e
+        if as_json:  # every failing case, id and reason only
+            failing = [
+                CaseRow(case_id=r.case_id, reason=r.reason)
+                async for r in iter_case_rows(store, report)
+                if not r.passed
+            ]
+        else:
+            failing, _ = await case_rows_page(store, report, limit=FAILING_SHOWN, failing=True)
+        return report, result, failing
 
-    report = _common.run_with_store(settings, q)
-    result = evaluate_gate(report, thresholds)
-    if junit:
-        try:
-            write_junit(junit, report, result.thresholds)
-        except OSError as e:
-            raise _common.fail(f"cannot write {junit}: {e}") from e
-    failing = report.failing_cases
+    report, result, failing = _common.run_with_store(settings, q)
     if as_json:
         typer.echo(
             json.dumps(
@@ -96,8 +108,9 @@ def _print(run_id: str, report: RunReport, result: GateResult, failing: list[Cas
     console.print(table)
     if result.run_failed:
         console.print("[red]the run itself failed[/red]")
-    for c in failing[:20]:
+    for c in failing[:FAILING_SHOWN]:
         console.print(f"  [red]✗[/red] {c.case_id}: {c.reason}")
-    if len(failing) > 20:
-        console.print(f"  … and {len(failing) - 20} more failing cases")
+    more = report.cases_failing - min(len(failing), FAILING_SHOWN)
+    if more > 0:
+        console.print(f"  … and {more} more failing cases")
     console.print("[green]PASSED[/green]" if result.passed else "[red]FAILED[/red]")

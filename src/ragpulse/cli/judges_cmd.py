@@ -1,6 +1,7 @@
 """``ragpulse judges compare NAME``: a judge's main version against its shadow version
 (:mod:`ragpulse.services.judge_compare`). Exit 1 when a ``--min`` is breached, 2 for bad options or a bad
-labels file, 3 when the store cannot be read."""
+labels file, 3 when the store cannot be read. ``ragpulse judges promote NAME``: the configuration change that
+promotes the shadow and what re-judging with it will reuse (:mod:`ragpulse.services.promotion`)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,12 @@ from ragpulse.services.judge_compare import (
     parse_minimums,
     write_junit,
 )
+from ragpulse.services.promotion import Promotion, plan_promotion
 from ragpulse.services.timewindow import parse_span
 
 __all__: list[str] = []
 
-judges_app = typer.Typer(help="Judges: compare a judge's main and shadow versions.")
+judges_app = typer.Typer(help="Judges: compare a judge's main and shadow versions, promote the shadow.")
 _app.add_typer(judges_app, name="judges")
 
 
@@ -104,3 +106,36 @@ def compare(
             raise _common.fail(f"cannot write {junit}: {e}") from e
     if any(not o.met for o in outcomes):
         raise typer.Exit(_common.EXIT_BREACHED)
+
+
+@judges_app.command("promote")
+def promote(
+    name: Annotated[str, typer.Argument(help="The judge name.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Print the config change that makes a judge's shadow its main configuration, and how many stored shadow
+    judgements re-judging with it reuses without a model call. Changes nothing."""
+    settings = _common.settings()
+
+    async def _plan(store: Any) -> Promotion:  # the PostgreSQL store (shadow_counts)
+        return await plan_promotion(settings, store, name)
+
+    plan = _common.run_with_store(settings, _plan)
+    if json_out:
+        typer.echo(json.dumps(plan.model_dump(mode="json")))
+        return
+    typer.echo(
+        f"judge {plan.judge}: main version {plan.main_version} -> shadow version {plan.shadow_version} "
+        f"(shadow share {plan.share:g})"
+    )
+    typer.echo(f"\n1. In the config file, replace judges.{plan.judge} with (the shadow block goes):\n")
+    typer.echo(plan.config_yaml.rstrip())
+    typer.echo(
+        f"\n2. Restart ragpulse, then re-judge the history with the promoted version (old rows are kept):\n"
+        f"\n   {plan.rejudge_command}\n"
+    )
+    typer.echo(
+        f"{plan.reusable} stored shadow judgement(s) of version {plan.shadow_version} are reused without a "
+        f"model call; {plan.not_reusable} other shadow judgement(s) (errors, skips) are judged again, like "
+        "every trace without one."
+    )

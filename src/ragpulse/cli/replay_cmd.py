@@ -9,7 +9,6 @@ every judgement of the run is an error.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,14 +22,15 @@ from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
-from ragpulse.model import JudgementStatus, TestSet
-from ragpulse.protocols import Exporter
+from ragpulse.model import JudgementStatus
+from ragpulse.protocols import CaseSource, Exporter, Store
 from ragpulse.replay import load_test_set
 from ragpulse.replay.runner import ProgressCallback
 from ragpulse.services.gate import evaluate_thresholds, parse_thresholds
 from ragpulse.services.judges import known_judge_names, split_names
 from ragpulse.services.replay import Via, replay_test_set, replay_via, stored_test_set
 from ragpulse.services.report_model import RunReport
+from ragpulse.services.reports import case_rows_page
 from ragpulse.services.testsets import check_name
 
 __all__ = ["replay"]
@@ -59,7 +59,45 @@ def progress_bar(total: int, label: str, *, enabled: bool = True) -> Iterator[Pr
 async def _replay(
     s: Settings,
     *,
-    ts: TestSet | None,
+    ts: CaseSource | None,
+    stored: str | None,
+    judge_names: list[str] | None,
+    run_id: str | None,
+    via: Via | None,
+    wait_s: float,
+    exporters: list[Exporter],
+    serve_url: str | None,
+    replace_run: bool,
+    replace_test_set: bool,
+    json_out: bool,
+    cases: bool,
+) -> tuple[RunReport, str]:
+    """Replay, print the report (its case rows read from the store), and return it with its first error
+    judgement (``-`` when none)."""
+    async with _common.open_cli_store(s) as store:
+        report = await _run(
+            s,
+            store,
+            ts=ts,
+            stored=stored,
+            judge_names=judge_names,
+            run_id=run_id,
+            via=via,
+            wait_s=wait_s,
+            exporters=exporters,
+            serve_url=serve_url,
+            replace_run=replace_run,
+            replace_test_set=replace_test_set,
+        )
+        await _render.emit_report(store, report, json_out=json_out, cases=cases)
+        return report, (await _first_error(store, report) if report.all_errors else "-")
+
+
+async def _run(
+    s: Settings,
+    store: Store,
+    *,
+    ts: CaseSource | None,
     stored: str | None,
     judge_names: list[str] | None,
     run_id: str | None,
@@ -70,39 +108,40 @@ async def _replay(
     replace_run: bool,
     replace_test_set: bool,
 ) -> RunReport:
-    async with _common.open_cli_store(s) as store:
-        if ts is None:
-            assert stored is not None
-            ts = await stored_test_set(store, stored)
-        if via is not None:
-            return await replay_via(
-                s,
-                store,
-                ts,
-                via,
-                judge_names=judge_names,
-                run_id=run_id,
-                wait_s=wait_s,
-                serve_url=serve_url,
-                replace_run=replace_run,
-                replace_test_set=replace_test_set,
-            )
-        with progress_bar(len(ts.cases), f"replay {ts.name}") as cb:
-            return await replay_test_set(
-                s,
-                store,
-                ts,
-                judge_names=judge_names,
-                run_id=run_id,
-                exporters=exporters,
-                progress=cb,
-                replace_run=replace_run,
-                replace_test_set=replace_test_set,
-            )
+    if ts is None:
+        assert stored is not None
+        ts = await stored_test_set(store, stored)
+    if via is not None:
+        return await replay_via(
+            s,
+            store,
+            ts,
+            via,
+            judge_names=judge_names,
+            run_id=run_id,
+            wait_s=wait_s,
+            serve_url=serve_url,
+            replace_run=replace_run,
+            replace_test_set=replace_test_set,
+        )
+    with progress_bar(ts.case_count, f"replay {ts.name}") as cb:
+        return await replay_test_set(
+            s,
+            store,
+            ts,
+            judge_names=judge_names,
+            run_id=run_id,
+            exporters=exporters,
+            progress=cb,
+            replace_run=replace_run,
+            replace_test_set=replace_test_set,
+        )
 
 
-def _first_error(report: RunReport) -> str:
-    for case in report.cases:
+async def _first_error(store: Store, report: RunReport) -> str:
+    """``judge: reason`` of the first error judgement among the first failing cases, ``-`` when none."""
+    rows, _ = await case_rows_page(store, report, limit=50, failing=True)
+    for case in rows:
         for name, j in case.judgements.items():
             if j.status is JudgementStatus.ERROR:
                 return f"{name}: {j.reason or 'error'}"
@@ -194,7 +233,7 @@ def replay(
 
     exporters = build_exporters(s.export)
     try:
-        report = asyncio.run(
+        report, first_error = asyncio.run(
             _replay(
                 s,
                 ts=ts,
@@ -207,19 +246,17 @@ def replay(
                 serve_url=serve_url,
                 replace_run=replace_run,
                 replace_test_set=replace_test_set,
+                json_out=json_out,
+                cases=cases,
             )
         )
     finally:
         shutdown_exporters(exporters)
     if s.export.pushgateway_url:
         push_to_gateway(s.export, report.run_id)
-    if json_out:
-        typer.echo(json.dumps(report.to_json(), ensure_ascii=False))
-    else:
-        _render.print_report(report, cases=cases)
     if report.all_errors:
         raise _common.fail(
-            f"every judgement of run {report.run_id} is an error (first: {_first_error(report)})",
+            f"every judgement of run {report.run_id} is an error (first: {first_error})",
             _common.EXIT_RUNTIME,
         )
     breaches = evaluate_thresholds(report, thresholds, default_coverage=s.replay.coverage_threshold)

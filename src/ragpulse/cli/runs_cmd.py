@@ -21,7 +21,6 @@ from ragpulse.protocols import Store
 from ragpulse.services import runs as run_service
 from ragpulse.services.compare import RunComparison
 from ragpulse.services.judges import split_names
-from ragpulse.services.report_model import RunReport
 from ragpulse.services.runs import RunSummary, parse_since
 
 __all__ = ["trace_json"]
@@ -58,21 +57,24 @@ def runs_show(
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
     all_cases: bool = typer.Option(True, "--all/--failing", help="List every case or only failing ones."),
     limit: int = typer.Option(
-        _render.CASE_ROWS, "--limit", min=0, help="Case rows to print (0: all); the JSON report is complete."
+        _render.CASE_ROWS,
+        "--limit",
+        min=0,
+        help="Case rows to print (0: all); the JSON report has every case.",
     ),
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many case rows first."),
 ) -> None:
-    """Show a run's report with a per-case table (reasons included), a page of rows at a time."""
+    """Show a run's report with a per-case table (reasons included), a page of rows at a time (read from the
+    store page by page); ``--json`` streams the whole report, every case included."""
     s = _common.settings()
 
-    async def q(store: Store) -> RunReport:
-        return await run_service.run_report(store, run_id)
+    async def q(store: Store) -> None:
+        report = await run_service.run_report(store, run_id)
+        await _render.emit_report(
+            store, report, json_out=json_out, cases=all_cases, limit=limit or None, offset=offset
+        )
 
-    report = _common.run_with_store(s, q)
-    if json_out:
-        _dump(report.to_json())
-    else:
-        _render.print_report(report, cases=all_cases, limit=limit or None, offset=offset)
+    _common.run_with_store(s, q)
 
 
 @runs_app.command("compare")
@@ -195,6 +197,14 @@ def rejudge(
         if summary.kept_good:
             typer.echo(
                 f"kept {summary.kept_good} good judgement(s): their error re-judgements were not stored"
+            )
+        if summary.reused:
+            typer.echo(
+                "reused stored shadow judgements (no model call): "
+                + ", ".join(
+                    f"{n} {k} reused, {summary.judged.get(n, 0)} judged"
+                    for n, k in sorted(summary.reused.items())
+                )
             )
         typer.echo("judge versions: " + ", ".join(f"{n}={v}" for n, v in summary.judges.items()))
     if summary.all_errors:

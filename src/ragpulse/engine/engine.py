@@ -41,18 +41,27 @@ from ragpulse.engine.routing import Router
 from ragpulse.engine.sampling import SamplingPolicy, SamplingRule
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
-from ragpulse.model import Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.model import Judgement, JudgementFlags, JudgementStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import (
     AckCallback,
     Exporter,
     FinalJudgementLookup,
     Judge,
     ResultStore,
+    ShadowReuseLookup,
     WriteReport,
     judge_needs_answer,
 )
 
-__all__ = ["TRACE_ERROR", "Engine", "EngineClosedError", "EngineStats", "not_evaluable_reason"]
+__all__ = [
+    "REUSED_FROM_SHADOW",
+    "TRACE_ERROR",
+    "Engine",
+    "EngineClosedError",
+    "EngineStats",
+    "not_evaluable_reason",
+    "reused_shadow",
+]
 
 log = get_logger("ragpulse.engine")
 
@@ -92,6 +101,8 @@ class EngineStats:
         shadow_judgements: shadow judgements made (``judges.<name>.shadow``; stored apart, see
             :func:`shadow_hit`).
         shadow_failures: shadow judgements that could not be stored (logged; the trace is unaffected).
+        shadow_reused: judgements copied from a stored shadow judgement of the same judge version and content
+            instead of calling the judge (a promoted shadow, :meth:`Engine.prefetch`).
     """
 
     received: int = 0
@@ -109,6 +120,7 @@ class EngineStats:
     judgements_final: int = 0
     shadow_judgements: int = 0
     shadow_failures: int = 0
+    shadow_reused: int = 0
 
 
 class _State(Enum):
@@ -165,6 +177,32 @@ def _skipped_no_answer(judge: Judge) -> Judgement:
     )
 
 
+#: ``flags.reused_from`` of a judgement copied from a stored shadow judgement (:func:`reused_shadow`).
+REUSED_FROM_SHADOW = "shadow"
+
+
+def reused_shadow(shadow: Judgement) -> Judgement:
+    """The main judgement made from a stored ``ok`` shadow judgement of the same judge version and content:
+    the same verdict, reason, flags and raw output; no model call now, so latency and tokens are 0, and the
+    shadow's own cost and time move to ``flags.shadow_cost`` (``judged_at``, ``latency_s``, ``prompt_tokens``,
+    ``completion_tokens``); ``flags.reused_from`` = :data:`REUSED_FROM_SHADOW`."""
+    flags = shadow.flags.model_dump()
+    cost = {
+        "judged_at": flags.pop("judged_at", None),
+        "latency_s": shadow.latency_s,
+        "prompt_tokens": shadow.prompt_tokens,
+        "completion_tokens": shadow.completion_tokens,
+    }
+    return shadow.model_copy(
+        update={
+            "flags": JudgementFlags(**{**flags, "reused_from": REUSED_FROM_SHADOW, "shadow_cost": cost}),
+            "latency_s": 0.0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+    )
+
+
 def shadow_hit(trace_id: str, judge: str, share: float) -> bool:
     """Whether the shadow of ``judge`` judges ``trace_id``: the first 8 bytes of SHA-256 of
     ``"<trace_id>\x00<judge>\x00shadow"`` read as a fraction of 2**64 are below ``share`` — the same traces on
@@ -214,6 +252,11 @@ class Engine:
         #: ``{(trace_id, content_hash): {(judge, version)}}`` of final judgements, from :meth:`prefetch` and
         #: from this engine's own writes (LRU, :data:`FINAL_CACHE_SIZE` keys).
         self._final: OrderedDict[tuple[str, str], frozenset[tuple[str, str]]] = OrderedDict()
+        #: ``(judge, version)`` of this engine's judges with reusable stored shadow judgements (asked once at
+        #: start); empty — the normal case — means no reuse lookup at all.
+        self._reusable: frozenset[tuple[str, str]] = frozenset()
+        #: Reusable shadow judgements looked up by :meth:`prefetch`, per ``(trace_id, content_hash)`` (LRU).
+        self._reuse: OrderedDict[tuple[str, str], dict[tuple[str, str], Judgement]] = OrderedDict()
         self._sampling = sampling or SamplingPolicy.build(
             settings.sampling_rate,
             rules=[SamplingRule(r.rate, r.app, r.scenario) for r in settings.sampling_rules],
@@ -250,6 +293,7 @@ class Engine:
         self._idle = asyncio.Event()
         self._idle.set()
         self._closing = asyncio.Event()
+        await self._find_reusable_shadows()
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}") for i in range(s.workers)
         ]
@@ -369,6 +413,60 @@ class Engine:
             return
         for key, finals in found.items():
             self._remember(key, finals)
+        if self._reusable and isinstance(self._store, ShadowReuseLookup):
+            try:
+                async with asyncio.timeout(PREFETCH_TIMEOUT_S):
+                    shadows = await self._store.reusable_shadows(keys, sorted(self._reusable))
+            except Exception as e:  # the per-trace lookup (or the judge) still decides
+                log.debug("engine_prefetch_shadows_failed", traces=len(keys), error=str(e)[:200])
+                return
+            for key in keys:
+                self._reuse.pop(key, None)
+                self._reuse[key] = shadows.get(key, {})
+            while len(self._reuse) > FINAL_CACHE_SIZE:
+                self._reuse.popitem(last=False)
+
+    async def _find_reusable_shadows(self) -> None:
+        """Ask the store once which of this engine's judges (name, version) have reusable stored shadow
+        judgements (a shadow configuration that has since become the main one). Never raises: without an
+        answer nothing is reused."""
+        if not isinstance(self._store, ShadowReuseLookup) or not self._judges:
+            return
+        pairs = sorted({(j.name, j.version) for j in self._judges.values()})
+        try:
+            async with asyncio.timeout(PREFETCH_TIMEOUT_S):
+                self._reusable = await self._store.shadow_versions(pairs)
+        except Exception as e:
+            log.warning("engine_shadow_lookup_failed", error=str(e)[:200])
+            return
+        if self._reusable:
+            log.info(
+                "engine_reuses_shadow_judgements", judges=[f"{n}@{v}" for n, v in sorted(self._reusable)]
+            )
+
+    async def _reused_shadows(self, trace: Trace, judges: Sequence[Judge]) -> dict[str, Judgement]:
+        """``{judge name: judgement}`` copied from stored ``ok`` shadow judgements of the same judge version
+        and judged content (:data:`REUSED_FROM_SHADOW`), for the ``judges`` that have some; looked up by
+        :meth:`prefetch` or here, one query per trace. A failed lookup reuses nothing (the judges run)."""
+        wanted = [(j.name, j.version) for j in judges if (j.name, j.version) in self._reusable]
+        if not wanted or not isinstance(self._store, ShadowReuseLookup):
+            return {}
+        key = (trace.trace_id, trace.content_hash)
+        found = self._reuse.pop(key, None)
+        if found is None:
+            try:
+                async with asyncio.timeout(PREFETCH_TIMEOUT_S):
+                    found = (await self._store.reusable_shadows([key], wanted)).get(key, {})
+            except Exception as e:
+                log.debug("engine_shadow_reuse_failed", trace_id=trace.trace_id, error=str(e)[:200])
+                return {}
+        out = {
+            name: reused_shadow(j)
+            for name, version in wanted
+            if (j := found.get((name, version))) is not None and j.status is JudgementStatus.OK
+        }
+        self.stats.shadow_reused += len(out)
+        return out
 
     def _remember(self, key: tuple[str, str], finals: frozenset[tuple[str, str]]) -> None:
         old = self._final.pop(key, frozenset())
@@ -463,11 +561,18 @@ class Engine:
                 outcome_reason=reason,
                 received_at=item.received_at,
             )
+        reused = await self._reused_shadows(trace, runnable) if self._reusable else {}
+        to_run = [j for j in runnable if j.name not in reused]
         with structlog.contextvars.bound_contextvars(trace_id=trace.trace_id):
-            if len(runnable) == 1:
-                ran: Sequence[Judgement] = [await self._run_judge(runnable[0], trace)]
+            if len(to_run) == 1:
+                made: Sequence[Judgement] = [await self._run_judge(to_run[0], trace)]
             else:
-                ran = await asyncio.gather(*(self._run_judge(j, trace) for j in runnable))
+                made = await asyncio.gather(*(self._run_judge(j, trace) for j in to_run))
+        if reused:
+            by_judge = dict(zip((j.name for j in to_run), made, strict=True))
+            ran: Sequence[Judgement] = [reused.get(j.name) or by_judge[j.name] for j in runnable]
+        else:
+            ran = made
         judgements: list[Judgement]
         if reason is None:
             judgements = list(ran)
@@ -509,7 +614,7 @@ class Engine:
         ran = await asyncio.gather(*(self._run_judge(j, trace) for j in picked))
         self.stats.shadow_judgements += len(ran)
         try:
-            await write(trace.trace_id, trace.app, ran)
+            await write(trace.trace_id, trace.app, ran, trace.content_hash)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -13,7 +13,7 @@ The deciding stage is recorded in ``flags.stage``:
   instead of a skip.
 
 ``decided_by`` keeps the deciding stage's own meaning. ``flags.cascade`` holds both stages' cost,
-``{"first": {...}, "main": {...} | None}`` with ``version``, ``backend``, ``status``, ``score``,
+``{"first": {...}, "main": {...} | None}`` with ``version``, ``backend``, ``model``, ``status``, ``score``,
 ``latency_s``, ``prompt_tokens``, ``completion_tokens`` each; the judgement's tokens and latency are the sum
 over the stages that ran. The cascade has its own version (hash of both stages' versions and the band), so a
 cascade's judgements never mix with those of its main judge alone. ``ragpulse_cascade_escalations_total``
@@ -50,6 +50,7 @@ def _cost(j: Judgement | None) -> dict[str, Any] | None:
     return {
         "version": j.version,
         "backend": j.backend.value,
+        "model": j.model,
         "status": j.status.value,
         "score": j.score,
         "latency_s": j.latency_s,

@@ -103,12 +103,22 @@ class CascadeOptions(BaseModel):
 class ModelOptions(JudgeOptions):
     """Options of judges that can ask the judge model: ``language`` (``auto``/``en``/``zh``, default
     ``settings.judge.language``), ``max_tokens`` (completion limit), ``daily_token_budget`` (tokens/day) and
-    ``cascade`` (:class:`CascadeOptions`; read by the registry, not by the judge)."""
+    ``cascade`` (:class:`CascadeOptions`; read by the registry, not by the judge).
+
+    This judge's own model (read by the registry, which gives the judge one
+    :class:`~ragpulse.judges.model.client.LLMClient` per distinct endpoint, model and key): ``model`` (default
+    ``settings.judge.model``), ``base_url`` (OpenAI-compatible; default ``settings.judge.base_url``) and
+    ``api_key_env`` (the name of the environment variable holding its API key — the key itself never goes in
+    the configuration; default: the judge section's key when the endpoint is the judge section's, else none).
+    """
 
     language: Literal["auto", "en", "zh"] | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     daily_token_budget: int | None = Field(default=None, gt=0)
     cascade: CascadeOptions | None = None
+    model: str | None = Field(default=None, min_length=1)
+    base_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class RelevancyOptions(ModelOptions):
@@ -188,12 +198,17 @@ def parse_options(judge: str, model: type[OptionsT], raw: Mapping[str, Any] | Op
 
     Raises:
         ConfigError: ``judges.<judge>.<option>: <what is wrong>`` for the first bad option (unknown keys
-            list the allowed ones).
+            list the allowed ones; an ``api_key`` is refused without repeating it).
     """
     if isinstance(raw, model):
         return raw
     if raw is not None and not isinstance(raw, Mapping):
         raise ConfigError(f"judges.{judge}: options must be a mapping, got {type(raw).__name__}")
+    if raw is not None and "api_key" in raw:  # said without echoing the value: it is a secret
+        raise ConfigError(
+            f"judges.{judge}.api_key: a key never goes in the configuration; name the environment variable "
+            "that holds it in api_key_env"
+        )
     try:
         return model.model_validate(dict(raw or {}))
     except ValidationError as e:

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragpulse.config import Settings
-from ragpulse.model import TestCase, TestSet
+from ragpulse.model import TestCase
+from ragpulse.protocols import CaseSource
 
 __all__ = ["RETRIEVAL_JUDGES", "JudgeSelection", "default_replay_judges", "measures_retrieval"]
 
@@ -69,7 +70,7 @@ def measures_retrieval(case: TestCase, *, endpoint: bool) -> bool:
 
 
 def default_replay_judges(
-    settings: Settings, test_set: TestSet, names: Sequence[str] | None = None
+    settings: Settings, test_set: CaseSource, names: Sequence[str] | None = None
 ) -> JudgeSelection:
     """The judges to build for replaying ``test_set``.
 
@@ -88,7 +89,7 @@ def default_replay_judges(
     if not settings.replay.auto_retrieval_judges:
         return JudgeSelection(base)
     endpoint = bool(settings.rag.endpoint_url)
-    if not any(measures_retrieval(c, endpoint=endpoint) for c in test_set.cases):
+    if not any(measures_retrieval(c, endpoint=endpoint) for c in test_set.iter_cases()):
         return JudgeSelection(base)
     added = tuple(n for n in RETRIEVAL_JUDGES if n not in base)
     return JudgeSelection(base + added, added)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import os
 import re
@@ -37,12 +36,11 @@ from ragpulse.model import (
     RunStatus,
     Source,
     TestCase,
-    TestSet,
     Trace,
     TraceOutcome,
     TraceResult,
 )
-from ragpulse.protocols import Exporter, Judge, RunStore
+from ragpulse.protocols import CaseSource, Exporter, Judge, RunStore
 from ragpulse.replay.rag_client import RagAnswer, RagClient, RagEndpointError
 from ragpulse.store.process import OWNER_HOST
 
@@ -96,7 +94,7 @@ def new_run_id(test_set: str) -> str:
 
 async def start_run(
     store: RunStore,
-    test_set: TestSet,
+    test_set: CaseSource,
     judges: Mapping[str, Judge],
     *,
     run_id: str | None,
@@ -195,8 +193,15 @@ def _for_report(result: TraceResult) -> TraceResult:
     judgements without their raw model output. The texts (question, answer, contexts: ~1.5 KB a case, more
     with a RAG endpoint) and raw outputs are already in the store, so a 100,000-case replay does not hold them
     all in memory."""
-    t = result.trace
-    slim = Trace(
+    judgements = tuple(
+        j.model_copy(update={"raw_output": None}) if j.raw_output else j for j in result.judgements
+    )
+    return result.model_copy(update={"trace": _slim_trace(result.trace), "judgements": judgements})
+
+
+def _slim_trace(t: Trace) -> Trace:
+    """The trace's ids and routing fields only."""
+    return Trace(
         trace_id=t.trace_id,
         source=t.source,
         app=t.app,
@@ -205,10 +210,6 @@ def _for_report(result: TraceResult) -> TraceResult:
         test_case_id=t.test_case_id,
         incomplete=t.incomplete,
     )
-    judgements = tuple(
-        j.model_copy(update={"raw_output": None}) if j.raw_output else j for j in result.judgements
-    )
-    return result.model_copy(update={"trace": slim, "judgements": judgements})
 
 
 def case_to_trace(case: TestCase, *, run_id: str, test_set: str, rag: RagAnswer | None = None) -> Trace:
@@ -279,28 +280,33 @@ def run_settings(settings: Settings) -> dict[str, Any]:
 
 
 async def judge_cases(
-    test_set: TestSet,
+    test_set: CaseSource,
     *,
     run_id: str,
     judges: Mapping[str, Judge],
     store: RunStore,
     settings: Settings,
+    on_case: Callable[[CaseResult], object],
     exporters: Sequence[Exporter] = (),
     rag_client: RagClient | None = None,
     progress: ProgressCallback | None = None,
-) -> list[CaseResult]:
+) -> None:
     """Judge every case of ``test_set`` as run ``run_id`` through an :class:`Engine` (sampling off) that
-    stores the results; return one :class:`CaseResult` per case, in test-set order.
+    stores the results, calling ``on_case`` with each case's :class:`CaseResult` as it is stored (in the
+    order the engine finishes them; a case the engine never finished comes last, not stored).
 
+    Cases are read from ``test_set`` one at a time as the engine's bounded queue takes them, and a result is
+    handed over without its texts (they are in the store), so memory does not grow with the number of cases.
     A case without an answer is sent to ``rag_client`` when given (``engine_workers`` cases at a time); a
     failed endpoint call makes the case not evaluable with the reason.
 
     Raises:
         StoreError: the store broke (results that could not be written for good are ``stored=False``).
     """
-    total = len(test_set.cases)
-    done: dict[str, CaseResult] = {}
+    total = test_set.case_count
+    done = 0
     notes: dict[str, str] = {}
+    pending: dict[str, TestCase] = {}  # submitted, not yet stored: what a lost case is reported with
     async with Engine(
         judges,
         store,
@@ -310,23 +316,35 @@ async def judge_cases(
     ) as eng:
 
         async def ack(result: TraceResult, ok: bool) -> None:
+            nonlocal done
             cid = result.trace.test_case_id or ""
-            done[cid] = CaseResult(
-                case_id=cid,
-                result=_for_report(result),
-                stored=ok,
-                judges=eng.route(result.trace),
-                note=notes.get(cid),
+            case = pending.pop(cid, None)
+            note = notes.pop(cid, None)
+            if not ok:  # reported with where the case came from; the other cases went on
+                origin = case.origin if case is not None else None
+                if origin and note is None:
+                    note = f"store_failed: {origin}"
+                log.warning("replay_case_not_stored", case_id=cid, origin=origin)
+            on_case(
+                CaseResult(
+                    case_id=cid,
+                    result=_for_report(result),
+                    stored=ok,
+                    judges=eng.route(result.trace),
+                    note=note,
+                )
             )
+            done += 1
             if progress is not None:
-                progress(len(done), total)
+                progress(done, total)
 
-        cases = iter(test_set.cases)
+        cases = test_set.iter_cases()
 
         async def feed() -> None:
             for case in cases:  # one shared iterator: each case is taken by exactly one feeder
                 rag = None
                 failed: str | None = None
+                pending[case.id] = _slim_case(case)
                 if case.answer is None and rag_client is not None and case.question:
                     try:
                         rag = await rag_client.ask(case.question)
@@ -345,16 +363,17 @@ async def judge_cases(
             for _ in range(feeders):
                 tg.create_task(feed())
         await eng.drain(None)
-    results: list[CaseResult] = []
-    for case in test_set.cases:
-        got = done.get(case.id)
-        if got is None:  # cannot happen after a full drain; keep the case visible if it does
-            trace = case_to_trace(case, run_id=run_id, test_set=test_set.name)
-            lost = TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="lost")
-            got = CaseResult(case_id=case.id, result=lost, stored=False, note=notes.get(case.id))
-        if not got.stored:  # reported with where the case came from; the other cases went on
-            if case.origin and got.note is None:
-                got = dataclasses.replace(got, note=f"store_failed: {case.origin}")
-            log.warning("replay_case_not_stored", case_id=case.id, origin=case.origin)
-        results.append(got)
-    return results
+    for cid, case in list(
+        pending.items()
+    ):  # cannot happen after a full drain; keep the case visible if it does
+        trace = _slim_trace(case_to_trace(case, run_id=run_id, test_set=test_set.name))
+        lost = TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="lost")
+        note = notes.pop(cid, None) or (f"store_failed: {case.origin}" if case.origin else None)
+        log.warning("replay_case_not_stored", case_id=cid, origin=case.origin)
+        on_case(CaseResult(case_id=cid, result=lost, stored=False, note=note))
+
+
+def _slim_case(case: TestCase) -> TestCase:
+    """What a case in flight is remembered by (id, routing metadata, origin), not its texts."""
+    md = {k: case.metadata[k] for k in ("app", "scenario") if k in case.metadata}
+    return TestCase(id=case.id, metadata=md, origin=case.origin)

@@ -27,12 +27,12 @@ on a tie, ``none`` when no case is weak), with the counts and each metric's mean
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ragpulse.model import JudgementStatus
 from ragpulse.services.report_model import CaseDiagnosis, CaseRow, Diagnosis, DiagnosisOverall, WeakSide
 
-__all__ = ["GENERATION_METRICS", "RETRIEVAL_METRICS", "diagnose"]
+__all__ = ["GENERATION_METRICS", "RETRIEVAL_METRICS", "DiagnosisTally", "diagnose", "diagnose_case"]
 
 RETRIEVAL_METRICS = ("context_recall", "context_precision")
 #: Used for retrieval only when neither recall nor precision was scored (online traffic without references).
@@ -55,7 +55,8 @@ def _fmt(metrics: Mapping[str, tuple[float, bool]], failed: bool) -> str:
     return ", ".join(f"{n} {s:.2f}" for n, (s, p) in metrics.items() if p is not failed)
 
 
-def _case(row: CaseRow) -> CaseDiagnosis:
+def diagnose_case(row: CaseRow) -> CaseDiagnosis:
+    """The weak side of one case (the table above) and the scores it was decided on."""
     retr = _scored(row, RETRIEVAL_METRICS) or _scored(row, RETRIEVAL_FALLBACK)
     gen = _scored(row, GENERATION_METRICS)
     weak_r = {n: v for n, v in retr.items() if not v[1]}
@@ -92,39 +93,62 @@ def _case(row: CaseRow) -> CaseDiagnosis:
     )
 
 
-def diagnose(rows: Sequence[CaseRow]) -> Diagnosis:
+class DiagnosisTally:
+    """Folds case rows into the overall diagnosis one row at a time (cases per side and metric sums: constant
+    memory); the per-case diagnoses are not kept (:func:`diagnose_case` of a row gives one)."""
+
+    def __init__(self, *, keep_cases: bool = False) -> None:
+        self.counts = dict.fromkeys(SIDES, 0)
+        self._sums: dict[str, tuple[float, int]] = {}
+        self.keep_cases = keep_cases
+        self.cases: list[CaseDiagnosis] = []
+
+    def add(self, row: CaseRow) -> CaseDiagnosis:
+        """Count ``row`` and return its diagnosis."""
+        c = diagnose_case(row)
+        self.counts[c.weak_side] += 1
+        for n, s in {**c.retrieval, **c.generation}.items():
+            total, k = self._sums.get(n, (0.0, 0))
+            self._sums[n] = (total + s, k + 1)
+        if self.keep_cases:
+            self.cases.append(c)
+        return c
+
+    def diagnosis(self) -> Diagnosis:
+        """The diagnosis of the rows added so far (``cases`` only with ``keep_cases``)."""
+        counts = dict(self.counts)
+        means = {n: round(total / k, 6) for n, (total, k) in self._sums.items()}
+        r, g = counts["retrieval"], counts["generation"]
+        weak: WeakSide
+        if r == g == 0:
+            weak = "none" if counts["none"] else "undetermined"
+        elif r == g:
+            weak = "both"
+        else:
+            weak = "retrieval" if r > g else "generation"
+        summary = {
+            "retrieval": f"retrieval is the weak side: {r} case(s) with low context recall/precision "
+            f"(vs {g} with good retrieval but a weak answer); look at the retriever and the knowledge base",
+            "generation": f"generation is the weak side: {g} case(s) had good retrieval but a weak answer "
+            f"(vs {r} with weak retrieval); look at the prompt and the model",
+            "both": f"both sides are weak in {r} case(s) each",
+            "none": "no weak side: every diagnosed case passed its retrieval and generation metrics",
+            "undetermined": "not enough metrics: enable context_recall/context_precision and "
+            "answer_correctness/faithfulness",
+        }[weak]
+        return Diagnosis(
+            overall=DiagnosisOverall(weak_side=weak, summary=summary, cases=counts, means=means),
+            cases=list(self.cases),
+        )
+
+
+def diagnose(rows: Iterable[CaseRow]) -> Diagnosis:
     """Diagnose a run from its per-case report rows.
 
     Returns the overall weak side (``weak_side``, ``summary``, cases per side, each metric's mean over the cases
     it scored, 0–1, 6 decimals) and one :class:`CaseDiagnosis` per case.
     """
-    cases = [_case(r) for r in rows]
-    counts = dict.fromkeys(SIDES, 0)
-    for c in cases:
-        counts[c.weak_side] += 1
-    sums: dict[str, list[float]] = {}
-    for c in cases:
-        for n, s in {**c.retrieval, **c.generation}.items():
-            sums.setdefault(n, []).append(s)
-    means = {n: round(sum(v) / len(v), 6) for n, v in sums.items()}
-    r, g = counts["retrieval"], counts["generation"]
-    weak: WeakSide
-    if r == g == 0:
-        weak = "none" if counts["none"] else "undetermined"
-    elif r == g:
-        weak = "both"
-    else:
-        weak = "retrieval" if r > g else "generation"
-    summary = {
-        "retrieval": f"retrieval is the weak side: {r} case(s) with low context recall/precision "
-        f"(vs {g} with good retrieval but a weak answer); look at the retriever and the knowledge base",
-        "generation": f"generation is the weak side: {g} case(s) had good retrieval but a weak answer "
-        f"(vs {r} with weak retrieval); look at the prompt and the model",
-        "both": f"both sides are weak in {r} case(s) each",
-        "none": "no weak side: every diagnosed case passed its retrieval and generation metrics",
-        "undetermined": "not enough metrics: enable context_recall/context_precision and "
-        "answer_correctness/faithfulness",
-    }[weak]
-    return Diagnosis(
-        overall=DiagnosisOverall(weak_side=weak, summary=summary, cases=counts, means=means), cases=cases
-    )
+    tally = DiagnosisTally(keep_cases=True)
+    for r in rows:
+        tally.add(r)
+    return tally.diagnosis()

@@ -39,7 +39,7 @@ from ragpulse.ingest.events import trace_to_event
 from ragpulse.ingest.publish import publish_kafka, publish_otlp
 from ragpulse.logging import get_logger
 from ragpulse.model import RunStatus, TestSet, Trace, TraceOutcome, TraceResult
-from ragpulse.protocols import Exporter, Judge, RunStore
+from ragpulse.protocols import CaseSource, Exporter, Judge, RunStore
 from ragpulse.replay.rag_client import RagClient
 from ragpulse.replay.runner import (
     CaseResult,
@@ -51,9 +51,9 @@ from ragpulse.replay.runner import (
     start_run,
 )
 from ragpulse.services.corrected import with_corrected
-from ragpulse.services.judges import open_judges, run_judges
+from ragpulse.services.judges import check_runnable, open_judges, run_judges
 from ragpulse.services.report_model import RunReport
-from ragpulse.services.reports import build_report, stored_case
+from ragpulse.services.reports import ReportBuilder, stored_case
 
 __all__ = [
     "Via",
@@ -96,19 +96,17 @@ async def _finish(
     store: RunStore,
     *,
     run_id: str,
-    test_set: TestSet,
-    cases: Sequence[CaseResult],
-    judges: Sequence[str],
+    test_set: str,
+    builder: ReportBuilder,
     started: float,
     judges_added: Sequence[str] = (),
     via: Via | None = None,
 ) -> RunReport:
-    """Build the report of a judged run, store it with the run's final status, and return it."""
-    report = build_report(
+    """Build the report of a judged run from ``builder`` (its cases folded in), store it with the run's final
+    status, and return it (per-case rows stay in the store: ``case_source="store"``)."""
+    report = builder.report(
         run_id=run_id,
-        test_set=test_set.name,
-        cases=cases,
-        judges=judges,
+        test_set=test_set,
         wall_seconds=time.perf_counter() - started,
         judges_added=judges_added,
         via=via.value if via else None,
@@ -145,7 +143,7 @@ async def _mark_failed(store: RunStore, run_id: str, test_set: str, e: BaseExcep
 
 
 async def run_replay(
-    test_set: TestSet,
+    test_set: CaseSource,
     *,
     judges: Mapping[str, Judge],
     store: RunStore,
@@ -184,17 +182,19 @@ async def run_replay(
         "replay_started",
         run_id=run_id,
         test_set=test_set.name,
-        cases=len(test_set.cases),
+        cases=test_set.case_count,
         judges=list(judges),
     )
+    builder = ReportBuilder(list(judges), keep_rows=False)
     try:
         async with heartbeat(store, run_id):
-            cases = await judge_cases(
+            await judge_cases(
                 test_set,
                 run_id=run_id,
                 judges=judges,
                 store=store,
                 settings=settings,
+                on_case=builder.add,
                 exporters=exporters,
                 rag_client=rag_client,
                 progress=progress,
@@ -205,9 +205,8 @@ async def run_replay(
     return await _finish(
         store,
         run_id=run_id,
-        test_set=test_set,
-        cases=cases,
-        judges=list(judges),
+        test_set=test_set.name,
+        builder=builder,
         started=started,
         judges_added=judges_added,
     )
@@ -216,7 +215,7 @@ async def run_replay(
 async def replay_test_set(
     settings: Settings,
     store: RunStore,
-    test_set: TestSet,
+    test_set: CaseSource,
     *,
     judge_names: Sequence[str] | None = None,
     run_id: str | None = None,
@@ -259,7 +258,7 @@ async def replay_test_set(
 
 
 async def run_replay_via(
-    test_set: TestSet,
+    test_set: CaseSource,
     via: Via,
     *,
     judges: Mapping[str, Judge],
@@ -296,7 +295,7 @@ async def run_replay_via(
         replace_run=replace_run,
         replace_test_set=replace_test_set,
     )
-    traces = [case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.cases]
+    traces = [case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.iter_cases()]
     log.info("replay_via_started", run_id=run_id, via=via.value, cases=len(traces))
     try:
         async with heartbeat(store, run_id):
@@ -314,21 +313,22 @@ async def run_replay_via(
     except BaseException as e:
         await _mark_failed(store, run_id, test_set.name, e)
         raise
-    cases: list[CaseResult] = []
-    for case, trace in zip(test_set.cases, traces, strict=True):
-        result = got.get(case.id)
+    builder = ReportBuilder(list(judges), keep_rows=False)
+    for trace in traces:
+        cid = trace.test_case_id or ""
+        result = got.get(cid)
         if result is None:
             missing = TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="timeout")
-            cases.append(CaseResult(case_id=case.id, result=missing, stored=False, note="timeout"))
+            builder.add(CaseResult(case_id=cid, result=missing, stored=False, note="timeout"))
         else:
-            cases.append(stored_case(result, judges))
+            builder.add(stored_case(result, judges))
     return await _finish(
-        store, run_id=run_id, test_set=test_set, cases=cases, judges=list(judges), started=started, via=via
+        store, run_id=run_id, test_set=test_set.name, builder=builder, started=started, via=via
     )
 
 
 async def _publish_and_wait(
-    test_set: TestSet,
+    test_set: CaseSource,
     traces: Sequence[Trace],
     via: Via,
     *,
@@ -346,7 +346,7 @@ async def _publish_and_wait(
         await publish_kafka(settings.kafka, values, topic)
     else:
         await publish_otlp(settings.otlp, traces, endpoint)
-    wanted = {c.id for c in test_set.cases}
+    wanted = {t.test_case_id for t in traces if t.test_case_id}
     got: dict[str, TraceResult] = {}
     deadline = time.monotonic() + wait_s
     while True:
@@ -410,7 +410,7 @@ async def check_serve_database(
 async def replay_via(
     settings: Settings,
     store: RunStore,
-    test_set: TestSet,
+    test_set: CaseSource,
     via: Via,
     *,
     judge_names: Sequence[str] | None = None,
@@ -436,7 +436,7 @@ async def replay_via(
             "--judges cannot be used with --via: serve runs its own configured judges (enabled_judges, "
             "judge_routes); set them on serve, or replay without --via"
         )
-    run_judges(settings, test_set)  # refuses an empty test set or no judges before anything is published
+    check_runnable(test_set, settings.judge.enabled)  # before anything is published
     await check_serve_database(store, serve_readyz_url(settings, serve_url))
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, None, ledger=store)

@@ -209,8 +209,15 @@ class RunReport(BaseModel):
         wall_seconds: wall time of the run, seconds.
         judges: judge → :class:`JudgeStats`, in display order.
         judges_added: judges added to ``enabled_judges`` for this test set.
-        cases: one :class:`CaseRow` per case, in test-set order.
-        diagnosis: weak side (retrieval or generation); ``None`` in reports stored before it existed.
+        cases_passed: cases that passed (``None`` in reports stored before it existed).
+        cases: the case rows the report carries: with ``case_source="report"`` one :class:`CaseRow` per case,
+            in test-set order; with ``case_source="store"`` (replays since issue 13 "Scale") only the cases
+            that are not in the store (their write failed), the others are read from the store page by page
+            (:func:`ragpulse.services.reports.iter_case_rows` / ``case_rows_page``).
+        case_source: where the per-case rows are (above).
+        diagnosis: weak side (retrieval or generation); ``None`` in reports stored before it existed. With
+            ``case_source="store"`` its ``cases`` list is empty: each row's diagnosis is
+            :func:`ragpulse.services.diagnosis.diagnose_case` of the row (the JSON report writes them).
         via: ``kafka``/``otlp`` when the run went through a running ``serve``.
         error: why the run failed (reports of ``failed`` runs).
     """
@@ -221,6 +228,7 @@ class RunReport(BaseModel):
     test_set: str
     status: RunStatus = RunStatus.COMPLETED
     cases_total: int = 0
+    cases_passed: int | None = None
     pass_rate: float = 0.0
     coverage: float = 0.0
     averages: dict[str, float | None] = Field(default_factory=dict)
@@ -230,6 +238,7 @@ class RunReport(BaseModel):
     judges: dict[str, JudgeStats] = Field(default_factory=dict)
     judges_added: list[str] = Field(default_factory=list)
     cases: list[CaseRow] = Field(default_factory=list)
+    case_source: Literal["report", "store"] = "report"
     diagnosis: Diagnosis | None = None
     via: str | None = None
     error: str | None = None
@@ -251,8 +260,16 @@ class RunReport(BaseModel):
 
     @property
     def failing_cases(self) -> list[CaseRow]:
-        """Cases that did not pass, in run order."""
+        """Cases of :attr:`cases` that did not pass, in run order (with ``case_source="store"`` only those not
+        in the store: read the others with :func:`ragpulse.services.reports.iter_case_rows`)."""
         return [c for c in self.cases if not c.passed]
+
+    @property
+    def cases_failing(self) -> int:
+        """How many cases did not pass."""
+        if self.cases_passed is not None:
+            return self.cases_total - self.cases_passed
+        return len(self.failing_cases)
 
     @property
     def all_errors(self) -> bool:

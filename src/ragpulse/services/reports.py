@@ -33,11 +33,17 @@ Scores and rates are rounded to 6 decimals, ``wall_seconds`` to 3.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import json
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TextIO
 
 from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome, TraceResult
+from ragpulse.protocols import RunStore
 from ragpulse.replay.runner import CaseResult
-from ragpulse.services.diagnosis import diagnose
+from ragpulse.services.diagnosis import DiagnosisTally, diagnose_case
 from ragpulse.services.report_model import (
     CaseJudgement,
     CaseRow,
@@ -51,10 +57,17 @@ __all__ = [
     "COUNT_KEYS",
     "REPORT_KEYS",
     "CaseResult",
+    "ReportBuilder",
+    "RowKey",
     "RunReport",
     "build_report",
+    "case_row",
+    "case_rows_page",
+    "full_report",
+    "iter_case_rows",
     "run_status",
     "stored_case",
+    "write_report_json",
 ]
 
 #: Keys every report's JSON form has (the ``--json`` interface of ``ragpulse replay``).
@@ -76,7 +89,8 @@ def _r(x: float) -> float:
     return round(x, 6)
 
 
-def _case_row(c: CaseResult) -> CaseRow:
+def case_row(c: CaseResult) -> CaseRow:
+    """The report row of one case (see the module docstring: ``passed``, ``scored``, ``reason`` …)."""
     js = c.result.judgements
     scored = [j for j in js if j.status is JudgementStatus.OK]
     errored = any(j.status is JudgementStatus.ERROR for j in js)
@@ -120,18 +134,124 @@ class _Tally:
         self.counts = dict.fromkeys(COUNT_KEYS, 0)
 
 
+class ReportBuilder:
+    """Folds a run's cases into its :class:`RunReport` one case at a time (see the module docstring for every
+    number): the one computation behind a live replay, a ``--via`` replay and a report computed from stored
+    results.
+
+    With ``keep_rows=False`` (a replay, or stored results) memory stays constant: a case's row is not kept
+    unless the case is not in the store (``stored=False``); the report then says ``case_source="store"`` and
+    its rows are read back page by page (:func:`iter_case_rows`, :func:`case_rows_page`). ``keep_rows=True``
+    keeps every row in ``cases`` (``case_source="report"``).
+
+    Adding an aggregate: a field on :class:`~ragpulse.services.report_model.RunReport` and one line in
+    :meth:`add` (its per-case value) and :meth:`report` (the field's value).
+    """
+
+    def __init__(self, judges: Sequence[str], *, keep_rows: bool = True) -> None:
+        self.names = list(dict.fromkeys(judges))
+        self.keep_rows = keep_rows
+        self._per = {n: _Tally() for n in self.names}
+        self._counts = dict.fromkeys(COUNT_KEYS, 0)
+        self._prompt = self._completion = 0
+        self.total = self.passed = self._covered = 0
+        self.with_errors = False
+        self._rows: list[CaseRow] = []
+        self._diagnosis = DiagnosisTally(keep_cases=keep_rows)
+
+    def add(self, c: CaseResult) -> CaseRow:
+        """Count case ``c`` (cases in test-set order) and return its row."""
+        row = case_row(c)
+        if self.keep_rows or not c.stored:
+            self._rows.append(row)
+        self._diagnosis.add(row)
+        self.total += 1
+        self.passed += row.passed
+        self._covered += row.scored > 0
+        js = c.result.judgements
+        if not c.stored or c.note or c.result.outcome is TraceOutcome.NOT_SAMPLED:
+            self.with_errors = True
+        if c.result.outcome is TraceOutcome.NOT_EVALUABLE and not js:
+            for name in c.judges:
+                self._tally(name).counts["skipped"] += 1
+                self._counts["skipped"] += 1
+            return row
+        for j in js:
+            p = self._tally(j.judge)
+            p.counts[j.outcome] += 1
+            self._counts[j.outcome] += 1
+            if j.status is JudgementStatus.OK and j.score is not None:
+                p.sum += j.score
+            elif j.status is JudgementStatus.ERROR:
+                self.with_errors = True
+            self._prompt += j.prompt_tokens
+            self._completion += j.completion_tokens
+        return row
+
+    def _tally(self, name: str) -> _Tally:
+        p = self._per.get(name)
+        if p is None:
+            p = self._per[name] = _Tally()
+            self.names.append(name)
+        return p
+
+    def report(
+        self,
+        *,
+        run_id: str,
+        test_set: str,
+        wall_seconds: float,
+        status: RunStatus | None = None,
+        judges_added: Sequence[str] = (),
+        via: str | None = None,
+    ) -> RunReport:
+        """The report of the cases added so far (``status`` ``None``: :func:`run_status` of them)."""
+        total = self.total
+        detail: dict[str, JudgeStats] = {}
+        for name, p in self._per.items():
+            scored = p.counts["pass"] + p.counts["fail"]
+            detail[name] = JudgeStats(
+                mean=_r(p.sum / scored) if scored else None,
+                pass_rate=_r(p.counts["pass"] / scored) if scored else None,
+                coverage=_r(scored / total) if total else 0.0,
+                scored=scored,
+                **p.counts,
+            )
+        if status is None:
+            status = RunStatus.COMPLETED_WITH_ERRORS if self.with_errors else RunStatus.COMPLETED
+        return RunReport(
+            run_id=run_id,
+            test_set=test_set,
+            status=status,
+            cases_total=total,
+            cases_passed=self.passed,
+            pass_rate=_r(self.passed / total) if total else 0.0,
+            coverage=_r(self._covered / total) if total else 0.0,
+            averages={name: d.mean for name, d in detail.items()},
+            counts=Counts(**self._counts),
+            tokens=Tokens(prompt=self._prompt, completion=self._completion),
+            wall_seconds=round(wall_seconds, 3),
+            judges=detail,
+            judges_added=list(judges_added),
+            cases=list(self._rows),
+            case_source="report" if self.keep_rows else "store",
+            diagnosis=self._diagnosis.diagnosis(),
+            via=via,
+        )
+
+
 def build_report(
     *,
     run_id: str,
     test_set: str,
-    cases: Sequence[CaseResult],
+    cases: Iterable[CaseResult],
     judges: Sequence[str],
     wall_seconds: float,
     status: RunStatus | None = None,
     judges_added: Sequence[str] = (),
     via: str | None = None,
 ) -> RunReport:
-    """Compute the run report (see the module docstring for every number).
+    """Compute the run report with every case row in it (:class:`ReportBuilder` with ``keep_rows=True``).
 
     Args:
         run_id / test_set: identity of the run.
@@ -142,60 +262,15 @@ def build_report(
         judges_added: judges added to the default list for this test set.
         via: ``kafka``/``otlp`` for a run sent through a running ``serve``.
     """
-    names = list(dict.fromkeys(judges))
+    b = ReportBuilder(judges)
     for c in cases:
-        for j in c.result.judgements:
-            if j.judge not in names:
-                names.append(j.judge)
-    per = {n: _Tally() for n in names}
-    counts = dict.fromkeys(COUNT_KEYS, 0)
-    prompt = completion = 0
-    rows: list[CaseRow] = []
-    n_passed = n_covered = 0
-    for c in cases:
-        row = _case_row(c)
-        rows.append(row)
-        n_passed += row.passed
-        n_covered += row.scored > 0
-        if c.result.outcome is TraceOutcome.NOT_EVALUABLE and not c.result.judgements:
-            for name in c.judges:
-                per.setdefault(name, _Tally()).counts["skipped"] += 1
-                counts["skipped"] += 1
-            continue
-        for j in c.result.judgements:
-            p = per[j.judge]
-            p.counts[j.outcome] += 1
-            counts[j.outcome] += 1
-            if j.status is JudgementStatus.OK and j.score is not None:
-                p.sum += j.score
-            prompt += j.prompt_tokens
-            completion += j.completion_tokens
-    total = len(cases)
-    detail: dict[str, JudgeStats] = {}
-    for name, p in per.items():
-        scored = p.counts["pass"] + p.counts["fail"]
-        detail[name] = JudgeStats(
-            mean=_r(p.sum / scored) if scored else None,
-            pass_rate=_r(p.counts["pass"] / scored) if scored else None,
-            coverage=_r(scored / total) if total else 0.0,
-            scored=scored,
-            **p.counts,
-        )
-    return RunReport(
+        b.add(c)
+    return b.report(
         run_id=run_id,
         test_set=test_set,
-        status=status or run_status(cases),
-        cases_total=total,
-        pass_rate=_r(n_passed / total) if total else 0.0,
-        coverage=_r(n_covered / total) if total else 0.0,
-        averages={name: d.mean for name, d in detail.items()},
-        counts=Counts(**counts),
-        tokens=Tokens(prompt=prompt, completion=completion),
-        wall_seconds=round(wall_seconds, 3),
-        judges=detail,
-        judges_added=list(judges_added),
-        cases=rows,
-        diagnosis=diagnose(rows),
+        wall_seconds=wall_seconds,
+        status=status,
+        judges_added=judges_added,
         via=via,
     )
 
@@ -220,3 +295,107 @@ def stored_case(result: TraceResult, judges: Iterable[str]) -> CaseResult:
         result=result,
         judges=tuple(j.judge for j in result.judgements) or tuple(judges),
     )
+
+
+#: ``(position, trace_id)``: a case row's place in its run (the store's keyset key).
+RowKey = tuple[int, str]
+
+
+async def iter_case_rows(store: RunStore, report: RunReport) -> AsyncIterator[CaseRow]:
+    """Every case row of ``report`` in run order: its own ``cases`` (``case_source="report"``), or the run's
+    stored results read through the store's cursor followed by the rows of cases that are not in the store
+    (``case_source="store"``). Memory stays bounded by the store's chunk.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if report.case_source == "store":
+        async with contextlib.aclosing(store.iter_run_results(report.run_id)) as results:
+            async for r in results:
+                yield case_row(stored_case(r, ()))
+    for row in report.cases:
+        yield row
+
+
+async def case_rows_page(
+    store: RunStore,
+    report: RunReport,
+    *,
+    after: RowKey | None = None,
+    limit: int = 200,
+    offset: int = 0,
+    failing: bool = False,
+) -> tuple[list[CaseRow], RowKey | None]:
+    """One page of ``report``'s case rows in run order: up to ``limit`` rows after key ``after`` (skipping
+    ``offset`` more), only the failing ones when ``failing``; and the key to pass as ``after`` for the next
+    page (``None`` on the last page). With ``case_source="store"`` the rows of cases that are not in the store
+    come on the last page (which may then hold more than ``limit`` rows).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if report.case_source == "report":
+        rows = [r for r in report.cases if not failing or not r.passed]
+        start = (after[0] + 1 if after else 0) + offset
+        page = rows[start : start + limit]
+        end = start + len(page)
+        return page, ((end - 1, "") if end < len(rows) else None)
+    got = await store.run_results_page(
+        report.run_id, after=after, limit=limit + 1, offset=offset, failing=failing
+    )
+    page = [case_row(stored_case(r, ())) for _, r in got[:limit]]
+    if len(got) > limit:
+        return page, got[limit - 1][0]
+    return page + [r for r in report.cases if not failing or not r.passed], None
+
+
+async def write_report_json(store: RunStore, report: RunReport, out: TextIO) -> None:
+    """Write ``report``'s JSON form (:meth:`RunReport.to_json`, one line) to ``out`` with every case row and,
+    when the report has a diagnosis, every case's diagnosis: the case list is written row by row as it is read
+    from the store (:func:`iter_case_rows`; case diagnoses are spooled to a temporary file meanwhile), so a
+    100,000-case report is never built in memory. The document has the same keys as before the rows moved
+    to the store (``cases``, ``diagnosis.cases``), and no ``case_source``.
+
+    Raises:
+        StoreError: the store failed (part of the document may have been written).
+    """
+    doc = report.to_json()
+    doc.pop("case_source", None)
+    if report.case_source == "report":
+        out.write(json.dumps(doc, ensure_ascii=False) + "\n")
+        return
+    doc.pop("cases", None)
+    diagnosis = doc.pop("diagnosis", None)
+    out.write(json.dumps(doc, ensure_ascii=False)[:-1] + ', "cases": [')
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        sep = ""
+        async for row in iter_case_rows(store, report):
+            out.write(sep + json.dumps(row.model_dump(mode="json"), ensure_ascii=False))
+            if diagnosis is not None:
+                spool.write(sep + json.dumps(diagnose_case(row).model_dump(mode="json"), ensure_ascii=False))
+            sep = ", "
+        out.write("]")
+        if diagnosis is not None:
+            overall = json.dumps(diagnosis.get("overall", {}), ensure_ascii=False)
+            out.write(f', "diagnosis": {{"overall": {overall}, "cases": [')
+            spool.seek(0)
+            shutil.copyfileobj(spool, out)
+            out.write("]}")
+    out.write("}\n")
+
+
+async def full_report(store: RunStore, report: RunReport) -> RunReport:
+    """``report`` with every case row (and case diagnosis) in memory (``case_source="report"``): for consumers
+    that need them all at once (``runs compare``, JUnit, the gate's failing-case list); ``report`` itself when
+    it already carries them. Memory grows with the number of cases.
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if report.case_source == "report":
+        return report
+    rows = [r async for r in iter_case_rows(store, report)]
+    diagnosis = report.diagnosis
+    if diagnosis is not None:
+        diagnosis = diagnosis.model_copy(update={"cases": [diagnose_case(r) for r in rows]})
+    return report.model_copy(update={"cases": rows, "case_source": "report", "diagnosis": diagnosis})

@@ -5,6 +5,7 @@ Every function takes an open store (``RunStore``/``Store`` protocol) and returns
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -14,14 +15,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragpulse.config import Settings
-from ragpulse.engine import Engine
+from ragpulse.engine import REUSED_FROM_SHADOW, Engine
 from ragpulse.errors import ConfigError, NotFoundError
-from ragpulse.model import JudgementStatus, RunRecord, RunStatus, TraceResult
-from ragpulse.protocols import Exporter, RunStore, WriteReport
+from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, TraceResult
+from ragpulse.protocols import Exporter, RunStore, ShadowReuseLookup, WriteReport
 from ragpulse.services.compare import RunComparison, compare_reports
 from ragpulse.services.judges import open_judges
 from ragpulse.services.report_model import Counts, RunReport
-from ragpulse.services.reports import build_report, stored_case
+from ragpulse.services.reports import ReportBuilder, full_report, stored_case
 
 __all__ = [
     "RejudgeSummary",
@@ -129,25 +130,33 @@ def run_from_traces(run_id: str, results: Sequence[TraceResult]) -> RunRecord | 
 
 async def report_of(store: RunStore, run: RunRecord) -> RunReport:
     """The run's stored report; for a run without a complete one (still running, failed, or traces sent with
-    a run id through Kafka/OTLP) a report computed from the run's stored results (``wall_seconds`` 0, the
-    run's status, and the failure's ``error`` when it failed).
+    a run id through Kafka/OTLP) a report computed from the run's stored results, read through the store's
+    cursor (``wall_seconds`` 0, the run's status, and the failure's ``error`` when it failed; its case rows
+    stay in the store, ``case_source="store"``).
 
     Raises:
         StoreError: the store failed.
     """
     if run.report and "cases" in run.report:
         return RunReport.from_json(run.report)
-    results = await store.get_run_results(run.run_id)
-    report = build_report(
-        run_id=run.run_id,
-        test_set=run.test_set,
-        cases=[stored_case(r, run.judges) for r in results],
-        judges=list(run.judges),
-        wall_seconds=0.0,
-        status=run.status,
-    )
+    report = await _computed(store, run.run_id, run.test_set, list(run.judges), run.status)
     error = (run.report or {}).get("error")
     return report.model_copy(update={"error": error}) if isinstance(error, str) else report
+
+
+async def _computed(
+    store: RunStore, run_id: str, test_set: str | None, judges: list[str], status: RunStatus | None
+) -> RunReport:
+    """The report of run ``run_id`` folded from its stored results (:class:`ReportBuilder`, rows not kept);
+    ``test_set`` ``None``: the results' ``test_set`` attribute, else ``-``."""
+    b = ReportBuilder(judges, keep_rows=False)
+    async with contextlib.aclosing(store.iter_run_results(run_id)) as results:
+        async for r in results:
+            if test_set is None:
+                name = r.trace.attributes.get("test_set")
+                test_set = name if isinstance(name, str) else None
+            b.add(stored_case(r, judges))
+    return b.report(run_id=run_id, test_set=test_set or "-", wall_seconds=0.0, status=status)
 
 
 async def run_report(store: RunStore, run_id: str) -> RunReport:
@@ -164,17 +173,10 @@ async def run_report(store: RunStore, run_id: str) -> RunReport:
     run = await store.get_run(run_id)
     if run is not None:
         return await report_of(store, run)
-    results = await store.get_run_results(run_id)
-    if not results:
+    report = await _computed(store, run_id, None, [], None)
+    if report.cases_total == 0:
         raise NotFoundError(f"no run {run_id!r}")
-    names = [str(v) for r in results if isinstance(v := r.trace.attributes.get("test_set"), str)]
-    return build_report(
-        run_id=run_id,
-        test_set=names[0] if names else "-",
-        cases=[stored_case(r, ()) for r in results],
-        judges=[],
-        wall_seconds=0.0,
-    )
+    return report
 
 
 async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison:
@@ -184,15 +186,18 @@ async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison
         NotFoundError: either run does not exist.
         StoreError: the store failed.
     """
-    a = await run_report(store, run_a)
-    b = await run_report(store, run_b)
+    a = await full_report(store, await run_report(store, run_a))
+    b = await full_report(store, await run_report(store, run_b))
     return compare_reports(a, b)
 
 
 class RejudgeSummary(BaseModel):
     """What a re-judge did: traces submitted, results stored / failed for good, judgements by outcome (as the
     judges answered), error judgements not stored because the trace already has a scored judgement by that
-    judge (``kept_good``), and the judge versions used (judge → version)."""
+    judge (``kept_good``), and the judge versions used (judge → version).
+
+    ``reused``: judgements per judge copied from stored shadow judgements of the same version and content
+    (a promoted shadow; no model call); ``judged``: judgements per judge the judges made (judge called)."""
 
     traces: int = 0
     stored: int = 0
@@ -200,6 +205,8 @@ class RejudgeSummary(BaseModel):
     kept_good: int = 0
     counts: Counts = Field(default_factory=Counts)
     judges: dict[str, str] = Field(default_factory=dict)
+    reused: dict[str, int] = Field(default_factory=dict)
+    judged: dict[str, int] = Field(default_factory=dict)
 
     @property
     def all_errors(self) -> bool:
@@ -227,7 +234,9 @@ async def rejudge(
     judge versions (at most ``limit`` traces).
 
     New judgements are stored next to the old ones (keyed by version); an unchanged version re-writes
-    nothing new. An ``error`` judgement never replaces or shadows a good one: when the trace already has a
+    nothing new. A judge whose version has stored shadow judgements (its shadow was promoted) reuses the
+    ``ok`` ones of the same trace content instead of calling the model (:func:`ragpulse.engine.reused_shadow`;
+    counted in ``reused``). An ``error`` judgement never replaces or shadows a good one: when the trace already has a
     scored (``ok``) judgement by that judge, of any version, the error is not stored (counted in
     ``kept_good``), so the judge model being down during a backfill leaves the stored scores as they were.
 
@@ -237,11 +246,15 @@ async def rejudge(
     """
     counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
     tally = {"traces": 0, "stored": 0, "failed": 0}
+    reused: dict[str, int] = {}
+    judged: dict[str, int] = {}
 
     async def ack(result: TraceResult, ok: bool) -> None:
         tally["stored" if ok else "failed"] += 1
         for j in result.judgements:
             counts[j.outcome] += 1
+            made = reused if (j.flags.model_extra or {}).get("reused_from") == REUSED_FROM_SHADOW else judged
+            made[j.judge] = made.get(j.judge, 0) + 1
 
     engine_settings = settings.engine.model_copy(update={"sampling_rate": 1.0})
     keep_good = _KeepGoodJudgements(store)
@@ -259,6 +272,8 @@ async def rejudge(
         kept_good=keep_good.kept,
         counts=Counts(**counts),
         judges={n: j.version for n, j in judges.items()},
+        reused=reused,
+        judged=judged,
     )
 
 
@@ -270,6 +285,20 @@ class _KeepGoodJudgements:
     def __init__(self, store: RunStore) -> None:
         self._store = store
         self.kept = 0
+
+    async def shadow_versions(self, pairs: Sequence[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+        """The store's (a promoted judge's stored shadow judgements are reused); none when it cannot say."""
+        if not isinstance(self._store, ShadowReuseLookup):
+            return frozenset()
+        return await self._store.shadow_versions(pairs)
+
+    async def reusable_shadows(
+        self, keys: Sequence[tuple[str, str]], pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[tuple[str, str], Judgement]]:
+        """The store's reusable shadow judgements (see :class:`~ragpulse.protocols.ShadowReuseLookup`)."""
+        if not isinstance(self._store, ShadowReuseLookup):
+            return {}
+        return await self._store.reusable_shadows(keys, pairs)
 
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
         has_error = [

@@ -9,11 +9,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragpulse.services.errors import BadRequest, NotFound
-from ragpulse.services.paging import DEFAULT_LIMIT, Page, encode_cursor, time_key
+from ragpulse.services.paging import DEFAULT_LIMIT, Page, decode_cursor, encode_cursor, time_key
+from ragpulse.services.report_model import CaseRow
+from ragpulse.services.reports import RowKey, case_rows_page
 from ragpulse.services.runs import report_of
 from ragpulse.store import PostgresStore
 
-__all__ = ["Progress", "RunDetail", "RunItem", "get_run", "list_runs"]
+__all__ = ["CASES_PAGE", "Progress", "RunDetail", "RunItem", "case_page", "get_run", "list_runs"]
 
 STATUSES = ("queued", "running", "completed", "completed_with_errors", "failed", "cancelled", "interrupted")
 
@@ -51,11 +53,20 @@ class GateItem(BaseModel):
 
 class RunDetail(RunItem):
     """One run: the history row plus its request, ``fail_under`` results and report (computed from the stored
-    results while the run has none yet)."""
+    results while the run has none yet). ``report["cases"]`` holds the first :data:`CASES_PAGE` case rows
+    (``cases_next_cursor`` continues them through :func:`case_page`), ``failing_cases`` the first
+    :data:`CASES_PAGE` cases that did not pass (``failing_next_cursor``)."""
 
     request: dict[str, Any] | None = None
     fail_under: list[GateItem] = []
     report: dict[str, Any]
+    cases_next_cursor: str | None = None
+    failing_cases: list[CaseRow] = []
+    failing_next_cursor: str | None = None
+
+
+#: Case rows in one page of a run's detail.
+CASES_PAGE = 200
 
 
 def _item(row: dict[str, Any]) -> RunItem:
@@ -131,4 +142,49 @@ async def get_run(store: PostgresStore, run_id: str) -> RunDetail:
             GateItem(metric=o.metric, minimum=o.minimum, actual=o.actual, met=o.met)
             for o in result.thresholds
         ]
-    return RunDetail(**item.model_dump(), request=request, fail_under=gate, report=report.to_json())
+    rows, nxt = await case_rows_page(store, report, limit=CASES_PAGE)
+    failing, failing_nxt = await case_rows_page(store, report, limit=CASES_PAGE, failing=True)
+    doc = report.to_json()
+    doc.pop("case_source", None)
+    doc["cases"] = [r.model_dump(mode="json") for r in rows]
+    return RunDetail(
+        **item.model_dump(),
+        request=request,
+        fail_under=gate,
+        report=doc,
+        cases_next_cursor=_cursor(nxt),
+        failing_cases=failing,
+        failing_next_cursor=_cursor(failing_nxt),
+    )
+
+
+def _cursor(key: RowKey | None) -> str | None:
+    return None if key is None else encode_cursor(list(key))
+
+
+async def case_page(
+    store: PostgresStore,
+    run_id: str,
+    *,
+    failing: bool = False,
+    limit: int = CASES_PAGE,
+    cursor: str | None = None,
+) -> Page[CaseRow]:
+    """A page of run ``run_id``'s case rows in run order (only the failing ones when ``failing``).
+
+    Raises:
+        NotFound: no such run.
+        BadRequest: a bad cursor.
+    """
+    row = await store.run_page_row(run_id)
+    if row is None:
+        raise NotFound(f"run {run_id!r} not found")
+    report = await report_of(store, row["run"])
+    after: RowKey | None = None
+    if cursor is not None:
+        key = decode_cursor(cursor, 2)
+        if not isinstance(key[0], int) or not isinstance(key[1], str):
+            raise BadRequest(f"invalid cursor {cursor[:40]!r}")
+        after = (key[0], key[1])
+    rows, nxt = await case_rows_page(store, report, after=after, limit=limit, failing=failing)
+    return Page[CaseRow](items=rows, next_cursor=_cursor(nxt))

@@ -11,6 +11,7 @@ from typing import Any
 
 from ragpulse.errors import StoreError
 from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
+from ragpulse.protocols import CaseSource
 from ragpulse.store.migrate import Conn
 from ragpulse.store.process import OWNER_HOST
 from ragpulse.store.rows import Row, clean, run_from_row, utc
@@ -95,9 +96,15 @@ def _case_from_row(c: Row) -> TestCase:
     )
 
 
-async def upsert_test_set(conn: Conn, ts: TestSet) -> None:
+#: Cases written per statement by :func:`upsert_test_set`.
+CASE_CHUNK = 1000
+
+
+async def upsert_test_set(conn: Conn, ts: CaseSource) -> None:
     """Insert or replace test set ``ts.name`` and its cases in one transaction (cases no longer in ``ts`` are
     deleted; ``position`` keeps the file order) and record its ``content_hash`` (:func:`ragpulse.model.cases_hash`).
+    The cases are read from ``ts`` and written :data:`CASE_CHUNK` at a time, so a large streamed set is never
+    held in memory.
 
     The transaction sets ``ragpulse.hashing = 'on'`` so the ``test_cases`` triggers (migration 013), which clear
     the hash on any other change, leave this one alone.
@@ -105,14 +112,20 @@ async def upsert_test_set(conn: Conn, ts: TestSet) -> None:
     async with conn.transaction():
         await conn.execute("SELECT set_config('ragpulse.hashing', 'on', true)")
         name = clean(ts.name)
-        await conn.execute(_UPSERT_SET, name, clean(ts.knowledge_base), clean(ts.description), len(ts.cases))
+        await conn.execute(_UPSERT_SET, name, clean(ts.knowledge_base), clean(ts.description), ts.case_count)
+        ids: list[str | None] = []
+        chunk: list[tuple[Any, ...]] = []
+        for i, c in enumerate(ts.iter_cases()):
+            ids.append(clean(c.id))
+            chunk.append(_case_args(ts.name, i, c))
+            if len(chunk) >= CASE_CHUNK:
+                await conn.executemany(_UPSERT_CASE, chunk)
+                chunk = []
+        if chunk:
+            await conn.executemany(_UPSERT_CASE, chunk)
         await conn.execute(
-            "DELETE FROM test_cases WHERE test_set = $1 AND NOT (case_id = ANY($2::text[]))",
-            name,
-            _texts(c.id for c in ts.cases),
+            "DELETE FROM test_cases WHERE test_set = $1 AND NOT (case_id = ANY($2::text[]))", name, ids
         )
-        if ts.cases:
-            await conn.executemany(_UPSERT_CASE, [_case_args(ts.name, i, c) for i, c in enumerate(ts.cases)])
         await conn.execute("UPDATE test_sets SET content_hash = $2 WHERE name = $1", name, ts.content_hash())
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,8 +29,8 @@ from ragpulse.model import (
     TraceResult,
     normalize_trace_id,
 )
-from ragpulse.protocols import PendingStore, ResultStore, WriteReport
-from ragpulse.store import calibrations, catalog, shadows
+from ragpulse.protocols import CaseSource, PendingStore, ResultStore, WriteReport
+from ragpulse.store import calibrations, catalog, run_rows, shadows
 from ragpulse.store.errors import to_store_error
 from ragpulse.store.migrate import Conn, migrate
 from ragpulse.store.portal import PortalQueries
@@ -44,6 +44,7 @@ from ragpulse.store.rows import (
     trace_from_row,
     trace_row,
 )
+from ragpulse.store.run_rows import RunCaseKey
 from ragpulse.store.sql import FINAL_JUDGEMENTS, JUDGEMENT_UPSERT, RUN_CASES_UPSERT, TRACE_UPSERT
 
 __all__ = ["PostgresStore"]
@@ -358,6 +359,53 @@ class PostgresStore(PortalQueries):
 
         return await self._run("get_run_results", q)
 
+    async def run_results_page(
+        self,
+        run_id: str,
+        *,
+        after: RunCaseKey | None = None,
+        limit: int = 200,
+        offset: int = 0,
+        failing: bool = False,
+    ) -> list[tuple[RunCaseKey, TraceResult]]:
+        """One page of run ``run_id``'s results in run order (:mod:`ragpulse.store.run_rows`): up to ``limit``
+        ``(key, result)`` pairs after ``after`` (keyset) skipping ``offset`` more; ``failing``: only the cases
+        that did not pass. Each result has its latest judgement per judge (no raw model output).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        return await self._run(
+            "run_results_page",
+            lambda c: run_rows.fetch_page(
+                c, run_id, after=after, limit=limit, offset=offset, failing=failing
+            ),
+        )
+
+    async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
+        """Every result of run ``run_id`` in run order, read through one server-side cursor ``chunk`` rows at a
+        time (memory stays bounded for a 100,000-case run); each with its latest judgement per judge (no raw
+        model output). Holds one pooled connection until exhausted or closed.
+
+        Raises:
+            StoreError: a read failed.
+        """
+        try:
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn, conn.transaction():
+                cur = await conn.cursor(run_rows.ALL_ROWS, run_id)
+                while True:
+                    rows = await cur.fetch(chunk)
+                    for _, result in await run_rows.with_judgements(conn, rows):
+                        yield result
+                    if len(rows) < chunk:
+                        return
+        except StoreError:
+            raise
+        except Exception as e:
+            err = to_store_error(e, "iter_run_results")
+            _log.warning("store_error", action="iter_run_results", retriable=err.retriable, error=str(err))
+            raise err from e
+
     async def traces_for_rejudge(
         self, app: str | None, since: datetime, limit: int | None = None
     ) -> AsyncIterator[Trace]:
@@ -413,8 +461,9 @@ class PostgresStore(PortalQueries):
         return await self._run("scored_judges", q)
 
     # -- test sets and runs (queries in :mod:`ragpulse.store.catalog`) ------------------------------------------
-    async def upsert_test_set(self, ts: TestSet) -> None:
-        """Insert or replace test set ``ts.name`` and its cases (cases no longer in ``ts`` are deleted)."""
+    async def upsert_test_set(self, ts: CaseSource) -> None:
+        """Insert or replace test set ``ts.name`` and its cases (cases no longer in ``ts`` are deleted); the
+        cases are read from ``ts`` in chunks."""
         await self._run("upsert_test_set", lambda c: catalog.upsert_test_set(c, ts))
 
     async def get_test_set(self, name: str) -> TestSet | None:
@@ -455,17 +504,49 @@ class PostgresStore(PortalQueries):
 
     # -- calibration profiles (queries in :mod:`ragpulse.store.calibrations`) -------------------------------------
     async def write_shadow_judgements(
-        self, trace_id: str, app: str | None, judgements: Sequence[Judgement]
+        self,
+        trace_id: str,
+        app: str | None,
+        judgements: Sequence[Judgement],
+        content_hash: str | None = None,
     ) -> None:
-        """Store the shadow judgements of one trace apart from its judgements (:mod:`ragpulse.store.shadows`)."""
+        """Store the shadow judgements of one trace apart from its judgements (:mod:`ragpulse.store.shadows`);
+        ``content_hash`` (:attr:`ragpulse.model.Trace.content_hash`) makes its ``ok`` ones reusable by a
+        promotion; ``redact_text`` applies as to judgements (reason code only, no raw output)."""
         if judgements:
             await self._run(
-                "write_shadow_judgements", lambda c: shadows.write_shadows(c, trace_id, app, judgements)
+                "write_shadow_judgements",
+                lambda c: shadows.write_shadows(
+                    c, trace_id, app, judgements, content_hash, redact_text=self._redact
+                ),
             )
 
     async def shadow_pairs(self, judge: str, since: datetime | None = None) -> list[shadows.ShadowPair]:
         """Shadow judgements of ``judge`` since ``since`` with the trace's main judgement (oldest first)."""
         return await self._run("shadow_pairs", lambda c: shadows.shadow_pairs(c, judge, since))
+
+    async def shadow_versions(self, pairs: Sequence[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+        """``(judge, version)`` pairs with reusable shadow judgements (:func:`ragpulse.store.shadows.shadow_versions`).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        return await self._run("shadow_versions", lambda c: shadows.shadow_versions(c, pairs))
+
+    async def reusable_shadows(
+        self, keys: Sequence[tuple[str, str]], pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], dict[tuple[str, str], Judgement]]:
+        """Reusable shadow judgements of ``(trace_id, content_hash)`` keys for ``(judge, version)`` pairs
+        (:func:`ragpulse.store.shadows.reusable_shadows`).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        return await self._run("reusable_shadows", lambda c: shadows.reusable_shadows(c, keys, pairs))
+
+    async def shadow_counts(self, judge: str, version: str) -> dict[str, Any]:
+        """Stored shadow judgements of ``judge`` at ``version`` (:func:`ragpulse.store.shadows.shadow_counts`)."""
+        return await self._run("shadow_counts", lambda c: shadows.shadow_counts(c, judge, version))
 
     async def save_calibration_profile(self, profile: CalibrationProfile) -> None:
         """Store ``profile``, replacing one with the same judge, judge version and name."""

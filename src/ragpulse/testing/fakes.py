@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +27,7 @@ from ragpulse.model import (
     Trace,
     TraceResult,
 )
-from ragpulse.protocols import WriteReport
+from ragpulse.protocols import CaseSource, WriteReport
 from ragpulse.store.process import OWNER_HOST
 
 __all__ = ["MemoryExporter", "MemoryStore", "ScriptedJudge"]
@@ -37,6 +37,13 @@ _VOLATILE = ("latency_s",)
 
 def _comparable(j: Judgement) -> dict[str, Any]:
     return j.model_dump(exclude=set(_VOLATILE))
+
+
+def _passed(r: TraceResult) -> bool:
+    """The report's definition of a passed case (``services.reports.case_row``)."""
+    scored = [j for j in r.judgements if j.status is JudgementStatus.OK]
+    errored = any(j.status is JudgementStatus.ERROR for j in r.judgements)
+    return bool(scored) and all(j.passed for j in scored) and not errored
 
 
 class MemoryStore:
@@ -92,9 +99,18 @@ class MemoryStore:
                 self.judgements[key] = j
         return WriteReport(changed=frozenset(changed), trace_inserted=frozenset(inserted))
 
-    async def upsert_test_set(self, ts: TestSet) -> None:
-        """Keep ``ts`` by name."""
-        self.test_sets[ts.name] = ts
+    async def upsert_test_set(self, ts: CaseSource) -> None:
+        """Keep ``ts``'s cases by name."""
+        self.test_sets[ts.name] = TestSet(
+            name=ts.name,
+            knowledge_base=ts.knowledge_base,
+            description=ts.description,
+            cases=tuple(ts.iter_cases()),
+        )
+
+    async def get_test_set(self, name: str) -> TestSet | None:
+        """The test set kept as ``name``, or ``None``."""
+        return self.test_sets.get(name)
 
     async def test_set_hash(self, name: str) -> str | None:
         """The stored set's :func:`~ragpulse.model.cases_hash`, or ``None``."""
@@ -172,6 +188,38 @@ class MemoryStore:
             for tid, r in self.traces.items()
             if r.trace.run_id == run_id
         ]
+
+    def _run_order(self, run_id: str) -> list[tuple[tuple[int, str], TraceResult]]:
+        run = self.runs.get(run_id)
+        ts = self.test_sets.get(run.test_set) if run else None
+        pos = {c.id: i for i, c in enumerate(ts.cases)} if ts else {}
+        keyed = [
+            ((pos.get(r.trace.test_case_id or "", 2147483647), r.trace.trace_id), r)
+            for r in self.traces.values()
+            if r.trace.run_id == run_id
+        ]
+        keyed.sort(key=lambda x: x[0])
+        return [(k, r.model_copy(update={"judgements": self._latest(k[1])})) for k, r in keyed]
+
+    async def run_results_page(
+        self,
+        run_id: str,
+        *,
+        after: tuple[int, str] | None = None,
+        limit: int = 200,
+        offset: int = 0,
+        failing: bool = False,
+    ) -> list[tuple[tuple[int, str], TraceResult]]:
+        """A page of the run's results in run order (see the protocol)."""
+        rows = [(k, r) for k, r in self._run_order(run_id) if after is None or k > after]
+        if failing:
+            rows = [(k, r) for k, r in rows if not _passed(r)]
+        return rows[offset : offset + limit]
+
+    async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
+        """Every result of the run in run order."""
+        for _, r in self._run_order(run_id):
+            yield r
 
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         """The trace with all its judgements (all versions)."""

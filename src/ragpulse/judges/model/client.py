@@ -323,7 +323,9 @@ class _LoopState:
 
 
 class LLMClient:
-    """Shared judge-model client: one per process (``build_judges`` makes one and gives it to every judge).
+    """Shared judge-model client: one per process and model endpoint (``build_judges`` makes one for the judge
+    section's model and gives it to every judge, plus one per distinct ``(base_url, model, key)`` of the
+    judges' own ``model`` options, :class:`ragpulse.judges.registry.ModelClients`).
 
     Args:
         settings: reads ``judge_base_url``, ``judge_model``, ``judge_api_key``, ``judge_timeout_s``,
@@ -333,16 +335,22 @@ class LLMClient:
 
         ledger: where the daily token budget is kept across processes (the store); ``None`` keeps it in this
             process. A ledger that cannot be reached fails the call as ``judge_unavailable``.
+        budget_suffix: appended to the judge name for the budget, the ledger and token statistics (``""`` for
+            the judge section's model; ``"@<model>"`` for a judge's own model, so that a cheap stage's tokens
+            neither spend nor are refused by the main model's budget).
 
     Raises:
         ConfigError: ``settings.judge.model`` is not set.
     """
 
-    def __init__(self, settings: Settings, ledger: TokenLedger | None = None) -> None:
+    def __init__(
+        self, settings: Settings, ledger: TokenLedger | None = None, *, budget_suffix: str = ""
+    ) -> None:
         if not settings.judge.model:
             raise ConfigError("the LLM judge backend needs RAGPULSE_JUDGE_MODEL (judge_model)")
         self.settings = settings
         self.model: str = settings.judge.model
+        self.budget_suffix = budget_suffix
         self.stats = LLMStats()
         self._cache: OrderedDict[str, LLMResult] = OrderedDict()
         self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens), as last known
@@ -378,6 +386,11 @@ class LLMClient:
         )
         limiter = _RateLimiter(s.judge.requests_per_minute) if s.judge.requests_per_minute else None
         return _LoopState(loop=loop, client=client, concurrency=concurrency, limiter=limiter)
+
+    @property
+    def ledger(self) -> TokenLedger | None:
+        """Where the daily token budget is kept (``None``: in this process)."""
+        return self._ledger
 
     @property
     def concurrency(self) -> AdaptiveLimit | None:
@@ -481,7 +494,7 @@ class LLMClient:
         """Send one chat-completions request (or answer it from the cache).
 
         Args:
-            judge: judge name (budget and token accounting, logs).
+            judge: judge name (budget and token accounting, logs; with :attr:`budget_suffix` appended).
             version: judge version (part of the cache key).
             messages: chat messages (``role``/``content``).
             max_tokens: completion limit, default ``settings.judge.max_tokens``.
@@ -496,6 +509,7 @@ class LLMClient:
             ModelUnavailableError: code ``judge_unavailable``: HTTP error after retries, timeout or connection
                 failure; ``retries`` says how many retries were taken.
         """
+        judge += self.budget_suffix
         cache_size = self.settings.judge.cache_size
         key = self._cache_key(version, self.model, messages) if cache_size else ""
         if cache_size:
