@@ -15,6 +15,7 @@ from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestCase, TestSet
 from ragpulse.replay import case_trace_id
 from ragpulse.services.replay import run_replay
+from ragpulse.services.reports import full_report
 from ragpulse.store import PostgresStore
 
 runner = CliRunner()
@@ -35,9 +36,13 @@ async def _replay_with_shadow(pg_url: str) -> dict[str, bool]:
     )
     store = await PostgresStore.connect(pg_url, settings.store)
     try:
-        report = await run_replay(
-            ts, judges=build_judges(settings, ["relevancy"]), store=store, settings=settings, run_id="r"
+        report = await full_report(
+            store,
+            await run_replay(
+                ts, judges=build_judges(settings, ["relevancy"]), store=store, settings=settings, run_id="r"
+            ),
         )
+        assert len(report.cases) == 9
         return {case_trace_id("r", c.case_id): bool(c.judgements["relevancy"].passed) for c in report.cases}
     finally:
         await store.close()

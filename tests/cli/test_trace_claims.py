@@ -80,3 +80,54 @@ def test_trace_shows_claims_and_highlights_the_unsupported_sentence(
     text = highlighted_answer(answer, claims)
     marked = [(s.start, s.end, str(s.style)) for s in text.spans]
     assert marked == [(bad["start"], bad["end"], "bold red underline")]
+
+
+def test_trace_shows_the_cause_of_each_unsupported_claim(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing judgement of a trace with reference contexts: ``--json`` carries each claim's cause and the
+    judgement's counts; the text output has a cause column and a causes line."""
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    trace_id = "a" * 32
+    trace = Trace(
+        trace_id=trace_id,
+        question="How do refunds and shipping work?",
+        documents=[Document(id="refunds", content="Refunds are paid within 30 days of purchase.", rank=0)],
+        answer="Refunds are paid within 30 days. Orders ship from Rotterdam in two days. The shop opened in 1990.",
+        reference_contexts=(
+            "Refunds are paid within 30 days of purchase.",
+            "Orders ship from Rotterdam in two days.",
+        ),
+        source=Source.REPLAY,
+    )
+
+    async def store_judged() -> None:
+        judge = build_judges(Settings(), ["faithfulness"])["faithfulness"]
+        store = await PostgresStore.connect(pg_url)
+        try:
+            j = await judge.judge(trace)
+            await store.write_results(
+                [TraceResult(trace=trace, outcome=TraceOutcome.EVALUATED, judgements=[j])]
+            )
+        finally:
+            await store.close()
+
+    asyncio.run(store_judged())
+    res = CliRunner().invoke(app, ["trace", trace_id, "--json"])
+    assert res.exit_code == 0, res.output
+    (judgement,) = json.loads(res.stdout)["judgements"]
+    flags = judgement["flags"]
+    assert [c.get("cause") for c in flags["claims"]] == [None, "retrieval_miss", "generation_error"]
+    assert flags["claims"][1]["reference"] == {"source": "reference_contexts", "index": 1, "doc_id": None}
+    assert flags["attribution"] == {
+        "retrieval_misses": 1,
+        "generation_errors": 1,
+        "undecided": 0,
+        "reason": None,
+    }
+
+    res = CliRunner().invoke(app, ["trace", trace_id], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "retrieval_miss (reference_contexts[1])" in res.stdout
+    assert "generation_error" in res.stdout
+    assert "causes faithfulness: 1 retrieval miss(es), 1 generation error(s), 0 undecided" in res.stdout

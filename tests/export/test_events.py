@@ -234,3 +234,35 @@ def test_event_carries_unsupported_claim_count_and_first_span() -> None:
     # a judgement without per-claim details carries none of these attributes
     plain = j.model_copy(update={"flags": JudgementFlags()})
     assert not [k for k in event_attributes(trace, plain) if k.startswith("ragpulse.claims")]
+
+
+def test_event_carries_the_claim_cause_counts_of_an_attributed_judgement() -> None:
+    from ragpulse.export.events import event_attributes
+
+    claims = [
+        {"start": 0, "end": 19, "verdict": "unsupported", "evidence": None, "cause": "retrieval_miss",
+         "reference": {"source": "reference_contexts", "index": 0, "doc_id": None}},
+        {"start": 20, "end": 45, "verdict": "unsupported", "evidence": None, "cause": "generation_error",
+         "reference": None},
+        {"start": 46, "end": 73, "verdict": "contradicted", "evidence": None, "cause": "generation_error",
+         "reference": None},
+    ]  # fmt: skip
+    attribution = {"retrieval_misses": 1, "generation_errors": 2, "undecided": 0, "reason": None}
+    trace = Trace(trace_id="d" * 32, question="Where is Paris?", answer="x" * 73)
+    j = Judgement(
+        judge="faithfulness",
+        version="v1",
+        backend=Backend.LLM,
+        model="m",
+        status=JudgementStatus.OK,
+        score=0.0,
+        passed=False,
+        threshold=0.8,
+        flags=JudgementFlags.model_validate({"claims": claims, "attribution": attribution}),
+    )
+    attrs = event_attributes(trace, j, redact=True)
+    assert (attrs["ragpulse.claims.retrieval_misses"], attrs["ragpulse.claims.generation_errors"]) == (1, 2)
+    assert attrs["ragpulse.claims.unsupported"] == 3
+    # not attributed (a passing judgement, or one stored before): no cause counts
+    plain = j.model_copy(update={"flags": JudgementFlags.model_validate({"claims": claims})})
+    assert "ragpulse.claims.retrieval_misses" not in event_attributes(trace, plain)

@@ -15,6 +15,7 @@ from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestCase, TestSet
 from ragpulse.replay import case_trace_id
 from ragpulse.services.replay import run_replay
+from ragpulse.services.reports import full_report
 from ragpulse.store import PostgresStore
 from testsupport import pg_count
 
@@ -80,7 +81,8 @@ async def test_a_shadow_changes_no_metric_report_or_outcome(
                 replace_test_set=True,
             )
             deltas[run_id] = _delta(_main_series(), before)
-            reports[run_id] = report.to_json()
+            reports[run_id] = (await full_report(store, report)).to_json()
+            assert len(reports[run_id]["cases"]) == CASES
         relevancy: Any = build_judges(shadowed, ["relevancy"])["relevancy"]  # .shadow: set by the registry
         shadow_version = relevancy.shadow.judge.version
         assert _comparable(reports["shadowed"]) == _comparable(reports["plain"])

@@ -43,11 +43,12 @@ CHECKLIST: dict[str, Any] = {
 GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 32e8c9111615 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "relevancy", {}, "30fab55c1578"),
+    # was 8dfb3744ec18 (main 6f8c9fc): claim causes, retrieval_miss / generation_error (issue 14 §1)
     # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
-    ("heuristic", "faithfulness", {}, "8dfb3744ec18"),
+    ("heuristic", "faithfulness", {}, "baf7a19f2bcf"),
     # LLM-only options leave the offline judge's version alone.
-    # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
-    ("heuristic", "faithfulness", {"mode": "binary"}, "8dfb3744ec18"),
+    # was 8dfb3744ec18 (main 6f8c9fc): claim causes (issue 14 §1)
+    ("heuristic", "faithfulness", {"mode": "binary"}, "baf7a19f2bcf"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {}, "0603ef760474"),
     # was 1ec92fa6a325 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -61,7 +62,8 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was a06762f87e77 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "relevancy", {"threshold": 0.6}, "79c56ea1bd02"),
     # was e731a6ecbc22 (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
-    ("heuristic", "faithfulness", {"threshold": 0.7}, "7e1dd962a85c"),
+    # was 7e1dd962a85c (main 6f8c9fc): claim causes (issue 14 §1)
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "d4e750356fde"),
     # was 5a6e472cfd52 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {"threshold": 0.5}, "db860ab2d8a6"),
     # was 3846d703ebae (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -77,11 +79,12 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 6b20b2b71ece (main 0a55620): reply protocol 2 (issue 10 item 5)
     ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "7a98d855be3d"),
     # was 6278e529944c (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "faithfulness", {}, "8c51014070c5"),
+    # was 8c51014070c5 (main 6f8c9fc): claim causes, faithfulness_attribution prompt (issue 14 §1)
+    ("llm", "faithfulness", {}, "f1cf4bf3b011"),
     # was 0ea15fadf211 (main 0a55620): reply protocol 2 (issue 10 item 5)
     ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "cb23f6c50610"),
-    # new in issue 10 item 6
-    ("llm", "faithfulness", {"mode": "sentence_check"}, "3a04e6cdfb1a"),
+    # was 3a04e6cdfb1a (main 6f8c9fc): claim causes (issue 14 §1); new in issue 10 item 6
+    ("llm", "faithfulness", {"mode": "sentence_check"}, "6b18de57a213"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("llm", "keyword", {}, "0603ef760474"),
     # was 3f01e2546d08 (main 0a55620): reply protocol 2 (issue 10 item 5)

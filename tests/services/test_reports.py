@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ragpulse.judges.frame import error, ok, skipped
-from ragpulse.model import Backend, Judgement, RunStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.model import Backend, Judgement, JudgementFlags, RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.replay import CaseResult
 from ragpulse.services.report_model import RunReport
 from ragpulse.services.reports import REPORT_KEYS, build_report
@@ -164,3 +164,41 @@ def test_a_run_with_a_case_that_was_not_sampled_never_ends_completed() -> None:
     assert run_status([judged]) is RunStatus.COMPLETED
     unjudged = _case("B", outcome=TraceOutcome.NOT_SAMPLED)
     assert run_status([judged, unjudged]) is RunStatus.COMPLETED_WITH_ERRORS
+
+
+def test_claim_cause_counts_per_claim_checking_judge_and_in_total() -> None:
+    """``retrieval_misses`` / ``generation_errors`` are summed from each judgement's ``flags.attribution``;
+    judges without per-claim details have ``None``; old judgements without attribution add nothing."""
+
+    def faith(score: float, misses: int | None, errors: int | None) -> Judgement:
+        flags: dict[str, Any] = {
+            "claims": [{"start": 0, "end": 1, "verdict": "unsupported", "evidence": None}]
+        }
+        if misses is not None:
+            flags["attribution"] = {"retrieval_misses": misses, "generation_errors": errors, "undecided": 0}
+        return ok(
+            judge="faithfulness",
+            version="v1",
+            backend=Backend.LLM,
+            score=score,
+            threshold=0.8,
+            reason="r",
+            flags=JudgementFlags.model_validate(flags),
+        )
+
+    cases = [
+        _case("A", _j("relevancy", 0.9), faith(0.2, 2, 1)),
+        _case("B", _j("relevancy", 0.9), faith(0.5, 0, 3)),
+        _case("C", _j("relevancy", 0.9), faith(0.5, None, None)),  # judged before claim causes existed
+        _case("D", _j("relevancy", 0.9), faith(1.0, None, None)),  # passed: nothing attributed
+    ]
+    r = build_report(
+        run_id="r", test_set="ts", cases=cases, judges=["relevancy", "faithfulness"], wall_seconds=1
+    )
+    assert (r.retrieval_misses, r.generation_errors) == (2, 4)
+    f = r.judges["faithfulness"]
+    assert (f.retrieval_misses, f.generation_errors) == (2, 4)
+    assert (r.judges["relevancy"].retrieval_misses, r.judges["relevancy"].generation_errors) == (None, None)
+    doc = r.to_json()
+    assert (doc["retrieval_misses"], doc["generation_errors"]) == (2, 4)
+    assert RunReport.from_json(doc) == r

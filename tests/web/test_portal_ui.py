@@ -247,6 +247,40 @@ def test_run_evaluation_history_drawer_and_compare(page: PortalPage, portal: Por
         assert c.get("/api/v1/runs/ui-run-1").json()["request"]["thresholds"] == {"keyword": 0.5}
 
 
+def test_trace_page_shows_each_claim_cause_in_english_and_chinese(portal: Portal) -> None:
+    """A failing judgement whose unsupported claims were attributed (issue 14 §1): the claims table names
+    each cause, and the reference context behind a retrieval miss (no browser needed: the page is HTML)."""
+    tid = "c7" * 16
+    claims = [
+        {"text": "Refunds take five days.", "start": 0, "end": 23, "verdict": "unsupported", "evidence": None,
+         "cause": "retrieval_miss", "reference": {"source": "labelled_contexts", "index": 1, "doc_id": "policy-9"}},
+        {"text": "Shipping is free on Mars.", "start": 24, "end": 49, "verdict": "unsupported", "evidence": None,
+         "cause": "generation_error", "reference": None},
+    ]  # fmt: skip
+    attribution = {"retrieval_misses": 1, "generation_errors": 1, "undecided": 0, "reason": None}
+    base = _failing_trace(tid)
+    j = base.judgements[0].model_copy(
+        update={"flags": JudgementFlags.model_validate({"claims": claims, "attribution": attribution})}
+    )
+    seed(portal.db_url, [base.model_copy(update={"judgements": (j,)})])
+    with portal.client() as c:
+        en = c.get(f"/traces/{tid}?lang=en").text
+        zh = c.get(f"/traces/{tid}?lang=zh").text
+
+    def row(html: str, cause: str) -> str:
+        start = html.index(f'data-cause="{cause}"')
+        return html[start : html.index("</tr>", start)]
+
+    assert "Retrieval miss: a relevant document that was not retrieved supports it" in row(
+        en, "retrieval_miss"
+    )
+    assert "(Reference context 2 · policy-9)" in row(en, "retrieval_miss")
+    assert "Generation error: no relevant document supports it" in row(en, "generation_error")
+    assert "检索遗漏：未被检索到的相关文档支持该论断" in row(zh, "retrieval_miss")
+    assert "生成错误：没有相关文档支持该论断" in row(zh, "generation_error")
+    assert "Shipping is free on Mars." in row(zh, "generation_error")
+
+
 def test_query_notices_are_known_codes_only(portal: Portal) -> None:
     """``?err=``/``?msg=`` show a known notice code, translated; free text in the URL is never reflected."""
     with portal.client() as c:

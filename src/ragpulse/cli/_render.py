@@ -77,6 +77,11 @@ def print_report(
     c.print(
         f"judgements: pass {counts.pass_}  fail {counts.fail}  error {counts.error}  skipped {counts.skipped}"
     )
+    if report.retrieval_misses or report.generation_errors:
+        c.print(
+            f"unsupported claims: {report.retrieval_misses} retrieval misses  "
+            f"{report.generation_errors} generation errors"
+        )
     t = Table("judge", "mean", "pass rate", "coverage", "pass", "fail", "error", "skipped")
     for name, d in report.judges.items():
         t.add_row(
@@ -218,6 +223,37 @@ def highlighted_answer(answer: str, claims: Sequence[dict[str, Any]]) -> Text:
     return text
 
 
+def cause_text(claim: dict[str, Any]) -> str:
+    """A claim's cause for the claims table: ``retrieval_miss (reference_contexts[1] doc s)``,
+    ``generation_error``, ``undecided`` (attributed, no cause) or ``-`` (not attributed)."""
+    if "cause" not in claim:
+        return "-"
+    cause = claim.get("cause")
+    if cause == "retrieval_miss":
+        ref = claim.get("reference")
+        if isinstance(ref, dict):
+            doc = f" doc {ref['doc_id']}" if ref.get("doc_id") else ""
+            return f"retrieval_miss ({ref.get('source')}[{ref.get('index')}]{doc})"
+        return "retrieval_miss"
+    return str(cause) if cause == "generation_error" else "undecided"
+
+
+def attribution_lines(result: TraceResult) -> list[str]:
+    """One line per attributed judgement (``flags.attribution``): the claim causes counted, and why some
+    stayed undecided."""
+    out: list[str] = []
+    for j in result.judgements:
+        a = getattr(j.flags, "attribution", None)
+        if not isinstance(a, dict):
+            continue
+        line = (
+            f"causes {j.judge}: {a.get('retrieval_misses', 0)} retrieval miss(es), "
+            f"{a.get('generation_errors', 0)} generation error(s), {a.get('undecided', 0)} undecided"
+        )
+        out.append(line + (f" ({a['reason']})" if a.get("reason") else ""))
+    return out
+
+
 def cascade_lines(result: TraceResult) -> list[str]:
     """One line per cascade judgement: the deciding stage (``flags.stage``) and each stage's cost."""
     out: list[str] = []
@@ -241,10 +277,27 @@ def cascade_lines(result: TraceResult) -> list[str]:
     return out
 
 
+def reuse_lines(result: TraceResult) -> list[str]:
+    """One line per judgement copied from a stored shadow judgement (``flags.reused_from``): when the shadow
+    judged it and what that cost (the copy made no model call)."""
+    out: list[str] = []
+    for j in result.judgements:
+        extra = j.flags.model_extra or {}
+        cost = extra.get("shadow_cost")
+        if extra.get("reused_from") != "shadow" or not isinstance(cost, dict):
+            continue
+        tokens = int(cost.get("prompt_tokens") or 0) + int(cost.get("completion_tokens") or 0)
+        out.append(
+            f"{j.judge} {j.version}: reused the shadow judgement of {cost.get('judged_at') or '?'} "
+            f"({tokens} tokens then; no model call)"
+        )
+    return out
+
+
 def print_trace(result: TraceResult, console: Console | None = None) -> None:
     """The trace's identity and outcome, question, ranked documents, the answer with the parts a judge found
-    unsupported highlighted, every judgement with its reason, and each checked claim with its verdict and
-    evidence."""
+    unsupported highlighted, every judgement with its reason, and each checked claim with its verdict,
+    evidence and cause (retrieval miss or generation error, :func:`cause_text`)."""
     c = console or stdout()
     tr = result.trace
     c.print(
@@ -275,16 +328,21 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
             _cut(j.reason, 120),
         )
     c.print(t)
-    for line in cascade_lines(result):
+    for line in [*cascade_lines(result), *reuse_lines(result), *attribution_lines(result)]:
         c.print(line)
     if claims:
-        ct = Table("judge", "verdict", "span", "evidence", "claim", title="claims")
+        ct = Table("judge", "verdict", "span", "evidence", "cause", "claim", title="claims")
         for judge, cl in claims:
             ev = cl.get("evidence")
             evidence = f"{ev.get('doc_id') or '-'} (rank {ev.get('rank')})" if isinstance(ev, dict) else "-"
             span = f"{cl['start']}–{cl['end']}" if isinstance(cl.get("start"), int) else "not located"
             style = _VERDICT_STYLE.get(str(cl.get("verdict")), "")
             ct.add_row(
-                judge, Text(str(cl.get("verdict")), style=style), span, evidence, _cut(cl.get("text"), 100)
+                judge,
+                Text(str(cl.get("verdict")), style=style),
+                span,
+                evidence,
+                cause_text(cl),
+                _cut(cl.get("text"), 100),
             )
         c.print(ct)

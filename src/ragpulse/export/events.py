@@ -21,6 +21,9 @@ request, so backends that correlate logs with traces show the scores next to the
 ``ragpulse.claims.first_unsupported.start`` / ``.end``  character offsets into the stored answer of the
                                      first such claim (when located); ``.text`` its text, only without
                                      ``redact_text``
+``ragpulse.claims.retrieval_misses``  failing judgements whose unsupported claims were attributed
+``ragpulse.claims.generation_errors`` (``flags.attribution``): how many a not-retrieved reference context
+                                     supports / none does
 ===================================  ===========================================================
 
 Trace ids that are 32 hex characters (OTLP), UUIDs, or shorter hex ids (left-padded) become the record's trace
@@ -207,6 +210,11 @@ def claim_attributes(j: Judgement, *, redact: bool = False) -> dict[str, Attribu
                 attrs[f"ragpulse.claims.first_unsupported.{key}"] = first[key]
         if not redact and isinstance(first.get("text"), str):
             attrs["ragpulse.claims.first_unsupported.text"] = first["text"]
+    causes = getattr(j.flags, "attribution", None)
+    if isinstance(causes, dict):
+        for key in ("retrieval_misses", "generation_errors"):
+            if isinstance(causes.get(key), int):
+                attrs[f"ragpulse.claims.{key}"] = causes[key]
     return attrs
 
 

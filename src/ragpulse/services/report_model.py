@@ -80,13 +80,17 @@ class JudgeStats(Counts):
     """One judge over a run: ``mean`` score and ``pass_rate`` (passed / scored) over the cases it scored
     (``None`` when none), ``coverage`` (scored / all cases, 0–1), ``scored`` and the four counts.
     ``pass_rate_corrected`` is set when the judge's version has a calibration profile and at least 30 cases
-    were scored (:func:`ragpulse.services.corrected.with_corrected`)."""
+    were scored (:func:`ragpulse.services.corrected.with_corrected`). ``retrieval_misses`` /
+    ``generation_errors``: claim causes of its failing judgements, for judges that check claims
+    (``None`` for the others)."""
 
     mean: float | None = None
     pass_rate: float | None = None
     coverage: float = 0.0
     scored: int = 0
     pass_rate_corrected: CorrectedRate | None = None
+    retrieval_misses: int | None = None
+    generation_errors: int | None = None
 
 
 class CaseJudgement(BaseModel):
@@ -206,6 +210,8 @@ class RunReport(BaseModel):
         pass_rate / coverage: 0–1 (0.0 for an empty run).
         averages: judge → mean score over the cases it scored (``None`` when none).
         counts: judgements by outcome; tokens: judge-model tokens.
+        retrieval_misses / generation_errors: unsupported claims of failing faithfulness judgements that a
+            not-retrieved reference context supports / that none does (all judges).
         wall_seconds: wall time of the run, seconds.
         judges: judge → :class:`JudgeStats`, in display order.
         judges_added: judges added to ``enabled_judges`` for this test set.
@@ -234,6 +240,8 @@ class RunReport(BaseModel):
     averages: dict[str, float | None] = Field(default_factory=dict)
     counts: Counts = Field(default_factory=Counts)
     tokens: Tokens = Field(default_factory=Tokens)
+    retrieval_misses: int = 0
+    generation_errors: int = 0
     wall_seconds: float = 0.0
     judges: dict[str, JudgeStats] = Field(default_factory=dict)
     judges_added: list[str] = Field(default_factory=list)

@@ -21,6 +21,10 @@ Definitions (issue 3):
   cases), ``scored`` and the four counts.
 - ``cases`` = one row per case: ``case_id``, ``trace_id``, ``outcome``, ``passed``, ``scored``, ``reason``
   (why it failed or was not scored: failed and errored judgements first, then skipped ones) and ``judgements`` (judge → ``score``, ``passed``, ``status``, ``reason``).
+- ``retrieval_misses`` / ``generation_errors`` = unsupported claims of failing faithfulness judgements that a
+  reference context the retrieval missed supports / that no reference context supports, summed from the
+  stored ``flags.attribution`` (:mod:`ragpulse.judges.answer.attribution`); per judge in ``judges[judge]``
+  for judges that check claims (``None`` for the others), and over all judges at the top.
 - ``diagnosis`` = which side is weak, retrieval or generation, per case and overall
   (:func:`ragpulse.services.diagnosis.diagnose` of the case rows).
 
@@ -40,7 +44,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TextIO
 
-from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome, TraceResult
+from ragpulse.model import JudgementFlags, JudgementStatus, RunStatus, TraceOutcome, TraceResult
 from ragpulse.protocols import RunStore
 from ragpulse.replay.runner import CaseResult
 from ragpulse.services.diagnosis import DiagnosisTally, diagnose_case
@@ -54,6 +58,7 @@ from ragpulse.services.report_model import (
 )
 
 __all__ = [
+    "CAUSE_KEYS",
     "COUNT_KEYS",
     "REPORT_KEYS",
     "CaseResult",
@@ -83,6 +88,8 @@ REPORT_KEYS = (
     "wall_seconds",
 )
 COUNT_KEYS = ("pass", "fail", "error", "skipped")
+#: Claim-cause counts of the report (run level and per claim-checking judge).
+CAUSE_KEYS = ("retrieval_misses", "generation_errors")
 
 
 def _r(x: float) -> float:
@@ -132,6 +139,19 @@ class _Tally:
     def __init__(self) -> None:
         self.sum = 0.0
         self.counts = dict.fromkeys(COUNT_KEYS, 0)
+        self.claims = False  # the judge checks claims (``flags.claims``)
+        self.causes = dict.fromkeys(CAUSE_KEYS, 0)
+
+    def add_causes(self, flags: JudgementFlags) -> None:
+        """Count the claim causes of one judgement (``flags.attribution``)."""
+        extra = flags.model_extra or {}
+        self.claims = self.claims or isinstance(extra.get("claims"), list)
+        causes = extra.get("attribution")
+        if isinstance(causes, dict):
+            for key in CAUSE_KEYS:
+                n = causes.get(key)
+                if isinstance(n, int) and not isinstance(n, bool):
+                    self.causes[key] += n
 
 
 class ReportBuilder:
@@ -184,6 +204,7 @@ class ReportBuilder:
                 p.sum += j.score
             elif j.status is JudgementStatus.ERROR:
                 self.with_errors = True
+            p.add_causes(j.flags)
             self._prompt += j.prompt_tokens
             self._completion += j.completion_tokens
         return row
@@ -216,6 +237,7 @@ class ReportBuilder:
                 coverage=_r(scored / total) if total else 0.0,
                 scored=scored,
                 **p.counts,
+                **(p.causes if p.claims else {}),
             )
         if status is None:
             status = RunStatus.COMPLETED_WITH_ERRORS if self.with_errors else RunStatus.COMPLETED
@@ -230,6 +252,7 @@ class ReportBuilder:
             averages={name: d.mean for name, d in detail.items()},
             counts=Counts(**self._counts),
             tokens=Tokens(prompt=self._prompt, completion=self._completion),
+            **{k: sum(p.causes[k] for p in self._per.values()) for k in CAUSE_KEYS},
             wall_seconds=round(wall_seconds, 3),
             judges=detail,
             judges_added=list(judges_added),

@@ -104,7 +104,10 @@ class Claim(BaseModel):
     (``{"text", "start", "end", "verdict", "evidence"}``, see docs/llm-judges.md): its ``text`` (taken from the
     answer by ``start``/``end`` when the judge left it out), the ``verdict`` (``supported``, ``unsupported``,
     ``contradicted``, ``unchecked``), ``supported`` (``None`` when unchecked/unknown), the character offsets
-    into the answer when known, and ``evidence`` (``{"doc_id", "rank"}`` of the supporting chunk)."""
+    into the answer when known, ``evidence`` (``{"doc_id", "rank"}`` of the supporting chunk), and for an
+    unsupported claim of a failing judgement ``attributed`` with its ``cause`` (``retrieval_miss``,
+    ``generation_error``, ``None`` = undecided) and the not-retrieved ``reference`` context that supports a
+    retrieval miss (``{"source", "index", "doc_id"}``; :mod:`ragpulse.judges.answer.attribution`)."""
 
     text: str
     verdict: str | None = None
@@ -112,6 +115,9 @@ class Claim(BaseModel):
     start: int | None = None
     end: int | None = None
     evidence: dict[str, Any] | None = None
+    attributed: bool = False
+    cause: str | None = None
+    reference: dict[str, Any] | None = None
 
 
 class JudgementView(BaseModel):
@@ -202,8 +208,20 @@ def _claims(flags: dict[str, Any], answer: str | None) -> list[Claim]:
             supported = c["supported"]
             verdict = "supported" if supported else "unsupported"
         evidence = c.get("evidence") if isinstance(c.get("evidence"), dict) else None
+        cause = c.get("cause") if c.get("cause") in ("retrieval_miss", "generation_error") else None
+        reference = c.get("reference") if isinstance(c.get("reference"), dict) else None
         out.append(
-            Claim(text=text, verdict=verdict, supported=supported, start=start, end=end, evidence=evidence)
+            Claim(
+                text=text,
+                verdict=verdict,
+                supported=supported,
+                start=start,
+                end=end,
+                evidence=evidence,
+                attributed="cause" in c,
+                cause=cause,
+                reference=reference,
+            )
         )
     return out
 

@@ -4,7 +4,8 @@
 the sentence (or the span a model's claim was copied from; ``null`` only for a paraphrase that cannot be
 located), ``verdict`` ``supported | unsupported | contradicted | unchecked``, ``evidence`` ``{"doc_id",
 "rank"}`` of the supporting chunk or ``null``; no ``text`` under ``redact_text``. Used by faithfulness
-``claims`` and ``sentence_check`` and the heuristic faithfulness judge (``docs/llm-judges.md``).
+``claims`` and ``sentence_check`` and the heuristic faithfulness judge (``docs/llm-judges.md``). An unsupported
+claim of a failing judgement also has ``cause`` and ``reference`` (:mod:`ragpulse.judges.answer.attribution`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,20 @@ class Claim:
     end: int | None
     verdict: Verdict
     evidence: dict[str, Any] | None = None
+    #: Why an unsupported claim of a failing judgement is unsupported (:mod:`ragpulse.judges.answer.attribution`):
+    #: ``retrieval_miss``, ``generation_error`` or ``None`` (undecided); written only when ``attributed``.
+    cause: str | None = None
+    #: The not-retrieved ground-truth context that supports a ``retrieval_miss`` claim.
+    reference: dict[str, Any] | None = None
+    attributed: bool = False
 
     def as_flag(self, *, redact_text: bool) -> dict[str, Any]:
         """The ``flags.claims`` entry (``text`` left out when ``redact_text``)."""
         out: dict[str, Any] = {"start": self.start, "end": self.end, "verdict": self.verdict}
         out["evidence"] = self.evidence
+        if self.attributed:
+            out["cause"] = self.cause
+            out["reference"] = self.reference
         return out if redact_text else {"text": self.text, **out}
 
 

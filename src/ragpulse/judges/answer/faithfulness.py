@@ -5,8 +5,10 @@ lists the answer's claims, each supported or not; score = supported / all; thres
 claim against the whole context, then each chunk in rank order, then an optional literal match; 1 or 0;
 threshold 0.5) and ``sentence_check`` (each answer sentence against each chunk with the fixed prompt of
 small fact checkers such as Bespoke-MiniCheck; score = supported / checked sentences; threshold 0.8).
-``claims`` and ``sentence_check`` store ``flags.claims`` (:mod:`ragpulse.judges.answer.claims`). Contexts are
-cut to ``judge_context_budget_chars`` (flagged ``context_truncated``).
+``claims`` and ``sentence_check`` store ``flags.claims`` (:mod:`ragpulse.judges.answer.claims`); when such a
+judgement fails, each unsupported claim gets a ``cause`` (retrieval miss or generation error) checked by the
+same backend (:mod:`ragpulse.judges.answer.attribution`). Contexts are cut to ``judge_context_budget_chars``
+(flagged ``context_truncated``).
 
 The heuristic judge (:class:`HeuristicFaithfulnessJudge`) checks each sentence's lexical support in the best
 chunk; its method, measured agreement and blind spots are in ``docs/judges.md``.
@@ -15,21 +17,28 @@ chunk; its method, measured agreement and blind spots are in ``docs/judges.md``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from ragpulse.errors import ConfigError, JudgeError
+from ragpulse.judges.answer import attribution
+from ragpulse.judges.answer.attribution import UNCHECKED, Pool
 from ragpulse.judges.answer.claims import Claim, Verdict, claims_flag, evidence_of, locate
 from ragpulse.judges.frame import CallLog, Decision, Judge
-from ragpulse.judges.model.context import format_chunks
+from ragpulse.judges.model.client import ModelUnavailableError
+from ragpulse.judges.model.context import fit_context, format_chunks
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word, parse_verdict
 from ragpulse.judges.model.prompts import defuse
 from ragpulse.judges.options import FaithfulnessOptions
 from ragpulse.judges.text import lexical
+from ragpulse.judges.text.scripts import unreadable_script
 from ragpulse.judges.text.tokens import content_tokens
+from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, Trace
 
 __all__ = ["HeuristicFaithfulnessJudge", "LLMFaithfulnessJudge"]
+
+_log = get_logger("ragpulse.judges")
 
 # Words for the short-answer rule: Latin/digit runs, and each CJK character on its own (no jieba: its
 # dictionary load would block the event loop on first use).
@@ -82,16 +91,19 @@ class LLMFaithfulnessJudge(Judge):
             raise ConfigError(f"judges.faithfulness.template: lacks {' and '.join(missing)}")
 
     def template_names(self) -> Sequence[str]:
+        if self.mode == "claims":
+            return ["faithfulness_claims", "faithfulness_attribution"]
         return [] if self.mode == "sentence_check" else [f"faithfulness_{self.mode}"]
 
     def version_settings(self) -> dict[str, Any]:
         if self.mode == "claims":
-            return self.model_version_settings(mode="claims")
+            return self.model_version_settings(mode="claims", attribution=attribution.ATTRIBUTION)
         if self.mode == "sentence_check":
             return self.model_version_settings(
                 mode="sentence_check",
                 template=self.fact_check_template,
                 max_calls_per_trace=self.options.max_calls_per_trace,
+                attribution=attribution.ATTRIBUTION,
             )
         return self.model_version_settings(
             mode="binary",
@@ -135,20 +147,133 @@ class LLMFaithfulnessJudge(Judge):
             start, end = locate(claim, answer) or (None, None)
             label: Verdict = "contradicted" if contradicted else "supported" if verdict else "unsupported"
             claims.append(Claim(claim.strip(), start, end, label))
-        return self._claims_decision(claims, "claims")
+        return await self._claims_decision(trace, claims, "claims", log, lang=lang)
 
-    def _claims_decision(self, claims: list[Claim], decided_by: str, note: str = "") -> Decision | Judgement:
-        """Score = supported / checked claims (``unchecked`` ones left out); ``flags.claims`` the details."""
+    async def _claims_decision(
+        self,
+        trace: Trace,
+        claims: list[Claim],
+        decided_by: str,
+        log: CallLog,
+        note: str = "",
+        *,
+        lang: str = "en",
+        calls_left: int = 0,
+    ) -> Decision | Judgement:
+        """Score = supported / checked claims (``unchecked`` ones left out); ``flags.claims`` the details; a
+        failing score attributes each unsupported claim (:meth:`_attribute`)."""
         checked = [c for c in claims if c.verdict != "unchecked"]
         if not checked:
             return self.skipped("no_claims: the judge model found no factual claims in the answer" + note)
         supported = sum(1 for c in checked if c.verdict == "supported")
+        score = supported / len(checked)
         reason = f"{supported}/{len(checked)} claims supported"
         unsupported = [c.text for c in checked if c.verdict != "supported"]
         if unsupported and not self.settings.store.redact_text:
             reason += "; unsupported: " + "; ".join(unsupported)
-        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
-        return Decision(supported / len(checked), reason + note, decided_by, flags)
+        flags: dict[str, Any] = {}
+        if score < self.threshold and attribution.targets(claims):
+            claims, flags["attribution"] = await self._attribute(trace, claims, log, lang, calls_left)
+            note = attribution.cause_note(flags["attribution"]) + note
+        flags["claims"] = claims_flag(claims, redact_text=self.settings.store.redact_text)
+        return Decision(score, reason + note, decided_by, flags)
+
+    async def _attribute(
+        self, trace: Trace, claims: list[Claim], log: CallLog, lang: str, calls_left: int
+    ) -> tuple[list[Claim], dict[str, Any]]:
+        """Causes of the unsupported claims (:func:`attribution.attribute`), checked against the trace's
+        ground-truth contexts that were not retrieved by the same model and prompt style that judged them; a
+        failed check leaves every cause undecided with the reason, never fails the judgement. When the
+        retrieved context was cut by the budget, a claim no missed context supports stays undecided (the
+        judge did not see the whole retrieval, so "generation error" would be a guess)."""
+        pool = attribution.missed_references(trace)
+        unseen = None
+        if log.context_truncated:
+            unseen = "context_truncated: retrieved chunks over the context budget were not judged"
+        if pool is None or not pool.missed:
+            return attribution.attribute(claims, pool, None, unchecked_refs=unseen)
+        texts = [claims[i].text for i in attribution.targets(claims)]
+        try:
+            if self.mode == "claims":
+                found, cut = await self._attribution_call(log, lang, texts, pool)
+                missing = "unparseable: the judge model gave no verdict for the claim"
+                return attribution.attribute(
+                    claims, pool, found, unchecked_refs=unseen or cut, unchecked_reason=missing
+                )
+            found = await self._attribution_checks(log, texts, pool, calls_left)
+            return attribution.attribute(claims, pool, found, unchecked_refs=unseen)
+        except JudgeError as e:
+            if isinstance(e, ModelUnavailableError):
+                log.retries += e.retries
+            return attribution.attribute(
+                claims, pool, None, failure=f"attribution_failed: {str(e) or e.code}"
+            )
+        except Exception as e:
+            _log.error("attribution_internal_error", judge=self.name, trace_id=trace.trace_id, exc_info=e)
+            return attribution.attribute(
+                claims, pool, None, failure=f"attribution_failed: internal_error: {type(e).__name__}"
+            )
+
+    async def _attribution_call(
+        self, log: CallLog, lang: str, texts: list[str], pool: Pool
+    ) -> tuple[list[int | None], str | None]:
+        """One ``faithfulness_attribution`` call: every claim against every missed context (cut to the context
+        budget); per claim the index of the supporting context or ``None``, and why some went unchecked."""
+        refs = [r.text for r in pool.missed]
+        kept, truncated = fit_context(refs, self.settings.judge.context_budget_chars)
+        cut = None
+        if truncated:
+            whole = sum(1 for k, r in zip(kept, refs, strict=False) if k == r)
+            cut = f"reference_truncated: {len(refs) - whole} reference context(s) over the context budget"
+        numbered = "\n".join(f"{i}. {t}" for i, t in enumerate(texts, 1))
+        reply = await self.ask(
+            log, "faithfulness_attribution", lang, claims=numbered, passages=format_chunks(kept)
+        )
+        obj = extract_json(reply, required=("verdicts",), untrusted=[*texts, *kept])
+        items = obj.get("verdicts")
+        if not isinstance(items, list):
+            raise JudgeError("unparseable", "'verdicts' is not a list")
+        found: list[int | None] = [UNCHECKED] * len(texts)
+        for item in items:
+            if not isinstance(item, dict):
+                raise JudgeError("unparseable", "a verdict is not an object")
+            n, p = item.get("claim"), item.get("passage")
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(texts):
+                raise JudgeError("unparseable", f"claim number out of range: {n!r}")
+            if p is None or p == 0:
+                hit = None
+            elif isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= len(kept):
+                raise JudgeError("unparseable", f"passage number out of range: {p!r}")
+            else:
+                hit = p - 1
+            if found[n - 1] == UNCHECKED:
+                found[n - 1] = hit
+        return found, cut
+
+    async def _attribution_checks(
+        self, log: CallLog, texts: list[str], pool: Pool, calls_left: int
+    ) -> list[int | None]:
+        """``sentence_check``: each sentence against each missed context with the fact-checking template,
+        stopping at the first that supports it, within ``calls_left`` calls (then :data:`UNCHECKED`)."""
+        found: list[int | None] = []
+        for sentence in texts:
+            hit: int | None = None
+            for k, ref in enumerate(pool.missed):
+                if calls_left == 0:
+                    hit = UNCHECKED
+                    break
+                calls_left -= 1
+                if await self._fact_check(log, ref.text, sentence) >= 0.5:
+                    hit = k
+                    break
+            found.append(hit)
+        return found
+
+    async def _fact_check(self, log: CallLog, document: str, claim: str) -> float:
+        """One fact-checking call: does ``document`` support ``claim`` (1.0/0.0, or a graded score)."""
+        prompt = self.fact_check_template.replace("{document}", defuse(document))
+        text = await self.ask_prompt(log, prompt.replace("{claim}", defuse(claim)))
+        return parse_verdict(text, untrusted=[claim, document])
 
     # -- sentence_check --------------------------------------------------------------------------------
     async def _sentence_check(self, trace: Trace, chunks: list[str], log: CallLog) -> Decision | Judgement:
@@ -166,9 +291,7 @@ class LLMFaithfulnessJudge(Judge):
                     verdict = "unchecked"
                     break
                 calls_left -= 1
-                prompt = self.fact_check_template.replace("{document}", defuse(chunk))
-                text = await self.ask_prompt(log, prompt.replace("{claim}", defuse(sentence)))
-                if parse_verdict(text, untrusted=[sentence, chunk]) >= 0.5:
+                if await self._fact_check(log, chunk, sentence) >= 0.5:
                     verdict, evidence = "supported", evidence_of(trace, rank)
                     break
             claims.append(Claim(sentence, start, end, verdict, evidence))
@@ -178,7 +301,7 @@ class LLMFaithfulnessJudge(Judge):
             if unchecked
             else ""
         )
-        return self._claims_decision(claims, "sentence_check", note)
+        return await self._claims_decision(trace, claims, "sentence_check", log, note, calls_left=calls_left)
 
     # -- binary ----------------------------------------------------------------------------------------
     def _claim_text(self, trace: Trace, lang: str) -> str:
@@ -230,6 +353,32 @@ class HeuristicFaithfulnessJudge(Judge):
     DEFAULT_THRESHOLD = 0.65
     METHOD = "sentence_support/v2"
 
+    def method_settings(self) -> dict[str, Any]:
+        return {"attribution": attribution.ATTRIBUTION}
+
+    def _attribute(
+        self,
+        trace: Trace,
+        claims: list[Claim],
+        support: Callable[[str, Sequence[str], Sequence[lexical.ChunkIndex]], tuple[float, int]],
+    ) -> tuple[list[Claim], dict[str, Any]]:
+        """Causes of the unsupported sentences: ``support`` (the judge's own rule) against the trace's
+        ground-truth contexts that were not retrieved (:mod:`ragpulse.judges.answer.attribution`)."""
+        pool = attribution.missed_references(trace)
+        if pool is None or not pool.missed:
+            return attribution.attribute(claims, pool, None)
+        texts = [r.text for r in pool.missed]
+        script = unreadable_script(texts)
+        if script is not None:
+            failure = f"attribution_failed: unsupported_language: the reference contexts hold {script} text"
+            return attribution.attribute(claims, pool, None, failure=failure)
+        index = [lexical.chunk_index(t) for t in texts]
+        found: list[int | None] = []
+        for i in attribution.targets(claims):
+            value, k = support(claims[i].text, texts, index)
+            found.append(k if k >= 0 and value >= self.threshold else None)
+        return attribution.attribute(claims, pool, found)
+
     def decide_now(self, trace: Trace) -> Decision | Judgement:
         """Score how much of the answer the retrieved context supports (0–1). Pure CPU, no I/O; a few ms
         for a 5,000-character context."""
@@ -244,6 +393,23 @@ class HeuristicFaithfulnessJudge(Judge):
         if lexical.restates_question(q_tokens, a_tokens):
             return Decision(0.0, lexical.ECHO_REASON, "echo")
         salient = lexical.salient_terms(answer)
+
+        def support(
+            sentence: str, texts: Sequence[str], index: Sequence[lexical.ChunkIndex]
+        ) -> tuple[float, int]:
+            """The sentence's support in the best of ``texts`` (0–1) and that text's index (-1: none)."""
+            nonlocal q_grams
+            new = [t for t in content_tokens(sentence) if t not in q_tokens and t not in _POLARITY]
+            value, chunk_i = lexical.best_chunk_support(new, index, salient)
+            if lexical.has_cjk(sentence):
+                if q_grams is None:
+                    q_grams = set(lexical.char_bigrams(trace.question or ""))
+                grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
+                value = (value + lexical.best_chunk_bigram_support(grams, index)) / 2
+            if chunk_i >= 0 and value >= self.threshold and lexical.swapped_slot(sentence, texts[chunk_i]):
+                value *= SWAP_PENALTY  # every word is in the context, but an entity or number sits in another's place
+            return value, chunk_i
+
         supports: list[tuple[float, str, int]] = []
         claims: list[Claim] = []
         for start, end in lexical.sentence_spans(answer):
@@ -255,27 +421,21 @@ class HeuristicFaithfulnessJudge(Judge):
             if lexical.is_courtesy(sentence):
                 claims.append(Claim(sentence, start, end, "unchecked"))
                 continue
-            new = [t for t in content_tokens(sentence) if t not in q_tokens and t not in _POLARITY]
-            value, chunk_i = lexical.best_chunk_support(new, chunks, salient)
-            if lexical.has_cjk(sentence):
-                if q_grams is None:
-                    q_grams = set(lexical.char_bigrams(trace.question or ""))
-                grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
-                value = (value + lexical.best_chunk_bigram_support(grams, chunks)) / 2
-            if (
-                chunk_i >= 0
-                and value >= self.threshold
-                and lexical.swapped_slot(sentence, trace.contexts[chunk_i])
-            ):
-                value *= SWAP_PENALTY  # every word is in the context, but an entity or number sits in another's place
+            value, chunk_i = support(sentence, trace.contexts, chunks)
             supports.append((value, sentence, chunk_i))
             ok_ = value >= self.threshold
             evidence = evidence_of(trace, chunk_i) if ok_ else None
             claims.append(Claim(sentence, start, end, "supported" if ok_ else "unsupported", evidence))
-        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
         if not supports:
+            flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
             return Decision(1.0, "no content words to check", "sentence_support", flags)
         score = sum(s for s, _, _ in supports) / len(supports)
+        extra: dict[str, Any] = {}
+        cause = ""
+        if score < self.threshold and attribution.targets(claims):
+            claims, extra["attribution"] = self._attribute(trace, claims, support)
+            cause = attribution.cause_note(extra["attribution"])
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text), **extra}
         worst_i = min(range(len(supports)), key=lambda i: supports[i][0])
         worst = supports[worst_i]
         unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
@@ -283,6 +443,6 @@ class HeuristicFaithfulnessJudge(Judge):
         where = f"sentence {worst_i + 1}" if self.settings.store.redact_text else _snippet(worst[1])
         reason = (
             f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
-            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}"
+            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}{cause}"
         )
         return Decision(min(1.0, max(0.0, score)), reason, "sentence_support", flags)

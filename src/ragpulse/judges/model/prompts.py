@@ -7,7 +7,7 @@ loading a template that lacks one, or uses an unknown one, raises :class:`~ragpu
 Languages are ``en`` and ``zh``. A file with the same name in ``settings.judge.prompts_dir`` replaces the
 packaged one (the judge's version changes with the text, since the text is part of it).
 
-Untrusted texts (question, answer, context, claim, reference, requirement) are placed between ``<<<NAME``
+Untrusted texts (question, answer, context, claim(s), passages, reference, requirement) are placed between ``<<<NAME``
 and ``NAME>>>`` fences by the templates; :meth:`PromptTemplate.render` — the one renderer every judge uses —
 defuses any ``<<<``/``>>>`` inside the values, so a judged answer cannot close a fence and smuggle in
 instructions (``PASSAGES>>>`` in an answer reaches the model as ``PASSAGES›››``).
@@ -42,6 +42,7 @@ REQUIRED_PLACEHOLDERS: Mapping[str, frozenset[str]] = {
     "relevancy_context_graded": frozenset({"question", "answer", "context"}),
     "faithfulness_claims": frozenset({"question", "answer", "context"}),
     "faithfulness_binary": frozenset({"claim", "context"}),
+    "faithfulness_attribution": frozenset({"claims", "passages"}),
     "context_precision": frozenset({"question", "reference", "passages"}),
     "context_recall": frozenset({"question", "reference", "passages"}),
     "context_relevance": frozenset({"question", "passages"}),
