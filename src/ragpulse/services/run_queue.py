@@ -34,10 +34,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragpulse.config import JudgeModel, RagEndpoint, Settings
+from ragpulse.errors import NotFoundError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, Trace
 from ragpulse.protocols import Judge
-from ragpulse.services.errors import BadRequest, Conflict, NotFound
+from ragpulse.services.errors import BadRequest, Conflict
 from ragpulse.services.judges import run_judges
 from ragpulse.services.testsets import RunId, TestSetName, load_test_set
 from ragpulse.store import PostgresStore
@@ -155,7 +156,7 @@ async def enqueue_run(
     """Check ``req`` and queue the run (status ``queued``, progress 0 / cases).
 
     Raises:
-        NotFound: the test set does not exist.
+        NotFoundError: the test set does not exist.
         BadRequest: an unknown judge, judge model or RAG endpoint, a bad threshold or ``fail_under`` item; a
             test set without cases or a run without judges (:func:`~ragpulse.services.judges.run_judges`).
         Conflict: ``run_id`` exists already.
@@ -180,12 +181,12 @@ async def cancel_run(store: PostgresStore, run_id: str) -> str:
     whose worker has not stopped it yet, ``running``).
 
     Raises:
-        NotFound: no such run.
+        NotFoundError: no such run.
         Conflict: the run has finished.
     """
     before = await store.request_cancel(run_id)
     if before is None:
-        raise NotFound(f"run {run_id!r} not found")
+        raise NotFoundError(f"run {run_id!r} not found")
     if before not in ("queued", "running"):
         raise Conflict(
             f"run {run_id!r} has finished ({before}); only a queued or running run can be cancelled"
