@@ -48,19 +48,20 @@ SELECT lpad(to_hex(i), 32, '0'),
        CASE WHEN i % 100 = 0 THEN 'not_evaluable' ELSE 'evaluated' END,
        $2::timestamptz - ((i::double precision / $1) * interval '30 days'),
        now()
-FROM generate_series(1, $1) AS i
+FROM generate_series($3::bigint, $4::bigint) AS i
 """
 
 JUDGEMENTS = """
 INSERT INTO judgements (trace_id, judge, version, app, backend, model, score, passed, threshold, status, reason,
-                        flags, latency_s, prompt_tokens, completion_tokens, created_at, updated_at, source)
+                        flags, latency_s, prompt_tokens, completion_tokens, created_at, updated_at, source,
+                        published_at)
 SELECT t.trace_id, j.judge, 'v1', t.app, 'llm', 'judge-m',
        CASE WHEN j.err THEN NULL ELSE j.score END,
        CASE WHEN j.err THEN NULL ELSE j.score >= 0.7 END,
        0.7,
        CASE WHEN j.err THEN 'error' ELSE 'ok' END,
        CASE WHEN j.err THEN 'judge_unavailable: HTTP 503' ELSE 'ok' END,
-       '{}'::jsonb, 0.3, 300, 20, t.received_at, t.received_at, t.source
+       '{}'::jsonb, 0.3, 300, 20, t.received_at, t.received_at, t.source, t.received_at
 FROM traces t
 CROSS JOIN LATERAL (
     SELECT name AS judge,
@@ -71,7 +72,20 @@ CROSS JOIN LATERAL (
     FROM unnest(ARRAY['relevancy', 'faithfulness', 'keyword']) AS name
 ) j
 WHERE t.outcome = 'evaluated'
+  AND t.trace_id BETWEEN lpad(to_hex($1::bigint), 32, '0') AND lpad(to_hex($2::bigint), 32, '0')
 """
+
+
+async def fill(conn: asyncpg.Connection[Any], n: int, now: datetime, chunks: int = 1) -> None:
+    """Insert ``n`` traces received over the 30 days before ``now`` and their judgements, in ``chunks``
+    statements of each kind (newest first; the judgements of a chunk are made from its traces)."""
+    step = -(-n // chunks)
+    for first in range(1, n + 1, step):
+        last = min(n, first + step - 1)
+        await conn.execute(FILL, n, now, first, last)
+        await conn.execute(JUDGEMENTS, first, last)
+        if chunks > 1:
+            print(f"  traces {first:,}–{last:,} loaded", flush=True)
 
 
 async def _admin(url: str, sql: str) -> None:
@@ -92,6 +106,46 @@ async def _time(fn: Callable[[], Awaitable[Any]], runs: int = 5) -> tuple[float,
     return statistics.median(times), max(times)
 
 
+async def measure(store: PostgresStore, now: datetime, runs: int = 5) -> list[tuple[str, float, float]]:
+    """Time the portal's queries (data received up to ``now``): ``(label, median ms, worst ms)`` of ``runs``."""
+    day = now - timedelta(days=1)
+    cases: dict[str, traces.TraceFilters] = {
+        "traces (no filter)": traces.TraceFilters(),
+        "traces app": traces.TraceFilters(app="app-3"),
+        "traces scenario": traces.TraceFilters(scenario="scenario-7"),
+        "traces trace_outcome=not_evaluable": traces.TraceFilters(trace_outcome="not_evaluable"),
+        "traces source=kafka": traces.TraceFilters(source="kafka"),
+        "traces judge=faithfulness outcome=fail": traces.TraceFilters(judge="faithfulness", outcome="fail"),
+        "traces judge=faithfulness outcome=error": traces.TraceFilters(judge="faithfulness", outcome="error"),
+        "traces judge=faithfulness max_score=0.3": traces.TraceFilters(judge="faithfulness", max_score=0.3),
+        "traces since=24h": traces.TraceFilters(since=day),
+        "traces app + judge fail + 24h": traces.TraceFilters(
+            app="app-1", judge="faithfulness", outcome="fail", since=day
+        ),
+        "traces run_id (none match)": traces.TraceFilters(run_id="no-such-run"),
+        "traces q=feature 4242": traces.TraceFilters(q="feature 4242 "),
+    }
+    rows = []
+    for label, f in cases.items():
+
+        async def q(f: traces.TraceFilters = f) -> Any:
+            return await traces.list_traces(store, f, limit=50)
+
+        rows.append((label, *await _time(q, runs)))
+    for span in (timedelta(hours=24), timedelta(days=7)):
+
+        async def s(span: timedelta = span) -> Any:
+            return await stats.score_stats(store, since=now - span, until=now)
+
+        rows.append((f"stats/scores {span.days or 1}{'d' if span.days else ' d'}", *await _time(s, runs)))
+
+    async def ts() -> Any:
+        return await stats.timeseries(store, since=day, until=now)
+
+    rows.append(("stats/timeseries 24 h", *await _time(ts, runs)))
+    return rows
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
@@ -107,8 +161,7 @@ async def main() -> None:
         conn = await asyncpg.connect(url)
         try:
             t0 = time.perf_counter()
-            await conn.execute(FILL, args.traces, now)
-            await conn.execute(JUDGEMENTS)
+            await fill(conn, args.traces, now)
             await conn.execute("ANALYZE")
             n_j = await conn.fetchval("SELECT count(*) FROM judgements")
             size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
@@ -120,47 +173,7 @@ async def main() -> None:
         t0 = time.perf_counter()
         await stats.refresh_rollup(store)  # what serve's RollupRefresher does every minute
         print(f"hourly score rollup built in {time.perf_counter() - t0:.1f} s")
-        day = now - timedelta(days=1)
-        cases: dict[str, traces.TraceFilters] = {
-            "traces (no filter)": traces.TraceFilters(),
-            "traces app": traces.TraceFilters(app="app-3"),
-            "traces scenario": traces.TraceFilters(scenario="scenario-7"),
-            "traces trace_outcome=not_evaluable": traces.TraceFilters(trace_outcome="not_evaluable"),
-            "traces source=kafka": traces.TraceFilters(source="kafka"),
-            "traces judge=faithfulness outcome=fail": traces.TraceFilters(
-                judge="faithfulness", outcome="fail"
-            ),
-            "traces judge=faithfulness outcome=error": traces.TraceFilters(
-                judge="faithfulness", outcome="error"
-            ),
-            "traces judge=faithfulness max_score=0.3": traces.TraceFilters(
-                judge="faithfulness", max_score=0.3
-            ),
-            "traces since=24h": traces.TraceFilters(since=day),
-            "traces app + judge fail + 24h": traces.TraceFilters(
-                app="app-1", judge="faithfulness", outcome="fail", since=day
-            ),
-            "traces run_id (none match)": traces.TraceFilters(run_id="no-such-run"),
-            "traces q=feature 4242": traces.TraceFilters(q="feature 4242 "),
-        }
-        rows = []
-        for label, f in cases.items():
-
-            async def q(f: traces.TraceFilters = f) -> Any:
-                return await traces.list_traces(store, f, limit=50)
-
-            rows.append((label, *await _time(q)))
-        for span in (timedelta(hours=24), timedelta(days=7)):
-
-            async def s(span: timedelta = span) -> Any:
-                return await stats.score_stats(store, since=now - span, until=now)
-
-            rows.append((f"stats/scores {span.days or 1}{'d' if span.days else ' d'}", *await _time(s)))
-
-        async def ts() -> Any:
-            return await stats.timeseries(store, since=day, until=now)
-
-        rows.append(("stats/timeseries 24 h", *await _time(ts)))
+        rows = await measure(store, now)
         await store.close()
         print(f"\n| query ({args.traces:,} traces, 30 days, 3 judgements each) | median ms | worst of 5 ms |")
         print("|---|---:|---:|")

@@ -8,7 +8,11 @@ PostgreSQL at ``--database-url`` (default: a private database on 127.0.0.1:5432,
 2. ``ragpulse runs show RUN --json``;
 3. ``ragpulse runs show RUN`` (text).
 
-For each: wall time (s) and the child's peak RSS (MB, ``wait4`` rusage ``ru_maxrss``). Usage::
+4. in this process: the first page of ``runs show`` (the stored report plus 200 case rows, what the text output
+   prints after the interpreter has started) and a page in the middle (keyset), each timed 3 times.
+
+For 1–3: wall time (s), the child's CPU time (user + system, s) and peak RSS (MB, ``wait4`` rusage
+``ru_maxrss``), and the load average when it ended. Usage::
 
     PYTHONPATH=src python bench/replay_scale.py --cases 100000
 """
@@ -57,8 +61,9 @@ def write_cases(path: Path, n: int, seed: int = 0) -> None:
             fh.write(json.dumps(row) + "\n")
 
 
-def run(cmd: list[str], env: dict[str, str], out: Path) -> tuple[int, float, float]:
-    """Run ``cmd`` with stdout to ``out``; return (exit code, wall seconds, peak RSS MB)."""
+def run(cmd: list[str], env: dict[str, str], out: Path) -> tuple[int, float, float, float]:
+    """Run ``cmd`` with stdout to ``out``; return (exit code, wall seconds, peak RSS MB, CPU seconds of the
+    child: user + system)."""
     started = time.perf_counter()
     with out.open("wb") as fh:
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.PIPE)
@@ -69,7 +74,33 @@ def run(cmd: list[str], env: dict[str, str], out: Path) -> tuple[int, float, flo
     wall = time.perf_counter() - started
     if proc.returncode not in (0, 1):
         sys.stderr.write(err.decode(errors="replace")[-3000:])
-    return proc.returncode, wall, usage.ru_maxrss / 1024
+    return proc.returncode, wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+
+
+async def first_page(url: str, run_id: str, cases: int) -> None:
+    """Time ``runs show``'s reads in process: the report and the first page of case rows, then a keyset page in
+    the middle of the run (ms, 3 times each)."""
+    from ragpulse.config import Settings
+    from ragpulse.services.reports import case_rows_page
+    from ragpulse.services.runs import run_report
+    from ragpulse.store import PostgresStore
+
+    store = await PostgresStore.connect(url, Settings(database_url=url).store)
+    try:
+        for label, after in (("first page", None), ("middle page", (cases // 2, ""))):
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                report = await run_report(store, run_id)
+                rows, _ = await case_rows_page(store, report, after=after, limit=200)
+                times.append((time.perf_counter() - t) * 1000)
+            print(
+                f"in process: report + {label} ({len(rows)} rows): "
+                + ", ".join(f"{x:.0f}" for x in times)
+                + " ms"
+            )
+    finally:
+        await store.close()
 
 
 async def _admin(sql: str) -> None:
@@ -85,6 +116,7 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--workdir", default=None, help="where the JSONL and outputs go (default: a temp dir)")
+    ap.add_argument("--show-only", action="store_true", help="skip the replay (the run is in --database-url)")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ragpulse-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -106,14 +138,21 @@ def main() -> None:
         load = os.getloadavg()[0]
         print(f"cases={args.cases} file={cases.stat().st_size / 1e6:.1f} MB load1={load:.2f}")
         steps = [
-            ("replay --json", [*exe, "replay", str(cases), "--judges", "keyword", "--run-id", run_id, "--json"]),
+            (
+                "replay --json",
+                [*exe, "replay", str(cases), "--judges", "keyword", "--run-id", run_id, "--json"],
+            ),
             ("runs show --json", [*exe, "runs", "show", run_id, "--json"]),
             ("runs show (text)", [*exe, "runs", "show", run_id]),
         ]
-        for label, cmd in steps:
+        for label, cmd in steps[1:] if args.show_only else steps:
             out = work / f"{label.replace(' ', '_').replace('-', '')}.out"
-            rc, wall, rss = run(cmd, env, out)
-            print(f"{label:18s} rc={rc} wall={wall:7.1f} s  peak RSS={rss:7.1f} MB  stdout={out.stat().st_size / 1e6:.1f} MB")
+            rc, wall, rss, cpu = run(cmd, env, out)
+            print(
+                f"{label:18s} rc={rc} wall={wall:7.1f} s  cpu={cpu:7.1f} s  peak RSS={rss:7.1f} MB  "
+                f"stdout={out.stat().st_size / 1e6:.1f} MB  load1={os.getloadavg()[0]:.2f}"
+            )
+        asyncio.run(first_page(url, run_id, args.cases))
     finally:
         if db_name:
             asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))

@@ -186,11 +186,13 @@ class RunStore(ResultStore, Protocol):
     ) -> list[tuple[tuple[int, str], TraceResult]]:
         """One page of the run's results in run order (test-set position, then trace id) as ``(key, result)``:
         up to ``limit`` after key ``after``, skipping ``offset`` more; ``failing``: only cases that did not
-        pass. Latest judgement per judge."""
+        pass. Latest judgement per judge; the trace may hold only its ids, routing fields and ``test_set``
+        attribute."""
         ...
 
     def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
-        """Every result of the run in run order, ``chunk`` at a time (bounded memory)."""
+        """Every result of the run in run order, ``chunk`` at a time (bounded memory); traces as in
+        :meth:`run_results_page`."""
         ...
 
     def traces_for_rejudge(self, app: str | None, since: datetime, limit: int | None) -> AsyncIterator[Trace]:

@@ -291,3 +291,21 @@ def test_cascade_escalations_counted_once_per_stored_judgement(metrics_runtime: 
     assert value(text, "ragpulse_cascade_escalations_total", judge=judge, stage="main") == 2
     assert value(text, "ragpulse_cascade_escalations_total", judge=judge, stage="first_fallback") == 1
     assert series(text, "ragpulse_cascade_escalations_total", judge=judge, stage="first") == []
+
+
+def test_a_reused_shadow_judgement_counts_as_a_judgement_but_not_as_a_call(
+    metrics_runtime: MetricsRuntime,
+) -> None:
+    """A copy of a stored shadow judgement (a promoted shadow, ``flags.reused_from``) is a main judgement —
+    counted and scored — but no judge ran now: no latency, no tokens, no escalation."""
+    judge = f"reuse_{uuid.uuid4().hex[:8]}"
+    exp = MetricsExporter(clock=lambda: NOW)
+    flags = JudgementFlags(stage="main", reused_from="shadow", shadow_cost={"prompt_tokens": 40})
+    copy = ok(judge, 0.2).model_copy(update={"flags": flags})
+    exp.on_stored(result("reuse-app", copy), [copy])
+    text = render_metrics().decode()
+    assert value(text, "ragpulse_judgements_total", judge=judge, app="reuse-app", outcome="fail") == 1
+    assert value(text, "ragpulse_judge_score_count", judge=judge, app="reuse-app", backend="llm") == 1
+    assert series(text, "ragpulse_judge_latency_seconds_count", judge=judge) == []
+    assert series(text, "ragpulse_judge_tokens_total", judge=judge) == []
+    assert series(text, "ragpulse_cascade_escalations_total", judge=judge) == []

@@ -147,3 +147,35 @@ async def test_unstored_case_rows_come_last() -> None:
     assert rows[0].reason == "store_failed: f.jsonl:10"
     doc = await report_json(store, report)
     assert [c["case_id"] for c in doc["cases"]] == ["c9"]
+
+
+async def test_pages_of_cases_not_in_the_test_set_come_last_by_trace_id(pg_url: str) -> None:
+    """Cases whose test case is no longer in the run's test set (replaced since) follow the placed ones, by
+    trace id; keyset pages and offsets cross the boundary without losing or repeating a case."""
+    from ragpulse.replay import case_trace_id
+
+    settings = Settings(database_url=pg_url)
+    store = await PostgresStore.connect(pg_url, settings.store)
+    try:
+        live = await run_replay(_ts(), judges=_judges(), store=store, settings=settings, run_id="p2")
+        kept = TestSet(name="paging", cases=_ts().cases[4:])  # c4..c7 keep a position (0..3), c0..c3 lose it
+        await store.upsert_test_set(kept)
+        unplaced = sorted((f"c{i}" for i in range(4)), key=lambda c: case_trace_id("p2", c))
+        want = ["c4", "c5", "c6", "c7", *unplaced]
+        for limit in (1, 3, 5, 8, 20):
+            seen: list[str] = []
+            after = None
+            while True:
+                rows, after = await case_rows_page(store, live, after=after, limit=limit)
+                seen += [r.case_id for r in rows]
+                if after is None:
+                    break
+            assert seen == want, limit
+        for offset in range(9):
+            rows, _ = await case_rows_page(store, live, offset=offset, limit=3)
+            assert [r.case_id for r in rows] == want[offset : offset + 3], offset
+        failing, _ = await case_rows_page(store, live, failing=True, limit=10)
+        assert [r.case_id for r in failing] == [c for c in want if c in ("c1", "c2", "c3", "c4", "c6")]
+        assert [r.case_id async for r in iter_case_rows(store, live)] == want
+    finally:
+        await store.close()

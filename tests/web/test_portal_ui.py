@@ -5,6 +5,7 @@ another host (checked by the ``page``/``phone`` fixtures)."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -342,3 +343,41 @@ def test_reason_codes_are_shown_as_labels_with_the_code(page: PortalPage, portal
     assert (
         p.inner_text("#judgements tr[data-judge=relevancy] span.reason") == "当日令牌预算已用完 over_budget"
     )
+
+
+def test_run_page_counts_retrieval_misses_and_generation_errors(portal: Portal) -> None:
+    """A run started through the API (the portal's offline judges) on cases with reference contexts: the run
+    page shows the report's claim-cause counts in English and Chinese."""
+    refunds, shipping = (
+        "Refunds are paid within 30 days of purchase.",
+        "Orders ship from Rotterdam in two days.",
+    )
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "ui-causes"})
+        for cid, answer, refs in (
+            (
+                "miss",
+                "Refunds are paid within 30 days. Orders ship from Rotterdam in two days.",
+                [refunds, shipping],
+            ),
+            ("gen", "Refunds are paid within 30 days. The shop opened in 1990.", [refunds]),
+        ):
+            case = {"id": cid, "question": "How do refunds work?", "answer": answer, "contexts": [refunds]}
+            res = c.post("/api/v1/test-sets/ui-causes/cases", json={**case, "reference_contexts": refs})
+            assert res.status_code < 300, res.text
+        res = c.post(
+            "/api/v1/runs",
+            json={"test_set": "ui-causes", "run_id": "ui-causes-1", "judges": ["faithfulness"]},
+        )
+        assert res.status_code == 202, res.text
+        deadline = time.monotonic() + 60
+        while (run := c.get("/api/v1/runs/ui-causes-1").json())["status"] in ("queued", "running"):
+            assert time.monotonic() < deadline, run
+            time.sleep(0.2)
+        report = run["report"]
+        assert (report["retrieval_misses"], report["generation_errors"]) == (1, 1)
+        en = c.get("/runs/ui-causes-1?lang=en").text
+        zh = c.get("/runs/ui-causes-1?lang=zh").text
+    assert 'retrieval misses)</span><span id="retrieval-misses">1</span>' in en
+    assert 'generation errors)</span><span id="generation-errors">1</span>' in en
+    assert '（检索遗漏）</span><span id="retrieval-misses">1</span>' in zh

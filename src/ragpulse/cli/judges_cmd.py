@@ -135,7 +135,7 @@ def promote(
         f"\n   {plan.rejudge_command}\n"
     )
     typer.echo(
-        f"{plan.reusable} stored shadow judgement(s) of version {plan.shadow_version} are reused without a "
-        f"model call; {plan.not_reusable} other shadow judgement(s) (errors, skips) are judged again, like "
-        "every trace without one."
+        f"Up to {plan.reusable} stored shadow judgement(s) of version {plan.shadow_version} are reused without "
+        f"a model call (those whose trace content has not changed since); {plan.not_reusable} other shadow "
+        "judgement(s) (errors, skips) are judged again, like every trace without one."
     )

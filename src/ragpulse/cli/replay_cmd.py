@@ -24,7 +24,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.model import JudgementStatus
 from ragpulse.protocols import CaseSource, Exporter, Store
-from ragpulse.replay import load_test_set
+from ragpulse.replay import open_test_set
 from ragpulse.replay.runner import ProgressCallback
 from ragpulse.services.gate import evaluate_thresholds, parse_thresholds
 from ragpulse.services.judges import known_judge_names, split_names
@@ -228,7 +228,7 @@ def replay(
     if via is not None and via not in {v.value for v in Via}:
         raise ConfigError(f"--via must be kafka or otlp, not {via!r}")
     thresholds = parse_thresholds(fail_under, judges=known_judge_names(s))
-    ts = load_test_set(testset, name, encoding=encoding, csv_delimiter=csv_delimiter) if testset else None
+    ts = open_test_set(testset, name, encoding=encoding, csv_delimiter=csv_delimiter) if testset else None
     from ragpulse.export import build_exporters, push_to_gateway, shutdown_exporters
 
     exporters = build_exporters(s.export)

@@ -11,11 +11,13 @@ Per changed judgement:
 - ``ragpulse_judge_score{judge,app,backend}`` ← score (0–1), ``ok`` judgements only;
 - ``ragpulse_judge_errors_total{judge,reason}`` +1 for ``error`` judgements (reason = bounded reason code);
 - ``ragpulse_judge_latency_seconds{judge}`` ← ``latency_s`` for ``ok`` and ``error`` judgements (a skip made
-  no judge call, so its ~0 s would hide real latency);
+  no judge call, so its ~0 s would hide real latency; nor did a copy of a stored shadow judgement,
+  ``flags.reused_from``, which is left out too);
 - ``ragpulse_judge_tokens_total{judge,kind}`` += prompt / completion tokens (when non-zero: heuristic judges
   use none, and each measurement costs tens of microseconds in the OTel SDK);
 - ``ragpulse_cascade_escalations_total{judge,stage}`` +1 for a cascade judgement that escalated to the main
-  judge (``flags.stage`` ``main`` or ``first_fallback``; :mod:`ragpulse.judges.cascade`).
+  judge (``flags.stage`` ``main`` or ``first_fallback``; :mod:`ragpulse.judges.cascade`), unless it is a copy of
+  a stored shadow judgement (no cascade ran now).
 
 Judgements of ``source=api`` traces (drafts judged on request by the portal's ``POST /evaluate``) record only
 the judge's latency and tokens: they stay out of ``ragpulse_judgements_total``, ``ragpulse_judge_score`` and
@@ -99,12 +101,14 @@ class MetricsExporter:
                 )
         if quality and j.status is JudgementStatus.ERROR:
             telemetry.JUDGE_ERRORS.add(1, {"judge": j.judge, "reason": telemetry.reason_label(j.reason_code)})
-        if j.status is not JudgementStatus.SKIPPED:
+        # a copy of a stored shadow judgement (flags.reused_from, a promoted shadow) made no judge call
+        called = getattr(j.flags, "reused_from", None) is None
+        if j.status is not JudgementStatus.SKIPPED and called:
             telemetry.JUDGE_LATENCY.record(max(0.0, j.latency_s), {"judge": j.judge})
         if j.prompt_tokens > 0:
             telemetry.JUDGE_TOKENS.add(j.prompt_tokens, {"judge": j.judge, "kind": "prompt"})
         if j.completion_tokens > 0:
             telemetry.JUDGE_TOKENS.add(j.completion_tokens, {"judge": j.judge, "kind": "completion"})
         stage = getattr(j.flags, "stage", None)
-        if stage in ("main", "first_fallback"):
+        if stage in ("main", "first_fallback") and called:
             telemetry.CASCADE_ESCALATIONS.add(1, {"judge": j.judge, "stage": stage})

@@ -1,7 +1,7 @@
 """Test sets and judging their cases as synthetic traces (the run around it: :mod:`ragpulse.services.replay`)."""
 
 from ragpulse.replay.runner import CaseResult, case_to_trace, case_trace_id, judge_cases, new_run_id
-from ragpulse.replay.testset import TestSetError, load_test_set
+from ragpulse.replay.testset import TestSetError, load_test_set, open_test_set
 
 __all__ = [
     "CaseResult",
@@ -11,4 +11,5 @@ __all__ = [
     "judge_cases",
     "load_test_set",
     "new_run_id",
+    "open_test_set",
 ]

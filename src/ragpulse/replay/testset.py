@@ -54,7 +54,8 @@ from typing import Any
 
 from ragpulse.errors import ConfigError
 from ragpulse.jsonutil import strict_loads
-from ragpulse.model import TestCase, TestSet
+from ragpulse.model import TestCase, TestSet, cases_hash
+from ragpulse.protocols import CaseSource
 from ragpulse.textclean import clean_json
 
 __all__ = [
@@ -62,9 +63,11 @@ __all__ = [
     "FIELD_ALIASES",
     "ParsedCases",
     "RowProblem",
+    "StreamedTestSet",
     "TestSetError",
     "decode_text",
     "load_test_set",
+    "open_test_set",
     "parse_case",
     "read_cases",
     "require_question",
@@ -276,7 +279,12 @@ class _Collector:
 
 
 def _cases(rows: Iterable[tuple[int, Any]], unit: str, col: _Collector) -> list[tuple[int, TestCase]]:
-    cases: list[tuple[int, TestCase]] = []
+    return list(_iter_cases(rows, unit, col))
+
+
+def _iter_cases(
+    rows: Iterable[tuple[int, Any]], unit: str, col: _Collector
+) -> Iterator[tuple[int, TestCase]]:
     seen: dict[str, int] = {}
     for n, row in rows:
         if isinstance(row, _RowError):
@@ -292,8 +300,7 @@ def _cases(rows: Iterable[tuple[int, Any]], unit: str, col: _Collector) -> list[
             col.problem(n, why, why)
             continue
         seen[case.id] = n
-        cases.append((n, case))
-    return cases
+        yield n, case
 
 
 def _lines(text: str) -> Iterator[str]:
@@ -308,10 +315,10 @@ def _lines(text: str) -> Iterator[str]:
         start = end + 1
 
 
-def _jsonl_rows(text: str, col: _Collector) -> Iterable[tuple[int, Any]]:
+def _jsonl_rows(lines: Iterable[str], col: _Collector) -> Iterable[tuple[int, Any]]:
     # Only "\n" ends a line: str.splitlines() would also split at U+2028, U+2029, U+0085 …, which JSON
     # allows raw inside strings (json.dumps(..., ensure_ascii=False) writes them so).
-    for n, line in enumerate(_lines(text), start=1):
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -462,7 +469,7 @@ def read_cases(
             )
         raise TestSetError(f"{label}: a JSON test set is a list of cases or an object with a 'cases' list")
     if fmt == "jsonl":
-        return ParsedCases(_cases(_jsonl_rows(text, col), "line", col), col.rejected)
+        return ParsedCases(_cases(_jsonl_rows(_lines(text), col), "line", col), col.rejected)
     raise ValueError(f"unknown test-set format {fmt!r}")
 
 
@@ -484,17 +491,24 @@ def decode_text(path: Path, data: bytes, encoding: str | None = None) -> str:
     try:
         return data.decode(chosen)
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        byte = data[e.start : e.start + 1].hex().upper()
-        if encoding:
-            raise TestSetError(
-                f"{path}:{line}: not valid {encoding}: byte 0x{byte} at line {line}, column {column} ({e.reason})"
-            ) from e
-        raise TestSetError(
-            f"{path}:{line}: the file must be UTF-8 (or start with a byte-order mark): byte 0x{byte} at line "
-            f"{line}, column {column} is not UTF-8; convert the file or pass --encoding (e.g. gbk, utf-16)"
-        ) from e
+        raise _decode_error(path, data, e, encoding) from e
+
+
+def _decode_error(
+    path: Path, data: bytes, e: UnicodeDecodeError, encoding: str | None, first_line: int = 1
+) -> TestSetError:
+    """The error for bytes of ``data`` (the file from line ``first_line`` on) that do not decode."""
+    line = data.count(b"\n", 0, e.start) + first_line
+    column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+    byte = data[e.start : e.start + 1].hex().upper()
+    if encoding:
+        return TestSetError(
+            f"{path}:{line}: not valid {encoding}: byte 0x{byte} at line {line}, column {column} ({e.reason})"
+        )
+    return TestSetError(
+        f"{path}:{line}: the file must be UTF-8 (or start with a byte-order mark): byte 0x{byte} at line "
+        f"{line}, column {column} is not UTF-8; convert the file or pass --encoding (e.g. gbk, utf-16)"
+    )
 
 
 def _looks_utf16_without_bom(data: bytes) -> bool:
@@ -549,3 +563,112 @@ def load_test_set(
         description=parsed.description,
         cases=tuple(c for _, c in parsed.cases),
     )
+
+
+class StreamedTestSet:
+    """A JSONL test-set file read one line at a time (a :class:`~ragpulse.protocols.CaseSource`): opening it
+    reads the file once to check every line (the errors of :func:`load_test_set`, with file and line), count
+    the cases and compute their :func:`~ragpulse.model.cases_hash`; :meth:`iter_cases` reads it again each
+    time. Memory holds one line at a time plus the case ids (duplicate check), not the cases.
+
+    The file must not change while it is replayed.
+    """
+
+    def __init__(self, path: Path, name: str, *, bom: bool) -> None:
+        self.path = path
+        self.name = name
+        self.knowledge_base: str | None = None
+        self.description: str | None = None
+        self._bom = bom
+        count = 0
+
+        def counted() -> Iterator[TestCase]:
+            nonlocal count
+            for case in self.iter_cases():
+                count += 1
+                yield case
+
+        self._hash = cases_hash(counted())
+        self.case_count = count
+        if not count:
+            raise TestSetError(f"{path}: no test cases")
+
+    def content_hash(self) -> str:
+        """``sha256:<hex>`` of the cases (computed when the file was opened)."""
+        return self._hash
+
+    def _lines(self) -> Iterator[str]:
+        try:
+            fh = self.path.open("rb")
+        except OSError as e:
+            raise TestSetError(f"{self.path}: cannot read test set: {e}") from e
+        with fh:
+            for n, raw in enumerate(fh, start=1):
+                data = raw[len(codecs.BOM_UTF8) :] if n == 1 and self._bom else raw
+                if data.endswith(b"\n"):
+                    data = data[:-1]
+                try:
+                    yield data.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    if n == 1 and self._bom:
+                        e.start += len(codecs.BOM_UTF8)
+                        data = raw
+                    raise _decode_error(self.path, data, e, None, first_line=n) from e
+
+    def iter_cases(self) -> Iterator[TestCase]:
+        """The cases in file order, parsed as the file is read.
+
+        Raises:
+            TestSetError: a line is not valid (possible only if the file changed since it was opened).
+        """
+        col = _Collector(str(self.path), collect=False)
+        for _, case in _iter_cases(_jsonl_rows(self._lines(), col), "line", col):
+            yield case
+
+
+def open_test_set(
+    path: str | Path,
+    name: str | None = None,
+    *,
+    encoding: str | None = None,
+    csv_delimiter: str | None = None,
+) -> CaseSource:
+    """The test set of ``path`` for a replay: a UTF-8 JSONL file (the default encoding, or a UTF-8 byte-order
+    mark, or ``encoding`` ``utf-8``) is streamed (:class:`StreamedTestSet`: constant memory whatever its size);
+    any other file (``.json``, ``.csv``, another encoding) is read whole by :func:`load_test_set`. Same
+    arguments, names and errors as :func:`load_test_set`.
+
+    Raises:
+        TestSetError: see :func:`load_test_set`.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    utf8 = _known(encoding) and (encoding is None or codecs.lookup(encoding).name in ("utf-8", "utf-8-sig"))
+    if suffix in (".csv", ".json") or not utf8:
+        return load_test_set(p, name, encoding=encoding, csv_delimiter=csv_delimiter)
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(4096)
+    except FileNotFoundError as e:
+        raise TestSetError(f"{p}: test set file not found") from e
+    except OSError as e:
+        raise TestSetError(f"{p}: cannot read test set: {e}") from e
+    bom = head.startswith(codecs.BOM_UTF8)
+    if encoding is None and not bom and any(head.startswith(b) for b, _ in _BOMS):
+        return load_test_set(p, name, encoding=encoding, csv_delimiter=csv_delimiter)  # UTF-16/32 BOM
+    if encoding is None and _looks_utf16_without_bom(head):
+        raise TestSetError(
+            f"{p}:1: the file must be UTF-8: it looks like UTF-16 or UTF-32 without a byte-order mark "
+            "(many NUL bytes); convert it or pass --encoding (e.g. utf-16-le)"
+        )
+    return StreamedTestSet(p, name or p.stem, bom=bom)
+
+
+def _known(encoding: str | None) -> bool:
+    if encoding is None:
+        return True
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        return False
+    return True

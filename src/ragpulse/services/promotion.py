@@ -38,7 +38,8 @@ class Promotion(BaseModel):
         share: the shadow's share of judged traces (0–1).
         options: the judge's options after the change (``judges.<judge>`` in the config file).
         config_yaml: the same as a YAML snippet to put in the config file.
-        reusable: stored ``ok`` shadow judgements of ``shadow_version`` with a content hash (reused, no call).
+        reusable: stored ``ok`` shadow judgements of ``shadow_version`` with a content hash: reused without a
+            call unless their trace's content changed since (an upper bound).
         not_reusable: other stored shadow judgements of that version (errors, skips, rows from before
             migration 155): their traces are judged again.
         since: when the oldest trace with a reusable shadow judgement was received (``None``: none).

@@ -363,13 +363,16 @@ async def case_rows_page(
         page = rows[start : start + limit]
         end = start + len(page)
         return page, ((end - 1, "") if end < len(rows) else None)
+    unstored = [r for r in report.cases if not failing or not r.passed]
+    if failing and report.cases_passed is not None and report.cases_failing <= len(unstored):
+        return unstored, None  # no stored case failed: nothing to look for (a scan of the whole run)
     got = await store.run_results_page(
         report.run_id, after=after, limit=limit + 1, offset=offset, failing=failing
     )
     page = [case_row(stored_case(r, ())) for _, r in got[:limit]]
     if len(got) > limit:
         return page, got[limit - 1][0]
-    return page + [r for r in report.cases if not failing or not r.passed], None
+    return page + unstored, None
 
 
 async def write_report_json(store: RunStore, report: RunReport, out: TextIO) -> None:

@@ -33,7 +33,12 @@ from ragpulse.logging import get_logger
 #: A plain or pooled asyncpg connection.
 Conn: TypeAlias = "asyncpg.Connection[Any] | PoolConnectionProxy[Any]"
 
-__all__ = ["MIGRATION_LOCK_KEY", "Conn", "Migration", "load_migrations", "migrate"]
+__all__ = ["MIGRATION_LOCK_KEY", "MIGRATION_TIMEOUT_S", "Conn", "Migration", "load_migrations", "migrate"]
+
+#: Longest a migration (or the wait for another replica's) may take, seconds: far above the store's per-statement
+#: ``command_timeout_s``, because a migration may build an index over every stored trace (migration 170 takes
+#: about a minute per 3 million traces on a busy 2-core machine).
+MIGRATION_TIMEOUT_S = 6 * 3600.0
 
 #: Key of the session advisory lock held while migrating (arbitrary constant, unique to ragpulse).
 MIGRATION_LOCK_KEY = 0x7261_6770_756C_7365 & 0x7FFF_FFFF_FFFF_FFFF  # "ragpulse"
@@ -76,12 +81,14 @@ async def migrate(conn: Conn) -> list[int]:
     """Apply every pending migration on ``conn``; return the versions applied now (``[]`` if up to date).
 
     Holds ``pg_advisory_lock(MIGRATION_LOCK_KEY)`` for the duration (waits for another migrating replica).
+    Waiting for the lock and each migration may take up to :data:`MIGRATION_TIMEOUT_S`, whatever the
+    connection's ``command_timeout``.
     A migration already applied with a different checksum is logged as a warning, not re-applied.
 
     Raises:
         asyncpg.PostgresError / OSError: the database failed; the failing migration was rolled back.
     """
-    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY, timeout=MIGRATION_TIMEOUT_S)
     try:
         await conn.execute(
             """CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -99,7 +106,7 @@ async def migrate(conn: Conn) -> list[int]:
                     _log.warning("migration_checksum_mismatch", version=mig.version, name=mig.name)
                 continue
             async with conn.transaction():
-                await conn.execute(mig.sql)
+                await conn.execute(mig.sql, timeout=MIGRATION_TIMEOUT_S)
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
                     mig.version,

@@ -391,27 +391,47 @@ class PortalQueries:
         source: str | None,
         exclude_source: str | None,
     ) -> list[dict[str, Any]]:
-        """Per ``judge`` and interval start ``bucket`` (``date_bin`` from ``since``): ``total``, ``ok``,
-        ``passed`` counts and ``mean_score`` (of ``ok`` judgements), oldest first."""
+        """Per ``judge`` and interval start ``bucket`` (``since + k × interval``, as ``date_bin(interval,
+        created_at, since)``): ``total``, ``ok``, ``passed`` counts and ``mean_score`` (of ``ok`` judgements),
+        oldest first; intervals without judgements are absent.
+
+        One index range scan and a tiny hash aggregate per interval (a lateral join over the interval numbers):
+        grouping the whole window by ``date_bin`` made the planner expect one group per judgement and sort every
+        judgement of the window (387 ms for 24 h of 10 million judgements, spilling to disk; ~150 ms this way).
+        The interval is added as microseconds, so a day is 24 h whatever the session's time zone (as in
+        ``date_bin``)."""
+        start, end = utc(since), utc(until)
+        assert start is not None
+        assert end is not None
+        step_us = round(interval.total_seconds() * 1_000_000)
+        n = max(0, -(-round((end - start).total_seconds() * 1_000_000) // step_us)) if step_us > 0 else 0
 
         async def q(conn: Conn) -> list[dict[str, Any]]:
             rows = await conn.fetch(
-                """SELECT judge, date_bin($3::interval, created_at, $1) AS bucket, count(*)::bigint AS total,
-                          count(*) FILTER (WHERE status = 'ok')::bigint AS ok,
-                          count(*) FILTER (WHERE passed)::bigint AS passed, avg(score) AS mean_score
-                   FROM judgements
-                   WHERE created_at >= $1 AND created_at < $2
-                     AND ($4::text IS NULL OR judge = $4) AND ($5::text IS NULL OR app = $5)
-                     AND ($6::text IS NULL OR source = $6)
-                     AND ($7::text IS NULL OR source IS DISTINCT FROM $7)
-                   GROUP BY 1, 2 ORDER BY 1, 2""",
-                utc(since),
-                utc(until),
-                interval,
+                """SELECT s.judge, $1::timestamptz + (b.k * $3::bigint) * interval '1 microsecond' AS bucket,
+                          s.total, s.ok, s.passed, s.mean_score
+                   FROM generate_series(0, $8::bigint - 1) AS b(k)
+                   CROSS JOIN LATERAL (
+                       SELECT judge, count(*)::bigint AS total,
+                              count(*) FILTER (WHERE status = 'ok')::bigint AS ok,
+                              count(*) FILTER (WHERE passed)::bigint AS passed, avg(score) AS mean_score
+                       FROM judgements
+                       WHERE created_at >= $1::timestamptz + (b.k * $3::bigint) * interval '1 microsecond'
+                         AND created_at < least($1::timestamptz + ((b.k + 1) * $3::bigint) * interval '1 microsecond',
+                                                $2::timestamptz)
+                         AND ($4::text IS NULL OR judge = $4) AND ($5::text IS NULL OR app = $5)
+                         AND ($6::text IS NULL OR source = $6)
+                         AND ($7::text IS NULL OR source IS DISTINCT FROM $7)
+                       GROUP BY judge) AS s
+                   ORDER BY 1, 2""",
+                start,
+                end,
+                step_us,
                 judge,
                 app,
                 source,
                 exclude_source,
+                n,
             )
             return [dict(r) for r in rows]
 

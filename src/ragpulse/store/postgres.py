@@ -57,6 +57,22 @@ _T = TypeVar("_T")
 PAGE_SIZE = 500
 PRUNE_CHUNK = 5000
 
+#: One chunk of :meth:`PostgresStore.prune`: the oldest ``$2`` traces received before ``$1`` (after the keyset
+#: ``($3, $4)`` of the previous chunk, in ``(received_at, trace_id)`` order), deleted with their cascades;
+#: returns how many it found and deleted (fewer when another replica's prune took some) and the last key.
+_PRUNE_TRACES = """
+WITH doomed AS (
+    SELECT trace_id, received_at FROM traces
+    WHERE received_at < $1 AND ($3::timestamptz IS NULL OR (received_at, trace_id) > ($3, $4::text))
+    ORDER BY received_at, trace_id LIMIT $2
+), gone AS (
+    DELETE FROM traces t USING doomed d WHERE t.trace_id = d.trace_id RETURNING t.trace_id, t.received_at
+)
+SELECT (SELECT count(*) FROM gone) AS deleted, count(*) AS found, max(received_at) AS last_at,
+       (array_agg(trace_id ORDER BY received_at DESC, trace_id DESC))[1] AS last_id
+FROM doomed
+"""
+
 
 async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
     """Decode/encode ``json``/``jsonb`` as Python objects on every pooled connection."""
@@ -370,7 +386,10 @@ class PostgresStore(PortalQueries):
     ) -> list[tuple[RunCaseKey, TraceResult]]:
         """One page of run ``run_id``'s results in run order (:mod:`ragpulse.store.run_rows`): up to ``limit``
         ``(key, result)`` pairs after ``after`` (keyset) skipping ``offset`` more; ``failing``: only the cases
-        that did not pass. Each result has its latest judgement per judge (no raw model output).
+        that did not pass. Each result has its latest judgement per judge (no raw model output) and of its trace
+        only the ids, routing fields and ``test_set`` attribute (no texts). The first page of a 100,000-case
+        run costs its own rows (an index walk in test-set position, migration 140); the last page also looks
+        for cases outside the test set (one pass over the run).
 
         Raises:
             StoreError: the query failed.
@@ -385,7 +404,8 @@ class PostgresStore(PortalQueries):
     async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
         """Every result of run ``run_id`` in run order, read through one server-side cursor ``chunk`` rows at a
         time (memory stays bounded for a 100,000-case run); each with its latest judgement per judge (no raw
-        model output). Holds one pooled connection until exhausted or closed.
+        model output) and only the trace's ids, routing fields and ``test_set`` attribute. Holds one pooled
+        connection until exhausted or closed.
 
         Raises:
             StoreError: a read failed.
@@ -619,29 +639,37 @@ class PostgresStore(PortalQueries):
 
     # -- retention and dead letters -------------------------------------------------------------------------------
     async def prune(self, older_than: timedelta) -> int:
-        """Delete traces received more than ``older_than`` ago (their judgements and run links cascade),
-        dead letters and shadow judgements older than that; return the number of traces deleted.
+        """Delete traces received more than ``older_than`` ago (their judgements, judgement history and run
+        links cascade), dead letters and shadow judgements older than that; return the number of traces deleted.
 
-        Deletes in chunks of :data:`PRUNE_CHUNK` traces per transaction so it never holds long locks.
-        Runs and test sets are kept.
+        Batched deletes by time, oldest first (docs/storage.md, "Retention"): each transaction deletes at most
+        :data:`PRUNE_CHUNK` traces (or dead letters, or shadow judgements), found by a keyset walk of the
+        ``received_at`` index, so no lock is held long, concurrent writers of new traces never wait, and an
+        interrupted prune has removed the oldest rows. Measured on 10 million judgements: a day (111,000 traces,
+        330,000 judgements) in ~6 s (bench/README.md). Runs and test sets are kept.
         """
 
         async def q(conn: Conn) -> int:
             cutoff = await conn.fetchval("SELECT now() - $1::interval", older_than)
             total = 0
+            after: tuple[datetime, str] | None = None
             while True:
-                status = await conn.execute(
-                    """DELETE FROM traces WHERE trace_id IN (
-                         SELECT trace_id FROM traces WHERE received_at < $1 LIMIT $2)""",
-                    cutoff,
-                    PRUNE_CHUNK,
-                )
-                n = int(status.split()[-1])
-                total += n
-                if n < PRUNE_CHUNK:
+                row = await conn.fetchrow(_PRUNE_TRACES, cutoff, PRUNE_CHUNK, *(after or (None, None)))
+                assert row is not None
+                total += int(row["deleted"])
+                if row["found"] < PRUNE_CHUNK:
                     break
-            await conn.execute("DELETE FROM dead_letters WHERE created_at < $1", cutoff)
-            await conn.execute("DELETE FROM shadow_judgements WHERE created_at < $1", cutoff)
+                after = (row["last_at"], row["last_id"])
+            for table, column in (("dead_letters", "created_at"), ("shadow_judgements", "created_at")):
+                while True:
+                    status = await conn.execute(
+                        f"""DELETE FROM {table} WHERE ctid = ANY(ARRAY(
+                              SELECT ctid FROM {table} WHERE {column} < $1 LIMIT $2))""",
+                        cutoff,
+                        PRUNE_CHUNK,
+                    )
+                    if int(status.split()[-1]) < PRUNE_CHUNK:
+                        break
             return total
 
         deleted = await self._run("prune", q)

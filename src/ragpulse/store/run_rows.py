@@ -4,7 +4,9 @@ Order: the case's position in the run's test set (cases whose test case is not s
 through Kafka/OTLP, or a test set changed since — last), then the trace id. A page's key is
 ``(position, trace_id)`` with position :data:`NO_POSITION` for those cases (keyset pagination: the next page
 starts after the last key). Each result carries the latest judgement per judge name (as
-:meth:`~ragpulse.store.PostgresStore.get_run_results`), without the judge's raw output.
+:meth:`~ragpulse.store.PostgresStore.get_run_results`), without the judge's raw output, and of its trace only
+what a report row needs (ids, app, scenario, source, ``test_set`` attribute; no texts:
+``ragpulse trace ID`` shows those).
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ragpulse.model import TraceResult
+from ragpulse.model import Source, Trace, TraceOutcome, TraceResult
 from ragpulse.store.migrate import Conn
-from ragpulse.store.rows import Row, result_from_rows
+from ragpulse.store.rows import Row, judgement_from_row
 
 __all__ = ["ALL_ROWS", "NO_POSITION", "RunCaseKey", "fetch_page", "with_judgements"]
 
@@ -41,13 +43,40 @@ WHERE rc.run_id = $1"""
 
 _POS = f"coalesce(tc.position, {NO_POSITION})"
 
-#: Every result of run ``$1`` in run order (read through a server-side cursor).
-ALL_ROWS = f"SELECT t.*, {_POS} AS case_pos {_FROM} ORDER BY case_pos, rc.trace_id"
+#: What a case row needs of a trace (not its texts): ids, routing, outcome and the ``test_set`` attribute.
+_TRACE_COLUMNS = """t.trace_id, t.app, t.scenario, t.source, t.run_id, t.test_case_id, t.incomplete, t.outcome,
+  t.outcome_reason, t.received_at, jsonb_build_object('test_set', t.attributes -> 'test_set') AS attributes"""
 
-_PAGE = f"""SELECT t.*, {_POS} AS case_pos {_FROM}
-  AND ($2::integer IS NULL OR ({_POS}, rc.trace_id) > ($2::integer, $3::text))
+#: Every result of run ``$1`` in run order (read through a server-side cursor).
+ALL_ROWS = f"SELECT {_TRACE_COLUMNS}, {_POS} AS case_pos {_FROM} ORDER BY case_pos, rc.trace_id"
+
+_TEST_SET = "(SELECT r.test_set FROM runs r WHERE r.run_id = $1)"
+
+# Cases of the run's test set, walked in position order (index test_cases_set_position_idx, migration 140):
+# a page costs its own rows, not the run's.
+_PAGE_PLACED = f"""SELECT rc.trace_id, tc.position AS case_pos
+FROM test_cases tc JOIN run_cases rc ON rc.run_id = $1 AND rc.test_case_id = tc.case_id
+WHERE tc.test_set = {_TEST_SET}
+  AND ($2::integer IS NULL OR (tc.position >= $2::integer AND (tc.position, rc.trace_id) > ($2::integer, $3::text)))
   AND (NOT $4::boolean OR NOT {_PASSED})
-ORDER BY case_pos, rc.trace_id LIMIT $5 OFFSET $6"""
+ORDER BY tc.position, rc.trace_id LIMIT $5 OFFSET $6"""
+
+# The run's other cases (no test case in its set: sent with a run id, or the set changed), last, by trace id.
+_UNPLACED = f"""FROM run_cases rc
+WHERE rc.run_id = $1
+  AND NOT EXISTS (SELECT 1 FROM test_cases tc WHERE tc.test_set = {_TEST_SET} AND tc.case_id = rc.test_case_id)
+  AND ($2::text IS NULL OR rc.trace_id > $2::text)
+  AND (NOT $3::boolean OR NOT {_PASSED})"""
+_PAGE_UNPLACED = (
+    f"SELECT rc.trace_id, {NO_POSITION} AS case_pos {_UNPLACED} ORDER BY rc.trace_id LIMIT $4 OFFSET $5"
+)
+_COUNT_PLACED = f"""SELECT count(*)
+FROM test_cases tc JOIN run_cases rc ON rc.run_id = $1 AND rc.test_case_id = tc.case_id
+WHERE tc.test_set = {_TEST_SET}
+  AND ($2::integer IS NULL OR (tc.position, rc.trace_id) > ($2::integer, $3::text))
+  AND (NOT $4::boolean OR NOT {_PASSED})"""
+
+_TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces t WHERE t.trace_id = ANY($1::text[])"
 
 _JUDGEMENTS = """SELECT DISTINCT ON (j.trace_id, j.judge) j.trace_id, j.judge, j.version, j.app, j.declared_version,
   j.backend, j.model, j.score, j.passed, j.threshold, j.status, j.reason, j.flags, NULL::text AS raw_output,
@@ -63,24 +92,74 @@ async def with_judgements(conn: Conn, rows: Sequence[Row]) -> list[tuple[RunCase
     by_trace: dict[str, list[Any]] = {}
     for j in await conn.fetch(_JUDGEMENTS, [r["trace_id"] for r in rows]):
         by_trace.setdefault(j["trace_id"], []).append(j)
-    return [
-        ((int(r["case_pos"]), r["trace_id"]), result_from_rows(r, by_trace.get(r["trace_id"], [])))
-        for r in rows
-    ]
+    return [((int(r["case_pos"]), r["trace_id"]), _result(r, by_trace.get(r["trace_id"], []))) for r in rows]
+
+
+def _result(row: Row, judgements: Sequence[Row]) -> TraceResult:
+    """A result with the trace's ids, routing fields and ``test_set`` attribute only (see the module doc)."""
+    test_set = (row["attributes"] or {}).get("test_set")
+    return TraceResult(
+        trace=Trace(
+            trace_id=row["trace_id"],
+            app=row["app"],
+            scenario=row["scenario"],
+            source=Source(row["source"]),
+            run_id=row["run_id"],
+            test_case_id=row["test_case_id"],
+            incomplete=row["incomplete"],
+            attributes={} if test_set is None else {"test_set": test_set},
+        ),
+        outcome=TraceOutcome(row["outcome"]),
+        outcome_reason=row["outcome_reason"],
+        judgements=tuple(judgement_from_row(j) for j in judgements),
+        received_at=row["received_at"],
+    )
 
 
 async def fetch_page(
     conn: Conn, run_id: str, *, after: RunCaseKey | None, limit: int, offset: int, failing: bool
 ) -> list[tuple[RunCaseKey, TraceResult]]:
     """Up to ``limit`` results of run ``run_id`` after key ``after`` (skipping ``offset`` more), only the cases
-    that did not pass when ``failing``."""
-    rows = await conn.fetch(
-        _PAGE,
+    that did not pass when ``failing``: first the cases placed in the run's test set (an index walk in position
+    order), then the others."""
+    keys: list[tuple[str, int]] = []
+    placed_after = after if after is None or after[0] != NO_POSITION else None
+    if after is None or after[0] != NO_POSITION:
+        args = (run_id, placed_after[0] if placed_after else None, placed_after[1] if placed_after else None)
+        keys = [
+            (r["trace_id"], r["case_pos"])
+            for r in await conn.fetch(_PAGE_PLACED, *args, failing, limit, offset)
+        ]
+        if len(keys) == limit:
+            return await _results(conn, keys)
+        if offset and not keys:  # the offset may reach into the other cases
+            offset = max(0, offset - int(await conn.fetchval(_COUNT_PLACED, *args, failing)))
+        else:
+            offset = 0
+    rest = await conn.fetch(
+        _PAGE_UNPLACED,
         run_id,
-        after[0] if after else None,
-        after[1] if after else None,
+        after[1] if after is not None and after[0] == NO_POSITION else None,
         failing,
-        limit,
+        limit - len(keys),
         offset,
     )
-    return await with_judgements(conn, rows)
+    return await _results(conn, keys + [(r["trace_id"], r["case_pos"]) for r in rest])
+
+
+async def _results(conn: Conn, keys: Sequence[tuple[str, int]]) -> list[tuple[RunCaseKey, TraceResult]]:
+    """The traces of ``keys`` (``(trace_id, position)`` in page order) with their latest judgements."""
+    if not keys:
+        return []
+    rows = {r["trace_id"]: r for r in await conn.fetch(_TRACES, [k[0] for k in keys])}
+    pos = dict(keys)
+    got = await with_judgements(conn, [_Placed(rows[k[0]], pos[k[0]]) for k in keys if k[0] in rows])
+    return got
+
+
+class _Placed(dict[str, Any]):
+    """A ``traces`` row with its ``case_pos``."""
+
+    def __init__(self, row: Row, pos: int) -> None:
+        super().__init__(row.items())
+        self["case_pos"] = pos

@@ -1,0 +1,83 @@
+"""A JSONL test set streamed from its file (``open_test_set``) reads the same cases, hash and errors as the
+whole-file loader (``load_test_set``)."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from pathlib import Path
+
+import pytest
+
+from ragpulse.model import TestSet
+from ragpulse.replay.testset import StreamedTestSet, TestSetError, load_test_set, open_test_set
+
+GOOD: list[dict[str, object]] = [
+    {"id": "a", "question": "q1", "answer": "x\u2028y", "contexts": ["c1", {"content": "c2", "id": "d2"}]},
+    {"question": "q2", "keywords": "k1, k2", "meta": {"n": 1}},
+    {"id": "c", "query": "q3 \ud83d", "ground_truth": "g", "context_labels": [1, 0], "contexts": ["a", "b"]},
+]
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def _jsonl(rows: list[dict[str, object]]) -> bytes:
+    # raw U+2028 in a string (ensure_ascii=False), but the lone surrogate as its JSON escape
+    lines = [json.dumps(r, ensure_ascii=not i) if i != 2 else json.dumps(r) for i, r in enumerate(rows)]
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+@pytest.mark.parametrize("bom", [False, True])
+def test_streamed_cases_hash_and_count_equal_the_loaded_ones(tmp_path: Path, bom: bool) -> None:
+    p = _write(
+        tmp_path, "set.jsonl", (codecs.BOM_UTF8 if bom else b"") + _jsonl(GOOD).replace(b"\n", b"\r\n", 1)
+    )
+    streamed = open_test_set(p)
+    loaded = load_test_set(p)
+    assert isinstance(streamed, StreamedTestSet)
+    assert streamed.name == loaded.name == "set"
+    assert streamed.case_count == 3
+    assert list(streamed.iter_cases()) == list(loaded.cases)
+    assert list(streamed.iter_cases()) == list(streamed.iter_cases())  # every pass reads the same
+    assert streamed.content_hash() == loaded.content_hash()
+    assert [c.id for c in streamed.iter_cases()] == ["a", "line-2", "c"]
+    assert [c.origin for c in streamed.iter_cases()] == [f"{p}:1", f"{p}:2", f"{p}:3"]
+    assert open_test_set(p, "other").name == "other"
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b'{"id": "a", "question": "q"}\n{"id": "b", "question": \n', 2),  # not valid JSON
+        (b'{"id": "a", "question": "q"}\n\n{"id": "a", "question": "r"}\n', 3),  # duplicate id
+        (b'{"id": "a", "question": "q"}\n{"id": "b", "question": "\xc4\xe3"}\n', 2),  # GBK bytes
+        (b'{"id": "a", "question": NaN}\n', 1),
+        (b'{"id": "a", "contexts": 3}\n', 1),
+        (b"\n\n", None),  # no cases
+    ],
+)
+def test_streamed_errors_equal_the_loaded_ones(tmp_path: Path, data: bytes, line: int | None) -> None:
+    p = _write(tmp_path, "bad.jsonl", data)
+    with pytest.raises(TestSetError) as loaded:
+        load_test_set(p)
+    with pytest.raises(TestSetError) as streamed:
+        open_test_set(p)
+    assert str(streamed.value) == str(loaded.value)
+    assert str(streamed.value).startswith(f"{p}:{line}:" if line else f"{p}: no test cases")
+
+
+def test_other_files_are_loaded_whole(tmp_path: Path) -> None:
+    csv_file = _write(tmp_path, "s.csv", b"id,question\na,q\n")
+    assert isinstance(open_test_set(csv_file), TestSet)
+    utf16 = _write(tmp_path, "s16.jsonl", _jsonl(GOOD[:1]).decode().encode("utf-16"))
+    assert isinstance(open_test_set(utf16), TestSet)
+    gbk = _write(tmp_path, "g.jsonl", '{"id": "a", "question": "你好"}\n'.encode("gbk"))
+    got = open_test_set(gbk, encoding="gbk")
+    assert isinstance(got, TestSet)
+    assert got.cases[0].question == "你好"
+    with pytest.raises(TestSetError, match="test set file not found"):
+        open_test_set(tmp_path / "missing.jsonl")
