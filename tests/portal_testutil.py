@@ -91,6 +91,19 @@ class Portal(ServeProcess):
         return httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
 
 
+@contextmanager
+def started_portal(**env: str) -> Iterator[Portal]:
+    """A started :class:`Portal` on a fresh private database with :func:`base_env` plus ``env`` (``RAGPULSE_*``
+    overrides); stopped and the database dropped on exit."""
+    with private_db() as db:
+        p = Portal(db, {**base_env(db), **env})
+        p.start()
+        try:
+            yield p
+        finally:
+            p.stop()
+
+
 def seed(db_url: str, results: Sequence[TraceResult]) -> None:
     """Write ``results`` to the store at ``db_url`` (as the engine would), their judgements dated as their
     traces were received (as if judged right away)."""

@@ -23,7 +23,7 @@ from ragpulse.cli import app
 from ragpulse.cli._common import exit_code_for
 from ragpulse.errors import ConfigError, ExportError, IngestError, JudgeError, NotFoundError, StoreError
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
-from testsupport import free_port
+from testsupport import free_port, scripted_judge_env
 
 ROOT = Path(__file__).resolve().parents[2]
 KESTREL = ROOT / "examples" / "kestrel_kb.jsonl"
@@ -228,12 +228,7 @@ def test_replay_whose_judgements_are_all_errors_exits_3(
     files: Files, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
-        for k, v in {
-            "RAGPULSE_DATABASE_URL": pg_url,
-            "RAGPULSE_JUDGE_MODEL": "judge-test",
-            "RAGPULSE_JUDGE_BASE_URL": server.base_url,
-            "RAGPULSE_JUDGE_API_KEY": "sk-test",
-        }.items():
+        for k, v in scripted_judge_env(server.base_url, RAGPULSE_DATABASE_URL=pg_url).items():
             monkeypatch.setenv(k, v)
         res = CliRunner().invoke(
             app, ["replay", str(files.testset), "--judges", "relevancy", "--fail-under", "pass_rate=0.5"]
