@@ -14,6 +14,7 @@ import pytest
 
 import ragpulse.store.postgres as pg
 from ragpulse.model import JudgementStatus, Source
+from ragpulse.services.stats import SCORE_BUCKETS
 from ragpulse.store.migrate import load_migrations, migrate
 from ragpulse.store.portal import TraceQuery
 from ragpulse.store.postgres import PostgresStore
@@ -178,22 +179,59 @@ async def test_timeseries_equals_the_date_bin_query(store: PostgresStore, store_
             ),
             (base, base, timedelta(minutes=5), None, None, None, None),
         ]
-        for since, until, step, judge, app, source, exclude in cases:
-            old = [
-                dict(r)
-                for r in await conn.fetch(_OLD_TIMESERIES, since, until, step, judge, app, source, exclude)
-            ]
-            new = await store.score_timeseries(
-                since=since,
-                until=until,
-                interval=step,
-                judge=judge,
-                app=app,
-                source=source,
-                exclude_source=exclude,
-            )
-            assert [{**r, "mean_score": None} for r in new] == [{**r, "mean_score": None} for r in old]
-            assert [r["mean_score"] for r in new] == pytest.approx([r["mean_score"] for r in old])
+        cases += [  # aligned to whole hours, longer than the data
+            (
+                base.replace(minute=0, second=0, microsecond=0),
+                base + timedelta(days=3),
+                timedelta(hours=3),
+                None,
+                None,
+                None,
+                None,
+            ),
+            (
+                base - timedelta(days=1),
+                base + timedelta(days=3),
+                timedelta(hours=7),
+                "keyword",
+                None,
+                None,
+                "api",
+            ),
+        ]
+        # no rollup yet; then everything rolled up (the interval's whole hours come from it); then the rollup
+        # complete only up to base + 20 h (the hours after it come from judgements)
+        compared = 0
+        for phase in ("raw", "rollup", "partial rollup"):
+            if phase == "rollup":
+                assert await store.refresh_score_rollup(SCORE_BUCKETS) is not None
+                assert await conn.fetchval("SELECT count(*) FROM judgement_rollup") > 0
+            if phase == "partial rollup":
+                cut = (base + timedelta(hours=20)).replace(minute=0, second=0, microsecond=0)
+                await conn.execute("UPDATE judgement_rollup_state SET upto = $1", cut)
+                await conn.execute("DELETE FROM judgement_rollup WHERE hour >= $1", cut)
+            for since, until, step, judge, app, source, exclude in cases:
+                old = [
+                    dict(r)
+                    for r in await conn.fetch(
+                        _OLD_TIMESERIES, since, until, step, judge, app, source, exclude
+                    )
+                ]
+                new = await store.score_timeseries(
+                    since=since,
+                    until=until,
+                    interval=step,
+                    judge=judge,
+                    app=app,
+                    source=source,
+                    exclude_source=exclude,
+                )
+                compared += len(old)
+                assert [{**r, "mean_score": None} for r in new] == [{**r, "mean_score": None} for r in old], (
+                    phase
+                )
+                assert [r["mean_score"] for r in new] == pytest.approx([r["mean_score"] for r in old]), phase
+        assert compared == 3 * 224  # series points compared in each phase
         everything = await store.score_timeseries(
             since=base,
             until=base + timedelta(days=2),

@@ -28,9 +28,11 @@ Definitions (issue 3):
 - ``diagnosis`` = which side is weak, retrieval or generation, per case and overall
   (:func:`ragpulse.services.diagnosis.diagnose` of the case rows).
 
-The report is a :class:`~ragpulse.services.report_model.RunReport` (pydantic); its JSON form
-(:meth:`~ragpulse.services.report_model.RunReport.to_json`) is what ``replay --json`` prints and the runs table
-stores.
+The report is a :class:`~ragpulse.services.report_model.RunReport` (pydantic), computed by
+:class:`ReportBuilder` one case at a time. A replay's report leaves its per-case rows in the store
+(``case_source="store"``: the runs table stores :meth:`~ragpulse.services.report_model.RunReport.to_json`
+without them); :func:`iter_case_rows` / :func:`case_rows_page` read them back (the same :func:`case_row` of each
+stored result) and :func:`write_report_json` writes the ``--json`` document with every row and case diagnosis.
 
 Scores and rates are rounded to 6 decimals, ``wall_seconds`` to 3.
 """

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ragpulse.errors import NotFoundError
+from ragpulse.services.diagnosis import diagnose_case
 from ragpulse.services.errors import BadRequest
 from ragpulse.services.paging import DEFAULT_LIMIT, Page, decode_cursor, encode_cursor, time_key
 from ragpulse.services.report_model import CaseRow
@@ -55,7 +56,8 @@ class GateItem(BaseModel):
 class RunDetail(RunItem):
     """One run: the history row plus its request, ``fail_under`` results and report (computed from the stored
     results while the run has none yet). ``report["cases"]`` holds the first :data:`CASES_PAGE` case rows
-    (``cases_next_cursor`` continues them through :func:`case_page`), ``failing_cases`` the first
+    (``report["diagnosis"]["cases"]`` their diagnoses; ``cases_next_cursor`` continues them through
+    :func:`case_page`), ``failing_cases`` the first
     :data:`CASES_PAGE` cases that did not pass (``failing_next_cursor``)."""
 
     request: dict[str, Any] | None = None
@@ -148,6 +150,8 @@ async def get_run(store: PostgresStore, run_id: str) -> RunDetail:
     doc = report.to_json()
     doc.pop("case_source", None)
     doc["cases"] = [r.model_dump(mode="json") for r in rows]
+    if isinstance(doc.get("diagnosis"), dict) and report.case_source == "store":  # the same page's diagnoses
+        doc["diagnosis"]["cases"] = [diagnose_case(r).model_dump(mode="json") for r in rows]
     return RunDetail(
         **item.model_dump(),
         request=request,
