@@ -139,10 +139,13 @@ async def measure(store: PostgresStore, now: datetime, runs: int = 5) -> list[tu
 
         rows.append((f"stats/scores {span.days or 1}{'d' if span.days else ' d'}", *await _time(s, runs)))
 
-    async def ts() -> Any:
-        return await stats.timeseries(store, since=day, until=now)
+    for span in (timedelta(hours=24), timedelta(days=7), timedelta(days=30)):
 
-    rows.append(("stats/timeseries 24 h", *await _time(ts, runs)))
+        async def ts(span: timedelta = span) -> Any:
+            return await stats.timeseries(store, since=now - span, until=now)
+
+        label = f"stats/timeseries {span.days or 24} {'d' if span.days else 'h'}"
+        rows.append((label, *await _time(ts, runs)))
     return rows
 
 

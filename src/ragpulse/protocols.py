@@ -201,6 +201,10 @@ class RunStore(ResultStore, Protocol):
         attribute."""
         ...
 
+    async def count_run_results(self, run_id: str) -> int:
+        """How many traces are linked to run ``run_id`` (stored with their judgements)."""
+        ...
+
     def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
         """Every result of the run in run order, ``chunk`` at a time (bounded memory); traces as in
         :meth:`run_results_page`."""

@@ -198,3 +198,56 @@ async def test_endpoint_failure_is_not_evaluable_even_for_retrieval_judges(rag_u
     assert [j.judge for j in c.judgements] == ["context_precision"]
     assert report["coverage"] == 0.5
     assert report["status"] == "completed_with_errors"
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """An OTLP/HTTP endpoint that accepts every request and judges nothing (no serve behind it)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+async def test_replay_via_reports_cases_not_stored_in_time() -> None:
+    """``--via``: the store is polled by count; cases whose traces never arrive are reported ``timeout``
+    (not stored), the ones that did are folded from the store."""
+    from ragpulse.model import TraceOutcome, TraceResult
+    from ragpulse.services.replay import Via, run_replay_via
+
+    store = MemoryStore()
+    judged = ScriptedJudge("keyword", 1.0)
+    arrived = TraceResult(
+        trace=Trace(trace_id=case_trace_id("v1", "c1"), run_id="v1", test_case_id="c1"),
+        outcome=TraceOutcome.EVALUATED,
+        judgements=(await judged.judge(Trace(trace_id="x", question="q", answer="a")),),
+    )
+    await store.write_results([arrived])  # as if serve had judged c1 already
+    with serve_http(_Sink) as url:
+        report = await run_replay_via(
+            _ts(),
+            Via.OTLP,
+            judges={"keyword": judged},
+            store=store,
+            settings=Settings(),
+            run_id="v1",
+            wait_s=1.0,
+            endpoint=url,
+        )
+    doc = await report_json(store, report)
+    rows = {c["case_id"]: c for c in doc["cases"]}
+    assert doc["via"] == "otlp"
+    assert doc["status"] == "completed_with_errors"
+    assert (doc["cases_total"], doc["pass_rate"], doc["coverage"]) == (
+        3,
+        pytest.approx(1 / 3),
+        pytest.approx(1 / 3),
+    )
+    assert rows["c1"]["passed"] is True
+    assert rows["c2"]["reason"] == rows["c3"]["reason"] == "store_failed; timeout"
+    assert [c["case_id"] for c in doc["cases"]] == ["c1", "c2", "c3"]

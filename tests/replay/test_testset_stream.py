@@ -70,9 +70,57 @@ def test_streamed_errors_equal_the_loaded_ones(tmp_path: Path, data: bytes, line
     assert str(streamed.value).startswith(f"{p}:{line}:" if line else f"{p}: no test cases")
 
 
+CSV_GOOD = (
+    "id;question;contexts;keywords;answer\r\n"
+    'a;"two\r\nlines";"[""c1"", ""c2""]";k1,k2;x\r\n'
+    "\r\n"
+    'b;q2;one context;;"semi;colon"\r\n'
+)
+
+
+@pytest.mark.parametrize("bom", [False, True])
+@pytest.mark.parametrize("delimiter", [None, ";"])
+def test_streamed_csv_equals_the_loaded_one(tmp_path: Path, bom: bool, delimiter: str | None) -> None:
+    p = _write(tmp_path, "set.csv", (codecs.BOM_UTF8 if bom else b"") + CSV_GOOD.encode())
+    streamed = open_test_set(p, csv_delimiter=delimiter)
+    loaded = load_test_set(p, csv_delimiter=delimiter)
+    assert isinstance(streamed, StreamedTestSet)
+    assert streamed.case_count == 2
+    assert list(streamed.iter_cases()) == list(loaded.cases)
+    assert streamed.content_hash() == loaded.content_hash()
+    first = next(streamed.iter_cases())
+    assert (first.id, first.question, first.contexts, first.keywords) == (
+        "a",
+        "two\r\nlines",
+        ("c1", "c2"),
+        ("k1", "k2"),
+    )
+    assert [c.origin for c in streamed.iter_cases()] == [f"{p}:3", f"{p}:5"]
+
+
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b'id,question\na,q\n\n\nb,"open\nc,q\n', 5),  # a quote left open: the row's first line
+        (b"id,question\na,q,extra\n", 2),  # more cells than the header
+        (b"id,question\na,q\nb,\xc4\xe3\n", 3),  # GBK bytes
+        (b"foo;bar\n1;2\n", 1),  # no known column
+        (b"id,question\na,q\na,r\n", 3),  # duplicate id
+    ],
+)
+def test_streamed_csv_errors_equal_the_loaded_ones(tmp_path: Path, data: bytes, line: int) -> None:
+    p = _write(tmp_path, "bad.csv", data)
+    with pytest.raises(TestSetError) as loaded:
+        load_test_set(p)
+    with pytest.raises(TestSetError) as streamed:
+        open_test_set(p)
+    assert str(streamed.value) == str(loaded.value)
+    assert str(streamed.value).startswith(f"{p}:{line}:")
+
+
 def test_other_files_are_loaded_whole(tmp_path: Path) -> None:
-    csv_file = _write(tmp_path, "s.csv", b"id,question\na,q\n")
-    assert isinstance(open_test_set(csv_file), TestSet)
+    json_file = _write(tmp_path, "s.json", b'[{"id": "a", "question": "q"}]')
+    assert isinstance(open_test_set(json_file), TestSet)
     utf16 = _write(tmp_path, "s16.jsonl", _jsonl(GOOD[:1]).decode().encode("utf-16"))
     assert isinstance(open_test_set(utf16), TestSet)
     gbk = _write(tmp_path, "g.jsonl", '{"id": "a", "question": "你好"}\n'.encode("gbk"))

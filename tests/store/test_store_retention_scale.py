@@ -14,6 +14,7 @@ import pytest
 
 import ragpulse.store.postgres as pg
 from ragpulse.model import JudgementStatus, Source
+from ragpulse.services.stats import SCORE_BUCKETS
 from ragpulse.store.migrate import load_migrations, migrate
 from ragpulse.store.portal import TraceQuery
 from ragpulse.store.postgres import PostgresStore
@@ -178,22 +179,59 @@ async def test_timeseries_equals_the_date_bin_query(store: PostgresStore, store_
             ),
             (base, base, timedelta(minutes=5), None, None, None, None),
         ]
-        for since, until, step, judge, app, source, exclude in cases:
-            old = [
-                dict(r)
-                for r in await conn.fetch(_OLD_TIMESERIES, since, until, step, judge, app, source, exclude)
-            ]
-            new = await store.score_timeseries(
-                since=since,
-                until=until,
-                interval=step,
-                judge=judge,
-                app=app,
-                source=source,
-                exclude_source=exclude,
-            )
-            assert [{**r, "mean_score": None} for r in new] == [{**r, "mean_score": None} for r in old]
-            assert [r["mean_score"] for r in new] == pytest.approx([r["mean_score"] for r in old])
+        cases += [  # aligned to whole hours, longer than the data
+            (
+                base.replace(minute=0, second=0, microsecond=0),
+                base + timedelta(days=3),
+                timedelta(hours=3),
+                None,
+                None,
+                None,
+                None,
+            ),
+            (
+                base - timedelta(days=1),
+                base + timedelta(days=3),
+                timedelta(hours=7),
+                "keyword",
+                None,
+                None,
+                "api",
+            ),
+        ]
+        # no rollup yet; then everything rolled up (the interval's whole hours come from it); then the rollup
+        # complete only up to base + 20 h (the hours after it come from judgements)
+        compared = 0
+        for phase in ("raw", "rollup", "partial rollup"):
+            if phase == "rollup":
+                assert await store.refresh_score_rollup(SCORE_BUCKETS) is not None
+                assert await conn.fetchval("SELECT count(*) FROM judgement_rollup") > 0
+            if phase == "partial rollup":
+                cut = (base + timedelta(hours=20)).replace(minute=0, second=0, microsecond=0)
+                await conn.execute("UPDATE judgement_rollup_state SET upto = $1", cut)
+                await conn.execute("DELETE FROM judgement_rollup WHERE hour >= $1", cut)
+            for since, until, step, judge, app, source, exclude in cases:
+                old = [
+                    dict(r)
+                    for r in await conn.fetch(
+                        _OLD_TIMESERIES, since, until, step, judge, app, source, exclude
+                    )
+                ]
+                new = await store.score_timeseries(
+                    since=since,
+                    until=until,
+                    interval=step,
+                    judge=judge,
+                    app=app,
+                    source=source,
+                    exclude_source=exclude,
+                )
+                compared += len(old)
+                assert [{**r, "mean_score": None} for r in new] == [{**r, "mean_score": None} for r in old], (
+                    phase
+                )
+                assert [r["mean_score"] for r in new] == pytest.approx([r["mean_score"] for r in old]), phase
+        assert compared == 3 * 224  # series points compared in each phase
         everything = await store.score_timeseries(
             since=base,
             until=base + timedelta(days=2),
@@ -344,3 +382,26 @@ async def test_without_pg_trgm_the_migration_skips_the_index_and_q_still_works(p
         await admin.execute(f"DROP OWNED BY {role}")  # its tables here and its grants
         await admin.execute(f"DROP ROLE {role}")
         await admin.close()
+
+
+async def test_migration_170_finds_pg_trgm_outside_the_search_path(store_url: str) -> None:
+    """pg_trgm already installed in its own schema (as managed PostgreSQL services do): the index names the
+    operator class with that schema, and the filter uses it."""
+    conn = await asyncpg.connect(store_url)
+    try:
+        await conn.execute("CREATE SCHEMA ext")
+        await conn.execute("CREATE EXTENSION pg_trgm SCHEMA ext")
+        store = await PostgresStore.connect(store_url, f.store_settings(store_url).store)
+        try:
+            await store.write_results([f.result(f.trace("q1", question="Feature 4242?"))])
+            assert [r["trace_id"] for r in await store.list_trace_rows(TraceQuery(q="ture 42"), 50)] == ["q1"]
+        finally:
+            await store.close()
+        assert (
+            await conn.fetchval(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'traces_question_trgm_idx'"
+            )
+            == "CREATE INDEX traces_question_trgm_idx ON public.traces USING gin (question ext.gin_trgm_ops)"
+        )
+    finally:
+        await conn.close()

@@ -35,7 +35,8 @@ Lone surrogates (``"\\ud83d"``, half an emoji) become U+FFFD and NUL characters 
 ``file:line``), so a case that still cannot be stored is reported with its line.
 
 :class:`TestSetError` (a :class:`~ragpulse.errors.ConfigError`) names the file and line (or row) of every
-problem: invalid JSON, a row that is not an object, a field of the wrong type, a duplicate case id, no cases,
+problem: invalid JSON, a row that is not an object, a field of the wrong type, a case without a question
+(missing or blank), a duplicate case id, no cases,
 a file that is not UTF-8, a CSV quote left open (reported on the line where the quoted cell starts).
 """
 
@@ -69,6 +70,7 @@ __all__ = [
     "open_test_set",
     "parse_case",
     "read_cases",
+    "require_question",
 ]
 
 
@@ -108,6 +110,10 @@ _BOMS = (
 
 class _RowError(ValueError):
     pass
+
+
+class _Reread(Exception):
+    """A streamed file needs the whole-file reader to report its problem."""
 
 
 def _pick(row: Mapping[str, Any], field: str) -> Any:
@@ -180,11 +186,25 @@ def _labels(v: Any) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def require_question(question: str | None) -> str:
+    """``question`` when it is there and not blank: the rule every test case follows (files, portal, API).
+
+    Raises:
+        ValueError: missing or blank (the message names the field and its aliases).
+    """
+    if question is None or not question.strip():
+        raise _RowError(
+            f"question is required ({', '.join(FIELD_ALIASES['question'])}): a case without one cannot be judged"
+        )
+    return question
+
+
 def parse_case(row: Mapping[str, Any], default_id: str) -> TestCase:
     """Build a :class:`TestCase` from one input row (aliases resolved, other fields → ``metadata``).
 
     Raises:
-        ValueError: a field has the wrong type (the message names the field).
+        ValueError: a field has the wrong type, or the question is missing or blank (the message names the
+            field) — the one rule of test cases for files, the portal and the API.
     """
     if not isinstance(row, Mapping):
         raise _RowError(f"a case must be a JSON object, got {type(row).__name__}")
@@ -206,13 +226,14 @@ def parse_case(row: Mapping[str, Any], default_id: str) -> TestCase:
     if not doc_ids and any(i is not None for i in ctx_ids):
         doc_ids = ctx_ids
     case_id = _text("id", _pick(row, "id"))
+    question = require_question(_text("question", _pick(row, "question")))
     metadata = {k: v for k, v in row.items() if k not in _ALL_ALIASES}
     for key in ("app", "scenario"):
         if key in metadata and metadata[key] is not None and not isinstance(metadata[key], str):
             raise _RowError(f"{key} must be a string")
     return TestCase(
         id=case_id.strip() if case_id and case_id.strip() else default_id,
-        question=_text("question", _pick(row, "question")),
+        question=question,
         expected_answer=_text("expected_answer", _pick(row, "expected_answer")),
         keywords=keywords,
         reference_contexts=tuple(ref_contexts),
@@ -358,10 +379,16 @@ def _header_delimiter(label: str, text: str, given: str | None) -> str:
     return best
 
 
-def _csv_rows(text: str, delimiter: str | None, col: _Collector) -> Iterable[tuple[int, Any]]:
+def _csv_rows(
+    text: str, delimiter: str | None, col: _Collector, source: Iterable[str] | None = None
+) -> Iterable[tuple[int, Any]]:
+    """Rows of a CSV document: ``text`` (the whole document, or — when ``source`` gives the document's lines
+    read with ``newline=""`` — its first line only, and the file is read again whole for a broken quote)."""
     # newline="" lets quoted cells keep their line breaks (RFC 4180); strict rejects broken quoting.
     delim = _header_delimiter(col.label, text, delimiter)
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delim, strict=True)
+    reader = csv.DictReader(
+        io.StringIO(text, newline="") if source is None else source, delimiter=delim, strict=True
+    )
     try:
         header = reader.fieldnames
     except csv.Error as e:
@@ -378,6 +405,8 @@ def _csv_rows(text: str, delimiter: str | None, col: _Collector) -> Iterable[tup
             break
         except csv.Error as e:  # broken quoting: the rest cannot be split into rows reliably, so stop here
             if "unexpected end of data" in str(e):  # the reader ran to the end looking for the closing quote
+                if source is not None:  # streamed: the whole-file reader finds the line
+                    raise _Reread from e
                 lines = text.split("\n")
                 while row_start < len(lines) and not lines[row_start - 1].strip():  # skipped blank lines
                     row_start += 1
@@ -549,20 +578,27 @@ def load_test_set(
 
 
 class StreamedTestSet:
-    """A JSONL test-set file read one line at a time (a :class:`~ragpulse.protocols.CaseSource`): opening it
-    reads the file once to check every line (the errors of :func:`load_test_set`, with file and line), count
-    the cases and compute their :func:`~ragpulse.model.cases_hash`; :meth:`iter_cases` reads it again each
-    time. Memory holds one line at a time plus the case ids (duplicate check), not the cases.
+    """A UTF-8 JSONL or CSV test-set file read one line (row) at a time (a
+    :class:`~ragpulse.protocols.CaseSource`): opening it reads the file once to check every line (the errors of
+    :func:`load_test_set`, with file and line), count the cases and compute their
+    :func:`~ragpulse.model.cases_hash`; :meth:`iter_cases` reads it again each time. Memory holds one line at a
+    time plus the case ids (duplicate check), not the cases. CSV rows go through :class:`csv.DictReader` over
+    the open file; a CSV that does not decode or has a quote left open is read again whole by
+    :func:`load_test_set` for its error message (which names the line).
 
     The file must not change while it is replayed.
     """
 
-    def __init__(self, path: Path, name: str, *, bom: bool) -> None:
+    def __init__(
+        self, path: Path, name: str, *, bom: bool, csv: bool = False, csv_delimiter: str | None = None
+    ) -> None:
         self.path = path
         self.name = name
         self.knowledge_base: str | None = None
         self.description: str | None = None
         self._bom = bom
+        self._csv = csv
+        self._delimiter = csv_delimiter
         count = 0
 
         def counted() -> Iterator[TestCase]:
@@ -605,8 +641,26 @@ class StreamedTestSet:
             TestSetError: a line is not valid (possible only if the file changed since it was opened).
         """
         col = _Collector(str(self.path), collect=False)
+        if self._csv:
+            yield from self._csv_cases(col)
+            return
         for _, case in _iter_cases(_jsonl_rows(self._lines(), col), "line", col):
             yield case
+
+    def _csv_cases(self, col: _Collector) -> Iterator[TestCase]:
+        try:
+            with self.path.open(encoding="utf-8-sig" if self._bom else "utf-8", newline="") as fh:
+                first = fh.readline()
+                fh.seek(0)
+                for _, case in _iter_cases(_csv_rows(first, self._delimiter, col, fh), "row", col):
+                    yield case
+        except (UnicodeDecodeError, _Reread) as e:
+            load_test_set(
+                self.path, self.name, csv_delimiter=self._delimiter
+            )  # raises its error, with the line
+            raise TestSetError(f"{self.path}: cannot read the CSV file ({e})") from e
+        except OSError as e:
+            raise TestSetError(f"{self.path}: cannot read test set: {e}") from e
 
 
 def open_test_set(
@@ -616,9 +670,9 @@ def open_test_set(
     encoding: str | None = None,
     csv_delimiter: str | None = None,
 ) -> CaseSource:
-    """The test set of ``path`` for a replay: a UTF-8 JSONL file (the default encoding, or a UTF-8 byte-order
-    mark, or ``encoding`` ``utf-8``) is streamed (:class:`StreamedTestSet`: constant memory whatever its size);
-    any other file (``.json``, ``.csv``, another encoding) is read whole by :func:`load_test_set`. Same
+    """The test set of ``path`` for a replay: a UTF-8 JSONL or CSV file (the default encoding, or a UTF-8
+    byte-order mark, or ``encoding`` ``utf-8``) is streamed (:class:`StreamedTestSet`: constant memory whatever
+    its size); any other file (``.json``, another encoding) is read whole by :func:`load_test_set`. Same
     arguments, names and errors as :func:`load_test_set`.
 
     Raises:
@@ -627,7 +681,8 @@ def open_test_set(
     p = Path(path)
     suffix = p.suffix.lower()
     utf8 = _known(encoding) and (encoding is None or codecs.lookup(encoding).name in ("utf-8", "utf-8-sig"))
-    if suffix in (".csv", ".json") or not utf8:
+    delimiter = {"tab": "\t", "\\t": "\t"}.get(csv_delimiter or "", csv_delimiter) or None
+    if suffix == ".json" or not utf8 or (delimiter is not None and len(delimiter) != 1):
         return load_test_set(p, name, encoding=encoding, csv_delimiter=csv_delimiter)
     try:
         with p.open("rb") as fh:
@@ -644,7 +699,7 @@ def open_test_set(
             f"{p}:1: the file must be UTF-8: it looks like UTF-16 or UTF-32 without a byte-order mark "
             "(many NUL bytes); convert it or pass --encoding (e.g. utf-16-le)"
         )
-    return StreamedTestSet(p, name or p.stem, bom=bom)
+    return StreamedTestSet(p, name or p.stem, bom=bom, csv=suffix == ".csv", csv_delimiter=delimiter)
 
 
 def _known(encoding: str | None) -> bool:

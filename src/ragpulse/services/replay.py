@@ -27,6 +27,7 @@ to the same database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -40,7 +41,6 @@ from ragpulse.ingest.publish import publish_kafka, publish_otlp
 from ragpulse.logging import get_logger
 from ragpulse.model import RunStatus, TestSet, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import CaseSource, Exporter, Judge, RunStore
-from ragpulse.replay.judge_defaults import default_replay_judges
 from ragpulse.replay.rag_client import RagClient
 from ragpulse.replay.runner import (
     CaseResult,
@@ -52,7 +52,7 @@ from ragpulse.replay.runner import (
     start_run,
 )
 from ragpulse.services.corrected import with_corrected
-from ragpulse.services.judges import open_judges
+from ragpulse.services.judges import check_runnable, open_judges, run_judges
 from ragpulse.services.report_model import RunReport
 from ragpulse.services.reports import ReportBuilder, stored_case
 
@@ -233,10 +233,11 @@ async def replay_test_set(
     ``asyncio.run``) work in one process.
 
     Raises:
+        BadRequest: the test set has no cases or no judge would run (:func:`~ragpulse.services.judges.run_judges`).
         ConfigError: unknown judge name or bad judge configuration.
         StoreError: the store failed.
     """
-    selection = default_replay_judges(settings, test_set, judge_names)
+    selection = run_judges(settings, test_set, judge_names)
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, selection.names, ledger=store)
         rag = None
@@ -295,66 +296,69 @@ async def run_replay_via(
         replace_run=replace_run,
         replace_test_set=replace_test_set,
     )
-    traces = [case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.iter_cases()]
-    log.info("replay_via_started", run_id=run_id, via=via.value, cases=len(traces))
+    log.info("replay_via_started", run_id=run_id, via=via.value, cases=test_set.case_count)
     try:
         async with heartbeat(store, run_id):
-            got = await _publish_and_wait(
-                test_set,
-                traces,
-                via,
-                store=store,
-                settings=settings,
-                run_id=run_id,
-                wait_s=wait_s,
-                topic=topic,
-                endpoint=endpoint,
-            )
+            await _publish(test_set, via, settings=settings, run_id=run_id, topic=topic, endpoint=endpoint)
+            await _wait_stored(store, run_id, test_set.case_count, wait_s)
     except BaseException as e:
         await _mark_failed(store, run_id, test_set.name, e)
         raise
     builder = ReportBuilder(list(judges), keep_rows=False)
-    for trace in traces:
-        cid = trace.test_case_id or ""
-        result = got.get(cid)
-        if result is None:
+    wanted = {c.id for c in test_set.iter_cases()}
+    seen: set[str] = set()
+    async with contextlib.aclosing(store.iter_run_results(run_id)) as results:
+        async for r in results:
+            cid = r.trace.test_case_id
+            if cid in wanted and cid not in seen:
+                seen.add(cid)
+                builder.add(stored_case(r, judges))
+    for case in test_set.iter_cases():  # not stored in time: not stored, reason timeout
+        if case.id not in seen:
+            trace = case_to_trace(case, run_id=run_id, test_set=test_set.name)
             missing = TraceResult(trace=trace, outcome=TraceOutcome.NOT_EVALUABLE, outcome_reason="timeout")
-            builder.add(CaseResult(case_id=cid, result=missing, stored=False, note="timeout"))
-        else:
-            builder.add(stored_case(result, judges))
+            builder.add(CaseResult(case_id=case.id, result=missing, stored=False, note="timeout"))
     return await _finish(
         store, run_id=run_id, test_set=test_set.name, builder=builder, started=started, via=via
     )
 
 
-async def _publish_and_wait(
+#: Synthetic traces per OTLP publish call of ``--via otlp``.
+VIA_CHUNK = 1000
+
+
+async def _publish(
     test_set: CaseSource,
-    traces: Sequence[Trace],
     via: Via,
     *,
-    store: RunStore,
     settings: Settings,
     run_id: str,
-    wait_s: float,
     topic: str | None,
     endpoint: str | None,
-) -> dict[str, TraceResult]:
-    """Publish ``traces`` through ``via``, then poll the store until every case is stored or ``wait_s``
-    passed; return the stored results by case id."""
+) -> None:
+    """Publish each case's synthetic trace through ``via``, built as the cases are read (Kafka: one producer for
+    all; OTLP: :data:`VIA_CHUNK` traces per sender)."""
+    traces = (case_to_trace(c, run_id=run_id, test_set=test_set.name) for c in test_set.iter_cases())
     if via is Via.KAFKA:
-        values = [json.dumps(trace_to_event(t), ensure_ascii=False).encode("utf-8") for t in traces]
+        values = (json.dumps(trace_to_event(t), ensure_ascii=False).encode("utf-8") for t in traces)
         await publish_kafka(settings.kafka, values, topic)
-    else:
-        await publish_otlp(settings.otlp, traces, endpoint)
-    wanted = {t.test_case_id for t in traces if t.test_case_id}
-    got: dict[str, TraceResult] = {}
+        return
+    chunk: list[Trace] = []
+    for t in traces:
+        chunk.append(t)
+        if len(chunk) >= VIA_CHUNK:
+            await publish_otlp(settings.otlp, chunk, endpoint)
+            chunk = []
+    if chunk:
+        await publish_otlp(settings.otlp, chunk, endpoint)
+
+
+async def _wait_stored(store: RunStore, run_id: str, total: int, wait_s: float) -> None:
+    """Poll how many of run ``run_id``'s traces are stored until ``total`` are, or ``wait_s`` passed."""
     deadline = time.monotonic() + wait_s
     while True:
-        for r in await store.get_run_results(run_id):
-            if r.trace.test_case_id in wanted:
-                got[r.trace.test_case_id] = r
-        if len(got) >= len(wanted) or time.monotonic() >= deadline:
-            return got
+        if await store.count_run_results(run_id) >= total or time.monotonic() >= deadline:
+            return
         await asyncio.sleep(POLL_INTERVAL_S)
 
 
@@ -427,6 +431,7 @@ async def replay_via(
     ``judge_routes``), which the events cannot change, so asking for others would silently not happen.
 
     Raises:
+        BadRequest: the test set has no cases or no judge is enabled.
         ConfigError: ``judge_names`` given, or serve writes to another database.
         IngestError / StoreError: see :func:`run_replay_via`.
     """
@@ -435,6 +440,7 @@ async def replay_via(
             "--judges cannot be used with --via: serve runs its own configured judges (enabled_judges, "
             "judge_routes); set them on serve, or replay without --via"
         )
+    check_runnable(test_set, settings.judge.enabled)  # before anything is published
     await check_serve_database(store, serve_readyz_url(settings, serve_url))
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, None, ledger=store)

@@ -418,6 +418,16 @@ class PostgresStore(PortalQueries):
             ),
         )
 
+    async def count_run_results(self, run_id: str) -> int:
+        """How many traces are linked to run ``run_id`` (a trace is linked in the transaction that stores it
+        with its judgements)."""
+        return int(
+            await self._run(
+                "count_run_results",
+                lambda c: c.fetchval("SELECT count(*) FROM run_cases WHERE run_id = $1", run_id),
+            )
+        )
+
     async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
         """Every result of run ``run_id`` in run order, read through one server-side cursor ``chunk`` rows at a
         time (memory stays bounded for a 100,000-case run); each with its latest judgement per judge (no raw
@@ -663,7 +673,7 @@ class PostgresStore(PortalQueries):
         :data:`PRUNE_CHUNK` traces (or dead letters, or shadow judgements), found by a keyset walk of the
         ``received_at`` index, so no lock is held long, concurrent writers of new traces never wait, and an
         interrupted prune has removed the oldest rows. Measured on 10 million judgements: a day (111,000 traces,
-        330,000 judgements) in ~6 s (bench/README.md). Runs and test sets are kept.
+        330,000 judgements) in 5–6 s (bench/README.md). Runs and test sets are kept.
         """
 
         async def q(conn: Conn) -> int:

@@ -216,6 +216,10 @@ class MemoryStore:
             rows = [(k, r) for k, r in rows if not _passed(r)]
         return rows[offset : offset + limit]
 
+    async def count_run_results(self, run_id: str) -> int:
+        """How many traces of the run are stored."""
+        return sum(1 for r in self.traces.values() if r.trace.run_id == run_id)
+
     async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
         """Every result of the run in run order."""
         for _, r in self._run_order(run_id):
