@@ -347,8 +347,19 @@ class Trace(BaseModel):
 
     @property
     def content_hash(self) -> str:
-        """Hash of the content a judge sees (question, contexts, answer): :func:`judged_content_hash`."""
-        return judged_content_hash(self)
+        """Hash of the content a judge sees (question, contexts, answer): :func:`judged_content_hash`.
+
+        Remembered for the last :data:`CONTENT_HASH_MEMO` traces (by identity: a trace is frozen, a changed copy
+        is another object), since the Kafka path asks for it several times per trace (prefetch, engine, store).
+        """
+        memo = _CONTENT_HASHES.get(id(self))
+        if memo is not None and memo[0] is self:
+            return memo[1]
+        value = judged_content_hash(self)
+        if len(_CONTENT_HASHES) >= CONTENT_HASH_MEMO:
+            del _CONTENT_HASHES[next(iter(_CONTENT_HASHES))]  # the oldest entry
+        _CONTENT_HASHES[id(self)] = (self, value)
+        return value
 
     @property
     def doc_ids(self) -> list[str | None]:
@@ -553,6 +564,12 @@ def _hashable(v: Any) -> Any:
     if isinstance(v, list | tuple):
         return [_hashable(x) for x in v]
     return v
+
+
+#: Traces whose :attr:`Trace.content_hash` is remembered (oldest forgotten first; each entry holds its trace):
+#: enough for a Kafka poll (500), the engine queue (1,000) and the batches being written with the defaults.
+CONTENT_HASH_MEMO = 2048
+_CONTENT_HASHES: dict[int, tuple[Trace, str]] = {}
 
 
 def judged_content_hash(trace: Trace) -> str:
