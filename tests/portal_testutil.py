@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from collections.abc import Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 
+from ingest.serve_testutil import ServeProcess
 from ragpulse.config import Settings
 from ragpulse.model import TraceResult
 from ragpulse.store.postgres import PostgresStore
@@ -69,50 +66,42 @@ def base_env(db_url: str) -> dict[str, str]:
     return env
 
 
-@dataclass
-class Portal:
-    """A running ``ragpulse serve`` with the portal at :attr:`url`."""
+class Portal(ServeProcess):
+    """A running ``ragpulse serve`` (:class:`~ingest.serve_testutil.ServeProcess`, the one serve starter of the
+    tests) with the portal at :attr:`url`, on the database ``db_url``."""
 
-    db_url: str
-    env: dict[str, str]
-    url: str = ""
-    proc: subprocess.Popen[bytes] | None = None
-    logs: list[dict[str, Any]] = field(default_factory=list)
-
-    def start(self, timeout: float = 90.0) -> None:
-        port = free_port()
-        self.env.setdefault("RAGPULSE_API_ADDRESS", f"127.0.0.1:{port}")
-        self.env["RAGPULSE_HTTP_ADDRESS"] = f"127.0.0.1:{free_port()}"
+    def __init__(self, db_url: str, env: dict[str, str]) -> None:
+        env = dict(env)
+        env.setdefault("RAGPULSE_API_ADDRESS", f"127.0.0.1:{free_port()}")
+        env["RAGPULSE_HTTP_ADDRESS"] = f"127.0.0.1:{free_port()}"
+        super().__init__(env)
+        self.db_url = db_url
         self.url = "http://" + self.env["RAGPULSE_API_ADDRESS"]
-        self.proc = subprocess.Popen(
-            [RAGPULSE, "serve"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not any(e.get("event") == "ready" for e in self.logs):
-            if self.proc.poll() is not None:
-                time.sleep(0.2)
-                raise RuntimeError(f"serve exited {self.proc.returncode}: {self.logs[-5:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"serve not ready: {self.logs[-5:]}")
-            time.sleep(0.05)
 
-    def _read(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stderr is not None
-        for raw in proc.stderr:
-            line = raw.decode("utf-8", "replace").strip()
-            try:
-                self.logs.append(json.loads(line))
-            except ValueError:
-                self.logs.append({"event": "_raw", "line": line})
+    def start(self, wait_ready_s: float = 90.0) -> None:
+        super().start(wait_ready_s)
 
     def stop(self) -> None:
+        """SIGTERM (a graceful stop), SIGKILL after 10 s."""
         if self.proc is not None:
             stop_process(self.proc)
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
+
+
+@contextmanager
+def started_portal(**env: str) -> Iterator[Portal]:
+    """A started :class:`Portal` on a fresh private database with :func:`base_env` plus ``env`` (``RAGPULSE_*``
+    overrides); stopped and the database dropped on exit."""
+    with private_db() as db:
+        p = Portal(db, {**base_env(db), **env})
+        p.start()
+        try:
+            yield p
+        finally:
+            p.stop()
 
 
 def seed(db_url: str, results: Sequence[TraceResult]) -> None:

@@ -37,24 +37,95 @@ def test_yaml_sections_flatten_and_env_wins(tmp_path: Path, monkeypatch: pytest.
     assert s.judge.api_key.get_secret_value() == "sk-test"
 
 
-def test_secret_in_file_rejected(tmp_path: Path) -> None:
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text("judge:\n  api_key: sk-leak\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="environment"):
-        load_settings(cfg)
+#: Bad settings, each a config file text (or ``None``) and environment, and the ``ConfigError`` message it gives
+#: (a regex): the message names the setting and where it came from.
+BAD_SETTINGS: list[tuple[str, str | None, dict[str, str], str]] = [
+    (
+        "secret in a file",
+        "judge:\n  api_key: sk-leak\n",
+        {},
+        r"judge\.api_key must come from the environment",
+    ),
+    (
+        "api token in a file",
+        "api:\n  token: t\n",
+        {},
+        r"api\.token must come from the environment \(RAGPULSE_API_TOKEN\)",
+    ),
+    ("unknown setting", "sampling_rat: 0.5\n", {}, "unknown setting"),
+    (
+        "value out of range",
+        "sampling_rate: 2\n",
+        {},
+        r"engine\.sampling_rate \(sampling_rate in config file .*c\.yaml\): Input should be less",
+    ),
+    (
+        "JSON variable that is not JSON",
+        None,
+        {"RAGPULSE_JUDGES": "{bad"},
+        r"^invalid configuration: RAGPULSE_JUDGES must be JSON \(Expecting",
+    ),
+    (
+        "unknown log level",
+        None,
+        {"RAGPULSE_LOG_LEVEL": "LOUD"},
+        r"log\.level \(RAGPULSE_LOG_LEVEL\): Value error, must be one of DEBUG, INFO",
+    ),
+    *[
+        (
+            f"enabled judges {value!r}",
+            None,
+            {"RAGPULSE_ENABLED_JUDGES": value},
+            r"judge\.enabled \(RAGPULSE_ENABLED_JUDGES\): Value error, must name at least one judge",
+        )
+        for value in ("", " , ")
+    ],
+    (
+        "unknown topic encoding",
+        None,
+        {"RAGPULSE_KAFKA_TOPIC_ENCODINGS": "a=avro"},
+        r"kafka\.topic_encodings\.a \(RAGPULSE_KAFKA_TOPIC_ENCODINGS\): Input should be .json., .otlp_proto. or "
+        r".otlp_json.",
+    ),
+    (
+        "topic encoding without '='",
+        None,
+        {"RAGPULSE_KAFKA_TOPIC_ENCODINGS": "justatopic"},
+        "topic=encoding pairs",
+    ),
+    (
+        "TLS certificate without key",
+        None,
+        {"RAGPULSE_OTLP_TLS_CERT_FILE": "/c.pem"},
+        "tls_cert_file and tls_key_file must be set together",
+    ),
+    (
+        "RAG endpoint URL not http",
+        "rag:\n  endpoints:\n    x: {url: 'ftp://nope'}\n",
+        {},
+        r"rag\.endpoints\.x\.url .*must be an http\(s\) URL",
+    ),
+    (
+        "RAG endpoint key in a file",
+        "rag:\n  endpoints:\n    x: {url: 'http://a', api_key: k}\n",
+        {},
+        r"rag\.endpoints\.x\.api_key .*Extra inputs are not permitted",
+    ),
+]
 
 
-def test_unknown_setting_and_bad_value_are_clear(tmp_path: Path) -> None:
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text("sampling_rat: 0.5\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="unknown setting"):
-        load_settings(cfg)
-    cfg.write_text("sampling_rate: 2\n", encoding="utf-8")
-    with pytest.raises(
-        ConfigError,
-        match=r"engine\.sampling_rate \(sampling_rate in config file .*c\.yaml\): Input should be less",
-    ):
-        load_settings(cfg)
+@pytest.mark.parametrize(
+    ("case", "yaml_text", "environ", "message"), BAD_SETTINGS, ids=[b[0] for b in BAD_SETTINGS]
+)
+def test_bad_settings_are_config_errors_naming_the_setting(
+    tmp_path: Path, case: str, yaml_text: str | None, environ: dict[str, str], message: str
+) -> None:
+    cfg = None
+    if yaml_text is not None:
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(yaml_text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_settings(cfg, environ=environ)
 
 
 async def test_pg_fixture_gives_an_empty_database(pg_url: str) -> None:
@@ -68,34 +139,12 @@ async def test_pg_fixture_gives_an_empty_database(pg_url: str) -> None:
     assert n == 0
 
 
-def test_env_json_value_that_is_not_json_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAGPULSE_JUDGES", "{bad")
-    with pytest.raises(
-        ConfigError, match=r"^invalid configuration: RAGPULSE_JUDGES must be JSON \(Expecting"
-    ):
-        load_settings()
-
-
-def test_log_level_is_validated_and_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAGPULSE_LOG_LEVEL", "LOUD")
-    with pytest.raises(
-        ConfigError, match=r"log\.level \(RAGPULSE_LOG_LEVEL\): Value error, must be one of DEBUG, INFO"
-    ):
-        load_settings()
+def test_log_level_is_normalised_and_enabled_judges_split(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGPULSE_LOG_LEVEL", " warning")
-    assert load_settings().log.level == "WARNING"
-
-
-def test_empty_enabled_judges_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    for value in ("", " , "):
-        monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", value)
-        with pytest.raises(
-            ConfigError,
-            match=r"judge\.enabled \(RAGPULSE_ENABLED_JUDGES\): Value error, must name at least one judge",
-        ):
-            load_settings()
     monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", "keyword, relevancy")
-    assert load_settings().judge.enabled == ["keyword", "relevancy"]
+    s = load_settings()
+    assert s.log.level == "WARNING"
+    assert s.judge.enabled == ["keyword", "relevancy"]
 
 
 def test_unknown_ragpulse_env_vars_are_named() -> None:
@@ -309,21 +358,7 @@ def test_new_settings_and_their_validation(tmp_path: Path) -> None:
     assert s.kafka.topic_encodings == {"otlp-spans": "otlp_proto", "otlp-json": "otlp_json"}
     assert s.kafka.results_topic == "results"
     assert s.export.corrected_window_s == 600
-    with pytest.raises(
-        ConfigError,
-        match=r"kafka\.topic_encodings\.a \(RAGPULSE_KAFKA_TOPIC_ENCODINGS\): Input should be .json., .otlp_proto. or .otlp_json.",
-    ):
-        load_settings(environ={"RAGPULSE_KAFKA_TOPIC_ENCODINGS": "a=avro"})
-    with pytest.raises(ConfigError, match="topic=encoding pairs"):
-        load_settings(environ={"RAGPULSE_KAFKA_TOPIC_ENCODINGS": "justatopic"})
-    with pytest.raises(ConfigError, match="tls_cert_file and tls_key_file must be set together"):
-        load_settings(environ={"RAGPULSE_OTLP_TLS_CERT_FILE": "/c.pem"})
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("api:\n  token: t\n", encoding="utf-8")
-    with pytest.raises(
-        ConfigError, match=r"api\.token must come from the environment \(RAGPULSE_API_TOKEN\)"
-    ):
-        load_settings(cfg, environ={})
     cfg.write_text(
         "rag_endpoints:\n  prod: {url: 'http://rag/ask', top_k_field: k, api_key_env: RAG_KEY}\n"
         "judge_models:\n  big: {model: gpt-4o, base_url: 'http://j/v1', api_key_env: BIG_KEY}\n",
@@ -336,12 +371,6 @@ def test_new_settings_and_their_validation(tmp_path: Path) -> None:
     assert s.rag.endpoints["prod"].api_key_env == "RAG_KEY"
     assert s.judge.models["big"].model == "gpt-4o"
     assert s.judge.models["big"].api_key_env == "BIG_KEY"
-    cfg.write_text("rag:\n  endpoints:\n    x: {url: 'ftp://nope'}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"rag\.endpoints\.x\.url .*must be an http\(s\) URL"):
-        load_settings(cfg, environ={})
-    cfg.write_text("rag:\n  endpoints:\n    x: {url: 'http://a', api_key: k}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"rag\.endpoints\.x\.api_key .*Extra inputs are not permitted"):
-        load_settings(cfg, environ={})
 
 
 def test_config_path_comes_from_the_argument_or_the_environment_given(tmp_path: Path) -> None:

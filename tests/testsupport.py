@@ -69,6 +69,17 @@ async def wait_until(
         await asyncio.sleep(interval_s)
 
 
+def scripted_judge_env(base_url: str, **extra: str) -> dict[str, str]:
+    """The ``RAGPULSE_*`` settings (plus ``extra``) of a ragpulse process whose judge model is the scripted
+    OpenAI-compatible server at ``base_url`` (:mod:`ragpulse.testing.openai_server`)."""
+    return {
+        "RAGPULSE_JUDGE_MODEL": "scripted-judge",
+        "RAGPULSE_JUDGE_BASE_URL": base_url,
+        "RAGPULSE_JUDGE_API_KEY": "test-key",
+        **extra,
+    }
+
+
 def free_port() -> int:
     """A TCP port that was free on 127.0.0.1 a moment ago."""
     with socket.socket() as s:

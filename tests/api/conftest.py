@@ -6,18 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from portal_testutil import Portal, base_env, private_db
+from portal_testutil import Portal, started_portal
 
 
 @pytest.fixture(scope="module")
 def portal() -> Iterator[Portal]:
     """``ragpulse serve`` with the portal, offline judges, no token, a 64 KiB upload limit."""
-    with private_db() as db:
-        env = base_env(db)
-        env["RAGPULSE_API_MAX_UPLOAD_MB"] = "0.0625"
-        p = Portal(db, env)
-        p.start()
-        try:
-            yield p
-        finally:
-            p.stop()
+    with started_portal(RAGPULSE_API_MAX_UPLOAD_MB="0.0625") as p:
+        yield p

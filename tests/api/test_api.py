@@ -349,3 +349,36 @@ def test_bad_characters_never_cost_a_500(portal: Portal) -> None:
         r = c.get("/api/v1/traces", params={"q": "no such\x00 text"})
         assert r.status_code == 200, r.text
         assert r.json()["items"] == []
+
+
+def test_a_case_needs_a_question_as_in_the_file_loader(portal: Portal) -> None:
+    """The API applies the test-set file loader's rule (``replay.testset.require_question``): 422 naming the
+    field, for add, put and each imported row."""
+    rule = "question is required (question, query, user_input): a case without one cannot be judged"
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "no-q"})
+        assert _problem(c.post("/api/v1/test-sets/no-q/cases", json={"id": "a", "answer": "x"}), 422) == rule
+        assert _problem(c.put("/api/v1/test-sets/no-q/cases/b", json={"question": "  "}), 422) == rule
+        r = c.post(
+            "/api/v1/test-sets/no-q/cases/import",
+            json=[{"id": "c", "question": "Q?"}, {"id": "d", "expected_answer": "A"}],
+        )
+        assert r.json()["rejected"] == [{"line": 2, "reason": rule}]
+        assert [x["id"] for x in c.get("/api/v1/test-sets/no-q/cases").json()["items"]] == ["c"]
+
+
+def test_a_run_that_could_judge_nothing_is_refused(portal: Portal) -> None:
+    """An empty test set, an empty judge list and a bad run id are 422 up front; nothing is queued."""
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "empty-set"})
+        detail = _problem(c.post("/api/v1/runs", json={"test_set": "empty-set"}), 422)
+        assert detail.startswith("test set 'empty-set' has no cases")
+        c.post("/api/v1/test-sets/empty-set/cases", json={"id": "a", "question": "Q?"})
+        detail = _problem(c.post("/api/v1/runs", json={"test_set": "empty-set", "judges": []}), 422)
+        assert detail.startswith("no judges to run")
+        detail = _problem(c.post("/api/v1/runs", json={"test_set": "empty-set", "run_id": "bad id"}), 422)
+        assert detail == (
+            "run_id: Value error, invalid run id 'bad id': use letters, digits, '.', '_' and '-', starting "
+            "with a letter or digit, at most 128 characters (pattern ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$)"
+        )
+        assert c.get("/api/v1/runs", params={"test_set": "empty-set"}).json()["items"] == []

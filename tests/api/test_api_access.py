@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from portal_testutil import RAGPULSE, Portal, base_env, private_db
+from portal_testutil import RAGPULSE, base_env, private_db, started_portal
 from ragpulse.api.context import ApiOptions
 from ragpulse.api.server import check_exposure, is_loopback
 from ragpulse.errors import ConfigError
@@ -18,28 +18,21 @@ TOKEN = "s3cret-token-for-tests"
 
 @pytest.mark.integration
 def test_token_missing_401_wrong_403_right_200() -> None:
-    with private_db() as db:
-        env = base_env(db)
-        env["RAGPULSE_API_TOKEN"] = TOKEN
-        p = Portal(db, env)
-        p.start()
-        try:
-            with p.client() as c:
-                r = c.get("/api/v1/test-sets")
-                assert r.status_code == 401
-                assert r.headers["content-type"].startswith("application/problem+json")
-                assert r.headers["www-authenticate"] == "Bearer"
-                assert c.get("/api/v1/openapi.json").status_code == 401
-                assert c.post("/api/v1/test-sets", json={"name": "x"}).status_code == 401
-            with p.client("wrong") as c:
-                assert c.get("/api/v1/test-sets").status_code == 403
-                assert c.delete("/api/v1/test-sets/x").status_code == 403
-            with p.client(TOKEN) as c:
-                assert c.get("/api/v1/test-sets").json() == {"items": [], "next_cursor": None}
-                assert c.post("/api/v1/test-sets", json={"name": "x"}).status_code == 201
-            assert not any(TOKEN in str(e) for e in p.logs)  # never logged
-        finally:
-            p.stop()
+    with started_portal(RAGPULSE_API_TOKEN=TOKEN) as p:
+        with p.client() as c:
+            r = c.get("/api/v1/test-sets")
+            assert r.status_code == 401
+            assert r.headers["content-type"].startswith("application/problem+json")
+            assert r.headers["www-authenticate"] == "Bearer"
+            assert c.get("/api/v1/openapi.json").status_code == 401
+            assert c.post("/api/v1/test-sets", json={"name": "x"}).status_code == 401
+        with p.client("wrong") as c:
+            assert c.get("/api/v1/test-sets").status_code == 403
+            assert c.delete("/api/v1/test-sets/x").status_code == 403
+        with p.client(TOKEN) as c:
+            assert c.get("/api/v1/test-sets").json() == {"items": [], "next_cursor": None}
+            assert c.post("/api/v1/test-sets", json={"name": "x"}).status_code == 201
+        assert not any(TOKEN in str(e) for e in p.logs)  # never logged
 
 
 @pytest.mark.integration

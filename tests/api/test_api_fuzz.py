@@ -15,24 +15,19 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import Case
 from schemathesis.core.result import Ok
 
-from portal_testutil import Portal, base_env, private_db
+from portal_testutil import Portal, started_portal
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def fuzzed() -> Iterator[Portal]:
-    with private_db() as db:
-        p = Portal(db, base_env(db))
-        p.start()
-        try:
-            with p.client() as c:
-                c.post("/api/v1/test-sets", json={"name": "faq", "knowledge_base": "kb"})
-                c.post("/api/v1/test-sets/faq/cases", json={"id": "c1", "question": "Q?"})
-            yield p
-        finally:
-            p.stop()
-            assert [e for e in p.logs if e.get("event") == "api_unexpected_error"] == []
+    with started_portal() as p:
+        with p.client() as c:
+            c.post("/api/v1/test-sets", json={"name": "faq", "knowledge_base": "kb"})
+            c.post("/api/v1/test-sets/faq/cases", json={"id": "c1", "question": "Q?"})
+        yield p
+    assert [e for e in p.logs if e.get("event") == "api_unexpected_error"] == []
 
 
 def test_no_server_error(fuzzed: Portal) -> None:

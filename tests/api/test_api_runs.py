@@ -14,6 +14,7 @@ import pytest
 
 from portal_testutil import Portal, base_env, cli, private_db
 from ragpulse.testing.openai_server import Phase, ScriptedOpenAIServer, judge_responder
+from testsupport import scripted_judge_env
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +33,9 @@ def runs_portal(judge: ScriptedOpenAIServer) -> Iterator[Portal]:
     with private_db() as db:
         env = base_env(db)
         env.update(
-            {
-                "RAGPULSE_JUDGE_MODEL": "scripted-judge",
-                "RAGPULSE_JUDGE_BASE_URL": judge.base_url,
-                "RAGPULSE_JUDGE_API_KEY": "test-key",
-                "RAGPULSE_ENABLED_JUDGES": "relevancy",
-                "RAGPULSE_ENGINE_WORKERS": "1",
-            }
+            scripted_judge_env(
+                judge.base_url, RAGPULSE_ENABLED_JUDGES="relevancy", RAGPULSE_ENGINE_WORKERS="1"
+            )
         )
         p = Portal(db, env)
         p.start()
@@ -187,13 +184,9 @@ def test_a_run_survives_a_killed_serve(judge: ScriptedOpenAIServer) -> None:
     with private_db() as db:
         env = base_env(db)
         env.update(
-            {
-                "RAGPULSE_JUDGE_MODEL": "scripted-judge",
-                "RAGPULSE_JUDGE_BASE_URL": judge.base_url,
-                "RAGPULSE_JUDGE_API_KEY": "test-key",
-                "RAGPULSE_ENABLED_JUDGES": "relevancy",
-                "RAGPULSE_ENGINE_WORKERS": "1",
-            }
+            scripted_judge_env(
+                judge.base_url, RAGPULSE_ENABLED_JUDGES="relevancy", RAGPULSE_ENGINE_WORKERS="1"
+            )
         )
         first = Portal(db, env)
         first.start()
@@ -219,8 +212,7 @@ def test_a_run_survives_a_killed_serve(judge: ScriptedOpenAIServer) -> None:
             assert first.proc is not None
             first.proc.kill()
             first.proc.wait(10)
-        second = Portal(db, dict(env, RAGPULSE_API_ADDRESS=""))
-        second.env.pop("RAGPULSE_API_ADDRESS")
+        second = Portal(db, env)  # on a port of its own
         second.start()
         try:
             with second.client() as c:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ragpulse.config import Settings
+from ragpulse.errors import NotFoundError
 from ragpulse.model import (
     Backend,
     Document,
@@ -22,7 +23,7 @@ from ragpulse.model import (
     TraceResult,
 )
 from ragpulse.services import deadletters, stats, testsets, traces
-from ragpulse.services.errors import BadRequest, Conflict, NotFound
+from ragpulse.services.errors import BadRequest, Conflict
 from ragpulse.store.postgres import PostgresStore
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -111,10 +112,10 @@ async def test_test_set_life_cycle(store: PostgresStore) -> None:
     assert created is True
     assert (await testsets.get_test_set_info(store, "kb-faq")).case_count == 2
     await testsets.delete_case(store, "kb-faq", "case-1")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         await testsets.get_case(store, "kb-faq", "case-1")
     await testsets.delete_test_set(store, "kb-faq")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         await testsets.get_test_set_info(store, "kb-faq")
 
 
@@ -202,7 +203,7 @@ async def test_trace_detail_claims_and_copy(store: PostgresStore) -> None:
     assert d.judgements[0].claims[0].evidence == {"doc_id": "d1", "rank": 0}
     assert d.judgements[0].decided_by == "claims"
     assert d.documents[0].content == "context 1"
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         await traces.get_trace(store, "f" * 32)
     await testsets.create_test_set(store, "copied")
     row = await traces.copy_to_test_set(store, f"{1:032x}", "copied", expected_answer="Green.")
@@ -213,7 +214,7 @@ async def test_trace_detail_claims_and_copy(store: PostgresStore) -> None:
     assert row["app"] == "shop"
     with pytest.raises(Conflict):
         await traces.copy_to_test_set(store, f"{1:032x}", "copied")
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         await traces.copy_to_test_set(store, f"{1:032x}", "nope")
 
 

@@ -6,6 +6,7 @@ Exit codes (docs/cli.md): 2 usage/config/input error, 3 runtime failure.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,7 +23,7 @@ from ragpulse.cli import app
 from ragpulse.cli._common import exit_code_for
 from ragpulse.errors import ConfigError, ExportError, IngestError, JudgeError, NotFoundError, StoreError
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
-from testsupport import free_port
+from testsupport import free_port, scripted_judge_env
 
 ROOT = Path(__file__).resolve().parents[2]
 KESTREL = ROOT / "examples" / "kestrel_kb.jsonl"
@@ -44,6 +45,7 @@ class Files:
     events: Path
     labels: Path
     bad_config: Path
+    no_question: Path
 
 
 @pytest.fixture
@@ -56,7 +58,9 @@ def files(tmp_path: Path) -> Files:
     labels.write_text('{"question": "q", "answer": "a", "label": 1}\n', encoding="utf-8")
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("sampling_rate: abc\n", encoding="utf-8")
-    return Files(ts, events, labels, cfg)
+    no_q = tmp_path / "no_question.jsonl"
+    no_q.write_text('{"id": "a", "question": "q"}\n{"id": "b", "answer": "a"}\n', encoding="utf-8")
+    return Files(ts, events, labels, cfg, no_q)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -182,7 +186,27 @@ def _table(f: Files) -> list[Case]:
             "send unparseable line",
             ["send", str(f.labels), "--to", "otlp", "--endpoint", f"http://127.0.0.1:{free_port()}"],
             2,
-            r"1 line\(s\) were skipped",
+            r"1 line\(s\) were skipped .*\(no line has a traceId: to send a test set's cases as traces through "
+            r"a running serve, run: ragpulse replay \S+labels\.jsonl --via otlp\)$",
+        ),
+        Case(
+            "send a test set",
+            ["send", str(f.testset)],
+            2,
+            r"mini\.jsonl looks like a test set \(cases without traceId\), not trace events: .*; to send a test "
+            r"set's cases as traces through a running serve, run: ragpulse replay \S+mini\.jsonl --via kafka$",
+        ),
+        Case(
+            "replay --run-id against the API's pattern",
+            ["replay", str(f.testset), "--run-id", "bad id"],
+            2,
+            r"^error: invalid run id 'bad id': .* \(pattern \^\[A-Za-z0-9\]\[A-Za-z0-9\._-\]\{0,127\}\$\)$",
+        ),
+        Case(
+            "replay a case without a question",
+            ["replay", str(f.no_question)],
+            2,
+            r"no_question\.jsonl:2: line 2: question is required \(question, query, user_input\)",
         ),
     ]
     return cases
@@ -204,12 +228,7 @@ def test_replay_whose_judgements_are_all_errors_exits_3(
     files: Files, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
-        for k, v in {
-            "RAGPULSE_DATABASE_URL": pg_url,
-            "RAGPULSE_JUDGE_MODEL": "judge-test",
-            "RAGPULSE_JUDGE_BASE_URL": server.base_url,
-            "RAGPULSE_JUDGE_API_KEY": "sk-test",
-        }.items():
+        for k, v in scripted_judge_env(server.base_url, RAGPULSE_DATABASE_URL=pg_url).items():
             monkeypatch.setenv(k, v)
         res = CliRunner().invoke(
             app, ["replay", str(files.testset), "--judges", "relevancy", "--fail-under", "pass_rate=0.5"]
@@ -231,7 +250,53 @@ def test_replay_whose_judgements_are_all_errors_exits_3(
         (JudgeError("judge_unavailable"), 3),
         (RuntimeError("a bug"), 3),
         (KeyboardInterrupt(), 130),
+        (BrokenPipeError(), 141),
     ],
 )
 def test_exit_code_table(error: BaseException, code: int) -> None:
     assert exit_code_for(error) == code
+
+
+def test_replay_of_an_empty_stored_test_set_is_refused(base_env: dict[str, str]) -> None:
+    """A test set created empty (portal/API) is refused up front: exit 2, no run is stored."""
+    import asyncio
+
+    from ragpulse.config import Settings
+    from ragpulse.store.postgres import PostgresStore
+
+    url = base_env["RAGPULSE_DATABASE_URL"]
+
+    async def prepare() -> None:
+        store = await PostgresStore.connect(url, Settings(database_url=url).store)
+        try:
+            assert await store.create_test_set_row("empty-set", None, None)
+        finally:
+            await store.close()
+
+    asyncio.run(prepare())
+    case = Case(
+        "replay --test-set empty-set",
+        ["replay", "--test-set", "empty-set"],
+        2,
+        r"^error: test set 'empty-set' has no cases: add cases",
+    )
+    assert _problems([_run(case, base_env)]) == []
+    listed = _run(Case("runs list", ["runs", "list", "--json"], 0, ""), base_env)[1]
+    assert json.loads(listed.stdout) == []
+
+
+@pytest.mark.parametrize("args", [["version"], ["--help"], ["runs", "list"]])
+def test_a_closed_stdout_ends_quietly_with_141(args: list[str], base_env: dict[str, str]) -> None:
+    """``ragpulse … | head``: the reader is gone before the command writes; exit 141 (128 + SIGPIPE, as a
+    Unix tool) and nothing on stderr — no error line, no traceback, no "Exception ignored"."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragpulse", *args],
+        env=base_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err.decode()) == (141, "")

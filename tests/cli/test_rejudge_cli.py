@@ -15,6 +15,7 @@ from ragpulse.engine import Engine
 from ragpulse.model import Source, Trace
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
+from testsupport import scripted_judge_env
 
 
 async def _seed(url: str) -> None:
@@ -73,12 +74,7 @@ def test_rejudge_with_the_judge_model_down_exits_3(pg_url: str, monkeypatch: pyt
 
     asyncio.run(_seed(pg_url))
     with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
-        for k, v in {
-            "RAGPULSE_DATABASE_URL": pg_url,
-            "RAGPULSE_JUDGE_MODEL": "judge-test",
-            "RAGPULSE_JUDGE_BASE_URL": server.base_url,
-            "RAGPULSE_JUDGE_API_KEY": "sk-test",
-        }.items():
+        for k, v in scripted_judge_env(server.base_url, RAGPULSE_DATABASE_URL=pg_url).items():
             monkeypatch.setenv(k, v)
         res = CliRunner().invoke(app, ["rejudge", "--since", "1h", "--judges", "relevancy", "--json"])
     assert res.exit_code == 3, res.output
@@ -114,12 +110,7 @@ def test_rejudge_never_shadows_a_good_judgement_with_an_error(
 
     asyncio.run(_seed_good(pg_url))
     with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
-        for k, v in {
-            "RAGPULSE_DATABASE_URL": pg_url,
-            "RAGPULSE_JUDGE_MODEL": "judge-test",
-            "RAGPULSE_JUDGE_BASE_URL": server.base_url,
-            "RAGPULSE_JUDGE_API_KEY": "sk-test",
-        }.items():
+        for k, v in scripted_judge_env(server.base_url, RAGPULSE_DATABASE_URL=pg_url).items():
             monkeypatch.setenv(k, v)
         res = CliRunner().invoke(app, ["rejudge", "--since", "1h", "--judges", "relevancy", "--json"])
     assert res.exit_code == 3, res.output  # every judgement an error: runtime failure

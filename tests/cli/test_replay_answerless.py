@@ -45,12 +45,10 @@ def _label_recall(labels: list[int], k: int | None = None) -> float:
 
 
 @pytest.fixture
-def db(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
-    for var in ("RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG", "RAGPULSE_RAG_ENDPOINT_URL", "RAGPULSE_JUDGES"):
-        monkeypatch.delenv(var, raising=False)
+def db(db: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The CLI's database (tests/cli/conftest.py), with the three answer judges enabled."""
     monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", "relevancy,faithfulness,keyword")
-    return pg_url
+    return db
 
 
 def _report(args: list[str]) -> dict[str, Any]:

@@ -92,14 +92,6 @@ def _oracle(req: RecordedRequest) -> str:
 
 
 @pytest.fixture
-def db(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
-    for var in ("RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG", "RAGPULSE_RAG_ENDPOINT_URL"):
-        monkeypatch.delenv(var, raising=False)
-    return pg_url
-
-
-@pytest.fixture
 def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScriptedOpenAIServer]:
     with ScriptedOpenAIServer(_oracle) as server:
         monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "judge-test")

@@ -47,14 +47,6 @@ offline = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def db(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
-    for var in ("RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG", "RAGPULSE_RAG_ENDPOINT_URL"):
-        monkeypatch.delenv(var, raising=False)
-    return pg_url
-
-
 @offline
 def test_replay_example_offline_twice_same_run_id(db: str) -> None:
     import asyncio

@@ -12,14 +12,6 @@ from typer.testing import CliRunner
 from ragpulse.cli import app
 
 
-@pytest.fixture
-def db(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
-    for var in ("RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG", "RAGPULSE_RAG_ENDPOINT_URL"):
-        monkeypatch.delenv(var, raising=False)
-    return pg_url
-
-
 def _invoke(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 

@@ -28,14 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 KESTREL = ROOT / "examples" / "kestrel_kb.jsonl"
 
 
-@pytest.fixture
-def db(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
-    for var in ("RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG", "RAGPULSE_RAG_ENDPOINT_URL"):
-        monkeypatch.delenv(var, raising=False)
-    return pg_url
-
-
 def _invoke(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 

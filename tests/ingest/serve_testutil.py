@@ -16,22 +16,22 @@ from typing import Any
 
 import asyncpg
 
-from testsupport import free_port
-
 REPO = Path(__file__).resolve().parents[2]
 
 
 class ServeProcess:
-    """``python -m ragpulse serve`` with the given ``RAGPULSE_*`` environment; JSON log lines are collected."""
+    """``python -m ragpulse serve`` with the given ``RAGPULSE_*`` environment (none inherited, nor ``OTEL_*`` /
+    ``OPENAI_*``); JSON log lines are collected in :attr:`logs`. The one serve starter of the tests
+    (``portal_testutil.Portal`` adds the portal's address and client)."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
+        self.env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_", "OPENAI_"))
+        }
         # no portal listener unless the test asks for one: its fixed default port (127.0.0.1:9470) would collide
         # between serve processes of concurrent test runs
         self.env["RAGPULSE_API_ADDRESS"] = ""
         self.env.update(env)
-        # the portal API binds 127.0.0.1:9470 by default: a free port, so serve tests can run side by side
-        self.env.setdefault("RAGPULSE_API_ADDRESS", f"127.0.0.1:{free_port()}")
         self.env["PYTHONPATH"] = str(REPO / "src")
         self.env["RAGPULSE_LOG_JSON"] = "true"
         self.proc: subprocess.Popen[bytes] | None = None

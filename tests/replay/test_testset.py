@@ -69,7 +69,12 @@ def test_blank_lines_are_skipped_and_ids_follow_line_numbers(tmp_path: Path) -> 
     [
         ('{"question": "a"}\n{"question": \n', "t.jsonl:2: line 2 is not valid JSON"),
         ('{"question": "a"}\n["not", "an", "object"]\n', "t.jsonl:2: line 2: a case must be a JSON object"),
-        ('{"id": "x", "question": "a"}\n{"id": "x"}\n', "t.jsonl:2: duplicate case id 'x' (first at line 1)"),
+        (
+            '{"id": "x", "question": "a"}\n{"id": "x", "question": "b"}\n',
+            "t.jsonl:2: duplicate case id 'x' (first at line 1)",
+        ),
+        ('{"question": "a"}\n{"answer": "b"}\n', "t.jsonl:2: line 2: question is required (question, query"),
+        ('{"question": " "}\n', "t.jsonl:1: line 1: question is required"),
         ('{"question": "a", "contexts": [1, 2]}\n', "t.jsonl:1: line 1: contexts[0] must be a string"),
         ('{"question": "a", "context_labels": [0, 2]}\n', "context_labels[1] must be 0 or 1"),
         ('{"question": ["a"]}\n', "t.jsonl:1: line 1: question must be a string"),

@@ -382,3 +382,26 @@ async def test_without_pg_trgm_the_migration_skips_the_index_and_q_still_works(p
         await admin.execute(f"DROP OWNED BY {role}")  # its tables here and its grants
         await admin.execute(f"DROP ROLE {role}")
         await admin.close()
+
+
+async def test_migration_170_finds_pg_trgm_outside_the_search_path(store_url: str) -> None:
+    """pg_trgm already installed in its own schema (as managed PostgreSQL services do): the index names the
+    operator class with that schema, and the filter uses it."""
+    conn = await asyncpg.connect(store_url)
+    try:
+        await conn.execute("CREATE SCHEMA ext")
+        await conn.execute("CREATE EXTENSION pg_trgm SCHEMA ext")
+        store = await PostgresStore.connect(store_url, f.store_settings(store_url).store)
+        try:
+            await store.write_results([f.result(f.trace("q1", question="Feature 4242?"))])
+            assert [r["trace_id"] for r in await store.list_trace_rows(TraceQuery(q="ture 42"), 50)] == ["q1"]
+        finally:
+            await store.close()
+        assert (
+            await conn.fetchval(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'traces_question_trgm_idx'"
+            )
+            == "CREATE INDEX traces_question_trgm_idx ON public.traces USING gin (question ext.gin_trgm_ops)"
+        )
+    finally:
+        await conn.close()

@@ -10,19 +10,14 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 from portal_browser import CHROMIUM, CHROMIUM_ARGS, PortalPage
-from portal_testutil import Portal, base_env, private_db
+from portal_testutil import Portal, started_portal
 
 
 @pytest.fixture(scope="module")
 def portal() -> Iterator[Portal]:
     """``ragpulse serve`` with the portal (offline judges, no token)."""
-    with private_db() as db:
-        p = Portal(db, base_env(db))
-        p.start()
-        try:
-            yield p
-        finally:
-            p.stop()
+    with started_portal() as p:
+        yield p
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Browser
 
 from portal_browser import PortalPage
-from portal_testutil import Portal, base_env, private_db
+from portal_testutil import Portal, started_portal
 
 pytestmark = pytest.mark.integration
 
@@ -19,15 +19,8 @@ TOKEN = "ui-token-123"
 
 @pytest.fixture(scope="module")
 def locked() -> Iterator[Portal]:
-    with private_db() as db:
-        env = base_env(db)
-        env["RAGPULSE_API_TOKEN"] = TOKEN
-        p = Portal(db, env)
-        p.start()
-        try:
-            yield p
-        finally:
-            p.stop()
+    with started_portal(RAGPULSE_API_TOKEN=TOKEN) as p:
+        yield p
 
 
 def test_browser_signs_in_once_and_creates_a_test_set(browser: Browser, locked: Portal) -> None:

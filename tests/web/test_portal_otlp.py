@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import Browser
 
 from portal_browser import PortalPage
-from portal_testutil import Portal, base_env, cli, private_db
+from portal_testutil import Portal, cli, started_portal
 from testsupport import free_port
 
 pytestmark = pytest.mark.integration
@@ -28,18 +28,13 @@ BAD = (
 
 @pytest.fixture(scope="module")
 def otlp_portal() -> Iterator[tuple[Portal, int]]:
-    with private_db() as db:
-        env = base_env(db)
-        port = free_port()
-        env["RAGPULSE_OTLP_HTTP_ADDRESS"] = f"127.0.0.1:{port}"
-        env["RAGPULSE_OTLP_ROOT_GRACE_S"] = "0"
-        env["RAGPULSE_ENABLED_JUDGES"] = "faithfulness,relevancy"
-        p = Portal(db, env)
-        p.start()
-        try:
-            yield p, port
-        finally:
-            p.stop()
+    port = free_port()
+    with started_portal(
+        RAGPULSE_OTLP_HTTP_ADDRESS=f"127.0.0.1:{port}",
+        RAGPULSE_OTLP_ROOT_GRACE_S="0",
+        RAGPULSE_ENABLED_JUDGES="faithfulness,relevancy",
+    ) as p:
+        yield p, port
 
 
 def test_failing_otlp_trace_is_found_and_highlighted(

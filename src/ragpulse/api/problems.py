@@ -1,7 +1,7 @@
 """Errors as ``application/problem+json`` (RFC 9457) and the request-body size limit (413).
 
 Service errors map to statuses here, once: :class:`~ragpulse.services.errors.BadRequest` 422,
-:class:`~ragpulse.services.errors.NotFound` 404, :class:`~ragpulse.services.errors.Conflict` 409, an evaluation
+:class:`~ragpulse.errors.NotFoundError` 404, :class:`~ragpulse.services.errors.Conflict` 409, an evaluation
 past its deadline 504, a store failure 503, anything unexpected 500 (logged, details not returned).
 """
 
@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ragpulse.errors import ConfigError, NotFoundError, StoreError
 from ragpulse.logging import get_logger
-from ragpulse.services.errors import BadRequest, Conflict, NotFound, ServiceError
+from ragpulse.services.errors import BadRequest, Conflict, ServiceError
 from ragpulse.services.evaluate import EvaluationFailed, EvaluationTimeout
 
 __all__ = ["PROBLEM_JSON", "BodyLimit", "PayloadTooLarge", "install_problem_handlers", "problem"]
@@ -81,7 +81,7 @@ def install_problem_handlers(app: FastAPI, html_error: ErrorPage | None = None) 
 
     async def service_error(request: Request, exc: Exception) -> Response:
         status = 422
-        if isinstance(exc, NotFound | NotFoundError):
+        if isinstance(exc, NotFoundError):
             status = 404
         elif isinstance(exc, Conflict):
             status = 409

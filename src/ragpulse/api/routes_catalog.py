@@ -39,7 +39,7 @@ class TestSetCreate(BaseModel):
 
     __test__ = False
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=ts.NAME_PATTERN, description="letters, digits, '.', '_', '-'; ≤ 128")
+    name: ts.TestSetName = Field(description="letters, digits, '.', '_', '-'; ≤ 128")
     knowledge_base: str | None = Field(default=None, max_length=200)
     description: str | None = Field(default=None, max_length=2000)
 

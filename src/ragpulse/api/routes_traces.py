@@ -15,7 +15,7 @@ from ragpulse.api.context import PortalContext
 from ragpulse.services import deadletters, stats, traces
 from ragpulse.services.evaluate import EvaluateResult, evaluate
 from ragpulse.services.paging import DEFAULT_LIMIT, Page
-from ragpulse.services.testsets import NAME_PATTERN
+from ragpulse.services.testsets import TestSetName
 from ragpulse.services.timewindow import parse_span, parse_time, window
 
 __all__ = ["router"]
@@ -32,7 +32,7 @@ class CopyToTestSet(BaseModel):
     recorded answer (``false``: replay asks the RAG endpoint)."""
 
     model_config = ConfigDict(extra="forbid")
-    test_set: str = Field(pattern=NAME_PATTERN)
+    test_set: TestSetName
     case_id: str | None = Field(default=None, min_length=1, max_length=200)
     expected_answer: str | None = None
     keep_answer: bool = True

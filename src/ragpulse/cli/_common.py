@@ -11,13 +11,17 @@ Exit codes (documented in ``docs/cli.md``):
 3     runtime failure: database or judge model unreachable, a source loop died, every judgement of a run is an
       error, an unexpected internal error
 130   interrupted (SIGINT, Ctrl-C); 143 terminated (SIGTERM)
+141   standard output closed early (``ragpulse … | head``): quietly, no error line — as a Unix tool killed by
+      SIGPIPE (128 + 13)
 ====  ========================================================================================================
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ from ragpulse.protocols import Store
 
 __all__ = [
     "EXIT_BREACHED",
+    "EXIT_BROKEN_PIPE",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_RUNTIME",
@@ -61,6 +66,7 @@ EXIT_BREACHED = 1
 EXIT_USAGE = 2
 EXIT_RUNTIME = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 EXIT_TERMINATED = 143
 
 _T = TypeVar("_T")
@@ -103,6 +109,8 @@ def handle_sigterm_like_sigint() -> None:
 
 def exit_code_for(e: BaseException) -> int:
     """The exit code of an error that reached the boundary (see the module docstring)."""
+    if isinstance(e, BrokenPipeError):
+        return EXIT_BROKEN_PIPE
     if isinstance(e, KeyboardInterrupt):
         return EXIT_TERMINATED if STATE.terminated else EXIT_INTERRUPTED
     if isinstance(e, ConfigError | NotFoundError | ExportError):
@@ -123,6 +131,26 @@ def _message(e: BaseException) -> str:
     return f"unexpected {type(e).__name__}: {text} (run with --log-level DEBUG for details)"
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what is still buffered does not fail
+    on the closed pipe too ("Exception ignored … BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (e.g. under a test runner): nothing to flush at exit
+        pass
+
+
+def _quiet_exit_on_broken_pipe(e: BrokenPipeError | SystemExit) -> BaseException:
+    """What to raise for ``e``: ``Exit(141)`` with stdout silenced when the pipe broke — a ``BrokenPipeError``,
+    or rich's ``SystemExit(1)`` raised while handling one (rich's console on a closed pipe) — else ``e``."""
+    if isinstance(e, SystemExit) and not isinstance(e.__context__, BrokenPipeError):
+        return e
+    _silence_stdout()
+    return typer.Exit(EXIT_BROKEN_PIPE)
+
+
 def _print_error(message: str) -> None:
     typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
 
@@ -131,11 +159,19 @@ class BoundaryGroup(TyperGroup):
     """The root command group: every command runs inside :meth:`invoke`, which turns any error into one
     ``error: …`` line on stderr and the exit code of :func:`exit_code_for` — no traceback."""
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:  # `ragpulse --help | head` ends here
+        try:
+            return super().make_context(*args, **kwargs)
+        except (BrokenPipeError, SystemExit) as e:
+            raise _quiet_exit_on_broken_pipe(e) from None
+
     def invoke(self, ctx: Any) -> Any:  # ctx: typer's (vendored) click Context, which typer does not export
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):  # exits and usage errors: typer handles them
             raise
+        except (BrokenPipeError, SystemExit) as e:  # the reader went away (`| head`): quietly, as a Unix tool
+            raise _quiet_exit_on_broken_pipe(e) from None
         except (Exception, KeyboardInterrupt) as e:
             if (STATE.log_level or "").upper() == "DEBUG":  # asked for: the traceback, in the logs
                 get_logger("ragpulse.cli").exception("command_failed")

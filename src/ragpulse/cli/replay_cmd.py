@@ -31,6 +31,7 @@ from ragpulse.services.judges import known_judge_names, split_names
 from ragpulse.services.replay import Via, replay_test_set, replay_via, stored_test_set
 from ragpulse.services.report_model import RunReport
 from ragpulse.services.reports import case_rows_page
+from ragpulse.services.testsets import check_name
 
 __all__ = ["replay"]
 
@@ -239,6 +240,8 @@ def replay(
         raise ConfigError(
             "give a test set file (TESTSET) or a stored test set name (--test-set NAME), not both"
         )
+    if run_id is not None:
+        check_name(run_id, "run id")  # the API's rule (exit 2)
     if via is not None and via not in {v.value for v in Via}:
         raise ConfigError(f"--via must be kafka or otlp, not {via!r}")
     thresholds = parse_thresholds(fail_under, judges=known_judge_names(s))

@@ -5,13 +5,18 @@ work) to ``--topic`` (default: the first of ``kafka_topics``); a line the broker
 reported (``line N: skipped: too_large: …``) and the rest is sent. ``--to otlp`` parses each line as a trace event
 (the Kafka event schema) and posts it as OpenInference spans to the OTLP/HTTP receiver (``--endpoint``,
 default ``http://<otlp_http_address>``); lines that do not parse are reported and skipped.
-Exit codes: 0 all lines sent, 2 some lines were skipped (input error; the others were sent) or a configuration
-error, 3 the broker or receiver could not be reached.
+A file that looks like a test set — JSON objects with test-case fields (``question``, ``expected_answer`` …) and
+no line with a ``traceId`` — is refused before anything is sent, with a hint to ``ragpulse replay FILE --via
+kafka|otlp`` (which turns cases into trace events).
+Exit codes: 0 all lines sent, 2 some lines were skipped (input error; the others were sent), a test set was
+given, or a configuration error, 3 the broker or receiver could not be reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -20,9 +25,10 @@ import typer
 
 from ragpulse.cli import _common, app
 from ragpulse.errors import ConfigError
-from ragpulse.ingest.events import EventRejected, parse_event
+from ragpulse.ingest.events import EventRejected, event_schema, parse_event
 from ragpulse.ingest.publish import publish_kafka, publish_otlp
 from ragpulse.model import Trace
+from ragpulse.replay.testset import FIELD_ALIASES
 
 __all__ = ["Target", "send"]
 
@@ -32,6 +38,33 @@ class Target(StrEnum):
 
     KAFKA = "kafka"
     OTLP = "otlp"
+
+
+_TRACE_IDS = ("traceId", "trace_id")
+#: Test-set fields that trace events do not have (``question``, ``answer``, ``expected_answer`` … are shared).
+_CASE_ONLY_FIELDS = frozenset(a for names in FIELD_ALIASES.values() for a in names) - set(
+    event_schema()["properties"]
+)
+
+
+def _scan(lines: Sequence[bytes]) -> tuple[bool, bool]:
+    """``(any line carries a trace id, some JSON object line has a field only test cases have)``."""
+    case_like = False
+    for ln in lines:
+        try:
+            row = json.loads(ln)
+        except ValueError:
+            continue
+        if not isinstance(row, dict):
+            continue
+        if any(k in row for k in _TRACE_IDS):
+            return True, case_like
+        case_like = case_like or any(k in row for k in _CASE_ONLY_FIELDS)
+    return False, case_like
+
+
+def _replay_hint(file: Path, to: Target) -> str:
+    return f"to send a test set's cases as traces through a running serve, run: ragpulse replay {file} --via {to.value}"
 
 
 @app.command()
@@ -57,6 +90,12 @@ def send(
         raise ConfigError(f"cannot read {file}: {e}") from e
     numbered = [(i, ln) for i, ln in enumerate(data.splitlines(), 1) if ln.strip()]
     lines = [ln for _, ln in numbered]
+    has_trace_ids, case_like = _scan(lines)
+    if case_like and not has_trace_ids:
+        raise ConfigError(
+            f"{file} looks like a test set (cases without traceId), not trace events: send publishes trace "
+            f"events (traceId, question, answer, contexts …; docs/ingestion.md); {_replay_hint(file, to)}"
+        )
     skipped = 0
     if to is Target.KAFKA:
 
@@ -81,4 +120,5 @@ def send(
         n = asyncio.run(publish_otlp(settings.otlp, traces, endpoint))
         typer.echo(f"sent {n} traces as OTLP spans ({skipped} lines skipped)")
     if skipped:
-        raise _common.fail(f"{file}: {skipped} line(s) were skipped (see above); the others were sent")
+        hint = "" if has_trace_ids else f" (no line has a traceId: {_replay_hint(file, to)})"
+        raise _common.fail(f"{file}: {skipped} line(s) were skipped (see above); the others were sent{hint}")

@@ -35,7 +35,8 @@ Lone surrogates (``"\\ud83d"``, half an emoji) become U+FFFD and NUL characters 
 ``file:line``), so a case that still cannot be stored is reported with its line.
 
 :class:`TestSetError` (a :class:`~ragpulse.errors.ConfigError`) names the file and line (or row) of every
-problem: invalid JSON, a row that is not an object, a field of the wrong type, a duplicate case id, no cases,
+problem: invalid JSON, a row that is not an object, a field of the wrong type, a case without a question
+(missing or blank), a duplicate case id, no cases,
 a file that is not UTF-8, a CSV quote left open (reported on the line where the quoted cell starts).
 """
 
@@ -71,6 +72,7 @@ __all__ = [
     "open_test_set",
     "parse_case",
     "read_cases",
+    "require_question",
     "spool_test_set",
 ]
 
@@ -187,11 +189,25 @@ def _labels(v: Any) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+def require_question(question: str | None) -> str:
+    """``question`` when it is there and not blank: the rule every test case follows (files, portal, API).
+
+    Raises:
+        ValueError: missing or blank (the message names the field and its aliases).
+    """
+    if question is None or not question.strip():
+        raise _RowError(
+            f"question is required ({', '.join(FIELD_ALIASES['question'])}): a case without one cannot be judged"
+        )
+    return question
+
+
 def parse_case(row: Mapping[str, Any], default_id: str) -> TestCase:
     """Build a :class:`TestCase` from one input row (aliases resolved, other fields → ``metadata``).
 
     Raises:
-        ValueError: a field has the wrong type (the message names the field).
+        ValueError: a field has the wrong type, or the question is missing or blank (the message names the
+            field) — the one rule of test cases for files, the portal and the API.
     """
     if not isinstance(row, Mapping):
         raise _RowError(f"a case must be a JSON object, got {type(row).__name__}")
@@ -213,13 +229,14 @@ def parse_case(row: Mapping[str, Any], default_id: str) -> TestCase:
     if not doc_ids and any(i is not None for i in ctx_ids):
         doc_ids = ctx_ids
     case_id = _text("id", _pick(row, "id"))
+    question = require_question(_text("question", _pick(row, "question")))
     metadata = {k: v for k, v in row.items() if k not in _ALL_ALIASES}
     for key in ("app", "scenario"):
         if key in metadata and metadata[key] is not None and not isinstance(metadata[key], str):
             raise _RowError(f"{key} must be a string")
     return TestCase(
         id=case_id.strip() if case_id and case_id.strip() else default_id,
-        question=_text("question", _pick(row, "question")),
+        question=question,
         expected_answer=_text("expected_answer", _pick(row, "expected_answer")),
         keywords=keywords,
         reference_contexts=tuple(ref_contexts),

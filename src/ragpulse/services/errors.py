@@ -4,15 +4,17 @@
 
     ServiceError (ConfigError)
     ├── BadRequest     a value the service cannot use: bad name, cursor, time span, body  [422]
-    ├── NotFound       an unknown test set, case, trace or run                              [404]
     └── Conflict       the name or id exists already / the run has finished               [409]
+
+An unknown test set, case, trace or run is :class:`ragpulse.errors.NotFoundError` [404], the one "not found"
+type of every layer.
 """
 
 from __future__ import annotations
 
-from ragpulse.errors import ConfigError, NotFoundError
+from ragpulse.errors import ConfigError
 
-__all__ = ["BadRequest", "Conflict", "NotFound", "ServiceError"]
+__all__ = ["BadRequest", "Conflict", "ServiceError"]
 
 
 class ServiceError(ConfigError):
@@ -21,11 +23,6 @@ class ServiceError(ConfigError):
 
 class BadRequest(ServiceError):
     """A request value the service cannot use; the message says which and why."""
-
-
-class NotFound(ServiceError, NotFoundError):
-    """The named thing does not exist (also a :class:`~ragpulse.errors.NotFoundError`, as the run services
-    raise)."""
 
 
 class Conflict(ServiceError):

@@ -41,7 +41,6 @@ from ragpulse.ingest.publish import publish_kafka, publish_otlp
 from ragpulse.logging import get_logger
 from ragpulse.model import RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import CaseSource, Exporter, Judge, RunStore
-from ragpulse.replay.judge_defaults import default_replay_judges
 from ragpulse.replay.rag_client import RagClient
 from ragpulse.replay.runner import (
     CaseResult,
@@ -54,7 +53,7 @@ from ragpulse.replay.runner import (
 )
 from ragpulse.replay.testset import SpooledTestSet, spool_test_set
 from ragpulse.services.corrected import with_corrected
-from ragpulse.services.judges import open_judges
+from ragpulse.services.judges import check_runnable, open_judges, run_judges
 from ragpulse.services.report_model import RunReport
 from ragpulse.services.reports import ReportBuilder, stored_case
 
@@ -238,10 +237,11 @@ async def replay_test_set(
     ``asyncio.run``) work in one process.
 
     Raises:
+        BadRequest: the test set has no cases or no judge would run (:func:`~ragpulse.services.judges.run_judges`).
         ConfigError: unknown judge name or bad judge configuration.
         StoreError: the store failed.
     """
-    selection = default_replay_judges(settings, test_set, judge_names)
+    selection = run_judges(settings, test_set, judge_names)
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, selection.names, ledger=store)
         rag = None
@@ -435,6 +435,7 @@ async def replay_via(
     ``judge_routes``), which the events cannot change, so asking for others would silently not happen.
 
     Raises:
+        BadRequest: the test set has no cases or no judge is enabled.
         ConfigError: ``judge_names`` given, or serve writes to another database.
         IngestError / StoreError: see :func:`run_replay_via`.
     """
@@ -443,6 +444,7 @@ async def replay_via(
             "--judges cannot be used with --via: serve runs its own configured judges (enabled_judges, "
             "judge_routes); set them on serve, or replay without --via"
         )
+    check_runnable(test_set, settings.judge.enabled)  # before anything is published
     await check_serve_database(store, serve_readyz_url(settings, serve_url))
     async with AsyncExitStack() as stack:
         judges = await open_judges(stack, settings, None, ledger=store)

@@ -34,11 +34,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragpulse.config import JudgeModel, RagEndpoint, Settings
+from ragpulse.errors import NotFoundError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, Trace
 from ragpulse.protocols import Judge
-from ragpulse.services.errors import BadRequest, Conflict, NotFound
-from ragpulse.services.testsets import NAME_PATTERN, load_test_set
+from ragpulse.services.errors import BadRequest, Conflict
+from ragpulse.services.judges import run_judges
+from ragpulse.services.testsets import RunId, TestSetName, load_test_set
 from ragpulse.store import PostgresStore
 
 __all__ = [
@@ -87,8 +89,8 @@ class RunRequest(BaseModel):
     """A run to start (``POST /api/v1/runs``): names only, never a URL or a key."""
 
     model_config = ConfigDict(extra="forbid")
-    test_set: str = Field(pattern=NAME_PATTERN)
-    run_id: str | None = Field(default=None, pattern=NAME_PATTERN)
+    test_set: TestSetName
+    run_id: RunId | None = None
     judges: list[str] | None = Field(default=None, description="judge names; default: the configured ones")
     thresholds: dict[str, float] | None = Field(default=None, description="judge → threshold 0–1")
     judge_model: str | None = Field(default=None, max_length=128, description="a name of judge.models")
@@ -154,14 +156,16 @@ async def enqueue_run(
     """Check ``req`` and queue the run (status ``queued``, progress 0 / cases).
 
     Raises:
-        NotFound: the test set does not exist.
-        BadRequest: an unknown judge, judge model or RAG endpoint, a bad threshold or ``fail_under`` item.
+        NotFoundError: the test set does not exist.
+        BadRequest: an unknown judge, judge model or RAG endpoint, a bad threshold or ``fail_under`` item; a
+            test set without cases or a run without judges (:func:`~ragpulse.services.judges.run_judges`).
         Conflict: ``run_id`` exists already.
     """
     from ragpulse.replay.runner import new_run_id
 
     ts = await load_test_set(store, req.test_set)
     _check(req, settings, known_judges)
+    run_judges(settings, ts, req.judges)
     run_id = req.run_id or new_run_id(ts.name)
     record = RunRecord(
         run_id=run_id, test_set=ts.name, status=RunStatus.QUEUED, settings={"request": req.model_dump()}
@@ -177,12 +181,12 @@ async def cancel_run(store: PostgresStore, run_id: str) -> str:
     whose worker has not stopped it yet, ``running``).
 
     Raises:
-        NotFound: no such run.
+        NotFoundError: no such run.
         Conflict: the run has finished.
     """
     before = await store.request_cancel(run_id)
     if before is None:
-        raise NotFound(f"run {run_id!r} not found")
+        raise NotFoundError(f"run {run_id!r} not found")
     if before not in ("queued", "running"):
         raise Conflict(
             f"run {run_id!r} has finished ({before}); only a queued or running run can be cancelled"
@@ -368,7 +372,6 @@ class RunWorker:
                     )
 
     async def _execute(self, row: Mapping[str, Any]) -> None:
-        from ragpulse.replay.judge_defaults import default_replay_judges
         from ragpulse.replay.rag_client import RagClient
         from ragpulse.services.judges import open_judges
         from ragpulse.services.replay import run_replay
@@ -399,7 +402,7 @@ class RunWorker:
 
         log.info("run_started", run_id=run_id, test_set=ts.name, cases=len(ts.cases))
         async with AsyncExitStack() as stack:
-            selection = default_replay_judges(settings, ts, req.judges)
+            selection = run_judges(settings, ts, req.judges)  # the cases may have gone since the request
             judges = await open_judges(stack, settings, selection.names, ledger=self.store)
             gated: dict[str, Judge] = {n: _GatedJudge(j, gate) for n, j in judges.items()}
             rag = None

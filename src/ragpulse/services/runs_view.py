@@ -8,8 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ragpulse.errors import NotFoundError
 from ragpulse.services.diagnosis import diagnose_case
-from ragpulse.services.errors import BadRequest, NotFound
+from ragpulse.services.errors import BadRequest
 from ragpulse.services.paging import DEFAULT_LIMIT, Page, decode_cursor, encode_cursor, time_key
 from ragpulse.services.report_model import CaseRow
 from ragpulse.services.reports import RowKey, case_rows_page
@@ -121,13 +122,13 @@ async def get_run(store: PostgresStore, run_id: str) -> RunDetail:
     """One run with progress, request, ``fail_under`` results (once finished) and report.
 
     Raises:
-        NotFound: no such run.
+        NotFoundError: no such run.
     """
     from ragpulse.services.gate import evaluate_gate, parse_thresholds
 
     row = await store.run_page_row(run_id)
     if row is None:
-        raise NotFound(f"run {run_id!r} not found")
+        raise NotFoundError(f"run {run_id!r} not found")
     run = row["run"]
     report = await report_of(store, run)
     item = _item(row)
@@ -177,12 +178,12 @@ async def case_page(
     """A page of run ``run_id``'s case rows in run order (only the failing ones when ``failing``).
 
     Raises:
-        NotFound: no such run.
+        NotFoundError: no such run.
         BadRequest: a bad cursor.
     """
     row = await store.run_page_row(run_id)
     if row is None:
-        raise NotFound(f"run {run_id!r} not found")
+        raise NotFoundError(f"run {run_id!r} not found")
     report = await report_of(store, row["run"])
     after: RowKey | None = None
     if cursor is not None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from functools import partial
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
 
+from ragpulse.errors import NotFoundError
 from ragpulse.model import TestCase, TestSet
 from ragpulse.replay.testset import TestSetError, parse_case, read_cases
-from ragpulse.services.errors import BadRequest, Conflict, NotFound
+from ragpulse.services.errors import BadRequest, Conflict
 from ragpulse.services.paging import DEFAULT_LIMIT, Page, decode_cursor, encode_cursor, time_key
 from ragpulse.store import PostgresStore
 from ragpulse.textclean import clean_json
@@ -29,9 +31,12 @@ __all__ = [
     "ImportMode",
     "ImportResult",
     "ImportRow",
+    "InvalidName",
     "KnowledgeBase",
     "RejectedRow",
+    "RunId",
     "TestSetInfo",
+    "TestSetName",
     "add_case",
     "case_row",
     "check_name",
@@ -49,7 +54,7 @@ __all__ = [
     "update_test_set",
 ]
 
-#: Names of test sets and runs (the CLI's rule).
+#: Names of test sets and run ids, in the CLI and the API alike (checked by :func:`check_name`).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _NAME = re.compile(NAME_PATTERN)
 
@@ -102,15 +107,30 @@ class ImportResult(BaseModel):
     case_count: int
 
 
-def check_name(name: str, what: str = "test set") -> str:
-    """``name`` if it matches :data:`NAME_PATTERN`.
+class InvalidName(BadRequest, ValueError):
+    """A test-set name or run id that breaks :data:`NAME_PATTERN` (a ``ValueError`` too, so that pydantic
+    models of the API report it as a 422 naming the field)."""
+
+
+def check_name(name: str, what: str = "test set name") -> str:
+    """``name`` if it matches :data:`NAME_PATTERN` — the one check of test-set names and run ids (CLI and API).
 
     Raises:
-        BadRequest: it does not (the message shows the rule).
+        InvalidName: it does not (the message shows the rule and the pattern; CLI exit 2, HTTP 422).
     """
-    if not _NAME.match(name):
-        raise BadRequest(f"invalid {what} name {name[:140]!r}: use letters, digits, '.', '_' and '-' (≤ 128)")
+    if not _NAME.fullmatch(name):
+        raise InvalidName(
+            f"invalid {what} {name[:140]!r}: use letters, digits, '.', '_' and '-', starting with a letter or "
+            f"digit, at most 128 characters (pattern {NAME_PATTERN})"
+        )
     return name
+
+
+_NAME_SCHEMA = Field(json_schema_extra={"pattern": NAME_PATTERN, "maxLength": 128})
+#: A test-set name in an API body (validated by :func:`check_name`).
+TestSetName = Annotated[str, _NAME_SCHEMA, AfterValidator(partial(check_name, what="test set name"))]
+#: A run id in an API body (validated by :func:`check_name`).
+RunId = Annotated[str, _NAME_SCHEMA, AfterValidator(partial(check_name, what="run id"))]
 
 
 def case_row(case: TestCase) -> dict[str, Any]:
@@ -156,11 +176,11 @@ async def get_test_set_info(store: PostgresStore, name: str) -> TestSetInfo:
     """The test set ``name`` without its cases.
 
     Raises:
-        NotFound: no such test set.
+        NotFoundError: no such test set.
     """
     row = await store.test_set_row(name)
     if row is None:
-        raise NotFound(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name!r} not found")
     return _info(row)
 
 
@@ -168,11 +188,11 @@ async def load_test_set(store: PostgresStore, name: str) -> TestSet:
     """The stored test set ``name`` with its cases (what ``ragpulse replay --test-set NAME`` replays).
 
     Raises:
-        NotFound: no such test set.
+        NotFoundError: no such test set.
     """
     ts = await store.get_test_set(name)
     if ts is None:
-        raise NotFound(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name!r} not found")
     return ts
 
 
@@ -196,13 +216,13 @@ async def update_test_set(store: PostgresStore, name: str, changes: Mapping[str,
 
     Raises:
         BadRequest: a key other than those two.
-        NotFound: no such test set.
+        NotFoundError: no such test set.
     """
     unknown = sorted(set(changes) - {"knowledge_base", "description"})
     if unknown:
         raise BadRequest(f"cannot change {', '.join(unknown)} (only knowledge_base and description)")
     if not await store.update_test_set_row(name, dict(changes)):
-        raise NotFound(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name!r} not found")
     return await get_test_set_info(store, name)
 
 
@@ -210,10 +230,10 @@ async def delete_test_set(store: PostgresStore, name: str) -> None:
     """Delete a test set and its cases (runs of it keep their reports).
 
     Raises:
-        NotFound: no such test set.
+        NotFoundError: no such test set.
     """
     if not await store.delete_test_set_row(name):
-        raise NotFound(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name!r} not found")
 
 
 async def knowledge_bases(store: PostgresStore) -> list[KnowledgeBase]:
@@ -227,7 +247,7 @@ async def list_cases(
     """The cases of test set ``name`` in their order (file order, added cases last), as file lines.
 
     Raises:
-        NotFound: no such test set.
+        NotFoundError: no such test set.
         BadRequest: a bad cursor.
     """
     ts = await load_test_set(store, name)
@@ -250,12 +270,12 @@ async def get_case(store: PostgresStore, name: str, case_id: str) -> dict[str, A
     """One case as a file line.
 
     Raises:
-        NotFound: no such test set or case.
+        NotFoundError: no such test set or case.
     """
     ts = await load_test_set(store, name)
     i = _find(ts, case_id)
     if i is None:
-        raise NotFound(f"case {case_id!r} not found in test set {name!r}")
+        raise NotFoundError(f"case {case_id!r} not found in test set {name!r}")
     return case_row(ts.cases[i])
 
 
@@ -278,7 +298,7 @@ async def add_case(store: PostgresStore, name: str, row: Mapping[str, Any]) -> d
     """Append a case (id ``case-N`` when the row has none).
 
     Raises:
-        NotFound: no such test set.
+        NotFoundError: no such test set.
         BadRequest: a field of the wrong type.
         Conflict: the case id exists.
     """
@@ -296,7 +316,7 @@ async def put_case(
     """Create or replace case ``case_id`` (an id in ``row`` must match); returns ``(case, created)``.
 
     Raises:
-        NotFound: no such test set.
+        NotFoundError: no such test set.
         BadRequest: a field of the wrong type, or an id in the body that differs from ``case_id``.
     """
     ts = await load_test_set(store, name)
@@ -318,12 +338,12 @@ async def delete_case(store: PostgresStore, name: str, case_id: str) -> None:
     """Delete one case.
 
     Raises:
-        NotFound: no such test set or case.
+        NotFoundError: no such test set or case.
     """
     ts = await load_test_set(store, name)
     i = _find(ts, case_id)
     if i is None:
-        raise NotFound(f"case {case_id!r} not found in test set {name!r}")
+        raise NotFoundError(f"case {case_id!r} not found in test set {name!r}")
     await store.upsert_test_set(ts.model_copy(update={"cases": ts.cases[:i] + ts.cases[i + 1 :]}))
 
 
@@ -337,7 +357,7 @@ async def import_cases(
     id replaces that case: ``updated``); ``replace`` makes the good rows the whole test set.
 
     Raises:
-        NotFound: no such test set.
+        NotFoundError: no such test set.
         BadRequest: the input as a whole is unusable (JSON that does not parse, CSV without header).
     """
     ts = await load_test_set(store, name)

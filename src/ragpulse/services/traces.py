@@ -11,8 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from ragpulse.errors import NotFoundError
 from ragpulse.model import Judgement, TestCase, normalize_trace_id
-from ragpulse.services.errors import BadRequest, Conflict, NotFound
+from ragpulse.replay.testset import require_question
+from ragpulse.services.errors import BadRequest, Conflict
 from ragpulse.services.paging import DEFAULT_LIMIT, Page, encode_cursor, time_key
 from ragpulse.services.testsets import case_row, load_test_set
 from ragpulse.store import PostgresStore
@@ -310,15 +312,15 @@ async def get_trace(store: PostgresStore, trace_id: str) -> TraceDetail:
     """One trace with every judgement (all versions, by judge).
 
     Raises:
-        NotFound: no such trace.
+        NotFoundError: no such trace.
     """
     try:
         tid = normalize_trace_id(trace_id)
     except ValueError as e:
-        raise NotFound("trace id is empty") from e
+        raise NotFoundError("trace id is empty") from e
     r = await store.get_trace(tid)
     if r is None:
-        raise NotFound(f"trace {trace_id!r} not found")
+        raise NotFoundError(f"trace {trace_id!r} not found")
     t = r.trace
     return TraceDetail(
         trace_id=t.trace_id,
@@ -362,13 +364,17 @@ async def copy_to_test_set(
     Returns the case as a file line.
 
     Raises:
-        NotFound: no such trace or test set.
+        NotFoundError: no such trace or test set.
         Conflict: the case id exists in the test set.
-        BadRequest: the trace's texts are redacted (nothing to copy).
+        BadRequest: the trace's texts are redacted (nothing to copy), or it has no question.
     """
     detail = await get_trace(store, trace_id)
     if detail.redacted:
         raise BadRequest("the trace's texts are stored redacted: nothing to copy")
+    try:
+        question = require_question(detail.question)
+    except ValueError as e:
+        raise BadRequest(f"the trace cannot be a test case: {e}") from e
     ts = await load_test_set(store, test_set)
     cid = case_id or f"trace-{detail.trace_id[:16]}"
     if any(c.id == cid for c in ts.cases):
@@ -382,7 +388,7 @@ async def copy_to_test_set(
         metadata["scenario"] = detail.scenario
     case = TestCase(
         id=cid,
-        question=detail.question,
+        question=question,
         expected_answer=expected_answer or detail.expected_answer,
         keywords=tuple(detail.keywords) if detail.keywords else None,
         answer=detail.answer if keep_answer else None,

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 
+from ragpulse.errors import NotFoundError
 from ragpulse.services import run_queue, runs_view, testsets
 from ragpulse.services.errors import Conflict, ServiceError
 from ragpulse.services.runs import compare_runs
@@ -93,7 +94,7 @@ def build_runs_router(ui: Ui) -> APIRouter:
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             return await new_run_page(request, err=f"{where}: {first['msg']}")
-        except (ServiceError, ValueError) as e:
+        except (ServiceError, NotFoundError, ValueError) as e:
             return await new_run_page(request, err=str(e))
         if ctx.runs is not None:
             ctx.runs.wake()

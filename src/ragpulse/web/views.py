@@ -30,8 +30,9 @@ from ragpulse.api.auth import (
     token_matches,
 )
 from ragpulse.api.context import PortalContext
+from ragpulse.errors import NotFoundError
 from ragpulse.services import stats, testsets, traces
-from ragpulse.services.errors import NotFound, ServiceError
+from ragpulse.services.errors import ServiceError
 from ragpulse.services.timewindow import window
 from ragpulse.web.charts import histogram_svg, timeseries_svg
 from ragpulse.web.i18n import LANG_COOKIE, notice, pick_language, reason_html, translator
@@ -326,9 +327,7 @@ def build_router(ui: Ui) -> APIRouter:
         form = await ui.form(request)
         try:
             await testsets.add_case(store, name, _form_case(form, with_id=True))
-        except ServiceError as e:
-            if isinstance(e, NotFound):
-                raise
+        except ServiceError as e:  # an unknown test set (NotFoundError) is the 404 page
             return await cases_page(request, name, status=422, err=str(e))
         return _redirect(f"/test-sets/{quote(name)}", msg="saved")
 
@@ -392,9 +391,7 @@ def build_router(ui: Ui) -> APIRouter:
         mode: testsets.ImportMode = "replace" if form.get("mode") == "replace" else "append"
         try:
             result = await testsets.import_cases(store, name, text, fmt, mode=mode)
-        except ServiceError as e:
-            if isinstance(e, NotFound):
-                raise
+        except ServiceError as e:  # an unknown test set (NotFoundError) is the 404 page
             return await cases_page(request, name, err=str(e))
         return await cases_page(request, name, import_result=result)
 
@@ -482,7 +479,7 @@ def build_router(ui: Ui) -> APIRouter:
                 case_id=str(form.get("case_id", "")).strip() or None,
                 expected_answer=str(form.get("expected_answer", "")).strip() or None,
             )
-        except ServiceError as e:
+        except (ServiceError, NotFoundError) as e:  # e.g. the chosen test set was deleted meanwhile
             return await show_trace(request, trace_id, err=str(e))
         t = translator(ui.lang(request))
         return await show_trace(request, trace_id, msg=t["copied"].format(name=name, case=row["id"]))

@@ -6,6 +6,8 @@
 -- the CREATE INDEX below (docs/storage.md) adds the index by hand. Building it on an existing store takes about a
 -- minute per 3 million traces and blocks writes to traces meanwhile (the migration runs in one transaction).
 DO $$
+DECLARE
+    trgm_schema name;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')
        AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm') THEN
@@ -15,8 +17,12 @@ BEGIN
             RAISE NOTICE 'ragpulse: pg_trgm not created (%), the q filter scans traces', SQLERRM;
         END;
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
-        CREATE INDEX IF NOT EXISTS traces_question_trgm_idx ON traces USING gin (question gin_trgm_ops);
+    -- the operator class is named with the extension's schema: it may live outside the search path
+    SELECT n.nspname INTO trgm_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+     WHERE e.extname = 'pg_trgm';
+    IF trgm_schema IS NOT NULL THEN
+        EXECUTE format('CREATE INDEX IF NOT EXISTS traces_question_trgm_idx ON traces USING gin (question %I.gin_trgm_ops)',
+                       trgm_schema);
     END IF;
 END
 $$;
