@@ -40,6 +40,7 @@ __all__ = [
     "TokenLedger",
     "TraceSink",
     "WriteReport",
+    "judge_inline",
     "judge_needs_answer",
 ]
 
@@ -64,6 +65,10 @@ class Judge(Protocol):
             ``context_precision``, ``context_recall``, ``context_relevance``). The engine then runs it on a
             trace that has a question but no answer, and records the answer-needing judges of that trace as
             ``skipped`` with reason ``no_answer``. Read it with :func:`judge_needs_answer`.
+        inline: ``bool``, default ``False``. ``True`` declares that ``judge`` never waits for I/O (the heuristic
+            judges) and that the synchronous ``evaluate(trace) -> Judgement`` gives the same judgement; the
+            engine then calls ``evaluate`` directly instead of scheduling a task per judge. Read it with
+            :func:`judge_inline`.
     """
 
     name: str
@@ -78,6 +83,12 @@ def judge_needs_answer(judge: object) -> bool:
     """The judge's optional ``needs_answer`` attribute (see :class:`Judge`): ``False`` only when the judge
     sets it to ``False``; a judge without the attribute needs an answer."""
     return getattr(judge, "needs_answer", True) is not False
+
+
+def judge_inline(judge: object) -> bool:
+    """The judge's optional ``inline`` attribute (see :class:`Judge`): ``True`` only when the judge sets it
+    to ``True`` and has a callable ``evaluate``."""
+    return getattr(judge, "inline", False) is True and callable(getattr(judge, "evaluate", None))
 
 
 @dataclass(frozen=True)
@@ -301,6 +312,10 @@ class Exporter(Protocol):
     ``force_flush`` sends what it buffered (``True`` when all of it went out within ``timeout_s`` seconds);
     ``shutdown`` flushes and stops it (idempotent). Neither raises; an exporter that buffers nothing returns
     ``True`` / does nothing.
+
+    Optional method (not part of the structural check): ``on_stored_many(items)`` with the
+    ``(result, changed)`` pairs of one store write; when present the engine calls it once per batch instead of
+    ``on_stored`` per trace (the metrics exporter sums its counters per batch).
     """
 
     def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None: ...

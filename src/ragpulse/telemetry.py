@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 
 from opentelemetry import metrics
@@ -90,9 +91,42 @@ EVALUATION_LAG = meter.create_histogram(
 APP_LABELS_FOLDED = meter.create_counter(
     "ragpulse_app_labels_folded", description="Observations whose app label was folded into 'other'"
 )
-#: Traces waiting in the engine's queue (set by the engine on submit/take). No attributes.
-ENGINE_QUEUE_DEPTH = meter.create_gauge(
-    "ragpulse_engine_queue_depth", description="Traces waiting in the engine queue"
+
+
+class QueueDepths:
+    """The engines' input queues, read by the observable gauge ``ragpulse_engine_queue_depth`` at each
+    collection (the sum over live engines; no attributes): no per-trace cost on the hot path.
+
+    An engine calls :meth:`watch` with a callable returning its queue length when it starts; the callable is
+    held weakly (a bound method of the engine), so a dropped engine is forgotten.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sources: list[weakref.WeakMethod[Callable[[], int]]] = []
+
+    def watch(self, depth: Callable[[], int]) -> None:
+        """Count ``depth()`` (a bound method) in the gauge while its object lives."""
+        with self._lock:
+            self._sources = [r for r in self._sources if r() is not None]
+            self._sources.append(weakref.WeakMethod(depth))
+
+    def total(self) -> int:
+        """Traces waiting in every watched queue now."""
+        with self._lock:
+            fns = [r() for r in self._sources]
+        return sum(fn() for fn in fns if fn is not None)
+
+    def observe(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(self.total())]
+
+
+#: Traces waiting in the engines' queues (observed at collection). No attributes.
+ENGINE_QUEUE_DEPTH = QueueDepths()
+meter.create_observable_gauge(
+    "ragpulse_engine_queue_depth",
+    callbacks=[ENGINE_QUEUE_DEPTH.observe],
+    description="Traces waiting in the engine queue",
 )
 #: The adaptive limit on judge-model calls in flight (set by the LLM client's controller on every change).
 #: No attributes.

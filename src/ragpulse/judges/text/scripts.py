@@ -27,6 +27,8 @@ _SCRIPTS: dict[str, str] = {
     "Tibetan": "\u0f00-\u0fff",
 }
 _RES = {name: re.compile(f"[{chars}]") for name, chars in _SCRIPTS.items()}
+#: Any character of those scripts: texts without one (most) skip the per-script counts.
+_ANY = re.compile(f"[{''.join(_SCRIPTS.values())}]")
 #: A text needs at least this many letters of such scripts ...
 MIN_CHARS = 3
 #: ... making up at least this share of its letters.
@@ -36,7 +38,7 @@ MIN_SHARE = 0.1
 def unreadable_script(texts: Iterable[str | None]) -> str | None:
     """The name of the first script of :data:`_SCRIPTS` that makes one of ``texts`` unreadable, else ``None``."""
     for text in texts:
-        if not text:
+        if not text or _ANY.search(text) is None:
             continue
         letters = sum(1 for ch in text if ch.isalpha())
         for name, rx in _RES.items():
