@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from portal_testutil import Portal, base_env, cli, private_db
+from portal_testutil import Portal, base_env, cli, started_portal
 from ragpulse.testing.openai_server import Phase, ScriptedOpenAIServer, judge_responder
-from testsupport import scripted_judge_env
+from testsupport import private_db, scripted_judge_env
 
 pytestmark = pytest.mark.integration
 
@@ -30,40 +30,25 @@ def judge() -> Iterator[ScriptedOpenAIServer]:
 
 @pytest.fixture(scope="module")
 def runs_portal(judge: ScriptedOpenAIServer) -> Iterator[Portal]:
-    with private_db() as db:
-        env = base_env(db)
-        env.update(
-            scripted_judge_env(
-                judge.base_url, RAGPULSE_ENABLED_JUDGES="relevancy", RAGPULSE_ENGINE_WORKERS="1"
+    env = scripted_judge_env(judge.base_url, RAGPULSE_ENABLED_JUDGES="relevancy", RAGPULSE_ENGINE_WORKERS="1")
+    with started_portal(**env) as p:
+        with p.client() as c:
+            assert (
+                c.post("/api/v1/test-sets", json={"name": "reg", "knowledge_base": "kb"}).status_code == 201
             )
-        )
-        p = Portal(db, env)
-        p.start()
-        try:
-            with p.client() as c:
-                assert (
-                    c.post("/api/v1/test-sets", json={"name": "reg", "knowledge_base": "kb"}).status_code
-                    == 201
+            rows = "\n".join(
+                json.dumps(
+                    {"id": f"c{i:02d}", "question": f"What is item {i}?", "answer": f"Item {i} is a widget."}
                 )
-                rows = "\n".join(
-                    json.dumps(
-                        {
-                            "id": f"c{i:02d}",
-                            "question": f"What is item {i}?",
-                            "answer": f"Item {i} is a widget.",
-                        }
-                    )
-                    for i in range(CASES)
-                )
-                r = c.post(
-                    "/api/v1/test-sets/reg/cases/import",
-                    content=rows,
-                    headers={"content-type": "application/x-ndjson"},
-                )
-                assert len(r.json()["created"]) == CASES
-            yield p
-        finally:
-            p.stop()
+                for i in range(CASES)
+            )
+            r = c.post(
+                "/api/v1/test-sets/reg/cases/import",
+                content=rows,
+                headers={"content-type": "application/x-ndjson"},
+            )
+            assert len(r.json()["created"]) == CASES
+        yield p
 
 
 def _wait(c: httpx.Client, run_id: str, statuses: set[str], timeout: float = 60.0) -> dict[str, Any]:
