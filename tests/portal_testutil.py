@@ -74,6 +74,17 @@ def started_portal(**env: str) -> Iterator[Portal]:
             p.stop()
 
 
+def problem_detail(r: httpx.Response, status: int) -> str:
+    """The ``detail`` of ``r``, after checking that it is an RFC 9457 problem+json answer with ``status``."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["status"] == status
+    detail: str = body["detail"]
+    assert detail
+    return detail
+
+
 def seed(db_url: str, results: Sequence[TraceResult]) -> None:
     """Write ``results`` to the store at ``db_url`` (as the engine would), their judgements dated as their
     traces were received (as if judged right away)."""
