@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
-import uuid
-from collections.abc import Coroutine, Iterator
-from typing import Any
+from collections.abc import Iterator
 
-import asyncpg
 import pytest
 
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
-from testsupport import CLEARED_PREFIXES, TEST_VARIABLES
-
-#: Server for tests (the machine's PostgreSQL, trust auth). Override with RAGPULSE_TEST_PG_ADMIN_URL.
-ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
+from testsupport import CLEARED_PREFIXES, TEST_VARIABLES, private_db
 
 #: Fixtures that start or need an outside service (PostgreSQL, embedded PostgreSQL, the tansu Kafka broker,
 #: promtool/Prometheus, a browser): a test using any of them, directly or through another fixture, is marked
@@ -83,50 +75,18 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key)
 
 
-def _run(coro: Coroutine[Any, Any, None]) -> None:
-    asyncio.run(coro)
-
-
-async def _create_db(name: str) -> None:
-    conn = await asyncpg.connect(ADMIN_URL)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-
-
-async def _drop_db(name: str) -> None:
-    conn = await asyncpg.connect(ADMIN_URL)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
-def _url_for(name: str) -> str:
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{name}"
-
-
-def _private_db() -> Iterator[str]:
-    name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
-    _run(_create_db(name))
-    try:
-        yield _url_for(name)
-    finally:
-        _run(_drop_db(name))
-
-
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """URL of a fresh, empty database on the test PostgreSQL server, dropped after the test."""
-    yield from _private_db()
+    with private_db() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
 def pg_url_session() -> Iterator[str]:
     """Like :func:`pg_url` but shared by a whole test session (tests must not depend on emptiness)."""
-    yield from _private_db()
+    with private_db() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Coroutine, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
@@ -20,36 +16,10 @@ from ingest.serve_testutil import ServeProcess
 from ragpulse.config import Settings
 from ragpulse.model import TraceResult
 from ragpulse.store.postgres import PostgresStore
-from testsupport import free_port, stop_process
+from testsupport import free_port, private_db, run_async, stop_process
 
 REPO = Path(__file__).resolve().parents[1]
-ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 RAGPULSE = str(REPO / ".venv" / "bin" / "ragpulse")
-
-
-def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``coro`` to completion in a thread of its own (callers may be inside Playwright's event loop)."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-@contextmanager
-def private_db() -> Iterator[str]:
-    """A fresh database on the test server, dropped afterwards."""
-    name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(ADMIN_URL)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    run_async(admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield ADMIN_URL.rpartition("/")[0] + "/" + name
-    finally:
-        run_async(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def base_env(db_url: str) -> dict[str, str]:
@@ -102,6 +72,17 @@ def started_portal(**env: str) -> Iterator[Portal]:
             yield p
         finally:
             p.stop()
+
+
+def problem_detail(r: httpx.Response, status: int) -> str:
+    """The ``detail`` of ``r``, after checking that it is an RFC 9457 problem+json answer with ``status``."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert body["status"] == status
+    detail: str = body["detail"]
+    assert detail
+    return detail
 
 
 def seed(db_url: str, results: Sequence[TraceResult]) -> None:

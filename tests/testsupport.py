@@ -15,11 +15,15 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
 
 from ragpulse.model import CalibrationProfile
 
@@ -30,6 +34,35 @@ REPO = Path(__file__).resolve().parents[1]
 CLEARED_PREFIXES = ("RAGPULSE_", "OPENAI_", "OTEL_")
 #: The test-only variables the suite itself reads; they are kept (docs/dev/testing.md).
 TEST_VARIABLES = frozenset({"RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL"})
+#: The PostgreSQL server tests create their private databases on (trust auth).
+ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def run_async(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coro`` to completion in a thread of its own (callers may be inside an event loop: an async
+    fixture's, Playwright's)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def _admin(admin_url: str, sql: str) -> None:
+    conn = await asyncpg.connect(admin_url)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def private_db(admin_url: str = ADMIN_URL) -> Iterator[str]:
+    """The URL of a fresh database ``ragpulse_test_<12 hex>`` on the server of ``admin_url`` (default: the
+    test server), dropped (``WITH (FORCE)``) afterwards — the one way tests get a private database."""
+    name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
+    run_async(_admin(admin_url, f'CREATE DATABASE "{name}"'))
+    try:
+        yield urlunsplit(urlsplit(admin_url)._replace(path=f"/{name}"))
+    finally:
+        run_async(_admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def shared_dir() -> Path:

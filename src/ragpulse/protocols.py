@@ -222,6 +222,14 @@ class RunStore(ResultStore, Protocol):
         """The stored test set ``name`` with its cases, or ``None``."""
         ...
 
+    async def test_set_head(self, name: str) -> tuple[str | None, str | None, int] | None:
+        """``(knowledge_base, description, case count)`` of stored test set ``name``, or ``None``."""
+        ...
+
+    def iter_test_cases(self, name: str, *, chunk: int = 1000) -> AsyncGenerator[TestCase, None]:
+        """The cases of stored test set ``name`` in order, ``chunk`` at a time (bounded memory)."""
+        ...
+
     async def test_set_hash(self, name: str) -> str | None:
         """:func:`~ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when absent."""
         ...

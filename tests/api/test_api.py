@@ -6,10 +6,9 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-import httpx
 import pytest
 
-from portal_testutil import Portal, seed
+from portal_testutil import Portal, problem_detail, seed
 from ragpulse.model import (
     Backend,
     Document,
@@ -24,7 +23,6 @@ from ragpulse.model import (
 
 pytestmark = pytest.mark.integration  # a started serve on PostgreSQL
 
-PROBLEM = "application/problem+json"
 CONTRACT_PATHS = {
     "/api/v1/judges",
     "/api/v1/knowledge-bases",
@@ -41,16 +39,6 @@ CONTRACT_PATHS = {
     "/api/v1/dead-letters",
     "/api/v1/evaluate",
 }
-
-
-def _problem(r: httpx.Response, status: int) -> str:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith(PROBLEM)
-    body = r.json()
-    assert body["status"] == status
-    detail: str = body["detail"]
-    assert detail
-    return detail
 
 
 def test_openapi_document_and_docs_page(portal: Portal) -> None:
@@ -82,13 +70,13 @@ def test_test_sets_crud_and_errors(portal: Portal) -> None:
         r = c.post("/api/v1/test-sets", json={"name": "faq-a", "knowledge_base": "kb-a", "description": "d"})
         assert r.status_code == 201
         assert r.json()["case_count"] == 0
-        _problem(c.post("/api/v1/test-sets", json={"name": "faq-a"}), 409)
-        assert "name" in _problem(c.post("/api/v1/test-sets", json={"name": "bad name"}), 422)
-        _problem(
+        problem_detail(c.post("/api/v1/test-sets", json={"name": "faq-a"}), 409)
+        assert "name" in problem_detail(c.post("/api/v1/test-sets", json={"name": "bad name"}), 422)
+        problem_detail(
             c.post("/api/v1/test-sets", content=b"{not json", headers={"content-type": "application/json"}),
             422,
         )
-        _problem(c.post("/api/v1/test-sets", json={"name": "x", "secret": 1}), 422)
+        problem_detail(c.post("/api/v1/test-sets", json={"name": "x", "secret": 1}), 422)
         c.post("/api/v1/test-sets", json={"name": "faq-b", "knowledge_base": "kb-b"})
         assert [
             t["name"] for t in c.get("/api/v1/test-sets", params={"knowledge_base": "kb-a"}).json()["items"]
@@ -96,16 +84,16 @@ def test_test_sets_crud_and_errors(portal: Portal) -> None:
         page = c.get("/api/v1/test-sets", params={"limit": 1}).json()
         assert len(page["items"]) == 1
         assert page["next_cursor"]
-        _problem(c.get("/api/v1/test-sets", params={"cursor": "!!"}), 422)
+        problem_detail(c.get("/api/v1/test-sets", params={"cursor": "!!"}), 422)
         kbs = c.get("/api/v1/knowledge-bases").json()["items"]
         assert {"name": "kb-a", "test_sets": 1} in kbs
         r = c.patch("/api/v1/test-sets/faq-a", json={"description": "new"})
         assert r.json()["description"] == "new"
         assert r.json()["knowledge_base"] == "kb-a"
-        _problem(c.patch("/api/v1/test-sets/nope", json={"description": "x"}), 404)
-        _problem(c.get("/api/v1/test-sets/nope"), 404)
+        problem_detail(c.patch("/api/v1/test-sets/nope", json={"description": "x"}), 404)
+        problem_detail(c.get("/api/v1/test-sets/nope"), 404)
         assert c.delete("/api/v1/test-sets/faq-b").status_code == 204
-        _problem(c.delete("/api/v1/test-sets/faq-b"), 404)
+        problem_detail(c.delete("/api/v1/test-sets/faq-b"), 404)
 
 
 def test_cases_and_import_with_line_numbers(portal: Portal) -> None:
@@ -114,15 +102,15 @@ def test_cases_and_import_with_line_numbers(portal: Portal) -> None:
         r = c.post("/api/v1/test-sets/cases-t/cases", json={"id": "c1", "question": "Q1?", "keywords": ["k"]})
         assert r.status_code == 201
         assert r.json() == {"id": "c1", "question": "Q1?", "keywords": ["k"]}
-        _problem(c.post("/api/v1/test-sets/cases-t/cases", json={"id": "c1", "question": "again"}), 409)
-        _problem(c.post("/api/v1/test-sets/cases-t/cases", json={"question": ["not", "text"]}), 422)
-        _problem(c.post("/api/v1/test-sets/nope/cases", json={"question": "q"}), 404)
+        problem_detail(c.post("/api/v1/test-sets/cases-t/cases", json={"id": "c1", "question": "again"}), 409)
+        problem_detail(c.post("/api/v1/test-sets/cases-t/cases", json={"question": ["not", "text"]}), 422)
+        problem_detail(c.post("/api/v1/test-sets/nope/cases", json={"question": "q"}), 404)
         r = c.put("/api/v1/test-sets/cases-t/cases/c2", json={"question": "Q2?", "expected_answer": "A2"})
         assert r.status_code == 201
         r = c.put("/api/v1/test-sets/cases-t/cases/c2", json={"question": "Q2b?"})
         assert r.status_code == 200
         assert c.get("/api/v1/test-sets/cases-t/cases/c2").json() == {"id": "c2", "question": "Q2b?"}
-        _problem(c.get("/api/v1/test-sets/cases-t/cases/zz"), 404)
+        problem_detail(c.get("/api/v1/test-sets/cases-t/cases/zz"), 404)
         jsonl = '{"id": "c3", "question": "Q3"}\n{"id": "c4", "question": 5.5e999}\n\n{"id": "c1", "question": "Q1 new"}\n'
         r = c.post(
             "/api/v1/test-sets/cases-t/cases/import",
@@ -150,14 +138,14 @@ def test_cases_and_import_with_line_numbers(portal: Portal) -> None:
             "/api/v1/test-sets/cases-t/cases", params={"limit": 2, "cursor": page["next_cursor"]}
         ).json()
         assert [x["id"] for x in nxt["items"]] == ["c3", "c5"]
-        _problem(
+        problem_detail(
             c.post(
                 "/api/v1/test-sets/cases-t/cases/import", content="x", headers={"content-type": "text/plain"}
             ),
             415,
         )
         big = "id,question\n" + "".join(f"b{i},{'x' * 100}\n" for i in range(1000))
-        detail = _problem(
+        detail = problem_detail(
             c.post(
                 "/api/v1/test-sets/cases-t/cases/import", content=big, headers={"content-type": "text/csv"}
             ),
@@ -165,7 +153,7 @@ def test_cases_and_import_with_line_numbers(portal: Portal) -> None:
         )
         assert "RAGPULSE_API_MAX_UPLOAD_MB" in detail
         assert c.delete("/api/v1/test-sets/cases-t/cases/c2").status_code == 204
-        _problem(c.delete("/api/v1/test-sets/cases-t/cases/c2"), 404)
+        problem_detail(c.delete("/api/v1/test-sets/cases-t/cases/c2"), 404)
         assert c.get("/api/v1/test-sets/cases-t").json()["case_count"] == 4
 
 
@@ -229,9 +217,9 @@ def test_traces_stats_and_copy(portal: Portal) -> None:
             },
         ).json()
         assert [t["trace_id"] for t in more["items"]] == [f"{1005:032x}", f"{2000:032x}"]
-        _problem(c.get("/api/v1/traces", params={"limit": 501}), 422)
-        _problem(c.get("/api/v1/traces", params={"since": "yesterday"}), 422)
-        _problem(c.get("/api/v1/traces", params={"outcome": "fail"}), 422)
+        problem_detail(c.get("/api/v1/traces", params={"limit": 501}), 422)
+        problem_detail(c.get("/api/v1/traces", params={"since": "yesterday"}), 422)
+        problem_detail(c.get("/api/v1/traces", params={"outcome": "fail"}), 422)
         d = c.get(f"/api/v1/traces/{1001:032x}").json()
         assert d["answer"] == "Answer. Not in chunk."
         [j] = d["judgements"]
@@ -239,7 +227,7 @@ def test_traces_stats_and_copy(portal: Portal) -> None:
             ("Answer.", True),
             ("Not in chunk", False),
         ]
-        _problem(c.get(f"/api/v1/traces/{'e' * 32}"), 404)
+        problem_detail(c.get(f"/api/v1/traces/{'e' * 32}"), 404)
         c.post("/api/v1/test-sets", json={"name": "from-traffic"})
         r = c.post(
             f"/api/v1/traces/{1001:032x}/copy-to-test-set",
@@ -247,10 +235,10 @@ def test_traces_stats_and_copy(portal: Portal) -> None:
         )
         assert r.status_code == 201
         assert r.json()["contexts"] == ["chunk"]
-        _problem(
+        problem_detail(
             c.post(f"/api/v1/traces/{1001:032x}/copy-to-test-set", json={"test_set": "from-traffic"}), 409
         )
-        _problem(
+        problem_detail(
             c.post(f"/api/v1/traces/{1001:032x}/copy-to-test-set", json={"test_set": "missing-set"}), 404
         )
         st = c.get("/api/v1/stats/scores", params={"since": "24h", "app": "trace-app"}).json()
@@ -265,8 +253,8 @@ def test_traces_stats_and_copy(portal: Portal) -> None:
         ).json()
         assert ts["interval_s"] == 3600
         assert sum(p["count"] for p in ts["items"][0]["points"]) == 6
-        _problem(c.get("/api/v1/stats/timeseries", params={"since": "7d", "interval": "1s"}), 422)
-        _problem(c.get("/api/v1/stats/scores", params={"since": "1h", "until": "2h"}), 422)
+        problem_detail(c.get("/api/v1/stats/timeseries", params={"since": "7d", "interval": "1s"}), 422)
+        problem_detail(c.get("/api/v1/stats/scores", params={"since": "1h", "until": "2h"}), 422)
 
 
 def test_dead_letters(portal: Portal) -> None:
@@ -325,10 +313,10 @@ def test_evaluate_judges_now_with_source_api(portal: Portal) -> None:
         assert c.get("/api/v1/traces", params={"app": "eval-app"}).json()["items"] == []
         assert len(c.get("/api/v1/traces", params={"app": "eval-app", "source": "api"}).json()["items"]) == 2
         assert c.get("/api/v1/stats/scores", params={"app": "eval-app"}).json()["items"] == []
-        _problem(c.post("/api/v1/evaluate", json=[1]), 422)
-        _problem(c.post("/api/v1/evaluate", json={"question": 5}), 422)
+        problem_detail(c.post("/api/v1/evaluate", json=[1]), 422)
+        problem_detail(c.post("/api/v1/evaluate", json={"question": 5}), 422)
         r = c.post("/api/v1/evaluate", params={"timeout_s": 0.000001}, json=event)
-        detail = _problem(r, 504)
+        detail = problem_detail(r, 504)
         tid = detail.split()[1]
         deadline = time.monotonic() + 30
         while c.get(f"/api/v1/traces/{tid}").status_code != 200:  # still judged and stored
@@ -357,8 +345,11 @@ def test_a_case_needs_a_question_as_in_the_file_loader(portal: Portal) -> None:
     rule = "question is required (question, query, user_input): a case without one cannot be judged"
     with portal.client() as c:
         c.post("/api/v1/test-sets", json={"name": "no-q"})
-        assert _problem(c.post("/api/v1/test-sets/no-q/cases", json={"id": "a", "answer": "x"}), 422) == rule
-        assert _problem(c.put("/api/v1/test-sets/no-q/cases/b", json={"question": "  "}), 422) == rule
+        assert (
+            problem_detail(c.post("/api/v1/test-sets/no-q/cases", json={"id": "a", "answer": "x"}), 422)
+            == rule
+        )
+        assert problem_detail(c.put("/api/v1/test-sets/no-q/cases/b", json={"question": "  "}), 422) == rule
         r = c.post(
             "/api/v1/test-sets/no-q/cases/import",
             json=[{"id": "c", "question": "Q?"}, {"id": "d", "expected_answer": "A"}],
@@ -371,12 +362,14 @@ def test_a_run_that_could_judge_nothing_is_refused(portal: Portal) -> None:
     """An empty test set, an empty judge list and a bad run id are 422 up front; nothing is queued."""
     with portal.client() as c:
         c.post("/api/v1/test-sets", json={"name": "empty-set"})
-        detail = _problem(c.post("/api/v1/runs", json={"test_set": "empty-set"}), 422)
+        detail = problem_detail(c.post("/api/v1/runs", json={"test_set": "empty-set"}), 422)
         assert detail.startswith("test set 'empty-set' has no cases")
         c.post("/api/v1/test-sets/empty-set/cases", json={"id": "a", "question": "Q?"})
-        detail = _problem(c.post("/api/v1/runs", json={"test_set": "empty-set", "judges": []}), 422)
+        detail = problem_detail(c.post("/api/v1/runs", json={"test_set": "empty-set", "judges": []}), 422)
         assert detail.startswith("no judges to run")
-        detail = _problem(c.post("/api/v1/runs", json={"test_set": "empty-set", "run_id": "bad id"}), 422)
+        detail = problem_detail(
+            c.post("/api/v1/runs", json={"test_set": "empty-set", "run_id": "bad id"}), 422
+        )
         assert detail == (
             "run_id: Value error, invalid run id 'bad id': use letters, digits, '.', '_' and '-', starting "
             "with a letter or digit, at most 128 characters (pattern ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$)"

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
-from portal_testutil import RAGPULSE, base_env, private_db, started_portal
+from portal_testutil import RAGPULSE, base_env, started_portal
 from ragpulse.api.context import ApiOptions
 from ragpulse.api.server import check_exposure, is_loopback
 from ragpulse.errors import ConfigError
-from testsupport import free_port
+from testsupport import free_port, private_db
 
 TOKEN = "s3cret-token-for-tests"
 

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from portal_testutil import Portal, base_env, cli, private_db
+from portal_testutil import Portal, base_env, cli, problem_detail, started_portal
 from ragpulse.testing.openai_server import Phase, ScriptedOpenAIServer, judge_responder
-from testsupport import scripted_judge_env
+from testsupport import private_db, scripted_judge_env
 
 pytestmark = pytest.mark.integration
 
@@ -30,40 +30,25 @@ def judge() -> Iterator[ScriptedOpenAIServer]:
 
 @pytest.fixture(scope="module")
 def runs_portal(judge: ScriptedOpenAIServer) -> Iterator[Portal]:
-    with private_db() as db:
-        env = base_env(db)
-        env.update(
-            scripted_judge_env(
-                judge.base_url, RAGPULSE_ENABLED_JUDGES="relevancy", RAGPULSE_ENGINE_WORKERS="1"
+    env = scripted_judge_env(judge.base_url, RAGPULSE_ENABLED_JUDGES="relevancy", RAGPULSE_ENGINE_WORKERS="1")
+    with started_portal(**env) as p:
+        with p.client() as c:
+            assert (
+                c.post("/api/v1/test-sets", json={"name": "reg", "knowledge_base": "kb"}).status_code == 201
             )
-        )
-        p = Portal(db, env)
-        p.start()
-        try:
-            with p.client() as c:
-                assert (
-                    c.post("/api/v1/test-sets", json={"name": "reg", "knowledge_base": "kb"}).status_code
-                    == 201
+            rows = "\n".join(
+                json.dumps(
+                    {"id": f"c{i:02d}", "question": f"What is item {i}?", "answer": f"Item {i} is a widget."}
                 )
-                rows = "\n".join(
-                    json.dumps(
-                        {
-                            "id": f"c{i:02d}",
-                            "question": f"What is item {i}?",
-                            "answer": f"Item {i} is a widget.",
-                        }
-                    )
-                    for i in range(CASES)
-                )
-                r = c.post(
-                    "/api/v1/test-sets/reg/cases/import",
-                    content=rows,
-                    headers={"content-type": "application/x-ndjson"},
-                )
-                assert len(r.json()["created"]) == CASES
-            yield p
-        finally:
-            p.stop()
+                for i in range(CASES)
+            )
+            r = c.post(
+                "/api/v1/test-sets/reg/cases/import",
+                content=rows,
+                headers={"content-type": "application/x-ndjson"},
+            )
+            assert len(r.json()["created"]) == CASES
+        yield p
 
 
 def _wait(c: httpx.Client, run_id: str, statuses: set[str], timeout: float = 60.0) -> dict[str, Any]:
@@ -107,8 +92,8 @@ def test_run_progress_report_and_cli_read_back(runs_portal: Portal, judge: Scrip
         assert case["judgements"]["relevancy"]["status"] == "ok"
         history = c.get("/api/v1/runs", params={"test_set": "reg", "status": "completed"}).json()["items"]
         assert [h["run_id"] for h in history] == ["run-a"]
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "run_id": "run-a"}), 409)
-        _problem(c.post("/api/v1/runs/run-a/cancel"), 409)
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "reg", "run_id": "run-a"}), 409)
+        problem_detail(c.post("/api/v1/runs/run-a/cancel"), 409)
     shown = cli(runs_portal.db_url, "runs", "show", "run-a", "--json")
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
@@ -119,13 +104,6 @@ def test_run_progress_report_and_cli_read_back(runs_portal: Portal, judge: Scrip
     replayed = cli(runs_portal.db_url, "replay", "--test-set", "reg", "--json", "--run-id", "cli-replay")
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout)["cases_total"] == CASES
-
-
-def _problem(r: httpx.Response, status: int) -> str:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/problem+json")
-    detail: str = r.json()["detail"]
-    return detail
 
 
 def test_cancel_stops_judge_calls(runs_portal: Portal, judge: ScriptedOpenAIServer) -> None:
@@ -142,7 +120,7 @@ def test_cancel_stops_judge_calls(runs_portal: Portal, judge: ScriptedOpenAIServ
         assert after - before < CASES
         with pytest.raises(TimeoutError):  # no judge call for the run after it was cancelled
             judge.wait_for_requests(after + 1, timeout_s=1.5)
-        _problem(c.post("/api/v1/runs/run-cancel/cancel"), 409)
+        problem_detail(c.post("/api/v1/runs/run-cancel/cancel"), 409)
         assert [
             h["run_id"] for h in c.get("/api/v1/runs", params={"status": "cancelled"}).json()["items"]
         ] == ["run-cancel"]
@@ -150,17 +128,19 @@ def test_cancel_stops_judge_calls(runs_portal: Portal, judge: ScriptedOpenAIServ
 
 def test_queued_run_cancel_and_errors(runs_portal: Portal) -> None:
     with runs_portal.client() as c:
-        _problem(c.post("/api/v1/runs", json={"test_set": "missing"}), 404)
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "judges": ["nope"]}), 422)
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "judge_model": "gpt-x"}), 422)
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "rag": {"endpoint": "prod"}}), 422)
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "rag": {"endpoint": "http://evil/"}}), 422)
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "thresholds": {"relevancy": 2}}), 422)
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "fail_under": ["bogus=0.5"]}), 422)
-        _problem(c.post("/api/v1/runs", json={"test_set": "reg", "run_id": "bad id"}), 422)
-        _problem(c.get("/api/v1/runs/nope"), 404)
-        _problem(c.post("/api/v1/runs/nope/cancel"), 404)
-        _problem(c.get("/api/v1/runs", params={"status": "bogus"}), 422)
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "missing"}), 404)
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "reg", "judges": ["nope"]}), 422)
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "reg", "judge_model": "gpt-x"}), 422)
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "reg", "rag": {"endpoint": "prod"}}), 422)
+        problem_detail(
+            c.post("/api/v1/runs", json={"test_set": "reg", "rag": {"endpoint": "http://evil/"}}), 422
+        )
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "reg", "thresholds": {"relevancy": 2}}), 422)
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "reg", "fail_under": ["bogus=0.5"]}), 422)
+        problem_detail(c.post("/api/v1/runs", json={"test_set": "reg", "run_id": "bad id"}), 422)
+        problem_detail(c.get("/api/v1/runs/nope"), 404)
+        problem_detail(c.post("/api/v1/runs/nope/cancel"), 404)
+        problem_detail(c.get("/api/v1/runs", params={"status": "bogus"}), 422)
         opts = c.get("/api/v1/run-options").json()
         assert opts == {"judges": ["relevancy"], "judge_models": [], "rag_endpoints": []}
 
@@ -175,8 +155,8 @@ def test_compare_two_runs(runs_portal: Portal) -> None:
         assert cmp["run_a"] == "cmp-a"
         assert cmp["metrics"]["pass_rate"] == {"a": 1.0, "b": 1.0, "delta": 0.0}
         assert cmp["pass_to_fail"] == []
-        _problem(c.get("/api/v1/run-comparisons", params={"a": "cmp-a", "b": "nope"}), 404)
-        _problem(c.get("/api/v1/run-comparisons", params={"a": "cmp-a"}), 422)
+        problem_detail(c.get("/api/v1/run-comparisons", params={"a": "cmp-a", "b": "nope"}), 404)
+        problem_detail(c.get("/api/v1/run-comparisons", params={"a": "cmp-a"}), 422)
 
 
 def test_a_run_survives_a_killed_serve(judge: ScriptedOpenAIServer) -> None:

@@ -92,3 +92,37 @@ async def test_judge_error_on_one_case_leaves_others_judged(pg_url: str) -> None
         assert await pg_count(pg_url, "SELECT count(*) FROM judgements WHERE status = 'ok'") == 10
     finally:
         await store.close()
+
+
+async def test_a_stored_test_set_is_spooled_with_the_same_cases_and_hash(pg_url: str) -> None:
+    """``replay --test-set NAME`` reads the stored set through a cursor into a temporary file: the same cases
+    in order and the same hash as the set read whole, so the replay does not see "other cases"."""
+    from ragpulse.services.replay import stored_test_set
+
+    settings = Settings(database_url=pg_url)
+    ts = TestSet(
+        name="spool",
+        knowledge_base="kb",
+        description="d",
+        cases=(
+            TestCase(
+                id="z", question="q\u2028?", keywords=("k",), context_labels=(1, 0), contexts=("a", "b")
+            ),
+            TestCase(id="a", answer="x", doc_ids=("d1", None), metadata={"app": "hr", "n": [1, {"x": None}]}),
+            *(TestCase(id=f"c{i}", question=f"q{i}") for i in range(2500)),
+        ),
+    )
+    store = await PostgresStore.connect(pg_url, settings.store)
+    try:
+        await store.upsert_test_set(ts)
+        spooled = await stored_test_set(store, "spool")
+        try:
+            assert (spooled.name, spooled.knowledge_base, spooled.description) == ("spool", "kb", "d")
+            assert spooled.case_count == 2502
+            assert list(spooled.iter_cases()) == list(ts.cases)
+            assert next(spooled.iter_cases()) == ts.cases[0]  # each pass starts over
+            assert spooled.content_hash() == ts.content_hash() == await store.test_set_hash("spool")
+        finally:
+            spooled.close()
+    finally:
+        await store.close()

@@ -3,21 +3,18 @@ PostgreSQL 18 (one embedded instance per session, in a temp dir, stopped at the 
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
 
 from ragpulse.config import Settings
 from ragpulse.store.embedded import start_embedded
 from ragpulse.store.postgres import PostgresStore
 from store.store_factories import store_settings
+from testsupport import private_db
 
 
 @pytest.fixture(scope="session")
@@ -40,32 +37,14 @@ def embedded_settings() -> Iterator[Settings]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _with_db(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-async def _admin(url: str, sql: str) -> None:
-    conn = await asyncpg.connect(url)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
 @pytest.fixture(params=["server", "embedded"])
 def store_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """URL of a fresh database on the test server or on the embedded PostgreSQL."""
     if request.param == "server":
         yield request.getfixturevalue("pg_url")
         return
-    admin = start_embedded(request.getfixturevalue("embedded_settings").store)
-    name = f"ragpulse_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(admin, f'CREATE DATABASE "{name}"'))
-    try:
-        yield _with_db(admin, name)
-    finally:
-        asyncio.run(_admin(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with private_db(start_embedded(request.getfixturevalue("embedded_settings").store)) as url:
+        yield url
 
 
 @pytest.fixture

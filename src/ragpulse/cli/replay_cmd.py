@@ -110,7 +110,24 @@ async def _run(
 ) -> RunReport:
     if ts is None:
         assert stored is not None
-        ts = await stored_test_set(store, stored)
+        spooled = await stored_test_set(store, stored)
+        try:
+            return await _run(
+                s,
+                store,
+                ts=spooled,
+                stored=None,
+                judge_names=judge_names,
+                run_id=run_id,
+                via=via,
+                wait_s=wait_s,
+                exporters=exporters,
+                serve_url=serve_url,
+                replace_run=replace_run,
+                replace_test_set=replace_test_set,
+            )
+        finally:
+            spooled.close()
     if via is not None:
         return await replay_via(
             s,

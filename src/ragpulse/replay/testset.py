@@ -47,7 +47,8 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ __all__ = [
     "FIELD_ALIASES",
     "ParsedCases",
     "RowProblem",
+    "SpooledTestSet",
     "StreamedTestSet",
     "TestSetError",
     "decode_text",
@@ -71,6 +73,7 @@ __all__ = [
     "parse_case",
     "read_cases",
     "require_question",
+    "spool_test_set",
 ]
 
 
@@ -710,3 +713,55 @@ def _known(encoding: str | None) -> bool:
     except LookupError:
         return False
     return True
+
+
+class SpooledTestSet:
+    """A stored test set replayed without holding it in memory (a :class:`~ragpulse.protocols.CaseSource`): its
+    cases, read once from the store, are kept in an anonymous temporary file (one JSON line per case, exactly
+    as read: the same :func:`~ragpulse.model.cases_hash`), read again for each pass. Built by
+    :func:`spool_test_set`; :meth:`close` (or garbage collection) deletes the file.
+    """
+
+    def __init__(self, name: str, knowledge_base: str | None, description: str | None) -> None:
+        self.name = name
+        self.knowledge_base = knowledge_base
+        self.description = description
+        self.case_count = 0
+        self._file = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (lives as long as the object)
+        self._hash = ""
+
+    def content_hash(self) -> str:
+        """``sha256:<hex>`` of the cases."""
+        return self._hash
+
+    def iter_cases(self) -> Iterator[TestCase]:
+        """The cases in order (each pass keeps its own place in the file)."""
+        pos = 0
+        while True:
+            self._file.seek(pos)
+            line = self._file.readline()
+            if not line:
+                return
+            pos = self._file.tell()
+            yield TestCase.model_validate_json(line)
+
+    def close(self) -> None:
+        """Delete the temporary file."""
+        self._file.close()
+
+
+async def spool_test_set(
+    name: str, knowledge_base: str | None, description: str | None, cases: AsyncIterator[TestCase]
+) -> SpooledTestSet:
+    """A :class:`SpooledTestSet` of ``cases`` (read once, in order), hashed as they are written."""
+    ts = SpooledTestSet(name, knowledge_base, description)
+    try:
+        async for case in cases:
+            ts._file.write(case.model_dump_json().encode("utf-8") + b"\n")
+            ts.case_count += 1
+        ts._file.flush()
+        ts._hash = cases_hash(ts.iter_cases())
+    except BaseException:
+        ts.close()
+        raise
+    return ts

@@ -39,7 +39,7 @@ from ragpulse.errors import ConfigError, NotFoundError
 from ragpulse.ingest.events import trace_to_event
 from ragpulse.ingest.publish import publish_kafka, publish_otlp
 from ragpulse.logging import get_logger
-from ragpulse.model import RunStatus, TestSet, Trace, TraceOutcome, TraceResult
+from ragpulse.model import RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import CaseSource, Exporter, Judge, RunStore
 from ragpulse.replay.rag_client import RagClient
 from ragpulse.replay.runner import (
@@ -51,6 +51,7 @@ from ragpulse.replay.runner import (
     run_settings,
     start_run,
 )
+from ragpulse.replay.testset import SpooledTestSet, spool_test_set
 from ragpulse.services.corrected import with_corrected
 from ragpulse.services.judges import check_runnable, open_judges, run_judges
 from ragpulse.services.report_model import RunReport
@@ -80,17 +81,20 @@ class Via(StrEnum):
     OTLP = "otlp"
 
 
-async def stored_test_set(store: RunStore, name: str) -> TestSet:
-    """The test set stored as ``name`` (by an earlier replay or the portal).
+async def stored_test_set(store: RunStore, name: str) -> SpooledTestSet:
+    """The test set stored as ``name`` (by an earlier replay or the portal), read once through a cursor into a
+    temporary file (:class:`~ragpulse.replay.testset.SpooledTestSet`: not held in memory; ``close()`` it when
+    done).
 
     Raises:
         NotFoundError: no test set of that name.
         StoreError: the store failed.
     """
-    ts = await store.get_test_set(name)
-    if ts is None:
+    head = await store.test_set_head(name)
+    if head is None:
         raise NotFoundError(f"no test set {name!r} in the store (replay a file once to store it)")
-    return ts
+    async with contextlib.aclosing(store.iter_test_cases(name)) as cases:
+        return await spool_test_set(name, head[0], head[1], cases)
 
 
 async def _finish(

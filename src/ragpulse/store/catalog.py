@@ -7,6 +7,7 @@ apart from the result writes so that each module keeps one responsibility.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from ragpulse.errors import StoreError
@@ -163,6 +164,28 @@ async def get_test_set(conn: Conn, name: str) -> TestSet | None:
         description=row["description"],
         cases=tuple(_case_from_row(c) for c in cases),
     )
+
+
+async def test_set_head(conn: Conn, name: str) -> tuple[str | None, str | None, int] | None:
+    """``(knowledge_base, description, stored case count)`` of test set ``name``, or ``None``."""
+    row = await conn.fetchrow(
+        "SELECT knowledge_base, description, (SELECT count(*) FROM test_cases WHERE test_set = $1) AS n "
+        "FROM test_sets WHERE name = $1",
+        name,
+    )
+    return None if row is None else (row["knowledge_base"], row["description"], int(row["n"]))
+
+
+async def iter_test_cases(conn: Conn, name: str, chunk: int) -> AsyncGenerator[TestCase, None]:
+    """The cases of test set ``name`` in order, read through a cursor ``chunk`` rows at a time (``conn`` must be
+    in a transaction)."""
+    cur = await conn.cursor("SELECT * FROM test_cases WHERE test_set = $1 ORDER BY position", name)
+    while True:
+        rows = await cur.fetch(chunk)
+        for r in rows:
+            yield _case_from_row(r)
+        if len(rows) < chunk:
+            return
 
 
 async def create_run(conn: Conn, run: RunRecord, *, replace: bool = False) -> None:

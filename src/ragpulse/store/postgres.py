@@ -24,6 +24,7 @@ from ragpulse.model import (
     Judgement,
     RunRecord,
     RunStatus,
+    TestCase,
     TestSet,
     Trace,
     TraceResult,
@@ -516,6 +517,28 @@ class PostgresStore(PortalQueries):
     async def get_test_set(self, name: str) -> TestSet | None:
         """The stored test set ``name`` with its cases in their original order, or ``None``."""
         return await self._run("get_test_set", lambda c: catalog.get_test_set(c, name))
+
+    async def test_set_head(self, name: str) -> tuple[str | None, str | None, int] | None:
+        """``(knowledge_base, description, case count)`` of stored test set ``name``, or ``None``."""
+        return await self._run("test_set_head", lambda c: catalog.test_set_head(c, name))
+
+    async def iter_test_cases(self, name: str, *, chunk: int = 1000) -> AsyncGenerator[TestCase, None]:
+        """The cases of stored test set ``name`` in order, read through one cursor ``chunk`` at a time (bounded
+        memory; holds one pooled connection until exhausted or closed).
+
+        Raises:
+            StoreError: a read failed.
+        """
+        try:
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn, conn.transaction():
+                async for case in catalog.iter_test_cases(conn, name, chunk):
+                    yield case
+        except StoreError:
+            raise
+        except Exception as e:
+            err = to_store_error(e, "iter_test_cases")
+            _log.warning("store_error", action="iter_test_cases", retriable=err.retriable, error=str(err))
+            raise err from e
 
     async def test_set_hash(self, name: str) -> str | None:
         """:func:`ragpulse.model.cases_hash` of stored test set ``name``'s cases, or ``None`` when there is no

@@ -23,6 +23,7 @@ from ragpulse.model import (
     JudgementStatus,
     RunRecord,
     RunStatus,
+    TestCase,
     TestSet,
     Trace,
     TraceResult,
@@ -111,6 +112,17 @@ class MemoryStore:
     async def get_test_set(self, name: str) -> TestSet | None:
         """The test set kept as ``name``, or ``None``."""
         return self.test_sets.get(name)
+
+    async def test_set_head(self, name: str) -> tuple[str | None, str | None, int] | None:
+        """``(knowledge_base, description, case count)`` of the kept test set, or ``None``."""
+        ts = self.test_sets.get(name)
+        return None if ts is None else (ts.knowledge_base, ts.description, len(ts.cases))
+
+    async def iter_test_cases(self, name: str, *, chunk: int = 1000) -> AsyncGenerator[TestCase, None]:
+        """The kept test set's cases in order."""
+        ts = self.test_sets.get(name)
+        for c in ts.cases if ts else ():
+            yield c
 
     async def test_set_hash(self, name: str) -> str | None:
         """The stored set's :func:`~ragpulse.model.cases_hash`, or ``None``."""
