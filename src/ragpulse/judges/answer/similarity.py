@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import openai
-
 from ragpulse.config import Settings
 from ragpulse.errors import JudgeError
 from ragpulse.judges.formulas import cosine
@@ -45,6 +43,8 @@ class EmbeddingSimilarity:
     def __init__(
         self, *, base_url: str, model: str, api_key: str | None, timeout_s: float, max_retries: int
     ) -> None:
+        import openai  # here, not at module level: it takes ~0.4 s to import (tests/cli/test_cli_startup.py)
+
         self._model = model
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=max_retries
@@ -62,6 +62,8 @@ class EmbeddingSimilarity:
             JudgeError: ``judge_unavailable`` when the endpoint fails, ``unparseable`` when it does not return
                 two vectors of equal length.
         """
+        import openai
+
         try:
             resp = await self._client.embeddings.create(model=self._model, input=[a, b])
         except openai.APIStatusError as e:
