@@ -179,3 +179,36 @@ def test_a_key_in_the_config_file_is_refused(tmp_path: Any) -> None:
     cfg.write_text("judge:\n  model_keys: {SMALL_KEY: sk-small}\n", "utf-8")
     with pytest.raises(ConfigError, match=r"judge\.model_keys must come from the environment"):
         load_settings(cfg, environ={})
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"mode": "claims", "cascade": {"first": {"model": SMALL, "api_key": "sk-secret"}, "band": [0.3, 0.7]}},
+            r"^judges\.faithfulness\.cascade\.first\.api_key: a key never goes in the configuration",
+        ),
+        (
+            {"mode": "claims", "cascade": {"first": {"model": SMALL, "api_key_env": ""}, "band": [0.3, 0.7]}},
+            r"^judges\.faithfulness\.cascade\.first\.api_key_env: String should match pattern",
+        ),
+        (
+            {"shadow": {"model": SMALL, "api_key": "sk-secret", "share": 0.1}},
+            r"^judges\.faithfulness\.shadow\.api_key: a key never goes in the configuration",
+        ),
+        (
+            {"shadow": {"model": SMALL, "api_key_env": "SMALL_KEY", "share": 0.1}},
+            r"^judges\.faithfulness\.shadow\.api_key_env: the environment variable SMALL_KEY is not set$",
+        ),
+        (
+            {"shadow": {"threshold": 2, "share": 0.1}},
+            r"^judges\.faithfulness\.shadow\.threshold: ",
+        ),
+    ],
+)
+def test_errors_in_a_cascade_stage_or_shadow_name_where_they_are(options: dict[str, Any], message: str) -> None:
+    """A bad option of ``cascade.first`` or ``shadow`` is reported at its own path, not the judge's top level."""
+    settings = load_settings(environ={}, judge_model="main", judges={"faithfulness": options})
+    with pytest.raises(ConfigError, match=message) as e:
+        build_judges(settings, ["faithfulness"])
+    assert "sk-secret" not in str(e.value)

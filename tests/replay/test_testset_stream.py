@@ -129,3 +129,13 @@ def test_other_files_are_loaded_whole(tmp_path: Path) -> None:
     assert got.cases[0].question == "你好"
     with pytest.raises(TestSetError, match="test set file not found"):
         open_test_set(tmp_path / "missing.jsonl")
+
+
+def test_csv_cells_longer_than_the_csv_module_default_are_read(tmp_path: Path) -> None:
+    """A 300,000-character answer (over the csv module's default limit of 131,072) reads as from JSONL."""
+    answer = "word " * 60_000
+    p = _write(tmp_path, "long.csv", f"id,question,answer\nl1,What?,{answer}\nl2,Why?,ok\n".encode())
+    streamed = open_test_set(p)
+    assert isinstance(streamed, StreamedTestSet)
+    assert [(c.id, len(c.answer or "")) for c in streamed.iter_cases()] == [("l1", 300_000), ("l2", 2)]
+    assert [c.answer for c in load_test_set(p).cases] == [answer, "ok"]

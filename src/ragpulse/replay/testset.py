@@ -100,6 +100,12 @@ _KEYWORD_SPLIT = re.compile(r"[,，;；、\n]")
 _LIST_FIELDS = ("keywords", "reference_contexts", "contexts", "doc_ids", "context_labels")
 #: CSV delimiters tried on the header row, in order of preference on a tie.
 CSV_DELIMITERS = (",", ";", "\t", "|")
+
+#: Largest CSV cell, characters: the csv module's default (131,072) would refuse a long answer or a whole document
+#: in ``contexts`` that the same case as a JSONL line carries fine; 2³¹ − 1 is the largest limit every platform's
+#: C ``long`` takes. Raised once, process-wide (the csv module has no per-reader limit).
+CSV_FIELD_LIMIT = 2**31 - 1
+csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
 _DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "'|'"}
 # UTF-32 first: its little-endian BOM starts with UTF-16's.
 _BOMS = (
@@ -419,7 +425,8 @@ def _csv_rows(
                 )
                 col.problem(row_start, why, why)
                 return
-            col.problem(reader.line_num, f"not valid CSV: {e}", f"not valid CSV: {e}")
+            line = max(reader.line_num, row_start)  # the reader does not count a line it failed inside
+            col.problem(line, f"not valid CSV: {e}", f"not valid CSV: {e}")
             return
         n = reader.line_num
         extra = row.get(None)  # DictReader's restkey: cells beyond the header
