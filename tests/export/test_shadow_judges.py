@@ -119,7 +119,7 @@ def test_shadow_options_are_checked() -> None:
         build_judges(Settings(judges={"relevancy": {"shadow": {"threshold": 0.9}}}), ["relevancy"])
     with pytest.raises(ConfigError, match=r"^judges\.relevancy\.shadow: same version as the main judge"):
         build_judges(Settings(judges={"relevancy": {"shadow": {"share": 0.5}}}), ["relevancy"])
-    with pytest.raises(ConfigError, match=r"^judges\.relevancy\.treshold: unknown option"):
+    with pytest.raises(ConfigError, match=r"^judges\.relevancy\.shadow\.treshold: unknown option"):
         build_judges(
             Settings(judges={"relevancy": {"shadow": {"treshold": 0.9, "share": 0.5}}}), ["relevancy"]
         )

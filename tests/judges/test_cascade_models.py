@@ -185,7 +185,10 @@ def test_a_key_in_the_config_file_is_refused(tmp_path: Any) -> None:
     ("options", "message"),
     [
         (
-            {"mode": "claims", "cascade": {"first": {"model": SMALL, "api_key": "sk-secret"}, "band": [0.3, 0.7]}},
+            {
+                "mode": "claims",
+                "cascade": {"first": {"model": SMALL, "api_key": "sk-secret"}, "band": [0.3, 0.7]},
+            },
             r"^judges\.faithfulness\.cascade\.first\.api_key: a key never goes in the configuration",
         ),
         (
@@ -206,7 +209,9 @@ def test_a_key_in_the_config_file_is_refused(tmp_path: Any) -> None:
         ),
     ],
 )
-def test_errors_in_a_cascade_stage_or_shadow_name_where_they_are(options: dict[str, Any], message: str) -> None:
+def test_errors_in_a_cascade_stage_or_shadow_name_where_they_are(
+    options: dict[str, Any], message: str
+) -> None:
     """A bad option of ``cascade.first`` or ``shadow`` is reported at its own path, not the judge's top level."""
     settings = load_settings(environ={}, judge_model="main", judges={"faithfulness": options})
     with pytest.raises(ConfigError, match=message) as e:

@@ -200,7 +200,8 @@ def _build_cascade(
             raise ConfigError(f"judges.{name}.cascade.first: {name!r} has no separate offline judge")
         first = _load_class(spec.heuristic, name)(settings, {})
     else:
-        if name in OPTIONS_BY_JUDGE:  # checked here so that an error names judges.<name>.cascade.first.<option>
+        # checked here so that an error names judges.<name>.cascade.first.<option>
+        if name in OPTIONS_BY_JUDGE:
             parse_options(f"{name}.cascade.first", OPTIONS_BY_JUDGE[name], first_raw)
         first_client = clients.for_options(name, first_raw, ".cascade.first")
         if first_client is None:
@@ -238,7 +239,8 @@ def _build_shadow(
     shadow_settings = settings.replaced(judges={**settings.judge.options, name: promoted})
     try:
         shadow = build_judges(shadow_settings, [name], clients=clients)[name]
-    except ConfigError as e:  # the main options built, so the shadow's are at fault: say judges.<name>.shadow…
+    except ConfigError as e:
+        # the main options built, so the shadow's are at fault: say judges.<name>.shadow…
         said = str(e)
         for head in (f"judges.{name}.", f"judges.{name}:"):
             if said.startswith(head) and not said.startswith(f"judges.{name}.shadow"):
