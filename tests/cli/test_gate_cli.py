@@ -84,14 +84,23 @@ def test_evaluate_gate_and_threshold_merging() -> None:
     ok_res = evaluate_gate(r, gate_thresholds({}, ["pass_rate=0.3,coverage=0.6"], 0.95))
     assert ok_res.passed
     assert ok_res.exit_code == 0
-    assert (
-        evaluate_gate(
-            r.model_copy(update={"status": RunStatus.FAILED}),
-            ok_res_thresholds := gate_thresholds({}, ["coverage=0"], 0.95),
-        ).passed
-        is False
-    )
+    ok_res_thresholds = gate_thresholds({}, ["coverage=0"], 0.95)
+    assert evaluate_gate(r.model_copy(update={"status": RunStatus.FAILED}), ok_res_thresholds).passed is False
     assert ok_res_thresholds[0].metric == "coverage"
+    # only a run that ran to its end is gated on its numbers (an interrupted one covers part of its test set)
+    verdicts = {
+        status: evaluate_gate(r.model_copy(update={"status": status}), ok_res_thresholds).passed
+        for status in RunStatus
+    }
+    assert verdicts == {
+        RunStatus.RUNNING: False,
+        RunStatus.COMPLETED: True,
+        RunStatus.COMPLETED_WITH_ERRORS: True,
+        RunStatus.FAILED: False,
+        RunStatus.QUEUED: False,
+        RunStatus.CANCELLED: False,
+        RunStatus.INTERRUPTED: False,
+    }
     # a judge that never scored has no mean: breached, never silently passed
     missing = evaluate_gate(r, gate_thresholds({}, ["relevancy=0.1"], 0.0))
     assert not missing.passed

@@ -107,7 +107,9 @@ def _print(run_id: str, report: RunReport, result: GateResult, failing: list[Cas
         )
     console.print(table)
     if result.run_failed:
-        console.print("[red]the run itself failed[/red]")
+        console.print(
+            f"[red]the run did not complete (status {report.status}): its numbers cover part of it[/red]"
+        )
     for c in failing[:FAILING_SHOWN]:
         console.print(f"  [red]✗[/red] {c.case_id}: {c.reason}")
     more = report.cases_failing - min(len(failing), FAILING_SHOWN)

@@ -22,8 +22,9 @@ given without a ``coverage`` one, ``coverage ≥ default_coverage`` (``settings.
 added, so a run that scored too few cases fails even when its pass rate looks fine.
 
 The gate (:func:`evaluate_gate`) checks a finished run: thresholds come from ``settings.replay.gate_min`` and the
-command line (``--min``, which wins for the same metric); at least one is required. A run whose status is
-``failed`` fails the gate whatever its numbers.
+command line (``--min``, which wins for the same metric); at least one is required. A run that did not run to
+its end (status ``failed``, ``interrupted``, ``cancelled``, ``queued`` or ``running``) fails the gate whatever its
+numbers.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ class ThresholdOutcome:
 
 @dataclass(frozen=True)
 class GateResult:
-    """Outcome of the gate: ``passed`` is True when every threshold is met and the run did not fail."""
+    """Outcome of the gate: ``passed`` is True when every threshold is met and the run ran to its end
+    (``run_failed``: its status is not ``completed``/``completed_with_errors``)."""
 
     passed: bool
     thresholds: tuple[ThresholdOutcome, ...]
@@ -197,6 +199,10 @@ def gate_thresholds(
     return _with_coverage(ts, default_coverage)
 
 
+#: Run statuses whose numbers the gate accepts; any other status fails the gate.
+_FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS})
+
+
 def evaluate_gate(report: RunReport, thresholds: Sequence[Threshold]) -> GateResult:
     """Check ``report`` against ``thresholds``."""
     outcomes = []
@@ -209,7 +215,10 @@ def evaluate_gate(report: RunReport, thresholds: Sequence[Threshold]) -> GateRes
         else:
             message = Breach(t, actual).message
         outcomes.append(ThresholdOutcome(t.metric, t.minimum, actual, met, message))
-    run_failed = report.status is RunStatus.FAILED
+    # Only a run that ran to its end is gated on its numbers: a failed, interrupted (its process killed),
+    # cancelled, queued or still running run covers only part of its test set, and its coverage, computed over
+    # the cases it reached, would not show it.
+    run_failed = report.status not in _FINISHED
     return GateResult(
         passed=all(o.met for o in outcomes) and not run_failed,
         thresholds=tuple(outcomes),
