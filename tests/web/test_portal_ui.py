@@ -4,9 +4,14 @@ another host (checked by the ``page``/``phone`` fixtures)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -381,3 +386,44 @@ def test_run_page_counts_retrieval_misses_and_generation_errors(portal: Portal) 
     assert 'retrieval misses)</span><span id="retrieval-misses">1</span>' in en
     assert 'generation errors)</span><span id="generation-errors">1</span>' in en
     assert '（检索遗漏）</span><span id="retrieval-misses">1</span>' in zh
+
+
+def test_run_page_pages_through_more_than_200_failing_cases(portal: Portal, tmp_path: Path) -> None:
+    """A run with 205 failing cases: the run page says it shows 200 of 205 and links to the next page, which
+    holds the other 5 (English and Chinese)."""
+    path = tmp_path / "many.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"m{i:03d}", "question": "q?", "answer": "nothing", "keywords": ["zebra"]})
+            + "\n"
+            for i in range(205)
+        ),
+        "utf-8",
+    )
+    # a process of its own: the browser tests' Playwright holds an event loop in this thread
+    env = {**os.environ, "RAGPULSE_DATABASE_URL": portal.db_url, "RAGPULSE_CONFIG": ""}
+    cmd = [
+        sys.executable,
+        "-m",
+        "ragpulse",
+        "replay",
+        str(path),
+        "--run-id",
+        "ui-many",
+        "--judges",
+        "keyword",
+    ]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with portal.client() as c:
+        first = c.get("/runs/ui-many?lang=en").text
+        assert first.count('href="/traces/') == 200
+        more = re.search(r'<p id="failing-more"[^>]*>(.*?)</p>', first, re.S)
+        assert more is not None
+        assert "Showing 200 of 205 failing cases." in more.group(1)
+        nxt = re.search(r'href="(/runs/ui-many\?failing_cursor=[^"]+)"', more.group(1))
+        assert nxt is not None
+        second = c.get(nxt.group(1) + "&lang=zh").text
+    assert re.findall(r'<a href="/traces/[0-9a-f]+">(m\d+)</a>', second) == [f"m{i}" for i in range(200, 205)]
+    assert "共 205 个未通过的用例，此页显示 5 个。" in second
+    assert "failing_cursor" not in second.split('id="failing-more"')[1].split("</p>")[0]

@@ -124,10 +124,21 @@ def build_runs_router(ui: Ui) -> APIRouter:
         return ui.render(request, "compare.html", section="history", cmp=cmp.to_json())
 
     @r.get("/runs/{run_id}")
-    async def run_page(request: Request, run_id: str) -> HTMLResponse:
+    async def run_page(request: Request, run_id: str, failing_cursor: str | None = None) -> HTMLResponse:
         ui.guard(request)
         run = await runs_view.get_run(store, run_id)
-        return ui.render(request, "run.html", section="history", run=run.model_dump())
+        if failing_cursor is not None:  # a later page of the failing cases ("Next page")
+            page = await runs_view.case_page(store, run_id, failing=True, cursor=failing_cursor)
+            run = run.model_copy(
+                update={"failing_cases": page.items, "failing_next_cursor": page.next_cursor}
+            )
+        return ui.render(
+            request,
+            "run.html",
+            section="history",
+            run=run.model_dump(),
+            failing_page=failing_cursor is not None,
+        )
 
     @r.get("/runs/{run_id}/live")
     async def run_live(request: Request, run_id: str) -> HTMLResponse:
