@@ -67,9 +67,7 @@ def _known_judge(settings: Settings, name: str) -> None:
         raise ConfigError(f"unknown judge {name!r} (known judges: {', '.join(known)})")
 
 
-async def _shadow_setup(
-    settings: Settings, name: str, what: str
-) -> tuple[dict[str, Any], float, str, str]:
+async def _shadow_setup(settings: Settings, name: str, what: str) -> tuple[dict[str, Any], float, str, str]:
     """``(promoted options, shadow share, main version, shadow version)`` of judge ``name``."""
     _known_judge(settings, name)
     raw = settings.judge.options.get(name)
