@@ -52,7 +52,9 @@ def test_judges_compare_json_gate_junit_and_labels(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
-    monkeypatch.delenv("RAGPULSE_CONFIG", raising=False)
+    config = tmp_path / "shadow.yaml"
+    config.write_text("judges:\n  relevancy:\n    shadow: {threshold: 0.99, share: 1.0}\n", "utf-8")
+    monkeypatch.setenv("RAGPULSE_CONFIG", str(config))
     monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
     main_passed = asyncio.run(_replay_with_shadow(pg_url))
     labels = tmp_path / "labels.jsonl"

@@ -171,6 +171,20 @@ def test_promote_then_rejudge_reuses_stored_shadow_judgements(
     assert res.exit_code == 0, res.output
     assert "reused stored shadow judgements (no model call): relevancy 4 reused, 4 judged" in res.stdout
 
+    # judges compare after the promotion: no shadow configured any more is a usage error ...
+    res = runner.invoke(_cli(), ["judges", "compare", "relevancy"])
+    assert res.exit_code == 2
+    assert "judges.relevancy has no shadow configuration" in res.output
+    # ... and with the shadow configuration the main side is the old main version, not the reused copies
+    monkeypatch.setenv("RAGPULSE_CONFIG", str(shadowed_cfg))
+    res = runner.invoke(_cli(), ["judges", "compare", "relevancy", "--since", "1h", "--json"])
+    assert res.exit_code == 0, res.output
+    cmp = json.loads(res.stdout)
+    assert (cmp["main_versions"], cmp["shadow_versions"]) == ([main_version], [plan["shadow_version"]])
+    # SHADOWED + CHANGED: main YES, shadow NO; BROKEN's shadow is an error (paired, not scored)
+    assert (cmp["pairs"], cmp["scored"]) == (6, 5)
+    assert cmp["confusion"] == {"both_pass": 0, "main_only": 5, "shadow_only": 0, "both_fail": 0}
+
 
 async def _engine_reuse(pg_url: str, server: ScriptedOpenAIServer) -> tuple[Engine, Engine, int]:
     base = Settings(
@@ -212,7 +226,19 @@ def test_promote_without_a_shadow_is_a_config_error(
     monkeypatch.delenv("RAGPULSE_CONFIG", raising=False)
     res = runner.invoke(_cli(), ["judges", "promote", "relevancy"])
     assert res.exit_code == 2
-    assert "judges.relevancy: no shadow configuration to promote" in res.output
+    assert "judges.relevancy has no shadow configuration to promote" in res.output
+    for command in ("promote", "compare"):
+        res = runner.invoke(_cli(), ["judges", command, "nosuch"])
+        assert res.exit_code == 2
+        assert "unknown judge 'nosuch' (known judges: " in res.output
+        assert "faithfulness" in res.output
+        assert "no shadow configuration" not in res.output
+    same = tmp_path / "same.yaml"
+    same.write_text("judges:\n  relevancy:\n    shadow: {share: 0.5}\n", "utf-8")
+    monkeypatch.setenv("RAGPULSE_CONFIG", str(same))
+    res = runner.invoke(_cli(), ["judges", "compare", "relevancy"])
+    assert res.exit_code == 2
+    assert "judges.relevancy.shadow: same version as the main judge" in res.output
 
 
 def _cli() -> Any:

@@ -105,9 +105,10 @@ async def test_a_shadow_changes_no_metric_report_or_outcome(
             await pg_count(pg_url, f"SELECT count(*) FROM judgements WHERE version = '{shadow_version}'") == 0
         )
         assert await pg_count(pg_url, "SELECT count(*) FROM judgements") == 2 * 2 * CASES
-        pairs = await store.shadow_pairs("relevancy")
+        main_version = relevancy.version
+        pairs = await store.shadow_pairs("relevancy", main_version, shadow_version)
         assert sorted(tid for tid, _, _ in pairs) == sorted(case_trace_id("shadowed", c) for c in expected)
-        assert all(s["version"] == shadow_version and m["version"] != shadow_version for _, m, s in pairs)
+        assert all(s["version"] == shadow_version and m["version"] == main_version for _, m, s in pairs)
     finally:
         await store.close()
 

@@ -89,7 +89,7 @@ def compare(
     settings = _common.settings()
 
     async def _compare(store: Any) -> Comparison:  # the PostgreSQL store (shadow_pairs)
-        return await compare_shadow(store, name, start, truth)
+        return await compare_shadow(settings, store, name, start, truth)
 
     comparison = _common.run_with_store(settings, _compare)
     outcomes = gate(comparison, minimums)

@@ -1,7 +1,9 @@
 """``ragpulse judges compare NAME``: agreement between a judge's current (main) version and its shadow version.
 
 Input: the pairs :meth:`ragpulse.store.postgres.PostgresStore.shadow_pairs` returns — every shadow judgement of
-the judge (made since ``since``) with the trace's main judgement. Only pairs where both are ``ok`` are compared
+the judge at the configured shadow version (made since ``since``) with the trace's judgement at the configured
+main version (:func:`ragpulse.services.promotion.judge_versions`; a judge without a shadow configuration, or
+whose main and shadow versions are equal, is a usage error). Only pairs where both are ``ok`` are compared
 (``pairs`` counts all, ``scored`` the compared ones). Positive class: ``passed``.
 
 - **Cohen's κ** of the two verdicts over the scored pairs: (p_o − p_e) / (1 − p_e); ``None`` when p_e = 1
@@ -31,7 +33,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
+from ragpulse.services.promotion import judge_versions
 
 __all__ = [
     "GATE_METRICS",
@@ -57,7 +61,7 @@ GATE_METRICS = (
 
 class _PairSource(Protocol):
     async def shadow_pairs(
-        self, judge: str, since: datetime | None = None
+        self, judge: str, main_version: str, shadow_version: str, since: datetime | None = None
     ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]: ...
 
 
@@ -182,10 +186,22 @@ def compare_pairs(
 
 
 async def compare_shadow(
-    store: _PairSource, judge: str, since: datetime | None = None, labels: Mapping[str, bool] | None = None
+    settings: Settings,
+    store: _PairSource,
+    judge: str,
+    since: datetime | None = None,
+    labels: Mapping[str, bool] | None = None,
 ) -> Comparison:
-    """Read the judge's shadow pairs since ``since`` from ``store`` and compare them."""
-    return compare_pairs(judge, await store.shadow_pairs(judge, since), labels)
+    """Compare the configured main and shadow versions of ``judge`` on the pairs stored since ``since``.
+
+    Raises:
+        ConfigError: unknown judge, no shadow configuration, or main version == shadow version.
+    """
+    main_version, shadow_version = await judge_versions(settings, judge)
+    pairs = await store.shadow_pairs(judge, main_version, shadow_version, since)
+    return compare_pairs(judge, pairs, labels).model_copy(
+        update={"main_versions": [main_version], "shadow_versions": [shadow_version]}
+    )
 
 
 def load_labels(path: Path) -> dict[str, bool]:

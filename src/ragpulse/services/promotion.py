@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict
 
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
-from ragpulse.judges.registry import opened_judges, shadow_options
+from ragpulse.judges.registry import available_judges, opened_judges, shadow_options
 
-__all__ = ["Promotion", "plan_promotion"]
+__all__ = ["Promotion", "judge_versions", "plan_promotion"]
 
 
 class _ShadowCounts(Protocol):
@@ -60,24 +60,54 @@ class Promotion(BaseModel):
     rejudge_command: str
 
 
-async def plan_promotion(settings: Settings, store: _ShadowCounts, name: str) -> Promotion:
-    """The promotion of judge ``name``'s shadow (see the module docstring); changes nothing.
+def _known_judge(settings: Settings, name: str) -> None:
+    """Raise :class:`ConfigError` naming the known judges when ``name`` is none of them."""
+    known = [*available_judges(), *sorted(settings.judge.checklists)]
+    if name not in known:
+        raise ConfigError(f"unknown judge {name!r} (known judges: {', '.join(known)})")
 
-    Raises:
-        ConfigError: ``name`` is not a judge, has no ``shadow`` option, or the promoted options would not give
-            the shadow's version (a judge whose version depends on more than its options).
-        StoreError: the store could not be read.
-    """
+
+async def _shadow_setup(settings: Settings, name: str, what: str) -> tuple[dict[str, Any], float, str, str]:
+    """``(promoted options, shadow share, main version, shadow version)`` of judge ``name``."""
+    _known_judge(settings, name)
     raw = settings.judge.options.get(name)
     if not isinstance(raw, dict) or raw.get("shadow") is None:
-        raise ConfigError(f"judges.{name}: no shadow configuration to promote (judges.{name}.shadow)")
+        raise ConfigError(f"judges.{name} has no shadow configuration to {what} (judges.{name}.shadow)")
     promoted, share = shadow_options(raw)
     async with opened_judges(settings, [name]) as judges:
         main = judges[name]
         spec: Any = getattr(main, "shadow", None)
         if spec is None:  # a plugin judge that ignores the shadow option
             raise ConfigError(f"judge {name!r} has no shadow judge")
-        main_version, shadow_version = main.version, spec.judge.version
+        return promoted, share, main.version, spec.judge.version
+
+
+async def judge_versions(settings: Settings, name: str) -> tuple[str, str]:
+    """``(main version, shadow version)`` of judge ``name`` as configured now (what ``judges compare``
+    compares).
+
+    Raises:
+        ConfigError: ``name`` is not a judge (the message lists the known ones), has no ``shadow`` option, or its main and shadow have the same
+            version (nothing to compare).
+    """
+    _, _, main_version, shadow_version = await _shadow_setup(settings, name, "compare")
+    if main_version == shadow_version:
+        raise ConfigError(
+            f"judges.{name}: the main and the shadow configuration have the same version {main_version}; "
+            "nothing to compare"
+        )
+    return main_version, shadow_version
+
+
+async def plan_promotion(settings: Settings, store: _ShadowCounts, name: str) -> Promotion:
+    """The promotion of judge ``name``'s shadow (see the module docstring); changes nothing.
+
+    Raises:
+        ConfigError: ``name`` is not a judge (the message lists the known ones), has no ``shadow`` option, or the promoted options would not give
+            the shadow's version (a judge whose version depends on more than its options).
+        StoreError: the store could not be read.
+    """
+    promoted, share, main_version, shadow_version = await _shadow_setup(settings, name, "promote")
     after = settings.replaced(judges={**settings.judge.options, name: promoted})
     async with opened_judges(after, [name]) as judges:
         if judges[name].version != shadow_version:

@@ -591,9 +591,14 @@ class PostgresStore(PortalQueries):
                 ),
             )
 
-    async def shadow_pairs(self, judge: str, since: datetime | None = None) -> list[shadows.ShadowPair]:
-        """Shadow judgements of ``judge`` since ``since`` with the trace's main judgement (oldest first)."""
-        return await self._run("shadow_pairs", lambda c: shadows.shadow_pairs(c, judge, since))
+    async def shadow_pairs(
+        self, judge: str, main_version: str, shadow_version: str, since: datetime | None = None
+    ) -> list[shadows.ShadowPair]:
+        """Shadow judgements of ``judge`` at ``shadow_version`` since ``since`` with the trace's judgement at
+        ``main_version`` (oldest first; :func:`ragpulse.store.shadows.shadow_pairs`)."""
+        return await self._run(
+            "shadow_pairs", lambda c: shadows.shadow_pairs(c, judge, main_version, shadow_version, since)
+        )
 
     async def shadow_versions(self, pairs: Sequence[tuple[str, str]]) -> frozenset[tuple[str, str]]:
         """``(judge, version)`` pairs with reusable shadow judgements (:func:`ragpulse.store.shadows.shadow_versions`).

@@ -137,21 +137,23 @@ def _side(alias: str) -> str:
     return ", ".join(f"{alias}.{c} AS {alias}_{c}" for c in _SIDE)
 
 
-async def shadow_pairs(conn: Conn, judge: str, since: datetime | None = None) -> list[ShadowPair]:
-    """Every shadow judgement of ``judge`` (made since ``since``) with the main judgement of the same trace,
-    oldest first. The main side is the newest stored judgement of that judge on the trace."""
+async def shadow_pairs(
+    conn: Conn, judge: str, main_version: str, shadow_version: str, since: datetime | None = None
+) -> list[ShadowPair]:
+    """Every shadow judgement of ``judge`` at ``shadow_version`` (made since ``since``) with the judgement of
+    the same trace at ``main_version``, oldest first; traces without a ``main_version`` judgement are left out
+    (after a promotion the newest judgement of a trace is the reused shadow one: never compared with itself)."""
     rows = await conn.fetch(
         f"""
         SELECT s.trace_id, {_side("s")}, {_side("m")}
         FROM shadow_judgements s
-        JOIN LATERAL (
-            SELECT * FROM judgements j WHERE j.trace_id = s.trace_id AND j.judge = s.judge
-            ORDER BY j.updated_at DESC LIMIT 1
-        ) m ON true
-        WHERE s.judge = $1 AND ($2::timestamptz IS NULL OR s.created_at >= $2)
+        JOIN judgements m ON m.trace_id = s.trace_id AND m.judge = s.judge AND m.version = $2
+        WHERE s.judge = $1 AND s.version = $3 AND ($4::timestamptz IS NULL OR s.created_at >= $4)
         ORDER BY s.created_at, s.trace_id
         """,
         judge,
+        main_version,
+        shadow_version,
         since,
     )
     return [(r["trace_id"], {c: r[f"m_{c}"] for c in _SIDE}, {c: r[f"s_{c}"] for c in _SIDE}) for r in rows]
