@@ -213,7 +213,11 @@ async def _ended_runs(url: str) -> None:
         await store.finish_run("failed-1", RunStatus.FAILED, {"error": "judge model unreachable"})
         await store.create_run(
             RunRecord(
-                run_id="killed-1", test_set="cli-mini", status=RunStatus.RUNNING, owner_host="gone", owner_pid=1
+                run_id="killed-1",
+                test_set="cli-mini",
+                status=RunStatus.RUNNING,
+                owner_host="gone",
+                owner_pid=1,
             )
         )
     finally:
