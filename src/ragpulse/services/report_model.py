@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragpulse.model import JudgementStatus, RunStatus, TraceOutcome
 
@@ -216,7 +216,10 @@ class RunReport(BaseModel):
             still running) the time it ran: started → finished, or → its last heartbeat (``wall_until``).
         wall_until: ``finished`` or ``last heartbeat`` when ``wall_seconds`` is that elapsed time (``None``:
             measured by the replay itself).
-        judges: judge → :class:`JudgeStats`, in display order.
+        judges: judge → :class:`JudgeStats`, in display order: the run's judges as configured
+            (``enabled_judges`` / ``--judges``), kept through storage by ``judge_order``.
+        judge_order: the judges' names in that order (a JSON list: PostgreSQL's ``jsonb`` does not keep the key
+            order of ``judges``); reports stored before it existed keep their stored order.
         judges_added: judges added to ``enabled_judges`` for this test set.
         cases_passed: cases that passed (``None`` in reports stored before it existed).
         cases: the case rows the report carries: with ``case_source="report"`` one :class:`CaseRow` per case,
@@ -248,12 +251,35 @@ class RunReport(BaseModel):
     wall_seconds: float = 0.0
     wall_until: Literal["finished", "last heartbeat"] | None = None
     judges: dict[str, JudgeStats] = Field(default_factory=dict)
+    judge_order: list[str] = Field(default_factory=list)
     judges_added: list[str] = Field(default_factory=list)
     cases: list[CaseRow] = Field(default_factory=list)
     case_source: Literal["report", "store"] = "report"
     diagnosis: Diagnosis | None = None
     via: str | None = None
     error: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _in_judge_order(cls, data: Any) -> Any:
+        """The one place that orders a report's judges (``replay``, ``runs show``, the portal): ``judges`` and
+        ``averages`` in ``judge_order`` (judges it does not name after, as they come); without it,
+        ``judge_order`` is the order of ``judges``."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("judges"), Mapping):
+            return data
+        data = dict(data)
+        judges = data["judges"]
+        given = [n for n in data.get("judge_order") or () if n in judges]
+        order = list(dict.fromkeys([*given, *judges]))
+        data["judge_order"] = order
+        data["judges"] = {n: judges[n] for n in order}
+        averages = data.get("averages")
+        if isinstance(averages, Mapping):
+            data["averages"] = {
+                **{n: averages[n] for n in order if n in averages},
+                **{k: v for k, v in averages.items() if k not in judges},
+            }
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunReport:
