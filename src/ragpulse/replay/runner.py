@@ -102,7 +102,8 @@ async def start_run(
     replace_run: bool = False,
     replace_test_set: bool = False,
 ) -> str:
-    """Store ``test_set`` and create its run (status ``running``, the judges' versions, ``settings``, the hash
+    """Store ``test_set`` and create its run (status ``running``, the judges' versions, ``settings`` plus
+    ``judge_order`` (the judges' names in configured order), the hash
     of its cases, owned by this process). Nothing stored is overwritten unless asked:
 
     - a stored test set of the same name with other cases (:func:`~ragpulse.model.cases_hash` differs) is an
@@ -152,7 +153,7 @@ async def start_run(
             run_id=run_id,
             test_set=test_set.name,
             judges={name: j.version for name, j in judges.items()},
-            settings=settings,
+            settings={**settings, "judge_order": list(judges)},  # jsonb keeps no key order of ``judges``
             cases_hash=digest,
         ),
         replace=replace,

@@ -140,7 +140,10 @@ async def report_of(store: RunStore, run: RunRecord) -> RunReport:
     """
     if run.report and "cases" in run.report:
         return RunReport.from_json(run.report)
-    report = await _computed(store, run.run_id, run.test_set, list(run.judges), run.status)
+    order = run.settings.get("judge_order")
+    names = [n for n in order if n in run.judges] if isinstance(order, list) else []
+    names += [n for n in run.judges if n not in names]  # in the configured order (runs from before: stored)
+    report = await _computed(store, run.run_id, run.test_set, names, run.status)
     update: dict[str, object] = {}
     error = (run.report or {}).get("error")
     if isinstance(error, str):
