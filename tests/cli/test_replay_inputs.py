@@ -55,3 +55,23 @@ def test_unreadable_inputs_are_one_line_usage_errors(db: str, tmp_path: Path) ->
     res = _invoke("replay", str(tabbed), "--csv-delimiter", ";")
     assert res.exit_code == 2
     assert "no known column in the CSV header" in res.output
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("empty.jsonl", ""),
+        ("empty.json", "[]"),
+        ("empty.csv", ""),
+        ("blank.csv", "\r\n\r\n"),
+        ("header-only.csv", "id,question,answer\r\n"),
+    ],
+)
+def test_a_file_without_cases_says_no_test_cases_in_every_format(
+    db: str, tmp_path: Path, name: str, content: str
+) -> None:
+    p = tmp_path / name
+    p.write_bytes(content.encode())
+    res = _invoke("replay", str(p), "--judges", "keyword")
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == f"error: {p}: no test cases"

@@ -173,3 +173,29 @@ def test_a_run_id_that_came_only_with_events_is_shown_and_gated(
     assert report["status"] == "completed"
     gated = CliRunner().invoke(app, ["gate", "ev-run", "--min", "pass_rate=0.9"])
     assert gated.exit_code == 0, gated.output
+
+
+def test_compare_without_shared_cases_prints_na_and_exits_2(seeded: str) -> None:
+    async def other() -> None:
+        s = Settings(database_url=seeded)
+        store = await PostgresStore.connect(seeded, s.store)
+        try:
+            ts = TestSet(name="other-set", cases=(TestCase(id="x1", question="qx", answer="ax"),))
+            judges = {"relevancy": ScriptedJudge("relevancy", 0.9)}
+            await _replay(ts, judges=judges, store=store, settings=s, run_id="other")
+        finally:
+            await store.close()
+
+    asyncio.run(other())
+    res = CliRunner().invoke(app, ["runs", "compare", "base", "other", "--json"])
+    assert res.exit_code == 2
+    doc = json.loads(res.stdout)
+    assert doc["shared_cases"] == 0
+    assert doc["metrics"]["pass_rate"] == {"a": None, "b": None, "delta": None}
+    assert doc["warning"].startswith("no shared cases: runs base and other replayed different test sets")
+    text = CliRunner().invoke(app, ["runs", "compare", "base", "other"])
+    assert text.exit_code == 2
+    assert "no shared cases: runs base and other have no case in common" in text.stdout
+    row = next(line for line in text.stdout.splitlines() if "pass_rate" in line)
+    assert row.count("n/a") == 3  # run A, run B, delta
+    assert "0.000" not in text.stdout

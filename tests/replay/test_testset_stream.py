@@ -139,3 +139,13 @@ def test_csv_cells_longer_than_the_csv_module_default_are_read(tmp_path: Path) -
     assert isinstance(streamed, StreamedTestSet)
     assert [(c.id, len(c.answer or "")) for c in streamed.iter_cases()] == [("l1", 300_000), ("l2", 2)]
     assert [c.answer for c in load_test_set(p).cases] == [answer, "ok"]
+
+
+@pytest.mark.parametrize("data", [b"", b"\n\n", b"\xef\xbb\xbf", b"id;question\r\n"])
+def test_a_csv_without_cases_has_no_test_cases_streamed_and_loaded(tmp_path: Path, data: bytes) -> None:
+    p = _write(tmp_path, "empty.csv", data)
+    with pytest.raises(TestSetError) as loaded:
+        load_test_set(p)
+    with pytest.raises(TestSetError) as streamed:
+        open_test_set(p)
+    assert str(loaded.value) == str(streamed.value) == f"{p}: no test cases"

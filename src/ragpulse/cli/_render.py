@@ -182,13 +182,21 @@ def print_runs(runs: Sequence[RunSummary], console: Console | None = None) -> No
 
 
 def print_compare(cmp: RunComparison, console: Console | None = None) -> None:
-    """Averages side by side and the cases that flipped (see :func:`ragpulse.services.compare.compare_reports`)."""
+    """Averages side by side and the cases that flipped (see :func:`ragpulse.services.compare.compare_reports`);
+    a figure over no cases (no shared case, or a judge that scored none) prints ``n/a``."""
     c = console or stdout()
     a, b = cmp.run_a, cmp.run_b
+    if cmp.shared_cases == 0:
+        c.print(f"no shared cases: runs {a} and {b} have no case in common, nothing to compare")
     t = Table("metric", a, b, "delta")
     for name, row in cmp.metrics.items():
         d = row.delta
-        t.add_row(name, fmt(row.a), fmt(row.b), "-" if d is None else f"{d:+.3f}")
+        t.add_row(
+            name,
+            "n/a" if row.a is None else fmt(row.a),
+            "n/a" if row.b is None else fmt(row.b),
+            "n/a" if d is None else f"{d:+.3f}",
+        )
     c.print(t)
     for flipped, title in ((cmp.pass_to_fail, "pass → fail"), (cmp.fail_to_pass, "fail → pass")):
         c.print(f"{title}: {len(flipped)} case(s)")

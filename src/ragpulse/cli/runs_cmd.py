@@ -83,7 +83,8 @@ def runs_compare(
     run_b: str = typer.Argument(..., help="Candidate run id."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """Averages of two runs side by side, and the cases that flipped pass → fail (and back)."""
+    """Averages of two runs side by side, and the cases that flipped pass → fail (and back); exit 2 when the
+    runs share no case (every figure n/a)."""
     s = _common.settings()
 
     async def q(store: Store) -> RunComparison:
@@ -96,6 +97,8 @@ def runs_compare(
         _dump(cmp.to_json())
     else:
         _render.print_compare(cmp)
+    if cmp.shared_cases == 0:
+        raise typer.Exit(2)
 
 
 def trace_json(result: TraceResult) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Formats
   context each. Empty cells count as missing. The delimiter is ``csv_delimiter`` when given, else the one of
   ``,`` ``;`` tab ``|`` that splits the header row into the most known field names (below), ``,`` on a tie; a
   header with no known field name is an error (the wrong delimiter reads ``question;answer`` as one column).
+  An empty (or blank) file, or a header row without rows, has "no test cases", as an empty JSONL or JSON file.
 
 Encoding
 --------
@@ -393,6 +394,10 @@ def _csv_rows(
 ) -> Iterable[tuple[int, Any]]:
     """Rows of a CSV document: ``text`` (the whole document, or — when ``source`` gives the document's lines
     read with ``newline=""`` — its first line only, and the file is read again whole for a broken quote)."""
+    if not text.strip():  # an empty (or blank) document has no rows: "no test cases", as JSONL and JSON
+        if source is not None:  # streamed: only the first line is known; the whole-file reader decides
+            raise _Reread("the first line is blank")
+        return
     # newline="" lets quoted cells keep their line breaks (RFC 4180); strict rejects broken quoting.
     delim = _header_delimiter(col.label, text, delimiter)
     reader = csv.DictReader(

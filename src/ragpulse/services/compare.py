@@ -5,6 +5,7 @@ Cases are matched by case id. A case flips ``pass → fail`` when it passed in r
 
 Runs of different test sets (or of the same set whose cases changed) are compared on their shared cases only:
 ``warning`` says so, and pass rate, coverage and judge means are recomputed over those cases from the case rows.
+With no shared case every figure is ``None`` (n/a) and ``warning`` starts with "no shared cases".
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def _delta(a: float | None, b: float | None) -> MetricDelta:
     return MetricDelta(a=a, b=b, delta=None if a is None or b is None else round(b - a, 6))
 
 
-def _over(rows: list[CaseRow]) -> tuple[float, float, dict[str, float | None]]:
-    """Pass rate, coverage and judge means (0–1, 6 decimals) of ``rows`` (the report's definitions)."""
+def _over(rows: list[CaseRow]) -> tuple[float | None, float | None, dict[str, float | None]]:
+    """Pass rate, coverage and judge means (0–1, 6 decimals) of ``rows`` (the report's definitions); ``None``
+    for a figure over no rows."""
     n = len(rows)
     scores: dict[str, list[float]] = {}
     for r in rows:
@@ -82,7 +84,7 @@ def _over(rows: list[CaseRow]) -> tuple[float, float, dict[str, float | None]]:
                 got.append(j.score)
     means = {k: round(sum(v) / len(v), 6) if v else None for k, v in scores.items()}
     if not n:
-        return 0.0, 0.0, means
+        return None, None, means
     return round(sum(r.passed for r in rows) / n, 6), round(sum(r.scored > 0 for r in rows) / n, 6), means
 
 
@@ -93,6 +95,10 @@ def compare_reports(a: RunReport, b: RunReport) -> RunComparison:
     shared = [i for i in ids_b if i in cases_a]
     same_cases = a.test_set == b.test_set and set(cases_a) == set(ids_b)
     warning = None
+    pa: float | None
+    pb: float | None
+    ca: float | None
+    cb: float | None
     if same_cases:
         pa, ca, ma = a.pass_rate, a.coverage, dict(a.averages)
         pb, cb, mb = b.pass_rate, b.coverage, dict(b.averages)
@@ -103,7 +109,8 @@ def compare_reports(a: RunReport, b: RunReport) -> RunComparison:
             else f"different cases of test set {a.test_set}"
         )
         warning = (
-            f"runs {a.run_id} and {b.run_id} replayed {what}: comparing the {len(shared)} shared case(s) only "
+            ("no shared cases: " if not shared else "")
+            + f"runs {a.run_id} and {b.run_id} replayed {what}: comparing the {len(shared)} shared case(s) only "
             f"({len(cases_a) - len(shared)} only in {a.run_id}, {len(ids_b) - len(shared)} only in {b.run_id})"
         )
         keep = set(shared)
