@@ -6,13 +6,14 @@ import asyncio
 import json
 from typing import Any
 
+import asyncpg
 import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
-from ragpulse.model import TestCase, TestSet
+from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
 from ragpulse.replay import case_trace_id
 from ragpulse.services.replay import run_replay
 from ragpulse.services.runs import parse_since
@@ -65,6 +66,7 @@ def test_runs_list_show_compare(seeded: str) -> None:
     assert {r["status"] for r in runs} == {"completed"}
 
     shown = _json(["runs", "show", "cand", "--json"])
+    assert "wall_until" not in shown  # a finished replay measured its own wall time
     assert shown["averages"]["relevancy"] == pytest.approx((0.9 * 2 + 0.1 * 2) / 4)
     rows = {c["case_id"]: c for c in shown["cases"]}
     assert rows["c1"]["passed"] is False
@@ -199,3 +201,55 @@ def test_compare_without_shared_cases_prints_na_and_exits_2(seeded: str) -> None
     row = next(line for line in text.stdout.splitlines() if "pass_rate" in line)
     assert row.count("n/a") == 3  # run A, run B, delta
     assert "0.000" not in text.stdout
+
+
+async def _ended_runs(url: str) -> None:
+    """A failed run that ran 42.5 s (started → finished) and a killed one whose last heartbeat came 17.25 s after
+    its start, an hour ago (stale: it reads as ``interrupted``)."""
+    s = Settings(database_url=url)
+    store = await PostgresStore.connect(url, s.store)
+    try:
+        await store.create_run(RunRecord(run_id="failed-1", test_set="cli-mini", status=RunStatus.RUNNING))
+        await store.finish_run("failed-1", RunStatus.FAILED, {"error": "judge model unreachable"})
+        await store.create_run(
+            RunRecord(
+                run_id="killed-1",
+                test_set="cli-mini",
+                status=RunStatus.RUNNING,
+                owner_host="gone",
+                owner_pid=1,
+            )
+        )
+    finally:
+        await store.close()
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(
+            "UPDATE runs SET finished_at = started_at + interval '42.5 seconds' WHERE run_id = 'failed-1'"
+        )
+        await conn.execute(
+            "UPDATE runs SET started_at = now() - interval '1 hour', "
+            "heartbeat_at = now() - interval '1 hour' + interval '17.25 seconds' WHERE run_id = 'killed-1'"
+        )
+    finally:
+        await conn.close()
+
+
+def test_runs_show_gives_the_time_a_failed_or_interrupted_run_ran(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asyncio.run(_ended_runs(pg_url))
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    failed = _json(["runs", "show", "failed-1", "--json"])
+    assert (failed["status"], failed["wall_seconds"], failed["wall_until"]) == ("failed", 42.5, "finished")
+    killed = _json(["runs", "show", "killed-1", "--json"])
+    assert (killed["status"], killed["wall_seconds"], killed["wall_until"]) == (
+        "interrupted",
+        17.25,
+        "last heartbeat",
+    )
+    text = CliRunner().invoke(app, ["runs", "show", "failed-1"])
+    assert "ran 42.50 s (started → finished)" in text.stdout
+    assert "wall 0.00 s" not in text.stdout
+    text = CliRunner().invoke(app, ["runs", "show", "killed-1"])
+    assert "ran 17.25 s (started → last heartbeat)" in text.stdout

@@ -46,7 +46,7 @@ def _judges() -> dict[str, ScriptedJudge]:
 
 def _aggregates(r: RunReport) -> dict[str, Any]:
     doc = r.to_json()
-    for key in ("cases", "case_source", "diagnosis", "wall_seconds", "status"):
+    for key in ("cases", "case_source", "diagnosis", "wall_seconds", "wall_until", "status"):
         doc.pop(key, None)
     return doc
 

@@ -45,6 +45,14 @@ def _cut(text: str | None, n: int = 90) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
+def _wall(report: RunReport) -> str:
+    """``wall 12.30 s``, and for a run without a measured wall time which elapsed time it is:
+    ``ran 12.30 s (started → last heartbeat)``."""
+    if report.wall_until is None:
+        return f"wall {fmt(report.wall_seconds, 2)} s"
+    return f"ran {fmt(report.wall_seconds, 2)} s (started → {report.wall_until})"
+
+
 #: Case rows printed by default: a 100,000-case report's table would take minutes to render.
 CASE_ROWS = 200
 
@@ -65,7 +73,7 @@ def print_report(
     c.print(f"run {report.run_id}  test set {report.test_set}  status {report.status.value}")
     c.print(
         f"cases {report.cases_total}  pass rate {fmt(report.pass_rate)}  "
-        f"coverage {fmt(report.coverage)}  wall {fmt(report.wall_seconds, 2)} s  "
+        f"coverage {fmt(report.coverage)}  {_wall(report)}  "
         f"tokens {tokens.prompt} prompt / {tokens.completion} completion"
     )
     names = list(report.judges)

@@ -212,7 +212,10 @@ class RunReport(BaseModel):
         counts: judgements by outcome; tokens: judge-model tokens.
         retrieval_misses / generation_errors: unsupported claims of failing faithfulness judgements that a
             not-retrieved reference context supports / that none does (all judges).
-        wall_seconds: wall time of the run, seconds.
+        wall_seconds: wall time of the run, seconds; for a run without a stored report (failed, interrupted,
+            still running) the time it ran: started → finished, or → its last heartbeat (``wall_until``).
+        wall_until: ``finished`` or ``last heartbeat`` when ``wall_seconds`` is that elapsed time (``None``:
+            measured by the replay itself).
         judges: judge → :class:`JudgeStats`, in display order.
         judges_added: judges added to ``enabled_judges`` for this test set.
         cases_passed: cases that passed (``None`` in reports stored before it existed).
@@ -243,6 +246,7 @@ class RunReport(BaseModel):
     retrieval_misses: int = 0
     generation_errors: int = 0
     wall_seconds: float = 0.0
+    wall_until: Literal["finished", "last heartbeat"] | None = None
     judges: dict[str, JudgeStats] = Field(default_factory=dict)
     judges_added: list[str] = Field(default_factory=list)
     cases: list[CaseRow] = Field(default_factory=list)
@@ -262,8 +266,8 @@ class RunReport(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: the keys of :data:`~ragpulse.services.reports.REPORT_KEYS` and the rest; ``via`` and
-        ``error`` only when set."""
-        exclude = {k for k in ("via", "error") if getattr(self, k) is None}
+        ``error`` and ``wall_until`` only when set."""
+        exclude = {k for k in ("via", "error", "wall_until") if getattr(self, k) is None}
         return self.model_dump(mode="json", by_alias=True, exclude=exclude)
 
     @property

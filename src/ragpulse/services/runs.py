@@ -131,8 +131,9 @@ def run_from_traces(run_id: str, results: Sequence[TraceResult]) -> RunRecord | 
 async def report_of(store: RunStore, run: RunRecord) -> RunReport:
     """The run's stored report; for a run without a complete one (still running, failed, or traces sent with
     a run id through Kafka/OTLP) a report computed from the run's stored results, read through the store's
-    cursor (``wall_seconds`` 0, the run's status, and the failure's ``error`` when it failed; its case rows
-    stay in the store, ``case_source="store"``).
+    cursor (the run's status, the failure's ``error`` when it failed, and ``wall_seconds`` the time it ran:
+    ``started_at`` → ``finished_at``, or → ``heartbeat_at`` while it has no finish time (interrupted, running),
+    said by ``wall_until``; 0 when neither is known; its case rows stay in the store, ``case_source="store"``).
 
     Raises:
         StoreError: the store failed.
@@ -140,8 +141,17 @@ async def report_of(store: RunStore, run: RunRecord) -> RunReport:
     if run.report and "cases" in run.report:
         return RunReport.from_json(run.report)
     report = await _computed(store, run.run_id, run.test_set, list(run.judges), run.status)
+    update: dict[str, object] = {}
     error = (run.report or {}).get("error")
-    return report.model_copy(update={"error": error}) if isinstance(error, str) else report
+    if isinstance(error, str):
+        update["error"] = error
+    end, until = (
+        (run.finished_at, "finished") if run.finished_at is not None else (run.heartbeat_at, "last heartbeat")
+    )
+    if end is not None:
+        update["wall_seconds"] = round(max(0.0, (end - run.started_at).total_seconds()), 3)
+        update["wall_until"] = until
+    return report.model_copy(update=update) if update else report
 
 
 async def _computed(
