@@ -75,7 +75,8 @@ def test_trace_shows_claims_and_highlights_the_unsupported_sentence(
     assert res.exit_code == 0, res.output
     assert "claims" in res.stdout
     assert f"{bad['start']}–{bad['end']}" in res.stdout
-    assert "d1 (rank 0)" in res.stdout
+    assert "d1 (rank 1)" in res.stdout  # stored 0-based, shown from 1 like the portal
+    assert "d1 (rank 0)" not in res.stdout
 
     text = highlighted_answer(answer, claims)
     marked = [(s.start, s.end, str(s.style)) for s in text.spans]
@@ -128,6 +129,51 @@ def test_trace_shows_the_cause_of_each_unsupported_claim(
 
     res = CliRunner().invoke(app, ["trace", trace_id], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
-    assert "retrieval_miss (reference_contexts[1])" in res.stdout
+    assert "retrieval_miss (reference_contexts #2)" in res.stdout  # stored index 1, shown from 1
     assert "generation_error" in res.stdout
     assert "causes faithfulness: 1 retrieval miss(es), 1 generation error(s), 0 undecided" in res.stdout
+
+
+def test_trace_lists_the_claims_of_the_newest_version_once(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a re-judge with another version both judgements are stored; the claims table shows the newest
+    one's claims once, with its version, says how many older versions are stored, and ``--all-versions``
+    lists them all."""
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    trace_id = "e" * 32
+    context, answer, unsupported = CASES[trace_id]
+    trace = Trace(
+        trace_id=trace_id,
+        question="Where is it?",
+        documents=[Document(id="d1", content=context, rank=0, score=0.9)],
+        answer=answer,
+        source=Source.KAFKA,
+    )
+
+    async def store_twice() -> None:
+        judge = build_judges(Settings(), ["faithfulness"])["faithfulness"]
+        j = await judge.judge(trace)
+        store = await PostgresStore.connect(pg_url)
+        try:  # the older version sorts after the newer one by name: the order must be by time
+            for version in ("zz-old", "aa-new"):
+                one = j.model_copy(update={"version": version})
+                await store.write_results(
+                    [TraceResult(trace=trace, outcome=TraceOutcome.EVALUATED, judgements=[one])]
+                )
+        finally:
+            await store.close()
+
+    asyncio.run(store_twice())
+    res = CliRunner().invoke(app, ["trace", trace_id], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    claims_table = res.stdout[res.stdout.index("claims") :]
+    assert claims_table.count(unsupported) == 1
+    assert "aa-new" in claims_table
+    assert "zz-old" not in claims_table.split("older version")[0]
+    assert "faithfulness: claims of the newest version shown; 1 older version(s) stored" in res.stdout
+    res = CliRunner().invoke(app, ["trace", trace_id, "--all-versions"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    claims_table = res.stdout[res.stdout.index("claims") :]
+    assert claims_table.count(unsupported) == 2
+    assert "older version(s) stored" not in res.stdout

@@ -287,6 +287,29 @@ def test_trace_page_shows_each_claim_cause_in_english_and_chinese(portal: Portal
     assert "Shipping is free on Mars." in row(zh, "generation_error")
 
 
+def test_trace_page_lists_the_claims_of_the_newest_version_once(portal: Portal) -> None:
+    """Two stored faithfulness versions (a re-judge): the claims table shows the newest one's claims once,
+    with its version, and says one older version is stored; evidence ranks count from 1."""
+    tid = "c8" * 16
+    base = _failing_trace(tid)
+    old, new = (
+        base.model_copy(update={"judgements": (base.judgements[0].model_copy(update={"version": v}),)})
+        for v in ("zz-old", "aa-new")
+    )
+    seed(portal.db_url, [old])
+    seed(portal.db_url, [new])
+    with portal.client() as c:
+        en = c.get(f"/traces/{tid}?lang=en").text
+        zh = c.get(f"/traces/{tid}?lang=zh").text
+    table = en[en.index('id="claims"') : en.index("</table>", en.index('id="claims"'))]
+    assert table.count("Shipping is free on Mars.") == 1
+    assert "<code>aa-new</code>" in table
+    assert "zz-old" not in table
+    assert "faithfulness: claims of the newest version shown; 1 older version(s) stored." in en
+    assert "faithfulness：显示最新版本的论断；另存有 1 个旧版本。" in zh
+    assert '<td data-label="Rank">1</td>' in en  # documents: stored rank 0, shown from 1
+
+
 def test_query_notices_are_known_codes_only(portal: Portal) -> None:
     """``?err=``/``?msg=`` show a known notice code, translated; free text in the URL is never reflected."""
     with portal.client() as c:

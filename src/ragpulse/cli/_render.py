@@ -17,6 +17,7 @@ from ragpulse.services.diagnosis import diagnose_case
 from ragpulse.services.report_model import CaseRow, RunReport
 from ragpulse.services.reports import case_rows_page, write_report_json
 from ragpulse.services.runs import RunSummary
+from ragpulse.services.traces import newest_per_judge
 
 __all__ = ["emit_report", "fmt", "print_compare", "print_report", "print_runs", "print_trace", "stdout"]
 
@@ -218,13 +219,15 @@ def print_compare(cmp: RunComparison, console: Console | None = None) -> None:
 _VERDICT_STYLE = {"unsupported": "bold red underline", "contradicted": "bold white on red"}
 
 
-def claims_of(result: TraceResult) -> list[tuple[str, dict[str, Any]]]:
-    """``(judge, claim)`` for every per-claim detail (``flags.claims``) of the trace's judgements."""
-    out: list[tuple[str, dict[str, Any]]] = []
-    for j in result.judgements:
+def claims_of(result: TraceResult, all_versions: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(judge, version, claim)`` for every per-claim detail (``flags.claims``) of the newest judgement of
+    each judge on the trace (all stored versions with ``all_versions``)."""
+    judgements = result.judgements if all_versions else newest_per_judge(result.judgements)[0]
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    for j in judgements:
         claims = getattr(j.flags, "claims", None)
         if isinstance(claims, list):
-            out.extend((j.judge, c) for c in claims if isinstance(c, dict))
+            out.extend((j.judge, j.version, c) for c in claims if isinstance(c, dict))
     return out
 
 
@@ -240,8 +243,9 @@ def highlighted_answer(answer: str, claims: Sequence[dict[str, Any]]) -> Text:
 
 
 def cause_text(claim: dict[str, Any]) -> str:
-    """A claim's cause for the claims table: ``retrieval_miss (reference_contexts[1] doc s)``,
-    ``generation_error``, ``undecided`` (attributed, no cause) or ``-`` (not attributed)."""
+    """A claim's cause for the claims table: ``retrieval_miss (reference_contexts #2 doc s)`` (the stored
+    0-based ``index`` shown 1-based, like the portal), ``generation_error``, ``undecided`` (attributed, no
+    cause) or ``-`` (not attributed)."""
     if "cause" not in claim:
         return "-"
     cause = claim.get("cause")
@@ -249,7 +253,9 @@ def cause_text(claim: dict[str, Any]) -> str:
         ref = claim.get("reference")
         if isinstance(ref, dict):
             doc = f" doc {ref['doc_id']}" if ref.get("doc_id") else ""
-            return f"retrieval_miss ({ref.get('source')}[{ref.get('index')}]{doc})"
+            index = ref.get("index")
+            number = f" #{index + 1}" if isinstance(index, int) else ""
+            return f"retrieval_miss ({ref.get('source')}{number}{doc})"
         return "retrieval_miss"
     return str(cause) if cause == "generation_error" else "undecided"
 
@@ -310,10 +316,12 @@ def reuse_lines(result: TraceResult) -> list[str]:
     return out
 
 
-def print_trace(result: TraceResult, console: Console | None = None) -> None:
-    """The trace's identity and outcome, question, ranked documents, the answer with the parts a judge found
-    unsupported highlighted, every judgement with its reason, and each checked claim with its verdict,
-    evidence and cause (retrieval miss or generation error, :func:`cause_text`)."""
+def print_trace(result: TraceResult, console: Console | None = None, *, all_versions: bool = False) -> None:
+    """The trace's identity and outcome, question, ranked documents (ranks from 1), the answer with the parts
+    the newest judgement of a judge found unsupported highlighted, every judgement with its reason, and each
+    claim the newest judgement of each judge checked (every stored version's with ``all_versions``) with its
+    version, verdict, evidence (rank from 1) and cause (retrieval miss or generation error,
+    :func:`cause_text`)."""
     c = console or stdout()
     tr = result.trace
     c.print(
@@ -327,11 +335,14 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
     if tr.documents:
         docs = Table("rank", "id", "score", "content", title="documents")
         for d in tr.documents:
-            docs.add_row(fmt(d.rank), d.id or "-", fmt(d.score), _cut(d.content, 140))
+            docs.add_row(str(d.rank + 1), d.id or "-", fmt(d.score), _cut(d.content, 140))
         c.print(docs)
-    claims = claims_of(result)
+    claims = claims_of(result, all_versions)
     if tr.answer is not None:
-        c.print(Text.assemble(("answer: ", "bold"), highlighted_answer(tr.answer, [cl for _, cl in claims])))
+        newest = claims if not all_versions else claims_of(result)
+        c.print(
+            Text.assemble(("answer: ", "bold"), highlighted_answer(tr.answer, [cl for _, _, cl in newest]))
+        )
     t = Table("judge", "version", "backend", "status", "score", "passed", "reason")
     for j in result.judgements:
         t.add_row(
@@ -347,14 +358,17 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
     for line in [*cascade_lines(result), *reuse_lines(result), *attribution_lines(result)]:
         c.print(line)
     if claims:
-        ct = Table("judge", "verdict", "span", "evidence", "cause", "claim", title="claims")
-        for judge, cl in claims:
+        ct = Table("judge", "version", "verdict", "span", "evidence", "cause", "claim", title="claims")
+        for judge, version, cl in claims:
             ev = cl.get("evidence")
-            evidence = f"{ev.get('doc_id') or '-'} (rank {ev.get('rank')})" if isinstance(ev, dict) else "-"
+            rank = ev.get("rank") if isinstance(ev, dict) else None
+            where = f" (rank {rank + 1})" if isinstance(rank, int) else ""
+            evidence = f"{ev.get('doc_id') or '-'}{where}" if isinstance(ev, dict) else "-"
             span = f"{cl['start']}–{cl['end']}" if isinstance(cl.get("start"), int) else "not located"
             style = _VERDICT_STYLE.get(str(cl.get("verdict")), "")
             ct.add_row(
                 judge,
+                version,
                 Text(str(cl.get("verdict")), style=style),
                 span,
                 evidence,
@@ -362,3 +376,11 @@ def print_trace(result: TraceResult, console: Console | None = None) -> None:
                 _cut(cl.get("text"), 100),
             )
         c.print(ct)
+    if not all_versions:
+        claimed = {judge for judge, _, _ in claims}
+        for judge, n in newest_per_judge(result.judgements)[1].items():
+            if judge in claimed:
+                c.print(
+                    f"{judge}: claims of the newest version shown; {n} older version(s) stored "
+                    "(--all-versions lists their claims)"
+                )

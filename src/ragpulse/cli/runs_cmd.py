@@ -134,8 +134,12 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
 def trace(
     trace_id: str = typer.Argument(..., help="Trace id (hex ids are matched case-insensitively)."),
     json_out: bool = typer.Option(False, "--json", help="Print the trace and its judgements as JSON."),
+    all_versions: bool = typer.Option(
+        False, "--all-versions", help="List the claims of every stored judge version (default: the newest)."
+    ),
 ) -> None:
-    """Show one trace and every judgement made on it (all judge versions), with reasons."""
+    """Show one trace and every judgement made on it (all judge versions), with reasons; the claims of the
+    newest judgement of each judge (ranks and indices from 1)."""
     from ragpulse.model import normalize_trace_id
 
     s = _common.settings()
@@ -153,7 +157,7 @@ def trace(
     if json_out:
         _dump(trace_json(result))
     else:
-        _render.print_trace(result)
+        _render.print_trace(result, all_versions=all_versions)
 
 
 @_app.command("rejudge")

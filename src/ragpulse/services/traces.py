@@ -6,8 +6,9 @@ Shared by ``GET /api/v1/traces``, ``GET /api/v1/traces/{id}``, the portal's Live
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -34,6 +35,7 @@ __all__ = [
     "get_trace",
     "judgement_view",
     "list_traces",
+    "newest_per_judge",
     "unsupported_claims",
 ]
 
@@ -143,6 +145,9 @@ class JudgementView(BaseModel):
     latency_s: float = 0.0
     flags: dict[str, Any] = {}
     claims: list[Claim] = []
+    #: The newest stored judgement of its judge on the trace (:func:`newest_per_judge`); the claims table and
+    #: the highlighted answer show only those.
+    latest: bool = True
 
 
 class DocumentView(BaseModel):
@@ -179,6 +184,8 @@ class TraceDetail(BaseModel):
     redacted: bool = False
     attributes: dict[str, Any] = {}
     judgements: list[JudgementView] = []
+    #: ``{judge: n}``: how many older judgements (other versions) of each judge are stored besides the newest.
+    older_versions: dict[str, int] = {}
 
 
 _VERDICT_SUPPORTED = {"supported": True, "unsupported": False, "contradicted": False}
@@ -252,11 +259,33 @@ def judgement_view(j: Judgement, answer: str | None) -> JudgementView:
     )
 
 
+class _HasJudge(Protocol):
+    @property
+    def judge(self) -> str: ...
+
+
+_J = TypeVar("_J", bound=_HasJudge)
+
+
+def newest_per_judge(judgements: Sequence[_J]) -> tuple[list[_J], dict[str, int]]:
+    """The newest judgement of each judge among ``judgements`` (in the store's order: by judge, oldest first,
+    as :meth:`ragpulse.store.postgres.PostgresStore.get_trace` returns them), and ``{judge: n}`` older ones
+    (judges with none left out)."""
+    newest: dict[str, _J] = {}
+    older: dict[str, int] = {}
+    for j in judgements:
+        if j.judge in newest:
+            older[j.judge] = older.get(j.judge, 0) + 1
+        newest[j.judge] = j
+    return list(newest.values()), older
+
+
 def unsupported_claims(detail: TraceDetail) -> list[Claim]:
-    """The claims any judge found unsupported (for highlighting and for ``/evaluate`` feedback)."""
+    """The claims the newest judgement of any judge found unsupported (for highlighting and for ``/evaluate``
+    feedback)."""
     seen: set[str] = set()
     out: list[Claim] = []
-    for j in detail.judgements:
+    for j in (j for j in detail.judgements if j.latest):
         for c in j.claims:
             if c.supported is False and c.text not in seen:
                 seen.add(c.text)
@@ -322,6 +351,7 @@ async def get_trace(store: PostgresStore, trace_id: str) -> TraceDetail:
     if r is None:
         raise NotFoundError(f"trace {trace_id!r} not found")
     t = r.trace
+    newest, older = newest_per_judge(r.judgements)
     return TraceDetail(
         trace_id=t.trace_id,
         span_id=t.span_id,
@@ -344,7 +374,11 @@ async def get_trace(store: PostgresStore, trace_id: str) -> TraceDetail:
         incomplete=t.incomplete,
         redacted=(t.question or "").startswith("sha256:") or (t.answer or "").startswith("sha256:"),
         attributes=t.attributes,
-        judgements=[judgement_view(j, t.answer) for j in r.judgements],
+        judgements=[
+            judgement_view(j, t.answer).model_copy(update={"latest": any(j is n for n in newest)})
+            for j in r.judgements
+        ],
+        older_versions=older,
     )
 
 

@@ -348,7 +348,8 @@ class PostgresStore(PortalQueries):
 
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         """The trace ``trace_id`` (normalised like :func:`ragpulse.model.normalize_trace_id`) with all its
-        judgements, every version, ordered by judge name then creation time; ``None`` if unknown."""
+        judgements, every version, ordered by judge name then last write (oldest first: the last of a judge is
+        its newest, as run reports take it); ``None`` if unknown."""
         tid = normalize_trace_id(trace_id)
 
         async def q(conn: Conn) -> TraceResult | None:
@@ -356,7 +357,8 @@ class PostgresStore(PortalQueries):
             if row is None:
                 return None
             js = await conn.fetch(
-                "SELECT * FROM judgements WHERE trace_id = $1 ORDER BY judge, created_at, version", tid
+                "SELECT * FROM judgements WHERE trace_id = $1 ORDER BY judge, updated_at, created_at, version",
+                tid,
             )
             return result_from_rows(row, js)
 
