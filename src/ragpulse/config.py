@@ -709,6 +709,19 @@ def _key_env_names(options: Any) -> set[str]:
     return out
 
 
+def _api_key_paths(options: Any, at: str = "judges") -> list[str]:
+    """The paths (``judges.<name>.api_key``, ``judges.<name>.shadow.api_key``, …) of every ``api_key`` in judge
+    options, at any depth."""
+    out: list[str] = []
+    if isinstance(options, Mapping):
+        for k, v in options.items():
+            if k == "api_key":
+                out.append(f"{at}.api_key")
+            else:
+                out += _api_key_paths(v, f"{at}.{k}")
+    return out
+
+
 def load_settings(
     config_path: str | Path | None = None,
     *,
@@ -723,13 +736,26 @@ def load_settings(
         overrides: flat setting names (``judge_model="m"``, ``sampling_rate=1.0``), highest precedence.
 
     Raises:
-        ConfigError: the file is missing or invalid, holds a secret, or a value fails validation.
+        ConfigError: the file is missing or invalid, holds a secret (also an ``api_key`` in a judge's options:
+            the message names its path, never its value), or a value fails validation. An ``api_key_env``
+            variable that is not set is an error only when that judge is built (``build_judges``): a judge
+            configured but not enabled, and commands that build no judge, do not need it.
     """
     env = os.environ if environ is None else environ
     path = config_path or env.get("RAGPULSE_CONFIG") or None
     origin: dict[tuple[str, str], str] = {}
     file_layer = _read_yaml(Path(path), origin) if path else {}
     data = _merge(file_layer, _read_env(env, origin), _flat_overrides(overrides))
+    keys = _api_key_paths(data.get("judge", {}).get("options"))
+    if keys:  # said without echoing the value: it is a secret
+        raise ConfigError(
+            "invalid configuration:\n"
+            + "\n".join(
+                f"  {k}: a key never goes in the configuration; name the environment variable that holds it "
+                "in api_key_env"
+                for k in keys
+            )
+        )
     named = sorted(_key_env_names(data.get("judge", {}).get("options")))
     found = {n: env[n] for n in named if env.get(n)}
     if found:

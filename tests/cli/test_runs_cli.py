@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -253,3 +254,28 @@ def test_runs_show_gives_the_time_a_failed_or_interrupted_run_ran(
     assert "wall 0.00 s" not in text.stdout
     text = CliRunner().invoke(app, ["runs", "show", "killed-1"])
     assert "ran 17.25 s (started → last heartbeat)" in text.stdout
+
+
+def test_an_api_key_in_judge_options_is_a_config_error_for_every_command(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "ragpulse.yaml"
+    cfg.write_text(
+        "judges:\n"
+        "  relevancy: {model: m, api_key: sk-leak-1}\n"
+        "  faithfulness: {shadow: {model: m2, api_key: sk-leak-2}}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_CONFIG", str(cfg))
+    res = CliRunner().invoke(app, ["runs", "list"])
+    assert res.exit_code == 2
+    assert "judges.relevancy.api_key: a key never goes in the configuration" in res.output
+    assert "judges.faithfulness.shadow.api_key: a key never goes in the configuration" in res.output
+    assert "sk-leak" not in res.output
+    # a variable named by api_key_env is needed only by the commands that build that judge
+    cfg.write_text(
+        "judges:\n  relevancy: {model: m, api_key_env: RAGPULSE_TEST_UNSET_KEY}\n", encoding="utf-8"
+    )
+    monkeypatch.delenv("RAGPULSE_TEST_UNSET_KEY", raising=False)
+    assert CliRunner().invoke(app, ["runs", "list"]).exit_code == 0

@@ -3,6 +3,7 @@ fact-checking model on its own server (Bespoke-MiniCheck on Ollama, here a secon
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -212,8 +213,11 @@ def test_a_key_in_the_config_file_is_refused(tmp_path: Any) -> None:
 def test_errors_in_a_cascade_stage_or_shadow_name_where_they_are(
     options: dict[str, Any], message: str
 ) -> None:
-    """A bad option of ``cascade.first`` or ``shadow`` is reported at its own path, not the judge's top level."""
-    settings = load_settings(environ={}, judge_model="main", judges={"faithfulness": options})
-    with pytest.raises(ConfigError, match=message) as e:
-        build_judges(settings, ["faithfulness"])
+    """A bad option of ``cascade.first`` or ``shadow`` is reported at its own path, not the judge's top level
+    (an ``api_key`` already by ``load_settings``, for every command: "invalid configuration:" and the path)."""
+    with pytest.raises(ConfigError) as e:
+        build_judges(
+            load_settings(environ={}, judge_model="main", judges={"faithfulness": options}), ["faithfulness"]
+        )
+    assert re.search(message, str(e.value).removeprefix("invalid configuration:\n").strip())
     assert "sk-secret" not in str(e.value)
