@@ -1,9 +1,11 @@
+import gc
 import math
+import weakref
 
 import pytest
 from pydantic import ValidationError
 
-from ragpulse.model import Backend, Judgement, JudgementStatus, Trace, normalize_trace_id
+from ragpulse.model import Backend, Document, Judgement, JudgementStatus, Trace, normalize_trace_id
 
 
 def test_trace_id_normalised_hex_lowercased_other_kept() -> None:
@@ -113,3 +115,15 @@ def test_new_trace_fields_default_to_nothing_known() -> None:
     assert t.context_labels is None
     assert t.reference_contexts == ()
     assert t.wire_attributes() == {}
+
+
+def test_content_hash_memo_keeps_no_trace_alive_and_follows_copies() -> None:
+    t = Trace(trace_id="memo", question="q", answer="a" * 100_000, documents=[Document(content="c")])
+    h = t.content_hash
+    assert t.content_hash == h  # remembered
+    changed = t.model_copy(update={"answer": "b"})
+    assert changed.content_hash != h  # a changed copy is another object, hashed afresh
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None  # the memo held only a weak reference

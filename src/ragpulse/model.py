@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import re
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -351,14 +352,15 @@ class Trace(BaseModel):
 
         Remembered for the last :data:`CONTENT_HASH_MEMO` traces (by identity: a trace is frozen, a changed copy
         is another object), since the Kafka path asks for it several times per trace (prefetch, engine, store).
+        The memo holds a weak reference: it never keeps a judged trace (whose texts may be megabytes) alive.
         """
         memo = _CONTENT_HASHES.get(id(self))
-        if memo is not None and memo[0] is self:
+        if memo is not None and memo[0]() is self:
             return memo[1]
         value = judged_content_hash(self)
         if len(_CONTENT_HASHES) >= CONTENT_HASH_MEMO:
             del _CONTENT_HASHES[next(iter(_CONTENT_HASHES))]  # the oldest entry
-        _CONTENT_HASHES[id(self)] = (self, value)
+        _CONTENT_HASHES[id(self)] = (weakref.ref(self), value)
         return value
 
     @property
@@ -566,10 +568,11 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-#: Traces whose :attr:`Trace.content_hash` is remembered (oldest forgotten first; each entry holds its trace):
-#: enough for a Kafka poll (500), the engine queue (1,000) and the batches being written with the defaults.
+#: Traces whose :attr:`Trace.content_hash` is remembered (oldest forgotten first; each entry holds a weak
+#: reference to its trace, checked on a hit, so a reused ``id`` never matches): enough for a Kafka poll (500), the
+#: engine queue (1,000) and the batches being written with the defaults.
 CONTENT_HASH_MEMO = 2048
-_CONTENT_HASHES: dict[int, tuple[Trace, str]] = {}
+_CONTENT_HASHES: dict[int, tuple[weakref.ref[Trace], str]] = {}
 
 
 def judged_content_hash(trace: Trace) -> str:
