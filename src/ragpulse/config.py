@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -696,30 +696,20 @@ def _location(loc: tuple[int | str, ...], origin: Mapping[tuple[str, str], str])
     return ".".join(parts)
 
 
-def _key_env_names(options: Any) -> set[str]:
-    """Every ``api_key_env`` value in judge options (at any depth: a judge's, its shadow's, its cascade's
-    first stage's)."""
-    out: set[str] = set()
-    if isinstance(options, Mapping):
-        for k, v in options.items():
-            if k == "api_key_env" and isinstance(v, str):
-                out.add(v)
-            else:
-                out |= _key_env_names(v)
-    return out
+#: Why an ``api_key`` in judge options is refused (said without echoing the value: it is a secret); also used by
+#: :func:`ragpulse.judges.options.parse_options` for options given to ``Settings`` directly.
+API_KEY_IN_OPTIONS = (
+    "a key never goes in the configuration; name the environment variable that holds it in api_key_env"
+)
 
 
-def _api_key_paths(options: Any, at: str = "judges") -> list[str]:
-    """The paths (``judges.<name>.api_key``, ``judges.<name>.shadow.api_key``, …) of every ``api_key`` in judge
-    options, at any depth."""
-    out: list[str] = []
+def _option_items(options: Any, at: str = "judges") -> Iterator[tuple[str, str, Any]]:
+    """``(path, key, value)`` of every key in judge options, at any depth (a judge's, its shadow's, its cascade's
+    first stage's): ``("judges.faithfulness.shadow", "api_key_env", "SMALL_KEY")``."""
     if isinstance(options, Mapping):
         for k, v in options.items():
-            if k == "api_key":
-                out.append(f"{at}.api_key")
-            else:
-                out += _api_key_paths(v, f"{at}.{k}")
-    return out
+            yield at, str(k), v
+            yield from _option_items(v, f"{at}.{k}")
 
 
 def load_settings(
@@ -746,17 +736,13 @@ def load_settings(
     origin: dict[tuple[str, str], str] = {}
     file_layer = _read_yaml(Path(path), origin) if path else {}
     data = _merge(file_layer, _read_env(env, origin), _flat_overrides(overrides))
-    keys = _api_key_paths(data.get("judge", {}).get("options"))
-    if keys:  # said without echoing the value: it is a secret
+    items = list(_option_items(data.get("judge", {}).get("options")))
+    keys = [f"{at}.api_key" for at, k, _ in items if k == "api_key"]
+    if keys:
         raise ConfigError(
-            "invalid configuration:\n"
-            + "\n".join(
-                f"  {k}: a key never goes in the configuration; name the environment variable that holds it "
-                "in api_key_env"
-                for k in keys
-            )
+            "invalid configuration:\n" + "\n".join(f"  {k}: {API_KEY_IN_OPTIONS}" for k in keys)
         )
-    named = sorted(_key_env_names(data.get("judge", {}).get("options")))
+    named = sorted({v for _, k, v in items if k == "api_key_env" and isinstance(v, str)})
     found = {n: env[n] for n in named if env.get(n)}
     if found:
         judge = data.setdefault("judge", {})

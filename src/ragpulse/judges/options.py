@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from ragpulse.config import API_KEY_IN_OPTIONS
 from ragpulse.errors import ConfigError
 
 __all__ = [
@@ -205,10 +206,7 @@ def parse_options(judge: str, model: type[OptionsT], raw: Mapping[str, Any] | Op
     if raw is not None and not isinstance(raw, Mapping):
         raise ConfigError(f"judges.{judge}: options must be a mapping, got {type(raw).__name__}")
     if raw is not None and "api_key" in raw:  # said without echoing the value: it is a secret
-        raise ConfigError(
-            f"judges.{judge}.api_key: a key never goes in the configuration; name the environment variable "
-            "that holds it in api_key_env"
-        )
+        raise ConfigError(f"judges.{judge}.api_key: {API_KEY_IN_OPTIONS}")
     try:
         return model.model_validate(dict(raw or {}))
     except ValidationError as e:
