@@ -3,7 +3,8 @@
 Deterministic and model-free; tokens from :mod:`ragpulse.judges.text.tokens`. :func:`sentence_spans` splits on
 ``. ! ? ;`` + white space, ``。！？；`` and line breaks (not inside ``df.write.csv`` or ``3.5``);
 :func:`is_meta_statement` spots sentences about the context ("the context does not mention …", "上下文中没有
-提到…"); :func:`restates_question` an echo of the question; :func:`chunk_index` caches a chunk's tokens (LRU);
+提到…"); :func:`restates_question` an echo of the question; :func:`chunk_index` caches a chunk's tokens (LRU bounded in
+entries and characters, :mod:`ragpulse.judges.text.cache`);
 :func:`best_chunk_support` / :func:`best_chunk_bigram_support` measure support in the single best chunk, with
 :func:`token_weight` (digits and code identifiers :data:`NUMBER_WEIGHT`, names :data:`NAME_WEIGHT`);
 :func:`swapped_slot` finds an entity or number standing in another's slot of the context.
@@ -14,8 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
+from ragpulse.judges.text.cache import text_cache
 from ragpulse.judges.text.tokens import content_tokens
 
 __all__ = [
@@ -95,12 +96,13 @@ def has_cjk(text: str) -> bool:
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the sentences/clauses of ``text`` that hold at least one content token, in order:
-    ``text[start:end]`` is the sentence without surrounding white space. Cached by text (LRU of 1,024): the
-    relevancy and faithfulness judges of one trace both split its answer."""
+    ``text[start:end]`` is the sentence without surrounding white space. Cached by text (LRU of 1,024 texts and
+    1,000,000 characters; texts over 20,000 characters are not cached): the relevancy and faithfulness judges
+    of one trace both split its answer."""
     return list(_sentence_spans_cached(text))
 
 
-@lru_cache(maxsize=1024)
+@text_cache(max_entries=1024)
 def _sentence_spans_cached(text: str) -> tuple[tuple[int, int], ...]:
     out: list[tuple[int, int]] = []
     cuts = [(m.start(), m.end()) for m in _SENT_SPLIT_RE.finditer(text)]
@@ -190,9 +192,10 @@ class ChunkIndex:
     folded: str
 
 
-@lru_cache(maxsize=1024)
+@text_cache(max_entries=1024)
 def chunk_index(chunk: str) -> ChunkIndex:
-    """Tokenise a context chunk once (cached by its text, LRU of 1,024 chunks)."""
+    """Tokenise a context chunk once (cached by its text: LRU of 1,024 chunks and 1,000,000 characters; chunks
+    over 20,000 characters are indexed every time, :mod:`ragpulse.judges.text.cache`)."""
     return ChunkIndex(tokens=frozenset(content_tokens(chunk)), folded=chunk.casefold())
 
 
@@ -286,7 +289,7 @@ def _named_at(text: str, word: str, start: int) -> bool:
     return k >= 0 and (text[k].isalnum() or text[k] == ",")
 
 
-@lru_cache(maxsize=4096)
+@text_cache(max_entries=4096)
 def _names(text: str) -> frozenset[str] | None:
     """For an ASCII ``text``: the lower-cased words (``\\w+`` runs) that stand as names somewhere in it
     (:func:`_named_at`), so that :func:`_kind` needs no search per token; ``None`` for other texts. Cached

@@ -12,6 +12,8 @@ import threading
 from functools import lru_cache
 from itertools import filterfalse
 
+from ragpulse.judges.text.cache import text_cache
+
 __all__ = ["content_tokens", "detect_language", "is_abstention", "tokens"]
 
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -97,7 +99,7 @@ def _segment_cjk(run: str) -> list[str]:
 _ASCII_SEGMENT_RE = re.compile(r"[a-z0-9]+(?:[.'-][a-z0-9]+)*")
 
 
-@lru_cache(maxsize=4096)
+@text_cache(max_entries=4096)
 def _tokens_cached(text: str) -> tuple[str, ...]:
     if text.isascii():  # most English text: one lower() and one findall (casefold is lower() on ASCII)
         return tuple(_ASCII_SEGMENT_RE.findall(text.lower()))
@@ -123,7 +125,7 @@ def tokens(text: str | None) -> list[str]:
     return list(_tokens_cached(text))
 
 
-@lru_cache(maxsize=4096)
+@text_cache(max_entries=4096)
 def _content_tokens_cached(text: str) -> tuple[str, ...]:
     return tuple(filterfalse(_STOPWORDS.__contains__, _tokens_cached(text)))  # the loop runs in C
 
@@ -131,8 +133,9 @@ def _content_tokens_cached(text: str) -> tuple[str, ...]:
 def content_tokens(text: str | None) -> list[str]:
     """:func:`tokens` without English and Chinese stop words.
 
-    Cached by text (LRU of 4,096): the judges of one trace ask for the same question/answer/sentence tokens
-    several times.
+    Cached by text (LRU of 4,096 texts and 1,000,000 characters; texts over 20,000 characters are not cached:
+    :mod:`ragpulse.judges.text.cache`): the judges of one trace ask for the same question/answer/sentence
+    tokens several times.
     """
     if not text:
         return []
@@ -143,13 +146,14 @@ def is_abstention(answer: str | None) -> bool:
     """True when the answer declines to answer (``I don't know``, ``根据现有资料无法回答``, …).
 
     Heuristic: one of a list of English/Chinese refusal phrases appears in an answer of at most 200
-    characters, or in the first sentence of a longer one. Cached by answer (LRU of 4,096): every judge of a
-    trace asks (:func:`ragpulse.judges.frame.precheck`).
+    characters, or in the first sentence of a longer one. Cached by answer (LRU of 4,096 answers and 1,000,000
+    characters; answers over 20,000 characters are not cached): every judge of a trace asks
+    (:func:`ragpulse.judges.frame.precheck`).
     """
-    return bool(answer) and _is_abstention_cached(answer)
+    return _is_abstention_cached(answer) if answer else False
 
 
-@lru_cache(maxsize=4096)
+@text_cache(max_entries=4096)
 def _is_abstention_cached(answer: str) -> bool:
     norm = " ".join(answer.casefold().replace("’", "'").split())
     if not norm:

@@ -1,0 +1,139 @@
+"""The memo of the heuristic text helpers: an LRU cache of a function of one text, bounded in bytes.
+
+The judges of one trace ask for the same tokens, sentences and chunk indexes several times, and the chunks of a
+knowledge base come back across traces, so :mod:`ragpulse.judges.text.tokens` and
+:mod:`ragpulse.judges.text.lexical` memoise them. A cache bounded only in entries (``functools.lru_cache``)
+keeps texts of any size: one 10 MB answer kept its 2 M-token tuple (~130 MB) until 4,096 other texts had
+pushed it out. A :class:`TextCache` is bounded three ways:
+
+* a text longer than :data:`MAX_CACHED_TEXT_CHARS` (20,000 characters: a context chunk is ~1,000, an answer
+  a few thousand) is computed every time and never stored;
+* at most ``max_entries`` texts are kept;
+* the kept texts add up to at most ``max_chars`` characters (:data:`MAX_CACHE_CHARS`, 1,000,000, by default).
+
+What a cached value costs grows with its text (tokens: ~11 bytes per character of English, ~50 per character
+of Chinese), so the character budget bounds each cache in bytes: ~11–50 MB for the token caches in the worst
+case, however many or large the judged texts are (docs/judges.md, "Memory"). Eviction is least recently used.
+Values are computed outside the lock; a text computed twice at once by two threads is stored once.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar, cast
+
+__all__ = ["MAX_CACHED_TEXT_CHARS", "MAX_CACHE_CHARS", "CachedFn", "TextCache", "text_cache"]
+
+#: Texts longer than this (characters) are never cached: computed every time they are asked for.
+MAX_CACHED_TEXT_CHARS = 20_000
+#: Default budget of one cache: the characters of all the texts it keeps.
+MAX_CACHE_CHARS = 1_000_000
+
+V = TypeVar("V")
+V_co = TypeVar("V_co", covariant=True)
+
+
+class TextCache(Generic[V]):
+    """The memo of ``fn`` (see the module docstring): :attr:`lookup` is ``fn`` memoised.
+
+    Args:
+        fn: a pure function of one text.
+        max_entries: texts kept at most (> 0).
+        max_chars: characters of the kept texts at most (≥ ``max_text_chars``).
+        max_text_chars: longer texts are not kept.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[str], V],
+        *,
+        max_entries: int,
+        max_chars: int = MAX_CACHE_CHARS,
+        max_text_chars: int = MAX_CACHED_TEXT_CHARS,
+    ) -> None:
+        if max_entries <= 0 or max_text_chars < 0 or max_chars < max_text_chars:
+            raise ValueError("need max_entries > 0 and 0 <= max_text_chars <= max_chars")
+        self.fn = fn
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self.max_text_chars = max_text_chars
+        self._data: OrderedDict[str, V] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+        data, move, miss = self._data, self._data.move_to_end, self._miss
+
+        # A closure, not __call__: a hit costs ~20 ns more than functools.lru_cache's (a method ~100 ns).
+        def lookup(text: str) -> V:
+            try:
+                value = data[text]
+                move(text)
+            except KeyError:  # not kept (or evicted by another thread between the two lines)
+                return miss(text)
+            return value
+
+        self.lookup: Callable[[str], V] = lookup
+
+    def _miss(self, text: str) -> V:
+        value = self.fn(text)
+        n = len(text)
+        if n > self.max_text_chars:
+            return value
+        data = self._data
+        with self._lock:
+            if text not in data:
+                data[text] = value
+                self._chars += n
+                while len(data) > self.max_entries or self._chars > self.max_chars:
+                    old, _ = data.popitem(last=False)
+                    self._chars -= len(old)
+        return value
+
+    def __contains__(self, text: object) -> bool:
+        return text in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @property
+    def chars(self) -> int:
+        """Characters of the texts kept now."""
+        return self._chars
+
+    def cache_clear(self) -> None:
+        """Forget every kept text."""
+        with self._lock:
+            self._data.clear()
+            self._chars = 0
+
+
+class CachedFn(Protocol[V_co]):
+    """What :func:`text_cache` makes of a function: call it like the function; ``cache`` is its
+    :class:`TextCache`, ``__wrapped__`` the function itself."""
+
+    @property
+    def __wrapped__(self) -> Callable[[str], V_co]: ...
+
+    @property
+    def cache(self) -> TextCache[Any]: ...
+
+    def __call__(self, text: str) -> V_co: ...
+
+    def cache_clear(self) -> None: ...
+
+
+def text_cache(
+    *, max_entries: int, max_chars: int = MAX_CACHE_CHARS, max_text_chars: int = MAX_CACHED_TEXT_CHARS
+) -> Callable[[Callable[[str], V]], CachedFn[V]]:
+    """Decorator: memoise a function of one text in a :class:`TextCache` (``@text_cache(max_entries=4096)``)."""
+
+    def wrap(fn: Callable[[str], V]) -> CachedFn[V]:
+        cache = TextCache(fn, max_entries=max_entries, max_chars=max_chars, max_text_chars=max_text_chars)
+        f = functools.update_wrapper(cache.lookup, fn)
+        setattr(f, "cache", cache)  # noqa: B010 (a function attribute)
+        setattr(f, "cache_clear", cache.cache_clear)  # noqa: B010
+        return cast(CachedFn[V], f)
+
+    return wrap
