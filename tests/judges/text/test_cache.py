@@ -25,7 +25,7 @@ def _text_of(chars: int) -> str:
 
 
 def test_the_documented_limits() -> None:
-    assert MAX_CACHED_TEXT_CHARS == 20_000
+    assert MAX_CACHED_TEXT_CHARS == 100_000
     assert MAX_CACHE_CHARS == 1_000_000
     for fn in _CACHES.values():
         assert fn.cache.max_text_chars == MAX_CACHED_TEXT_CHARS

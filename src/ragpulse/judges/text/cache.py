@@ -1,20 +1,23 @@
 """The memo of the heuristic text helpers: an LRU cache of a function of one text, bounded in bytes.
 
-The judges of one trace ask for the same tokens, sentences and chunk indexes several times, and the chunks of a
+The judges of one trace ask for the same tokens, sentences and chunk indexes several times (the faithfulness
+judge tokenises its best chunk again for every sentence it checks for swapped names), and the chunks of a
 knowledge base come back across traces, so :mod:`ragpulse.judges.text.tokens` and
 :mod:`ragpulse.judges.text.lexical` memoise them. A cache bounded only in entries (``functools.lru_cache``)
-keeps texts of any size: one 10 MB answer kept its 2 M-token tuple (~130 MB) until 4,096 other texts had
+keeps texts of any size: one 10 MB answer kept its 2 M-token tuple (~140 MB) until 4,096 other texts had
 pushed it out. A :class:`TextCache` is bounded three ways:
 
-* a text longer than :data:`MAX_CACHED_TEXT_CHARS` (20,000 characters: a context chunk is ~1,000, an answer
-  a few thousand) is computed every time and never stored;
+* a text longer than :data:`MAX_CACHED_TEXT_CHARS` (100,000 characters, the default ``judge.max_text_chars``:
+  longer texts are not judged at all unless that setting is raised) is computed every time and never kept;
 * at most ``max_entries`` texts are kept;
 * the kept texts add up to at most ``max_chars`` characters (:data:`MAX_CACHE_CHARS`, 1,000,000, by default).
 
-What a cached value costs grows with its text (tokens: ~11 bytes per character of English, ~50 per character
-of Chinese), so the character budget bounds each cache in bytes: ~11–50 MB for the token caches in the worst
-case, however many or large the judged texts are (docs/judges.md, "Memory"). Eviction is least recently used.
-Values are computed outside the lock; a text computed twice at once by two threads is stored once.
+What a cached value costs grows with its text (tokens: ~11 bytes per character of English, ~50 of Chinese), so
+the character budget bounds the caches in bytes: measured, all six hold at most ~15 MB of English or ~55 MB of
+Chinese text however many and however large the judged texts are (docs/judges.md, "Long texts and memory").
+A per-text limit of 20,000 characters would keep every hit of normal traces too, but made a trace with a
+50,000-character Chinese context 20 times slower (its tokens computed again for every sentence). Eviction is
+least recently used; values are computed outside the lock, and a text computed twice at once by two threads is kept once.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 __all__ = ["MAX_CACHED_TEXT_CHARS", "MAX_CACHE_CHARS", "CachedFn", "TextCache", "text_cache"]
 
 #: Texts longer than this (characters) are never cached: computed every time they are asked for.
-MAX_CACHED_TEXT_CHARS = 20_000
+MAX_CACHED_TEXT_CHARS = 100_000
 #: Default budget of one cache: the characters of all the texts it keeps.
 MAX_CACHE_CHARS = 1_000_000
 

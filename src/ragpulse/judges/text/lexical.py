@@ -97,7 +97,7 @@ def has_cjk(text: str) -> bool:
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the sentences/clauses of ``text`` that hold at least one content token, in order:
     ``text[start:end]`` is the sentence without surrounding white space. Cached by text (LRU of 1,024 texts and
-    1,000,000 characters; texts over 20,000 characters are not cached): the relevancy and faithfulness judges
+    1,000,000 characters; texts over 100,000 characters are not cached): the relevancy and faithfulness judges
     of one trace both split its answer."""
     return list(_sentence_spans_cached(text))
 
@@ -195,7 +195,7 @@ class ChunkIndex:
 @text_cache(max_entries=1024)
 def chunk_index(chunk: str) -> ChunkIndex:
     """Tokenise a context chunk once (cached by its text: LRU of 1,024 chunks and 1,000,000 characters; chunks
-    over 20,000 characters are indexed every time, :mod:`ragpulse.judges.text.cache`)."""
+    over 100,000 characters are indexed every time, :mod:`ragpulse.judges.text.cache`)."""
     return ChunkIndex(tokens=frozenset(content_tokens(chunk)), folded=chunk.casefold())
 
 

@@ -133,7 +133,7 @@ def _content_tokens_cached(text: str) -> tuple[str, ...]:
 def content_tokens(text: str | None) -> list[str]:
     """:func:`tokens` without English and Chinese stop words.
 
-    Cached by text (LRU of 4,096 texts and 1,000,000 characters; texts over 20,000 characters are not cached:
+    Cached by text (LRU of 4,096 texts and 1,000,000 characters; texts over 100,000 characters are not cached:
     :mod:`ragpulse.judges.text.cache`): the judges of one trace ask for the same question/answer/sentence
     tokens several times.
     """
@@ -147,7 +147,7 @@ def is_abstention(answer: str | None) -> bool:
 
     Heuristic: one of a list of English/Chinese refusal phrases appears in an answer of at most 200
     characters, or in the first sentence of a longer one. Cached by answer (LRU of 4,096 answers and 1,000,000
-    characters; answers over 20,000 characters are not cached): every judge of a trace asks
+    characters; answers over 100,000 characters are not cached): every judge of a trace asks
     (:func:`ragpulse.judges.frame.precheck`).
     """
     return _is_abstention_cached(answer) if answer else False
