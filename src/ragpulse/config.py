@@ -178,6 +178,10 @@ class JudgeSettings(_Section):
     requests_per_minute: int | None = Field(default=None, gt=0)
     #: Retrieved-context budget per judge call, characters; top-ranked chunks are kept first.
     context_budget_chars: int = Field(default=24000, gt=0)
+    #: Longest text a judge reads, characters: a longer answer (every judge), question or reference (the judges
+    #: that read it, and every text put uncut into a prompt) or retrieved/reference context (heuristic judges;
+    #: LLM judges cut those to ``context_budget_chars``) → ``skipped``/``text_too_long``, never judged.
+    max_text_chars: int = Field(default=100_000, gt=0)
     #: Prompt language: ``auto`` picks Chinese prompts for Chinese questions.
     language: Literal["auto", "en", "zh"] = "auto"
     #: Directory with prompt templates overriding the packaged ones (``<judge>.<lang>.txt``).

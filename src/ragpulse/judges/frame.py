@@ -53,6 +53,7 @@ __all__ = [
     "ok",
     "precheck",
     "skipped",
+    "text_too_long",
 ]
 
 _log = get_logger("ragpulse.judges")
@@ -72,7 +73,22 @@ STATUS_BY_CODE: Mapping[str, JudgementStatus] = {
     "no_question": JudgementStatus.SKIPPED,
     "no_reference": JudgementStatus.SKIPPED,
     "unsupported_language": JudgementStatus.SKIPPED,
+    "text_too_long": JudgementStatus.SKIPPED,
 }
+
+#: Template values that :meth:`Judge.context` has cut to ``judge.context_budget_chars`` already: every other value
+#: of a prompt is checked against ``judge.max_text_chars`` (:meth:`Judge.ask`).
+_BUDGETED_VALUES = frozenset({"context", "passages"})
+
+
+def text_too_long(what: str, chars: int, limit: int) -> str:
+    """The reason of a judgement skipped for a text over ``judge.max_text_chars``:
+    ``text_too_long: the answer has 10,000,000 characters (limit 100,000: judge.max_text_chars)``."""
+    return f"text_too_long: {_too_long(what, chars, limit)}"
+
+
+def _too_long(what: str, chars: int, limit: int) -> str:
+    return f"the {what} has {chars:,} characters (limit {limit:,}: judge.max_text_chars)"
 
 
 def compute_version(name: str, backend: Backend, settings: dict[str, Any]) -> str:
@@ -136,11 +152,14 @@ def precheck(
     model: str | None = None,
     needs_context: bool = False,
     needs_reference: bool = False,
+    max_text_chars: int | None = None,
     **extra: Any,
 ) -> Judgement | None:
     """Apply the rules every judge shares before doing any work; ``None`` means "go on and judge".
 
-    In order: no answer → ``skipped`` ``no_answer``; ``needs_reference`` and neither an expected answer nor
+    In order: no answer → ``skipped`` ``no_answer``; an answer longer than ``max_text_chars``
+    (``judge.max_text_chars``; ``None``: no limit) → ``skipped`` ``text_too_long`` (:func:`text_too_long`), before
+    anything reads it; ``needs_reference`` and neither an expected answer nor
     keywords → ``skipped`` ``no_reference``; an abstaining answer
     (:func:`ragpulse.judges.text.tokens.is_abstention`) → ``skipped`` ``abstained``; ``needs_context`` and
     no retrieved context → ``ok``, score 0, not passed, reason ``no_context`` (``decided_by="no_context"``),
@@ -156,6 +175,8 @@ def precheck(
     }
     if not trace.answer or not trace.answer.strip():
         return skipped(reason="no_answer", **common)
+    if max_text_chars is not None and len(trace.answer) > max_text_chars:
+        return skipped(reason=text_too_long("answer", len(trace.answer), max_text_chars), **common)
     if needs_reference and not ((trace.expected_answer or "").strip() or trace.keywords):
         return skipped(reason="no_reference", **common)
     if is_abstention(trace.answer):
@@ -341,6 +362,7 @@ class Judge:
             trace,
             needs_context=self.needs_context,
             needs_reference=self.needs_reference,
+            max_text_chars=self.settings.judge.max_text_chars,
             **self.identity(),
         )
 
@@ -354,6 +376,17 @@ class Judge:
             raise JudgeError(
                 "unsupported_language", f"the heuristic judge cannot read {script} text; use a judge model"
             )
+
+    def require_short(self, what: str, *texts: str | None) -> None:
+        """For the texts a decision reads besides the answer (:func:`precheck` checks that): one longer than
+        ``judge.max_text_chars`` raises ``JudgeError("text_too_long")`` (``skipped``, :func:`text_too_long`)
+        before anything reads it. ``what`` names them in the reason (``question``, ``retrieved context`` —
+        numbered from 1 when there are several)."""
+        limit = self.settings.judge.max_text_chars
+        for i, text in enumerate(texts, 1):
+            if text is not None and len(text) > limit:
+                name = f"{what} {i}" if len(texts) > 1 else what
+                raise JudgeError("text_too_long", _too_long(name, len(text), limit))
 
     def identity(self, backend: Backend | None = None) -> dict[str, Any]:
         """The fields every judgement of this judge carries (``backend`` overrides the judge's)."""
@@ -462,10 +495,16 @@ class Judge:
         """Render ``template`` in ``lang`` (fences in ``values`` neutralised), call the model once, record
         the cost in ``log``; return the reply text without reasoning blocks (``raw_output`` keeps them).
 
+        A value other than the context cut to the budget (``context``, ``passages``) that is longer than
+        ``judge.max_text_chars`` is never sent: ``JudgeError("text_too_long")`` (``skipped``).
+
         Raises:
-            JudgeError: ``truncated_output`` (``finish_reason == "length"``), ``empty_output``,
-                ``over_budget``, ``judge_unavailable``, ``bad_reply``.
+            JudgeError: ``text_too_long``, ``truncated_output`` (``finish_reason == "length"``),
+                ``empty_output``, ``over_budget``, ``judge_unavailable``, ``bad_reply``.
         """
+        for name, value in values.items():
+            if name not in _BUDGETED_VALUES:
+                self.require_short(name, value)
         prompt = self.templates[(template, lang)].render(**values)
         return await self.ask_prompt(log, prompt)
 

@@ -75,6 +75,8 @@ class AnswerCorrectnessJudge(Judge):
 
     async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
         answer = trace.answer or ""
+        self.require_short("expected answer", trace.expected_answer)
+        self.require_short("keyword", *(trace.keywords or ()))
         if trace.expected_answer and trace.expected_answer.strip():
             reference = trace.expected_answer
             ref_stmts = split_statements(reference)

@@ -67,6 +67,20 @@ def _fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+def _references_too_long(judge: Judge, trace: Trace) -> str | None:
+    """``attribution_failed: text_too_long: …`` when finding the trace's missed ground-truth contexts would read
+    a text over ``judge.max_text_chars`` (they are matched with the retrieved contexts lexically, and
+    ``sentence_check`` sends each one whole to the model), else ``None``."""
+    try:
+        if trace.reference_contexts or trace.labelled_contexts:
+            judge.require_short("retrieved context", *trace.contexts)
+        judge.require_short("reference context", *trace.reference_contexts)
+        judge.require_short("labelled context", *(trace.labelled_contexts or ()))
+    except JudgeError as e:
+        return f"attribution_failed: {e}"
+    return None
+
+
 class LLMFaithfulnessJudge(Judge):
     """Faithfulness of the answer to the retrieved context, decided by the judge model (score 0–1)."""
 
@@ -186,6 +200,9 @@ class LLMFaithfulnessJudge(Judge):
         failed check leaves every cause undecided with the reason, never fails the judgement. When the
         retrieved context was cut by the budget, a claim no missed context supports stays undecided (the
         judge did not see the whole retrieval, so "generation error" would be a guess)."""
+        too_long = _references_too_long(self, trace)
+        if too_long is not None:
+            return attribution.attribute(claims, Pool(()), None, failure=too_long)
         pool = attribution.missed_references(trace)
         unseen = None
         if log.context_truncated:
@@ -364,6 +381,9 @@ class HeuristicFaithfulnessJudge(Judge):
     ) -> tuple[list[Claim], dict[str, Any]]:
         """Causes of the unsupported sentences: ``support`` (the judge's own rule) against the trace's
         ground-truth contexts that were not retrieved (:mod:`ragpulse.judges.answer.attribution`)."""
+        too_long = _references_too_long(self, trace)
+        if too_long is not None:
+            return attribution.attribute(claims, Pool(()), None, failure=too_long)
         pool = attribution.missed_references(trace)
         if pool is None or not pool.missed:
             return attribution.attribute(claims, pool, None)
@@ -383,6 +403,8 @@ class HeuristicFaithfulnessJudge(Judge):
         """Score how much of the answer the retrieved context supports (0–1). Pure CPU, no I/O; a few ms
         for a 5,000-character context."""
         answer = trace.answer or ""
+        self.require_short("question", trace.question)
+        self.require_short("retrieved context", *trace.contexts)
         self.require_readable(answer, *trace.contexts)
         chunks = [lexical.chunk_index(c) for c in trace.contexts]
         q_tokens = set(content_tokens(trace.question))

@@ -76,6 +76,8 @@ class KeywordJudge(Judge):
 
     def decide_now(self, trace: Trace) -> Decision | Judgement:
         """Score the share (0–1) of reference keywords found in the answer. Pure CPU."""
+        self.require_short("expected answer", trace.expected_answer)
+        self.require_short("keyword", *(trace.keywords or ()))
         keywords = self.keywords_for(trace)
         if not keywords:
             return self.skipped("no_reference: the expected answer has no content words")

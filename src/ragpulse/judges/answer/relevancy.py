@@ -104,6 +104,7 @@ class HeuristicRelevancyJudge(Judge):
         """Score how much the answer engages with the question (0–1). Pure CPU, no I/O."""
         if not (trace.question or "").strip():
             return self.skipped("no_question")
+        self.require_short("question", trace.question)
         self.require_readable(trace.question, trace.answer)
         answer = trace.answer or ""
         q_tokens = content_tokens(trace.question)

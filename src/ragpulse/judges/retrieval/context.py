@@ -147,6 +147,10 @@ class _ContextJudge(Judge):
     def _labels(self, trace: Trace) -> LabelledRelevance | None:
         if self.method not in ("auto", "labels"):
             return None
+        if trace.reference_contexts or trace.labelled_contexts:  # compared with the retrieved texts
+            self.require_short("retrieved context", *trace.contexts)
+            self.require_short("reference context", *trace.reference_contexts)
+            self.require_short("labelled context", *(trace.labelled_contexts or ()))
         try:
             return labelled_relevance(trace) or reference_context_relevance(trace)
         except LabelError as e:
@@ -226,6 +230,8 @@ class ContextPrecisionJudge(_ContextJudge):
             return self.skipped("no_reference: no expected answer, keywords or answer")
         if self.client is not None:
             return await self._model_flags(trace, chunks, "useful", log, question=question, reference=ref)
+        self.require_short("reference", ref)
+        self.require_short("retrieved context", *chunks)
         self.require_readable(ref, *chunks)
         stmts = split_statements(ref) or [ref]
         hf = tuple(any(supported(s, [c], self.min_coverage) for s in stmts) for c in chunks)
@@ -275,6 +281,8 @@ class ContextRecallJudge(_ContextJudge):
             return self._no_context()
         if self.client is not None:
             return await self._model_recall(trace, chunks, ref, log)
+        self.require_short("reference", ref)
+        self.require_short("retrieved context", *chunks)
         self.require_readable(ref, *chunks)
         stmts = _reference_statements(trace)
         if not stmts:
@@ -329,6 +337,8 @@ class ContextRelevanceJudge(_ContextJudge):
     ) -> _Flags | Judgement:
         if self.client is not None:
             return await self._model_flags(trace, chunks, "relevant", log, question=question)
+        self.require_short("question", question)
+        self.require_short("retrieved context", *chunks)
         self.require_readable(question, *chunks)
         hf = tuple(coverage(question, c) >= self.min_coverage for c in chunks)
         return _Flags(hf, Backend.HEURISTIC, "heuristic")
