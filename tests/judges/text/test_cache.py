@@ -9,8 +9,7 @@ from ragpulse.judges.text import lexical, tokens
 from ragpulse.judges.text.cache import MAX_CACHE_CHARS, MAX_CACHED_TEXT_CHARS, TextCache, text_cache
 
 _CACHES = {
-    "tokens": tokens._tokens_cached,
-    "content_tokens": tokens._content_tokens_cached,
+    "tokens": tokens._token_lists,
     "is_abstention": tokens._is_abstention_cached,
     "sentence_spans": lexical._sentence_spans_cached,
     "chunk_index": lexical.chunk_index,

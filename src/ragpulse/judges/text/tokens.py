@@ -99,8 +99,8 @@ def _segment_cjk(run: str) -> list[str]:
 _ASCII_SEGMENT_RE = re.compile(r"[a-z0-9]+(?:[.'-][a-z0-9]+)*")
 
 
-@text_cache(max_entries=4096)
-def _tokens_cached(text: str) -> tuple[str, ...]:
+def _tokenize(text: str) -> tuple[str, ...]:
+    """Tokens of ``text`` (:func:`tokens`), not cached."""
     if text.isascii():  # most English text: one lower() and one findall (casefold is lower() on ASCII)
         return tuple(_ASCII_SEGMENT_RE.findall(text.lower()))
     return _segment(text)
@@ -118,16 +118,21 @@ def _segment(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@text_cache(max_entries=4096)
+def _token_lists(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(tokens, content tokens)`` of ``text``: one cache entry (one lookup, one miss) for both, since the
+    judges ask for both of the same texts."""
+    toks = _tokenize(text)
+    return toks, tuple(filterfalse(_STOPWORDS.__contains__, toks))  # the loop runs in C
+
+
 def tokens(text: str | None) -> list[str]:
-    """All word tokens of ``text``: jieba words for Chinese runs, case-folded words otherwise (no punctuation)."""
+    """All word tokens of ``text``: jieba words for Chinese runs, case-folded words otherwise (no punctuation).
+
+    Cached by text with :func:`content_tokens` (see there)."""
     if not text:
         return []
-    return list(_tokens_cached(text))
-
-
-@text_cache(max_entries=4096)
-def _content_tokens_cached(text: str) -> tuple[str, ...]:
-    return tuple(filterfalse(_STOPWORDS.__contains__, _tokens_cached(text)))  # the loop runs in C
+    return list(_token_lists(text)[0])
 
 
 def content_tokens(text: str | None) -> list[str]:
@@ -139,7 +144,7 @@ def content_tokens(text: str | None) -> list[str]:
     """
     if not text:
         return []
-    return list(_content_tokens_cached(text))
+    return list(_token_lists(text)[1])
 
 
 def is_abstention(answer: str | None) -> bool:
