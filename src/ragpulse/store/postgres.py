@@ -421,6 +421,23 @@ class PostgresStore(PortalQueries):
             ),
         )
 
+    async def run_results_by_case(
+        self, run_id: str, case_ids: Sequence[str], *, judgements: bool = True
+    ) -> list[TraceResult]:
+        """The results of run ``run_id`` whose case id (the trace's test case id, else its trace id) is one of
+        ``case_ids``, in run order, traces as in :meth:`run_results_page`; without their judgements when not
+        ``judgements``. A look-up by key (indexes on the run's case and trace ids), not a pass over the run.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not case_ids:
+            return []
+        return await self._run(
+            "run_results_by_case",
+            lambda c: run_rows.fetch_by_case(c, run_id, case_ids, judgements=judgements),
+        )
+
     async def count_run_results(self, run_id: str) -> int:
         """How many traces are linked to run ``run_id`` (a trace is linked in the transaction that stores it
         with its judgements)."""

@@ -18,7 +18,7 @@ from ragpulse.model import Source, Trace, TraceOutcome, TraceResult
 from ragpulse.store.migrate import Conn
 from ragpulse.store.rows import Row, judgement_from_row
 
-__all__ = ["ALL_ROWS", "NO_POSITION", "RunCaseKey", "fetch_page", "with_judgements"]
+__all__ = ["ALL_ROWS", "NO_POSITION", "RunCaseKey", "fetch_by_case", "fetch_page", "with_judgements"]
 
 #: Position of a case that has none in the run's test set (sorts last).
 NO_POSITION = 2147483647
@@ -51,6 +51,14 @@ _TRACE_COLUMNS = """t.trace_id, t.app, t.scenario, t.source, t.run_id, t.test_ca
 ALL_ROWS = f"SELECT {_TRACE_COLUMNS}, {_POS} AS case_pos {_FROM} ORDER BY case_pos, rc.trace_id"
 
 _TEST_SET = "(SELECT r.test_set FROM runs r WHERE r.run_id = $1)"
+
+# The results of run $1 whose case id (the trace's test case id, else its trace id: a case row's ``case_id``) is
+# one of $2, in run order. run_cases' test case id (index run_cases_run_case_idx) and trace id (its primary key)
+# find the candidates without a pass over the run; the trace's own test case id decides.
+_BY_CASE = f"""SELECT {_TRACE_COLUMNS}, {_POS} AS case_pos {_FROM}
+  AND (rc.test_case_id = ANY($2::text[]) OR rc.trace_id = ANY($2::text[]))
+  AND coalesce(nullif(t.test_case_id, ''), t.trace_id) = ANY($2::text[])
+ORDER BY case_pos, rc.trace_id"""
 
 # Cases of the run's test set, walked in position order (index test_cases_set_position_idx, migration 140):
 # a page costs its own rows, not the run's.
@@ -145,6 +153,18 @@ async def fetch_page(
         offset,
     )
     return await _results(conn, keys + [(r["trace_id"], r["case_pos"]) for r in rest])
+
+
+async def fetch_by_case(
+    conn: Conn, run_id: str, case_ids: Sequence[str], *, judgements: bool
+) -> list[TraceResult]:
+    """The results of run ``run_id`` whose case id is one of ``case_ids`` (every result of a case id that
+    several traces share), in run order: with their latest judgements, or none when not ``judgements`` (which
+    cases the run has, one query)."""
+    rows = await conn.fetch(_BY_CASE, run_id, list(case_ids))
+    if judgements:
+        return [r for _, r in await with_judgements(conn, rows)]
+    return [_result(r, ()) for r in rows]
 
 
 async def _results(conn: Conn, keys: Sequence[tuple[str, int]]) -> list[tuple[RunCaseKey, TraceResult]]:
