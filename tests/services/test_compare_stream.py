@@ -209,7 +209,8 @@ def _result(run_id: str, trace_id: str, case_id: str | None, j: Judgement | None
 
 async def _seed(store: RunStore) -> None:
     """Runs ``r1``/``r2`` (test set kb, other verdicts), ``r3`` (test set kb2), ``r4`` (kb, some cases and one
-    outside the set), ``ev`` (no run record: case c1 sent twice, a trace without a case id)."""
+    outside the set), ``ev`` (no run record: case c1 sent twice, a trace without a case id and another trace
+    with that trace id as its case id, a trace whose id is another case's id)."""
     rng = random.Random(7)
     await store.upsert_test_set(SET_A)
     await store.upsert_test_set(SET_B)
@@ -234,6 +235,8 @@ async def _seed(store: RunStore) -> None:
         ("ev-5", "c2"),
         ("ev-3", None),
         ("ev-7", "c8"),
+        ("ev-2", "ev-3"),  # the case id of trace ev-3, which has none of its own
+        ("c5", "c9"),  # a trace id that is another case's id
     ]
     for trace_id, sent_case in sent:
         results.append(_result("ev", trace_id, sent_case, _judgement(rng, rng.choice(JUDGES))))

@@ -290,21 +290,22 @@ class _RunRows:
         for start in range(0, len(cases), self.page):
             yield cases[start : start + self.page], start
 
-    async def _stored(self, ids: Collection[str], judgements: bool) -> list[CaseRow]:
-        if not self.stored:
+    async def _keys(self, ids: Collection[str]) -> list[tuple[str, str]]:
+        """``(case id, trace id)`` of the stored rows of ``ids``, in run order."""
+        if not self.stored or not ids:
             return []
-        return await stored_case_rows(self.store, self.report.run_id, ids, judgements=judgements)
+        return await self.store.run_case_keys(self.report.run_id, sorted(ids))
 
     async def present(self, ids: Collection[str]) -> set[str]:
         """Which of ``ids`` the run has."""
-        got = {row.case_id for row in await self._stored(ids, False)}
+        got = {case_id for case_id, _ in await self._keys(ids)}
         return got | {i for i in ids if i in self._at}
 
     async def firsts(self, ids: Collection[str]) -> dict[str, str]:
         """Case id → trace id of the first stored row of that case id, for ``ids`` the store has."""
         out: dict[str, str] = {}
-        for row in await self._stored(ids, False):
-            out.setdefault(row.case_id, row.trace_id or "")
+        for case_id, trace_id in await self._keys(ids):
+            out.setdefault(case_id, trace_id)
         return out
 
     def is_first(self, row: CaseRow, index: int, firsts: dict[str, str]) -> bool:
@@ -316,7 +317,8 @@ class _RunRows:
 
     async def last_rows(self, ids: Collection[str]) -> dict[str, CaseRow]:
         """Case id → the last row of that case id in the run, for ``ids`` the run has."""
-        out = {row.case_id: row for row in await self._stored(ids, True)}
+        stored = await stored_case_rows(self.store, self.report.run_id, ids) if self.stored else []
+        out = {row.case_id: row for row in stored}
         for i in ids:
             at = self._at.get(i)
             if at:

@@ -368,20 +368,16 @@ async def stored_case_row_pages(
             return
 
 
-async def stored_case_rows(
-    store: RunStore, run_id: str, case_ids: Collection[str], *, judgements: bool = True
-) -> list[CaseRow]:
+async def stored_case_rows(store: RunStore, run_id: str, case_ids: Collection[str]) -> list[CaseRow]:
     """The rows of run ``run_id``'s stored results whose case id is one of ``case_ids`` (all of them when
-    several traces share a case id), in run order, read by key (not a pass over the run). Without
-    ``judgements`` only ``case_id`` and ``trace_id`` are meaningful (which cases the run has).
+    several traces share a case id), in run order, read by key (not a pass over the run).
 
     Raises:
         StoreError: the store failed.
     """
     if not case_ids:
         return []
-    got = await store.run_results_by_case(run_id, sorted(case_ids), judgements=judgements)
-    return [case_row(stored_case(r, ())) for r in got]
+    return [case_row(stored_case(r, ())) for r in await store.run_results_by_case(run_id, sorted(case_ids))]
 
 
 async def case_rows_page(

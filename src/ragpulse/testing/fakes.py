@@ -228,13 +228,15 @@ class MemoryStore:
             rows = [(k, r) for k, r in rows if not _passed(r)]
         return rows[offset : offset + limit]
 
-    async def run_results_by_case(
-        self, run_id: str, case_ids: Sequence[str], *, judgements: bool = True
-    ) -> list[TraceResult]:
+    async def run_results_by_case(self, run_id: str, case_ids: Sequence[str]) -> list[TraceResult]:
         """The run's results of cases ``case_ids`` in run order (see the protocol)."""
         wanted = set(case_ids)
-        got = [r for _, r in self._run_order(run_id) if (r.trace.test_case_id or r.trace.trace_id) in wanted]
-        return got if judgements else [r.model_copy(update={"judgements": ()}) for r in got]
+        return [r for _, r in self._run_order(run_id) if (r.trace.test_case_id or r.trace.trace_id) in wanted]
+
+    async def run_case_keys(self, run_id: str, case_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """``(case id, trace id)`` of :meth:`run_results_by_case`."""
+        got = await self.run_results_by_case(run_id, case_ids)
+        return [(r.trace.test_case_id or r.trace.trace_id, r.trace.trace_id) for r in got]
 
     async def count_run_results(self, run_id: str) -> int:
         """How many traces of the run are stored."""
