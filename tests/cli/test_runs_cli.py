@@ -117,13 +117,15 @@ def test_runs_compare_streams_what_it_printed_before(seeded: str, monkeypatch: p
         assert isinstance(text.file, io.StringIO)
         want[a, b] = (json.dumps(cmp.to_json(), ensure_ascii=False) + "\n", text.file.getvalue())
     monkeypatch.setattr(_render, "TABLE_CHUNK", 1)
-    for (a, b), (doc, text_out) in want.items():
-        res = CliRunner().invoke(app, ["runs", "compare", a, b, "--json"])
-        assert res.exit_code == 0, res.output
-        assert res.stdout == doc
-        res = CliRunner().invoke(app, ["runs", "compare", a, b])
-        assert res.exit_code == 0, res.output
-        assert res.stdout == text_out
+    for pool in ("8", "1"):  # a pool of one connection: keyset pages instead of a cursor and look-ups
+        monkeypatch.setenv("RAGPULSE_DATABASE_POOL_MAX", pool)
+        for (a, b), (doc, text_out) in want.items():
+            res = CliRunner().invoke(app, ["runs", "compare", a, b, "--json"])
+            assert res.exit_code == 0, res.output
+            assert res.stdout == doc
+            res = CliRunner().invoke(app, ["runs", "compare", a, b])
+            assert res.exit_code == 0, res.output
+            assert res.stdout == text_out
 
 
 def test_trace_json_lists_every_version(seeded: str) -> None:

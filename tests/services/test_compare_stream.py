@@ -279,9 +279,9 @@ async def test_stored_comparison_equals_the_previous_one(store: RunStore) -> Non
     for name_a, a in reports.items():
         for name_b, b in reports.items():
             want = legacy_compare(await full_report(store, a), await full_report(store, b))
-            for page in (1, 3, 500):
-                got = await compare_stored(store, a, b, page=page)
-                assert got == want, (name_a, name_b, page)
+            for page, cursor in ((1, True), (3, True), (500, True), (1, False), (3, False), (500, False)):
+                got = await compare_stored(store, a, b, page=page, cursor=cursor)
+                assert got == want, (name_a, name_b, page, cursor)
             with FlippedSpool() as spool:
                 head = await compare_stored(store, a, b, spool)
                 assert (head.pass_to_fail, head.fail_to_pass) == ([], [])

@@ -91,7 +91,8 @@ def runs_compare(
     with FlippedSpool() as spool:
 
         async def q(store: Store) -> RunComparison:
-            return await run_service.compare_runs(store, run_a, run_b, spool)
+            # a run is read through a cursor while the other is looked up: two connections (else pages)
+            return await run_service.compare_runs(store, run_a, run_b, spool, cursor=s.store.pool_max > 1)
 
         cmp = _common.run_with_store(s, q)
         if cmp.warning:

@@ -272,18 +272,19 @@ class _RunRows:
     own ``cases``: all of them for ``case_source="report"``, else those of cases not in the store) and look-ups
     by case id."""
 
-    def __init__(self, store: RunStore, report: RunReport, page: int) -> None:
-        self.store, self.report, self.page = store, report, page
+    def __init__(self, store: RunStore, report: RunReport, page: int, cursor: bool) -> None:
+        self.store, self.report, self.page, self.cursor = store, report, page, cursor
         self.stored = report.case_source == "store"
         self._at: dict[str, list[int]] = {}  # case id → indexes in report.cases (rows already in memory)
         for i, row in enumerate(report.cases):
             self._at.setdefault(row.case_id, []).append(i)
 
     async def pages(self) -> AsyncIterator[tuple[list[CaseRow], int]]:
-        """Every row in run order, a page at a time, with the index of the page's first row in
-        ``report.cases`` (−1: stored rows)."""
+        """Every row in run order, a page at a time (the stored ones through one cursor), with the index of the
+        page's first row in ``report.cases`` (−1: stored rows)."""
         if self.stored:
-            async for rows in stored_case_row_pages(self.store, self.report.run_id, size=self.page):
+            pages = stored_case_row_pages(self.store, self.report.run_id, size=self.page, cursor=self.cursor)
+            async for rows in pages:
                 yield rows, -1
                 del rows  # not held while the next page is read
         cases = self.report.cases
@@ -333,10 +334,13 @@ async def compare_stored(
     flipped: Callable[[FlipKind, FlippedCase], None] | None = None,
     *,
     page: int = PAGE,
+    cursor: bool = True,
 ) -> RunComparison:
     """Compare run ``a`` (baseline) with run ``b`` (candidate) reading their case rows from the store ``page``
     at a time: one pass over run A's rows (which of their case ids run B has, by key) and one over run B's
-    (run A's row of each case id, by key), so memory holds about two pages whatever the runs' sizes. With
+    (run A's row of each case id, by key), so memory holds about two pages whatever the runs' sizes. Each pass
+    reads through one cursor while the look-ups use a second pooled connection; not ``cursor`` (a pool of one
+    connection), through keyset pages (:func:`~ragpulse.services.reports.stored_case_row_pages`). With
     ``flipped``, the flipped cases go there as they are found (the result's lists stay empty); without, into
     the result's lists. Same result as :func:`compare_reports` of the full reports.
 
@@ -345,7 +349,7 @@ async def compare_stored(
     """
     lists = _Lists()
     fold = ComparisonFold(a, b, flipped or lists)
-    rows_a, rows_b = _RunRows(store, a, page), _RunRows(store, b, page)
+    rows_a, rows_b = _RunRows(store, a, page, cursor), _RunRows(store, b, page, cursor)
     async for rows, start in rows_a.pages():
         ids = {row.case_id for row in rows}
         in_b = await rows_b.present(ids)

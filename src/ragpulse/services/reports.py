@@ -345,27 +345,41 @@ async def iter_case_rows(store: RunStore, report: RunReport, *, chunk: int = 100
 
 
 async def stored_case_row_pages(
-    store: RunStore, run_id: str, *, size: int = 500
+    store: RunStore, run_id: str, *, size: int = 500, cursor: bool = True
 ) -> AsyncIterator[list[CaseRow]]:
-    """The rows of run ``run_id``'s stored results in run order, ``size`` at a time, each page a keyset query of
-    its own (:meth:`~ragpulse.protocols.RunStore.run_results_page`): unlike :func:`iter_case_rows`, no
-    connection is held between pages, so the caller may query the store meanwhile.
+    """The rows of run ``run_id``'s stored results in run order, ``size`` at a time: read through one cursor
+    (:meth:`~ragpulse.protocols.RunStore.iter_run_results`, ``size`` rows a fetch, one query whatever the run's
+    size, like :func:`iter_case_rows`), which holds a pooled connection until the last page, so queries made
+    meanwhile (look-ups between pages) use another one; or, not ``cursor``, one keyset query a page
+    (:meth:`~ragpulse.protocols.RunStore.run_results_page`: no connection held between pages, for a pool of one
+    connection; each page is an index walk while the table statistics are current, a pass over the run's cases
+    when they are stale).
 
     Raises:
         StoreError: the store failed.
     """
-    after: RowKey | None = None
-    while True:
-        got = await store.run_results_page(run_id, after=after, limit=size)
-        last = len(got) < size
-        after = got[-1][0] if got else None
-        rows = [case_row(stored_case(r, ())) for _, r in got]
-        del got  # a page's results and rows are not held while the next one is read
-        if rows:
-            yield rows
-        del rows
-        if last:
-            return
+    if not cursor:
+        after: RowKey | None = None
+        while True:
+            got = await store.run_results_page(run_id, after=after, limit=size)
+            last = len(got) < size
+            after = got[-1][0] if got else None
+            page = [case_row(stored_case(r, ())) for _, r in got]
+            del got  # a page's results and rows are not held while the next one is read
+            if page:
+                yield page
+            del page
+            if last:
+                return
+    rows: list[CaseRow] = []
+    async with contextlib.aclosing(store.iter_run_results(run_id, chunk=size)) as results:
+        async for r in results:
+            rows.append(case_row(stored_case(r, ())))
+            if len(rows) == size:
+                yield rows
+                rows = []  # a page is not held while the next one is read
+    if rows:
+        yield rows
 
 
 async def stored_case_rows(store: RunStore, run_id: str, case_ids: Collection[str]) -> list[CaseRow]:

@@ -197,11 +197,14 @@ async def compare_runs(
     run_a: str,
     run_b: str,
     flipped: Callable[[FlipKind, FlippedCase], None] | None = None,
+    *,
+    cursor: bool = True,
 ) -> RunComparison:
     """Compare run ``run_a`` (baseline) with run ``run_b`` (candidate), their case rows read from the store a
-    page at a time (:func:`~ragpulse.services.compare.compare_stored`: memory does not grow with the runs).
-    With ``flipped`` (e.g. a :class:`~ragpulse.services.compare.FlippedSpool`) the flipped cases go there and
-    the result's lists stay empty.
+    page at a time (:func:`~ragpulse.services.compare.compare_stored`: memory does not grow with the runs; it
+    uses two pooled connections at once unless not ``cursor``). With ``flipped`` (e.g. a
+    :class:`~ragpulse.services.compare.FlippedSpool`) the flipped cases go there and the result's lists stay
+    empty.
 
     Raises:
         NotFoundError: either run does not exist.
@@ -209,7 +212,7 @@ async def compare_runs(
     """
     a = await run_report(store, run_a)
     b = await run_report(store, run_b)
-    return await compare_stored(store, a, b, flipped)
+    return await compare_stored(store, a, b, flipped, cursor=cursor)
 
 
 class RejudgeSummary(BaseModel):
