@@ -22,7 +22,8 @@ async def test_the_task_has_finished_when_it_returns() -> None:
     task = asyncio.create_task(worker())
     await asyncio.sleep(0)
     await cancel_and_wait(task)
-    assert task.cancelled() and steps == ["cleaned up"]
+    assert task.cancelled()
+    assert steps == ["cleaned up"]
 
 
 async def test_an_error_while_stopping_propagates_unless_swallowed() -> None:
@@ -39,7 +40,8 @@ async def test_an_error_while_stopping_propagates_unless_swallowed() -> None:
     quiet = asyncio.create_task(failing())
     await asyncio.sleep(0)
     await cancel_and_wait(quiet, swallow_errors=True)
-    assert quiet.done() and isinstance(quiet.exception(), RuntimeError)
+    assert quiet.done()
+    assert isinstance(quiet.exception(), RuntimeError)
 
 
 async def test_a_finished_task_is_left_as_it_was() -> None:
