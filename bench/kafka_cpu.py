@@ -167,6 +167,7 @@ async def end_to_end(
                 "SELECT count(DISTINCT trace_id) AS n, extract(epoch FROM max(created_at) - min(created_at)) AS s "
                 "FROM judgements"
             )
+            assert span is not None  # an aggregate: one row
             judgements = int(await mon.fetchval("SELECT count(*) FROM judgements"))
             # one store write = one transaction = one now(): the number of writes
             writes = int(await mon.fetchval("SELECT count(DISTINCT created_at) FROM judgements"))
@@ -307,7 +308,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await ka.start()
         await ka.create_topics([NewTopic(topic, args.partitions, 1)])
         await ka.close()
-        await kafka_bench._produce(broker.bootstrap, topic, args.events)
+        events = kafka_bench.replay_events(args.events) if args.workload == "replay" else None
+        await kafka_bench._produce(broker.bootstrap, topic, args.events, events=events)
         e2e = await end_to_end(args, broker, topic, url1, db1)
         commit_s = args.events / e2e["traces_per_s"] if e2e["traces_per_s"] else 0.0
         st = await stages(args, broker, topic, url2, db2, commit_s)
@@ -322,6 +324,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     pg["rest"] = e2e["postgres_ms"] - sum(pg.values())
     return {
         "events": args.events,
+        "workload": args.workload,
         "partitions": args.partitions,
         "end_to_end": e2e,
         "ragpulse_ms_per_trace": {k: round(v, 4) for k, v in py.items()},
@@ -343,7 +346,7 @@ def table(r: dict[str, Any]) -> str:
     lines.append(f"| **total** | **{r['total_ms_per_trace']:.3f}** |")
     lines.append("")
     lines.append(
-        f"{r['events']} events, {r['partitions']} partitions: {e['traces_per_s']} traces/s, "
+        f"{r['events']} events ({r['workload']}), {r['partitions']} partitions: {e['traces_per_s']} traces/s, "
         f"{e['traces_per_write']} traces per store write, peak RSS {e['rss_peak_mb']} MB, load average (1 min) {r['loadavg_1m'][0]} → {r['loadavg_1m'][1]}"
     )
     return "\n".join(lines)
@@ -358,6 +361,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=20000)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument(
+        "--workload",
+        choices=("small", "replay"),
+        default="small",
+        help="small: kafka_bench's events (2 chunks of ~100 characters); replay: replay_bench's traces "
+        "(3-5 chunks of ~150 words, the dev bench)",
+    )
     ap.add_argument("--limit", type=float, default=1800.0, help="give up waiting after this many seconds")
     ap.add_argument("--profile", default=None, help="run serve under cProfile, write the stats here")
     ap.add_argument("--json", action="store_true")

@@ -569,9 +569,11 @@ def _hashable(v: Any) -> Any:
 
 
 #: Traces whose :attr:`Trace.content_hash` is remembered (oldest forgotten first; each entry holds a weak
-#: reference to its trace, checked on a hit, so a reused ``id`` never matches): enough for a Kafka poll (500), the
-#: engine queue (1,000) and the batches being written with the defaults.
-CONTENT_HASH_MEMO = 2048
+#: reference to its trace, checked on a hit, so a reused ``id`` never matches): a trace is asked for at the Kafka
+#: poll's prefetch, in the engine and in the store write, with up to a poll (500), the engine queue (1,000), the
+#: workers (256) and the results waiting for the writer in between; 2,048 missed half of the later asks in the
+#: Kafka bench. About 200 bytes an entry.
+CONTENT_HASH_MEMO = 8192
 _CONTENT_HASHES: dict[int, tuple[weakref.ref[Trace], str]] = {}
 
 

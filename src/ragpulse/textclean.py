@@ -54,7 +54,10 @@ def repair_text(s: str) -> str:
 
 
 def needs_cleaning(text: str) -> bool:
-    """True when ``text`` holds a NUL or a surrogate code point."""
+    """True when ``text`` holds a NUL or a surrogate code point. ASCII text (``str.isascii`` reads a flag
+    CPython keeps on every string) can hold only the NUL, found without a regex."""
+    if text.isascii():
+        return "\x00" in text
     return _BAD.search(text) is not None
 
 
@@ -64,7 +67,7 @@ def clean_text(text: str) -> str: ...
 def clean_text(text: None) -> None: ...
 def clean_text(text: str | None) -> str | None:
     """``text`` without NUL characters and with lone surrogates replaced by U+FFFD (``None`` stays)."""
-    if text is None or _BAD.search(text) is None:
+    if text is None or not needs_cleaning(text):
         return text
     return repair_text(text.replace("\x00", ""))
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from types import TracebackType
-from typing import Self
+from typing import Self, cast
 
 import structlog
 
@@ -570,8 +570,7 @@ class Engine:
             )
         reused = await self._reused_shadows(trace, runnable) if self._reusable else {}
         to_run = [j for j in runnable if j.name not in reused]
-        with structlog.contextvars.bound_contextvars(trace_id=trace.trace_id):
-            made = await self._run_judges(to_run, trace)
+        made = await self._run_judges(to_run, trace)
         if reused:
             by_judge = dict(zip((j.name for j in to_run), made, strict=True))
             ran: Sequence[Judgement] = [reused.get(j.name) or by_judge[j.name] for j in runnable]
@@ -628,17 +627,21 @@ class Engine:
     async def _run_judges(self, judges: Sequence[Judge], trace: Trace) -> list[Judgement]:
         """The judgements of ``judges`` on ``trace``, in their order: judges that decide without I/O
         (:func:`~ragpulse.protocols.judge_inline`, the heuristic ones) are called directly, one after the
-        other; the rest run concurrently (one task each when there are several)."""
+        other; the rest run concurrently (one task each when there are several), with ``trace_id`` bound in
+        structlog's context for what they log while they wait (inline judges name the trace themselves)."""
         made: list[Judgement | None] = [
             self._run_inline(j, trace) if self._is_inline(j) else None for j in judges
         ]
         waiting = [i for i, m in enumerate(made) if m is None]
-        if len(waiting) == 1:
-            made[waiting[0]] = await self._run_judge(judges[waiting[0]], trace)
-        elif waiting:
-            done = await asyncio.gather(*(self._run_judge(judges[i], trace) for i in waiting))
-            for i, m in zip(waiting, done, strict=True):
-                made[i] = m
+        if not waiting:
+            return cast("list[Judgement]", made)
+        with structlog.contextvars.bound_contextvars(trace_id=trace.trace_id):
+            if len(waiting) == 1:
+                made[waiting[0]] = await self._run_judge(judges[waiting[0]], trace)
+            else:
+                done = await asyncio.gather(*(self._run_judge(judges[i], trace) for i in waiting))
+                for i, m in zip(waiting, done, strict=True):
+                    made[i] = m
         return [m for m in made if m is not None]
 
     def _is_inline(self, judge: Judge) -> bool:
@@ -656,7 +659,7 @@ class Engine:
             problem = f"judge_exception: returned {type(out).__name__}, not a Judgement"
         except Exception as e:
             problem = f"judge_exception: {type(e).__name__}: {e}"
-        return self._judge_raised(judge, problem, started)
+        return self._judge_raised(judge, problem, started, trace.trace_id)
 
     async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
         """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""
@@ -670,12 +673,12 @@ class Engine:
             raise
         except Exception as e:
             problem = f"judge_exception: {type(e).__name__}: {e}"
-        return self._judge_raised(judge, problem, started)
+        return self._judge_raised(judge, problem, started, trace.trace_id)
 
-    def _judge_raised(self, judge: Judge, problem: str, started: float) -> Judgement:
+    def _judge_raised(self, judge: Judge, problem: str, started: float, trace_id: str) -> Judgement:
         """The ``error`` judgement of a judge that raised or returned something else (counted, logged)."""
         self.stats.judge_exceptions += 1
-        log.error("judge_raised", judge=judge.name, problem=problem[:300])
+        log.error("judge_raised", judge=judge.name, trace_id=trace_id, problem=problem[:300])
         return Judgement(
             judge=judge.name,
             version=judge.version,

@@ -137,7 +137,7 @@ class MetricsExporter:
                 sums,
             )
         # a copy of a stored shadow judgement (flags.reused_from, a promoted shadow) made no judge call
-        called = getattr(j.flags, "reused_from", None) is None
+        called = (j.flags.model_extra or {}).get("reused_from") is None  # an extra flag: no getattr fallback
         if j.status is not JudgementStatus.SKIPPED and called:
             telemetry.JUDGE_LATENCY.record(max(0.0, j.latency_s), {"judge": j.judge})
         if j.prompt_tokens > 0:

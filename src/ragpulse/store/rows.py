@@ -141,13 +141,21 @@ def dumps(value: Any) -> str:
 
     Fast path: plain ``json.dumps``; the sanitising walk runs only when that fails or the text holds a NUL.
     """
+    if not value and type(value) in _EMPTY:  # most list columns of a trace are empty
+        return _EMPTY[type(value)]
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _JSON.encode(value)
     except (TypeError, ValueError):
         text = None
+    # json escapes a NUL as \u0000, so the text itself can only hold lone surrogates
     if text is None or "\\u0000" in text or needs_cleaning(text):
-        text = json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _JSON.encode(_jsonable(value))
     return text
+
+
+#: One encoder for every ``jsonb`` value (``json.dumps`` with options builds a new one per call).
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_EMPTY: dict[type, str] = {list: "[]", tuple: "[]", dict: "{}"}
 
 
 def utc(dt: datetime | None) -> datetime | None:

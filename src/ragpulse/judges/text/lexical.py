@@ -88,13 +88,20 @@ _META_ZH = re.compile(
 
 
 def has_cjk(text: str) -> bool:
-    """True when ``text`` holds at least one CJK ideograph."""
-    return _CJK_RE.search(text) is not None
+    """True when ``text`` holds at least one CJK ideograph. ``str.isascii`` reads a flag CPython keeps on
+    every string, so English text costs no regex search."""
+    return not text.isascii() and _CJK_RE.search(text) is not None
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """``(start, end)`` of the sentences/clauses of ``text`` that hold at least one content token, in order:
-    ``text[start:end]`` is the sentence without surrounding white space."""
+    ``text[start:end]`` is the sentence without surrounding white space. Cached by text (LRU of 1,024): the
+    relevancy and faithfulness judges of one trace both split its answer."""
+    return list(_sentence_spans_cached(text))
+
+
+@lru_cache(maxsize=1024)
+def _sentence_spans_cached(text: str) -> tuple[tuple[int, int], ...]:
     out: list[tuple[int, int]] = []
     cuts = [(m.start(), m.end()) for m in _SENT_SPLIT_RE.finditer(text)]
     begin = 0
@@ -105,7 +112,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
             start = begin + (len(part) - len(part.lstrip()))
             out.append((start, start + len(stripped)))
         begin = cut_end
-    return out
+    return tuple(out)
 
 
 def sentences(text: str) -> list[str]:
@@ -115,7 +122,9 @@ def sentences(text: str) -> list[str]:
 
 def is_meta_statement(sentence: str) -> bool:
     """True when the sentence talks about the context (lacks/mentions/is about) rather than stating facts."""
-    return bool(_META_EN.search(sentence) or _META_ZH.search(sentence))
+    if _META_EN.search(sentence):
+        return True
+    return not sentence.isascii() and _META_ZH.search(sentence) is not None
 
 
 def is_courtesy(sentence: str) -> bool:
@@ -147,7 +156,7 @@ def salient_terms(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for m in _WORDISH_RE.finditer(text):
         word, i = m.group(0), m.start()
-        if "." in word or _CAMEL_RE.search(word):
+        if "." in word or (not word.islower() and _CAMEL_RE.search(word)):  # camelCase needs a capital
             out[word.casefold()] = NUMBER_WEIGHT
             continue
         if not word[0].isupper() or i == 0:
@@ -163,7 +172,7 @@ def salient_terms(text: str) -> dict[str, float]:
 def token_weight(token: str, salient: Mapping[str, float]) -> float:
     """Weight of ``token`` in support scores: digits → :data:`NUMBER_WEIGHT`, else its weight in
     ``salient`` (:func:`salient_terms`), else 1."""
-    if _DIGIT_RE.search(token):
+    if not token.isalpha() and _DIGIT_RE.search(token):  # letters only: no digit (no regex)
         return NUMBER_WEIGHT
     return salient.get(token, 1.0)
 
@@ -212,9 +221,16 @@ def best_chunk_support(
         return 1.0, -1
     weights = [token_weight(t, salient) for t in distinct]
     total = sum(weights)
+    # token_supported, with its per-token part (is it a Chinese word to look for as a substring?) done once
+    substring = [len(t) >= 2 and has_cjk(t) for t in distinct]
     best, best_i = 0.0, -1
     for i, ch in enumerate(chunks):
-        got = sum(w for t, w in zip(distinct, weights, strict=True) if token_supported(t, ch))
+        found, folded = ch.tokens, ch.folded
+        got = sum(
+            w
+            for t, w, sub in zip(distinct, weights, substring, strict=True)
+            if t in found or (sub and t in folded)
+        )
         if got > best:
             best, best_i = got, i
             if got >= total:
@@ -255,6 +271,7 @@ _NUMBER_WORDS = frozenset(
 
 
 _WORD_RUN_RE = re.compile(r"\w+")
+_CAPITAL_RUN_RE = re.compile(r"\b[A-Z]\w*")
 
 
 def _named_at(text: str, word: str, start: int) -> bool:
@@ -276,8 +293,9 @@ def _names(text: str) -> frozenset[str] | None:
     (chunks come back for every sentence of an answer)."""
     if not text.isascii():
         return None
+    # only runs that start with a capital can be names: in ASCII text those are the matches of \b[A-Z]\w*
     return frozenset(
-        m.group(0).lower() for m in _WORD_RUN_RE.finditer(text) if _named_at(text, m.group(0), m.start())
+        m.group(0).lower() for m in _CAPITAL_RUN_RE.finditer(text) if _named_at(text, m.group(0), m.start())
     )
 
 
@@ -293,7 +311,7 @@ def _kind(token: str, text: str, names: frozenset[str] | None = None) -> str | N
     ``text``, not all capitals), ``zh``
     (a Chinese word of two or more characters); ``None`` for other words. ``names``: :func:`_names` of
     ``text`` when the caller has it (same answer, no search)."""
-    if _DIGIT_RE.search(token) or token in _NUMBER_WORDS:
+    if (not token.isalpha() and _DIGIT_RE.search(token)) or token in _NUMBER_WORDS:
         return "num"
     if has_cjk(token):
         return "zh" if len(token) >= 2 else None

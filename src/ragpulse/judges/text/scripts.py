@@ -38,7 +38,7 @@ MIN_SHARE = 0.1
 def unreadable_script(texts: Iterable[str | None]) -> str | None:
     """The name of the first script of :data:`_SCRIPTS` that makes one of ``texts`` unreadable, else ``None``."""
     for text in texts:
-        if not text or _ANY.search(text) is None:
+        if not text or text.isascii() or _ANY.search(text) is None:
             continue
         letters = sum(1 for ch in text if ch.isalpha())
         for name, rx in _RES.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 from functools import lru_cache
+from itertools import filterfalse
 
 __all__ = ["content_tokens", "detect_language", "is_abstention", "tokens"]
 
@@ -63,6 +64,8 @@ _ABSTAIN_ZH = tuple(
     ).split("|")
 )
 
+_STOPWORDS = EN_STOPWORDS | ZH_STOPWORDS
+
 _jieba_lock = threading.Lock()
 
 
@@ -90,8 +93,19 @@ def _segment_cjk(run: str) -> list[str]:
     return [w for w in jb.lcut(run) if w.strip()]  # type: ignore[attr-defined]
 
 
+#: :data:`_SEGMENT_RE` for ASCII text already lower-cased: no CJK runs, and a word character is a letter or digit.
+_ASCII_SEGMENT_RE = re.compile(r"[a-z0-9]+(?:[.'-][a-z0-9]+)*")
+
+
 @lru_cache(maxsize=4096)
 def _tokens_cached(text: str) -> tuple[str, ...]:
+    if text.isascii():  # most English text: one lower() and one findall (casefold is lower() on ASCII)
+        return tuple(_ASCII_SEGMENT_RE.findall(text.lower()))
+    return _segment(text)
+
+
+def _segment(text: str) -> tuple[str, ...]:
+    """Tokens of any text: jieba words for CJK runs, other words case-folded."""
     out: list[str] = []
     for m in _SEGMENT_RE.finditer(text):
         piece = m.group(0)
@@ -111,7 +125,7 @@ def tokens(text: str | None) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def _content_tokens_cached(text: str) -> tuple[str, ...]:
-    return tuple(t for t in _tokens_cached(text) if t not in EN_STOPWORDS and t not in ZH_STOPWORDS)
+    return tuple(filterfalse(_STOPWORDS.__contains__, _tokens_cached(text)))  # the loop runs in C
 
 
 def content_tokens(text: str | None) -> list[str]:
