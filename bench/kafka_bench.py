@@ -257,6 +257,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 "SELECT count(DISTINCT trace_id) AS n, extract(epoch FROM max(created_at) - min(created_at)) AS s "
                 "FROM judgements"
             )
+            assert span is not None  # an aggregate: one row
             if span["n"] and span["s"]:
                 out["stored_traces"] = span["n"]
                 out["traces_per_s"] = round(span["n"] / float(span["s"]), 1)
@@ -267,6 +268,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                        FROM (SELECT extract(epoch FROM max(j.created_at) - t.end_time) AS lag
                              FROM traces t JOIN judgements j USING (trace_id) GROUP BY t.trace_id, t.end_time) x"""
                 )
+                assert q is not None
                 out["lag_p50_s"] = round(float(q["p50"]), 3)
                 out["lag_p99_s"] = round(float(q["p99"]), 3)
                 out["lag_max_s"] = round(float(q["max"]), 3)

@@ -167,6 +167,7 @@ async def end_to_end(
                 "SELECT count(DISTINCT trace_id) AS n, extract(epoch FROM max(created_at) - min(created_at)) AS s "
                 "FROM judgements"
             )
+            assert span is not None  # an aggregate: one row
             judgements = int(await mon.fetchval("SELECT count(*) FROM judgements"))
             # one store write = one transaction = one now(): the number of writes
             writes = int(await mon.fetchval("SELECT count(DISTINCT created_at) FROM judgements"))

@@ -78,7 +78,7 @@ async def main() -> None:
         otlp_max_pending_traces=max(10000, args.traces),
     )
     sink = CountingSink(args.traces)
-    store = await PostgresStore.connect(args.journal, settings) if args.journal else None
+    store = await PostgresStore.connect(args.journal, settings.store) if args.journal else None
     async with OtlpReceivers(settings.otlp, sink, pending=store) as r:
         port = r.http_port if args.transport == "http" else r.grpc_port
         queue: asyncio.Queue[list[Trace]] = asyncio.Queue()

@@ -11,10 +11,20 @@ PostgreSQL at ``--database-url`` (default: a private database on 127.0.0.1:5432,
 4. in this process: the first page of ``runs show`` (the stored report plus 200 case rows, what the text output
    prints after the interpreter has started) and a page in the middle (keyset), each timed 3 times.
 
-For 1–3: wall time (s), the child's CPU time (user + system, s) and peak RSS (MB, ``wait4`` rusage
+With ``--compare``, a second run of the same test set whose answers changed (every 10th answer loses its
+keywords, every 7th gets all of them: cases flip both ways; the test set is stored again under its name, so both
+runs share case ids and positions) is replayed and these are measured as well:
+
+5. ``ragpulse runs compare A B --json`` and 6. ``ragpulse runs compare A B`` (text);
+7. ``ragpulse gate B --min pass_rate=0.5 --junit FILE``.
+
+``--compare-only`` runs 5–7 alone on runs already in ``--database-url`` (e.g. to measure another checkout's
+code on the same runs: ``PYTHONPATH=<checkout>/src``).
+
+For 1–3 and 5–7: wall time (s), the child's CPU time (user + system, s) and peak RSS (MB, ``wait4`` rusage
 ``ru_maxrss``), and the load average when it ended. Usage::
 
-    PYTHONPATH=src python bench/replay_scale.py --cases 100000
+    PYTHONPATH=src python bench/replay_scale.py --cases 100000 [--compare]
 """
 
 from __future__ import annotations
@@ -43,17 +53,24 @@ def _text(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
 
-def write_cases(path: Path, n: int, seed: int = 0) -> None:
+def write_cases(path: Path, n: int, seed: int = 0, *, changed: bool = False) -> None:
+    """The test set; ``changed``: the same cases with other answers (every 10th without its keywords, every 7th
+    with all of them)."""
     rng = random.Random(seed)
     with path.open("w", encoding="utf-8") as fh:
         for i in range(n):
             contexts = [_text(rng, 60) for _ in range(3)]
             kws = rng.sample(WORDS, 3)
+            answer = contexts[0][:200] + " " + " ".join(kws[:2])
+            if changed and i % 10 == 0:
+                answer = "I could not find that in the documents."
+            elif changed and i % 7 == 0:
+                answer = contexts[0][:200] + " " + " ".join(kws)
             row = {
                 "id": f"c{i:06d}",
                 "question": f"What does the {kws[0]} {kws[1]} rule say? {_text(rng, 8)}",
                 "contexts": contexts,
-                "answer": contexts[0][:200] + " " + " ".join(kws[:2]),
+                "answer": answer,
                 "expected_answer": _text(rng, 20),
                 "keywords": kws,
                 "app": "bench",
@@ -117,12 +134,22 @@ def main() -> None:
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--workdir", default=None, help="where the JSONL and outputs go (default: a temp dir)")
     ap.add_argument("--show-only", action="store_true", help="skip the replay (the run is in --database-url)")
+    ap.add_argument(
+        "--compare", action="store_true", help="also replay a changed run; time compare and JUnit"
+    )
+    ap.add_argument(
+        "--compare-only", action="store_true", help="only compare and JUnit (both runs are in --database-url)"
+    )
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="ragpulse-scale-"))
     work.mkdir(parents=True, exist_ok=True)
     cases = work / f"scale_{args.cases}.jsonl"
     if not cases.exists():
         write_cases(cases, args.cases)
+    changed = work / "changed" / cases.name  # same file name: the same test set name
+    if args.compare and not changed.exists():
+        changed.parent.mkdir(exist_ok=True)
+        write_cases(changed, args.cases, changed=True)
     db_name = None
     url = args.database_url
     if url is None:
@@ -134,25 +161,40 @@ def main() -> None:
     env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1] / "src"))
     exe = [sys.executable, "-m", "ragpulse"]
     run_id = f"scale-{args.cases}"
+    run_b = f"{run_id}-changed"
     try:
         load = os.getloadavg()[0]
         print(f"cases={args.cases} file={cases.stat().st_size / 1e6:.1f} MB load1={load:.2f}")
+        replay = [*exe, "replay", str(cases), "--judges", "keyword", "--run-id", run_id, "--json"]
         steps = [
-            (
-                "replay --json",
-                [*exe, "replay", str(cases), "--judges", "keyword", "--run-id", run_id, "--json"],
-            ),
+            ("replay --json", replay),
             ("runs show --json", [*exe, "runs", "show", run_id, "--json"]),
             ("runs show (text)", [*exe, "runs", "show", run_id]),
         ]
-        for label, cmd in steps[1:] if args.show_only else steps:
+        if args.show_only:
+            steps = steps[1:]
+        compare = [
+            ("runs compare --json", [*exe, "runs", "compare", run_id, run_b, "--json"]),
+            ("runs compare (text)", [*exe, "runs", "compare", run_id, run_b]),
+            (
+                "gate --junit",
+                [*exe, "gate", run_b, "--min", "pass_rate=0.5", "--junit", str(work / "junit.xml")],
+            ),
+        ]
+        if args.compare_only:
+            steps = compare
+        elif args.compare:
+            replay_b = [*exe, "replay", str(changed), "--judges", "keyword", "--run-id", run_b]
+            steps += [("replay changed", [*replay_b, "--replace-test-set", "--json"]), *compare]
+        for label, cmd in steps:
             out = work / f"{label.replace(' ', '_').replace('-', '')}.out"
             rc, wall, rss, cpu = run(cmd, env, out)
             print(
-                f"{label:18s} rc={rc} wall={wall:7.1f} s  cpu={cpu:7.1f} s  peak RSS={rss:7.1f} MB  "
+                f"{label:20s} rc={rc} wall={wall:7.1f} s  cpu={cpu:7.1f} s  peak RSS={rss:7.1f} MB  "
                 f"stdout={out.stat().st_size / 1e6:.1f} MB  load1={os.getloadavg()[0]:.2f}"
             )
-        asyncio.run(first_page(url, run_id, args.cases))
+        if not args.compare_only:
+            asyncio.run(first_page(url, run_id, args.cases))
     finally:
         if db_name:
             asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))

@@ -88,6 +88,13 @@ SELECT (SELECT count(*) FROM traces) AS traces, (SELECT count(*) FROM judgements
 """
 
 
+async def _one(conn: asyncpg.Connection[Any], sql: str, *args: Any) -> dict[str, Any]:
+    """The single row of an aggregate query, as a dict."""
+    row = await conn.fetchrow(sql, *args)
+    assert row is not None
+    return dict(row)
+
+
 def _load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
@@ -160,7 +167,7 @@ async def load(args: argparse.Namespace) -> None:
         t1 = time.perf_counter()
         await stats.refresh_rollup(store)
         print(f"hourly rollup in {time.perf_counter() - t1:.0f} s", flush=True)
-        print(dict(await conn.fetchrow(TOTALS)))
+        print(await _one(conn, TOTALS))
         size = await conn.fetchval("SELECT pg_size_pretty(pg_database_size(current_database()))")
         print(f"loaded in {time.perf_counter() - t0:.0f} s, {size}, load {_load()}")
     finally:
@@ -173,8 +180,9 @@ async def run_measure(args: argparse.Namespace) -> None:
     store = await PostgresStore.connect(url, Settings(database_url=url, database_pool_max=4).store)
     conn = await asyncpg.connect(url)
     try:
-        now, n = await conn.fetchrow("SELECT now, traces FROM bench_meta")
-        totals = dict(await conn.fetchrow(TOTALS))
+        meta = await _one(conn, "SELECT now, traces FROM bench_meta")
+        now, n = meta["now"], meta["traces"]
+        totals = await _one(conn, TOTALS)
         print(f"data: {totals} (load {_load()})", flush=True)
         if not args.no_queries:
             await stats.refresh_rollup(store)
@@ -226,11 +234,11 @@ async def _prune_round(
     conn: asyncpg.Connection[Any], store: PostgresStore, n: int, days: float, legacy: bool
 ) -> str:
     """Prune the oldest ``days`` (legacy SQL or ``store.prune``) under a concurrent writer; one table row."""
-    totals = dict(await conn.fetchrow(TOTALS))
+    totals = await _one(conn, TOTALS)
     oldest = await conn.fetchval("SELECT min(received_at) FROM traces")
     # half-way between two traces, so the few ms between this and the prune's now() cannot move the cut
     cut = oldest + timedelta(days=days) + timedelta(days=30) / n / 2
-    old = dict(await conn.fetchrow(OLD_COUNTS, cut))
+    old = await _one(conn, OLD_COUNTS, cut)
     lat_idle: list[float] = []
     stop = asyncio.Event()
     w = asyncio.create_task(_writer(store, stop, lat_idle))
@@ -253,8 +261,8 @@ async def _prune_round(
     stop.set()
     await w
     wal = await conn.fetchval("SELECT pg_current_wal_lsn() - $1::pg_lsn", lsn0)
-    left = dict(await conn.fetchrow(OLD_COUNTS, cut))
-    after = dict(await conn.fetchrow(TOTALS))
+    left = await _one(conn, OLD_COUNTS, cut)
+    after = await _one(conn, TOTALS)
     written = (len(lat_idle) + len(lat_prune)) * 20
     expect = {k: totals[k] - old[k] for k in totals}
     expect["traces"] += written

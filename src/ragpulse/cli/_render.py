@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
 from ragpulse.model import JudgementStatus, TraceResult
 from ragpulse.protocols import RunStore
-from ragpulse.services.compare import RunComparison
+from ragpulse.services.compare import FLIP_KINDS, FlipKind, FlippedCase, FlippedSpool, RunComparison
 from ragpulse.services.diagnosis import diagnose_case
 from ragpulse.services.report_model import CaseRow, RunReport
 from ragpulse.services.reports import case_rows_page, write_report_json
 from ragpulse.services.runs import RunSummary
 from ragpulse.services.traces import newest_per_judge
 
-__all__ = ["emit_report", "fmt", "print_compare", "print_report", "print_runs", "print_trace", "stdout"]
+__all__ = [
+    "emit_report",
+    "fmt",
+    "print_compare",
+    "print_long_table",
+    "print_report",
+    "print_runs",
+    "print_trace",
+    "stdout",
+]
+
+#: Rows of a table :func:`print_long_table` renders at a time.
+TABLE_CHUNK = 500
 
 
 def stdout() -> Console:
@@ -189,9 +203,80 @@ def print_runs(runs: Sequence[RunSummary], console: Console | None = None) -> No
     c.print(t)
 
 
-def print_compare(cmp: RunComparison, console: Console | None = None) -> None:
+def print_long_table(
+    c: Console,
+    headers: Sequence[str],
+    rows: Callable[[], Iterable[Sequence[str]]],
+    *,
+    chunk: int | None = None,
+) -> None:
+    """Print ``Table(*headers)`` with the rows ``rows()`` gives (a new pass each call; called twice when there are
+    more than ``chunk`` rows): the same output as one table of every row, rendered ``chunk`` rows at a time so
+    a long table is never held whole.
+
+    A table's column widths depend only on its header and, per column, the largest minimum and the largest
+    maximum width of its cells: a first pass finds those cells (two "proxy" rows); each chunk is then rendered
+    as a table of the proxy rows and the chunk's rows (so with the whole table's widths) and only the chunk's
+    lines are printed (the header once, the bottom border once). ``chunk`` ``None``: :data:`TABLE_CHUNK`."""
+    chunk = chunk or TABLE_CHUNK
+    head: list[Sequence[str]] = []
+    for row in rows():
+        head.append(row)
+        if len(head) > chunk:
+            break
+    if len(head) <= chunk:
+        t = Table(*headers)
+        for row in head:
+            t.add_row(*row)
+        c.print(t)
+        return
+    del head
+    options = c.options.update(
+        justify=None, overflow=None, height=None, no_wrap=None, markup=None, highlight=None
+    )
+    widest_min: list[tuple[int, str]] = [(-1, "")] * len(headers)
+    widest_max: list[tuple[int, str]] = [(-1, "")] * len(headers)
+    for row in rows():
+        for i, cell in enumerate(row):
+            m = Measurement.get(c, options, cell)
+            if m.minimum > widest_min[i][0]:
+                widest_min[i] = (m.minimum, cell)
+            if m.maximum > widest_max[i][0]:
+                widest_max[i] = (m.maximum, cell)
+    proxy = [[cell for _, cell in widest_min], [cell for _, cell in widest_max]]
+
+    def lines(body: Iterable[Sequence[str]]) -> list[list[Segment]]:
+        t = Table(*headers)
+        for row in body:
+            t.add_row(*row)
+        return c.render_lines(t, options, pad=False, new_lines=False)
+
+    with_proxy = len(lines(proxy))  # top border, header, separator, the proxy rows, bottom border
+    proxy_lines = len(lines(proxy + proxy)) - with_proxy
+    head_lines = with_proxy - proxy_lines - 1
+
+    def emit(body: list[Sequence[str]], first: bool, last: bool) -> None:
+        got = lines([*proxy, *body])
+        kept = got[:head_lines] if first else []
+        kept += got[head_lines + proxy_lines : None if last else -1]
+        c.print(Segments([seg for line in kept for seg in (*line, Segment.line())]))
+
+    body: list[Sequence[str]] = []
+    first = True
+    for row in rows():
+        if len(body) == chunk:
+            emit(body, first, False)
+            body, first = [], False
+        body.append(row)
+    emit(body, first, True)
+
+
+def print_compare(
+    cmp: RunComparison, console: Console | None = None, flipped: FlippedSpool | None = None
+) -> None:
     """Averages side by side and the cases that flipped (see :func:`ragpulse.services.compare.compare_reports`);
-    a figure over no cases (no shared case, or a judge that scored none) prints ``n/a``."""
+    a figure over no cases (no shared case, or a judge that scored none) prints ``n/a``. The flipped cases are
+    ``cmp``'s, or read from ``flipped`` when given (:func:`print_long_table`: never all in memory)."""
     c = console or stdout()
     a, b = cmp.run_a, cmp.run_b
     if cmp.shared_cases == 0:
@@ -206,13 +291,20 @@ def print_compare(cmp: RunComparison, console: Console | None = None) -> None:
             "n/a" if d is None else f"{d:+.3f}",
         )
     c.print(t)
-    for flipped, title in ((cmp.pass_to_fail, "pass → fail"), (cmp.fail_to_pass, "fail → pass")):
-        c.print(f"{title}: {len(flipped)} case(s)")
-        if flipped:
-            ft = Table("case", f"reason in {b}")
-            for f in flipped:
-                ft.add_row(f.case_id, _cut(f.reason_b))
-            c.print(ft)
+    held: dict[FlipKind, list[FlippedCase]] = {
+        "pass_to_fail": cmp.pass_to_fail,
+        "fail_to_pass": cmp.fail_to_pass,
+    }
+    for kind, title in zip(FLIP_KINDS, ("pass → fail", "fail → pass"), strict=True):
+        n = flipped.counts[kind] if flipped is not None else len(held[kind])
+        c.print(f"{title}: {n} case(s)")
+        if n:
+
+            def rows(kind: FlipKind = kind) -> Iterable[Sequence[str]]:
+                cases: Iterable[FlippedCase] = flipped.read(kind) if flipped is not None else held[kind]
+                return ((f.case_id, _cut(f.reason_b)) for f in cases)
+
+            print_long_table(c, ("case", f"reason in {b}"), rows)
 
 
 #: Styles of claim verdicts in the highlighted answer.

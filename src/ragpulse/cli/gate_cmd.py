@@ -5,7 +5,7 @@ Exit codes: 0 every threshold met, 1 a threshold breached (or the run failed), 2
 threshold, bad threshold, unknown metric or judge, unknown run), 3 the store could not be opened. A run without
 a stored report (still running, or traces sent through Kafka/OTLP with a run id) is gated on a report computed
 from its stored results. ``--junit FILE`` writes JUnit XML with one test case per test case of the run plus one
-per threshold (:mod:`ragpulse.services.junit`).
+per threshold (:mod:`ragpulse.services.junit`), the case rows streamed from the store.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ragpulse.services.gate import GateResult, evaluate_gate, gate_thresholds
 from ragpulse.services.judges import known_judge_names
 from ragpulse.services.junit import write_junit
 from ragpulse.services.report_model import CaseRow, RunReport
-from ragpulse.services.reports import case_rows_page, full_report, iter_case_rows
+from ragpulse.services.reports import case_rows_page, iter_case_rows
 from ragpulse.services.runs import run_report
 
 __all__ = ["gate"]
@@ -56,9 +56,9 @@ def gate(
     async def q(store: Store) -> tuple[RunReport, GateResult, list[CaseRow]]:
         report = await run_report(store, run_id)
         result = evaluate_gate(report, thresholds)
-        if junit:  # one test case per case: every row (memory grows with the run)
+        if junit:  # one test case per case, streamed from the store
             try:
-                write_junit(junit, await full_report(store, report), result.thresholds)
+                await write_junit(junit, store, report, result.thresholds)
             except OSError as e:
                 raise _common.fail(f"cannot write {junit}: {e}") from e
         if as_json:  # every failing case, id and reason only

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 import typer
@@ -19,7 +20,7 @@ from ragpulse.errors import NotFoundError
 from ragpulse.model import TraceResult
 from ragpulse.protocols import Store
 from ragpulse.services import runs as run_service
-from ragpulse.services.compare import RunComparison
+from ragpulse.services.compare import FlippedSpool, RunComparison, write_comparison_json
 from ragpulse.services.judges import split_names
 from ragpulse.services.runs import RunSummary, parse_since
 
@@ -84,19 +85,23 @@ def runs_compare(
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
     """Averages of two runs side by side, and the cases that flipped pass → fail (and back); exit 2 when the
-    runs share no case (every figure n/a)."""
+    runs share no case (every figure n/a). The runs' case rows are read a page at a time and the flipped cases
+    spooled to temporary files, so memory does not grow with the runs."""
     s = _common.settings()
+    with FlippedSpool() as spool:
 
-    async def q(store: Store) -> RunComparison:
-        return await run_service.compare_runs(store, run_a, run_b)
+        async def q(store: Store) -> RunComparison:
+            # a run is read through a cursor while the other is looked up: two connections (else pages)
+            return await run_service.compare_runs(store, run_a, run_b, spool, cursor=s.store.pool_max > 1)
 
-    cmp = _common.run_with_store(s, q)
-    if cmp.warning:
-        typer.secho(f"warning: {cmp.warning}", err=True, fg=typer.colors.YELLOW)
-    if json_out:
-        _dump(cmp.to_json())
-    else:
-        _render.print_compare(cmp)
+        cmp = _common.run_with_store(s, q)
+        if cmp.warning:
+            typer.secho(f"warning: {cmp.warning}", err=True, fg=typer.colors.YELLOW)
+        if json_out:
+            write_comparison_json(cmp, spool, sys.stdout)
+            sys.stdout.flush()
+        else:
+            _render.print_compare(cmp, flipped=spool)
     if cmp.shared_cases == 0:
         raise typer.Exit(2)
 

@@ -50,6 +50,7 @@ from aiokafka.structs import TopicPartition
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from ragpulse import telemetry
+from ragpulse.aio import cancel_and_wait
 from ragpulse.config import KafkaSettings, OtlpSettings
 from ragpulse.errors import IngestError, RagpulseError
 from ragpulse.ingest.events import EventRejected, parse_event
@@ -291,16 +292,12 @@ class KafkaSource:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout=2.0)
             except (TimeoutError, asyncio.CancelledError):
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._task
+                await cancel_and_wait(self._task, swallow_errors=True)
             except Exception:
                 log.exception("kafka_loop_failed")
         for aux in (self._probe, self._otlp_task):
             if aux is not None:
-                aux.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await aux
+                await cancel_and_wait(aux)
         self._pending.clear()
         self._drop_otlp(None)  # traces still in assembly: their messages stay uncommitted and are redelivered
         await self._wait_in_flight(None, deadline - time.monotonic())

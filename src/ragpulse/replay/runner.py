@@ -14,7 +14,6 @@ creating the run, the report, finishing or failing the run — is :mod:`ragpulse
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import re
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ragpulse.aio import cancel_and_wait
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.errors import ConfigError
@@ -184,9 +184,7 @@ async def heartbeat(store: RunStore, run_id: str, interval_s: float = RUN_HEARTB
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
 
 
 def _for_report(result: TraceResult) -> TraceResult:

@@ -7,11 +7,11 @@ stop with the rest of ``serve`` (the results stream's producer is flushed and cl
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Protocol
 
+from ragpulse.aio import cancel_and_wait
 from ragpulse.config import Settings
 from ragpulse.logging import get_logger
 from ragpulse.protocols import Judge
@@ -25,12 +25,6 @@ _log = get_logger("ragpulse.services.background")
 
 class BackgroundStore(CorrectedStore, OutboxStore, Protocol):
     """What the background tasks need from the store (``PostgresStore``)."""
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 async def start_background(
@@ -59,5 +53,5 @@ async def start_background(
         tasks.append(asyncio.create_task(run_results_stream(store, producer, topic), name="ragpulse-results"))
         _log.info("results_stream_started", topic=topic)
     for task in tasks:
-        stack.push_async_callback(_cancel, task)
+        stack.push_async_callback(cancel_and_wait, task)
     return tasks

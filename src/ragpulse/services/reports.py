@@ -43,7 +43,7 @@ import contextlib
 import json
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from typing import TextIO
 
 from ragpulse.model import JudgementFlags, JudgementStatus, RunStatus, TraceOutcome, TraceResult
@@ -74,6 +74,8 @@ __all__ = [
     "iter_case_rows",
     "run_status",
     "stored_case",
+    "stored_case_row_pages",
+    "stored_case_rows",
     "write_report_json",
 ]
 
@@ -326,20 +328,70 @@ def stored_case(result: TraceResult, judges: Iterable[str]) -> CaseResult:
 RowKey = tuple[int, str]
 
 
-async def iter_case_rows(store: RunStore, report: RunReport) -> AsyncIterator[CaseRow]:
+async def iter_case_rows(store: RunStore, report: RunReport, *, chunk: int = 1000) -> AsyncIterator[CaseRow]:
     """Every case row of ``report`` in run order: its own ``cases`` (``case_source="report"``), or the run's
-    stored results read through the store's cursor followed by the rows of cases that are not in the store
-    (``case_source="store"``). Memory stays bounded by the store's chunk.
+    stored results read through the store's cursor (``chunk`` rows at a time) followed by the rows of cases that
+    are not in the store (``case_source="store"``). Memory stays bounded by the store's chunk.
 
     Raises:
         StoreError: the store failed.
     """
     if report.case_source == "store":
-        async with contextlib.aclosing(store.iter_run_results(report.run_id)) as results:
+        async with contextlib.aclosing(store.iter_run_results(report.run_id, chunk=chunk)) as results:
             async for r in results:
                 yield case_row(stored_case(r, ()))
     for row in report.cases:
         yield row
+
+
+async def stored_case_row_pages(
+    store: RunStore, run_id: str, *, size: int = 500, cursor: bool = True
+) -> AsyncIterator[list[CaseRow]]:
+    """The rows of run ``run_id``'s stored results in run order, ``size`` at a time: read through one cursor
+    (:meth:`~ragpulse.protocols.RunStore.iter_run_results`, ``size`` rows a fetch, one query whatever the run's
+    size, like :func:`iter_case_rows`), which holds a pooled connection until the last page, so queries made
+    meanwhile (look-ups between pages) use another one; or, not ``cursor``, one keyset query a page
+    (:meth:`~ragpulse.protocols.RunStore.run_results_page`: no connection held between pages, for a pool of one
+    connection; each page is an index walk while the table statistics are current, a pass over the run's cases
+    when they are stale).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if not cursor:
+        after: RowKey | None = None
+        while True:
+            got = await store.run_results_page(run_id, after=after, limit=size)
+            last = len(got) < size
+            after = got[-1][0] if got else None
+            page = [case_row(stored_case(r, ())) for _, r in got]
+            del got  # a page's results and rows are not held while the next one is read
+            if page:
+                yield page
+            del page
+            if last:
+                return
+    rows: list[CaseRow] = []
+    async with contextlib.aclosing(store.iter_run_results(run_id, chunk=size)) as results:
+        async for r in results:
+            rows.append(case_row(stored_case(r, ())))
+            if len(rows) == size:
+                yield rows
+                rows = []  # a page is not held while the next one is read
+    if rows:
+        yield rows
+
+
+async def stored_case_rows(store: RunStore, run_id: str, case_ids: Collection[str]) -> list[CaseRow]:
+    """The rows of run ``run_id``'s stored results whose case id is one of ``case_ids`` (all of them when
+    several traces share a case id), in run order, read by key (not a pass over the run).
+
+    Raises:
+        StoreError: the store failed.
+    """
+    if not case_ids:
+        return []
+    return [case_row(stored_case(r, ())) for r in await store.run_results_by_case(run_id, sorted(case_ids))]
 
 
 async def case_rows_page(
@@ -413,9 +465,10 @@ async def write_report_json(store: RunStore, report: RunReport, out: TextIO) -> 
 
 
 async def full_report(store: RunStore, report: RunReport) -> RunReport:
-    """``report`` with every case row (and case diagnosis) in memory (``case_source="report"``): for consumers
-    that need them all at once (``runs compare``, JUnit, the gate's failing-case list); ``report`` itself when
-    it already carries them. Memory grows with the number of cases.
+    """``report`` with every case row (and case diagnosis) in memory (``case_source="report"``), for consumers
+    that need them all at once (tests, small runs; ``runs compare`` and ``gate --junit`` stream instead:
+    :func:`ragpulse.services.compare.compare_stored`, :func:`ragpulse.services.junit.write_junit`); ``report``
+    itself when it already carries them. Memory grows with the number of cases.
 
     Raises:
         StoreError: the store failed.

@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragpulse.aio import cancel_and_wait
 from ragpulse.config import JudgeModel, RagEndpoint, Settings
 from ragpulse.errors import NotFoundError
 from ragpulse.logging import get_logger
@@ -329,9 +330,7 @@ class RunWorker:
 
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
 
     def wake(self) -> None:
         """A run was queued here: look now instead of at the next poll."""
@@ -426,8 +425,6 @@ class RunWorker:
             try:
                 await task
             finally:
-                watcher.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await watcher
+                await cancel_and_wait(watcher, swallow_errors=True)
         await self.store.run_progress(run_id, state["done"], state["total"])
         log.info("run_cancelled" if gate.closed else "run_done", run_id=run_id, done=state["done"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,10 +19,10 @@ from ragpulse.engine import REUSED_FROM_SHADOW, Engine
 from ragpulse.errors import ConfigError, NotFoundError
 from ragpulse.model import Judgement, JudgementStatus, RunRecord, RunStatus, TraceResult
 from ragpulse.protocols import Exporter, RunStore, ShadowReuseLookup, WriteReport
-from ragpulse.services.compare import RunComparison, compare_reports
+from ragpulse.services.compare import FlipKind, FlippedCase, RunComparison, compare_stored
 from ragpulse.services.judges import open_judges
 from ragpulse.services.report_model import Counts, RunReport
-from ragpulse.services.reports import ReportBuilder, full_report, stored_case
+from ragpulse.services.reports import ReportBuilder, stored_case
 
 __all__ = [
     "RejudgeSummary",
@@ -192,16 +192,27 @@ async def run_report(store: RunStore, run_id: str) -> RunReport:
     return report
 
 
-async def compare_runs(store: RunStore, run_a: str, run_b: str) -> RunComparison:
-    """Compare run ``run_a`` (baseline) with run ``run_b`` (candidate).
+async def compare_runs(
+    store: RunStore,
+    run_a: str,
+    run_b: str,
+    flipped: Callable[[FlipKind, FlippedCase], None] | None = None,
+    *,
+    cursor: bool = True,
+) -> RunComparison:
+    """Compare run ``run_a`` (baseline) with run ``run_b`` (candidate), their case rows read from the store a
+    page at a time (:func:`~ragpulse.services.compare.compare_stored`: memory does not grow with the runs; it
+    uses two pooled connections at once unless not ``cursor``). With ``flipped`` (e.g. a
+    :class:`~ragpulse.services.compare.FlippedSpool`) the flipped cases go there and the result's lists stay
+    empty.
 
     Raises:
         NotFoundError: either run does not exist.
         StoreError: the store failed.
     """
-    a = await full_report(store, await run_report(store, run_a))
-    b = await full_report(store, await run_report(store, run_b))
-    return compare_reports(a, b)
+    a = await run_report(store, run_a)
+    b = await run_report(store, run_b)
+    return await compare_stored(store, a, b, flipped, cursor=cursor)
 
 
 class RejudgeSummary(BaseModel):

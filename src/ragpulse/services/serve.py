@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
+from ragpulse.aio import cancel_and_wait
 from ragpulse.config import Settings
 from ragpulse.errors import SourceFailedError
 from ragpulse.logging import get_logger
@@ -256,9 +257,7 @@ async def run_serve(
                 _log().error("source_failed", source=failure[0], error=str(failure[1]))
             _log().info("stopping", deadline_s=settings.engine.shutdown_deadline_s)
             if retention is not None:
-                retention.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await retention
+                await cancel_and_wait(retention)
     finally:
         shutdown_exporters(exporters)
     if failure is not None:

@@ -11,11 +11,11 @@ the alert rules leave them out.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
+from ragpulse.aio import cancel_and_wait
 from ragpulse.export.otel_setup import SCORE_BUCKETS
 from ragpulse.logging import get_logger
 from ragpulse.services.errors import BadRequest
@@ -231,6 +231,4 @@ class RollupRefresher:
 
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)

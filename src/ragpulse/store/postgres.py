@@ -421,6 +421,29 @@ class PostgresStore(PortalQueries):
             ),
         )
 
+    async def run_results_by_case(self, run_id: str, case_ids: Sequence[str]) -> list[TraceResult]:
+        """The results of run ``run_id`` whose case id (the trace's test case id, else its trace id) is one of
+        ``case_ids``, in run order, traces as in :meth:`run_results_page`: a look-up by key (each id through
+        the indexes on the run's case and trace ids), not a pass over the run.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not case_ids:
+            return []
+        return await self._run("run_results_by_case", lambda c: run_rows.fetch_by_case(c, run_id, case_ids))
+
+    async def run_case_keys(self, run_id: str, case_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """``(case id, trace id)`` of the results :meth:`run_results_by_case` finds, in the same order: which of
+        ``case_ids`` the run has, by which traces (nothing else read).
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not case_ids:
+            return []
+        return await self._run("run_case_keys", lambda c: run_rows.fetch_case_keys(c, run_id, case_ids))
+
     async def count_run_results(self, run_id: str) -> int:
         """How many traces are linked to run ``run_id`` (a trace is linked in the transaction that stores it
         with its judgements)."""

@@ -18,7 +18,15 @@ from ragpulse.model import Source, Trace, TraceOutcome, TraceResult
 from ragpulse.store.migrate import Conn
 from ragpulse.store.rows import Row, judgement_from_row
 
-__all__ = ["ALL_ROWS", "NO_POSITION", "RunCaseKey", "fetch_page", "with_judgements"]
+__all__ = [
+    "ALL_ROWS",
+    "NO_POSITION",
+    "RunCaseKey",
+    "fetch_by_case",
+    "fetch_case_keys",
+    "fetch_page",
+    "with_judgements",
+]
 
 #: Position of a case that has none in the run's test set (sorts last).
 NO_POSITION = 2147483647
@@ -51,6 +59,22 @@ _TRACE_COLUMNS = """t.trace_id, t.app, t.scenario, t.source, t.run_id, t.test_ca
 ALL_ROWS = f"SELECT {_TRACE_COLUMNS}, {_POS} AS case_pos {_FROM} ORDER BY case_pos, rc.trace_id"
 
 _TEST_SET = "(SELECT r.test_set FROM runs r WHERE r.run_id = $1)"
+
+# The cases of run $1 whose case id (the trace's test case id, else its trace id: a case row's ``case_id``) is
+# one of $2 (distinct ids). Each id is looked up by index, in run_cases by test case id (run_cases_run_case_idx)
+# and by trace id, so a page of ids costs its own rows whatever the run's size or the table statistics (the
+# lateral subquery is not flattened into a join the planner could turn into a pass over the run); the trace's
+# own test case id decides, and a case matches the one id equal to its case id.
+_BY_CASE_FROM = """FROM unnest($2::text[]) AS k(id)
+CROSS JOIN LATERAL (
+  SELECT rc.run_id, rc.trace_id, rc.test_case_id FROM run_cases rc WHERE rc.run_id = $1 AND rc.test_case_id = k.id
+  UNION
+  SELECT rc.run_id, rc.trace_id, rc.test_case_id FROM run_cases rc WHERE rc.run_id = $1 AND rc.trace_id = k.id) rc
+JOIN traces t ON t.trace_id = rc.trace_id AND coalesce(nullif(t.test_case_id, ''), t.trace_id) = k.id
+LEFT JOIN runs r ON r.run_id = rc.run_id
+LEFT JOIN test_cases tc ON tc.test_set = r.test_set AND tc.case_id = rc.test_case_id"""
+_BY_CASE = f"SELECT {_TRACE_COLUMNS}, {_POS} AS case_pos {_BY_CASE_FROM} ORDER BY case_pos, rc.trace_id"
+_KEYS_BY_CASE = f"SELECT k.id, rc.trace_id, {_POS} AS case_pos {_BY_CASE_FROM} ORDER BY case_pos, rc.trace_id"
 
 # Cases of the run's test set, walked in position order (index test_cases_set_position_idx, migration 140):
 # a page costs its own rows, not the run's.
@@ -145,6 +169,19 @@ async def fetch_page(
         offset,
     )
     return await _results(conn, keys + [(r["trace_id"], r["case_pos"]) for r in rest])
+
+
+async def fetch_by_case(conn: Conn, run_id: str, case_ids: Sequence[str]) -> list[TraceResult]:
+    """The results of run ``run_id`` whose case id is one of ``case_ids`` (every result of a case id that several
+    traces share), in run order, with their latest judgements."""
+    rows = await conn.fetch(_BY_CASE, run_id, sorted(set(case_ids)))
+    return [r for _, r in await with_judgements(conn, rows)]
+
+
+async def fetch_case_keys(conn: Conn, run_id: str, case_ids: Sequence[str]) -> list[tuple[str, str]]:
+    """``(case id, trace id)`` of the results :func:`fetch_by_case` finds, in the same order (no trace, no
+    judgement read)."""
+    return [(r["id"], r["trace_id"]) for r in await conn.fetch(_KEYS_BY_CASE, run_id, sorted(set(case_ids)))]
 
 
 async def _results(conn: Conn, keys: Sequence[tuple[str, int]]) -> list[tuple[RunCaseKey, TraceResult]]:

@@ -228,6 +228,16 @@ class MemoryStore:
             rows = [(k, r) for k, r in rows if not _passed(r)]
         return rows[offset : offset + limit]
 
+    async def run_results_by_case(self, run_id: str, case_ids: Sequence[str]) -> list[TraceResult]:
+        """The run's results of cases ``case_ids`` in run order (see the protocol)."""
+        wanted = set(case_ids)
+        return [r for _, r in self._run_order(run_id) if (r.trace.test_case_id or r.trace.trace_id) in wanted]
+
+    async def run_case_keys(self, run_id: str, case_ids: Sequence[str]) -> list[tuple[str, str]]:
+        """``(case id, trace id)`` of :meth:`run_results_by_case`."""
+        got = await self.run_results_by_case(run_id, case_ids)
+        return [(r.trace.test_case_id or r.trace.trace_id, r.trace.trace_id) for r in got]
+
     async def count_run_results(self, run_id: str) -> int:
         """How many traces of the run are stored."""
         return sum(1 for r in self.traces.values() if r.trace.run_id == run_id)

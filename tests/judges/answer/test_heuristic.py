@@ -82,6 +82,17 @@ def test_redact_text_keeps_answer_text_out_of_reasons() -> None:
     assert r.reason == "covers 0/3 question terms"
 
 
+def test_relevancy_reason_names_the_missing_question_words_not_their_stems() -> None:
+    r = HeuristicRelevancyJudge(S, {}).evaluate(
+        Trace(
+            trace_id="t",
+            question="Which questionnaires mention the onboarding procedure?",
+            answer="Clusters can be resized from the compute page in the workspace settings.",
+        )
+    )
+    assert r.reason == "covers 0/4 question terms; missing: mention, onboarding, procedure, questionnaires"
+
+
 def test_faithfulness_unsupported_answer_fails() -> None:
     # {rome} and {opened, 1925} are absent from the context → both sentences 0
     j = HeuristicFaithfulnessJudge(S, {}).evaluate(

@@ -114,7 +114,12 @@ class HeuristicRelevancyJudge(Judge):
         sents = lexical.sentences(answer)
         if sents and all(s.rstrip().endswith(("?", "？")) for s in sents):
             return Decision(0.0, "answers with a question", "question_back")
-        q_keys = {_stem_key(t, self.STEM_PREFIX) for t in q_tokens if t not in lexical.QUESTION_WORDS}
+        # key → the question's own word (the first with that key), for the reason: "missing: question", not "questi"
+        q_words: dict[str, str] = {}
+        for t in q_tokens:
+            if t not in lexical.QUESTION_WORDS:
+                q_words.setdefault(_stem_key(t, self.STEM_PREFIX), t)
+        q_keys = set(q_words)
         a_keys = {_stem_key(t, self.STEM_PREFIX) for t in a_tokens}
         folded = answer.casefold()
         # Chinese question words also count when they occur inside the answer's text (jieba may cut it
@@ -126,7 +131,7 @@ class HeuristicRelevancyJudge(Judge):
             return Decision(1.0, "short direct answer", "short_answer")
         coverage = len(q_keys & a_keys) / len(q_keys) if q_keys else 1.0
         score = min(1.0, max(0.0, coverage * (1.0 - meta_share)))
-        missing = sorted(q_keys - a_keys)[:8]
+        missing = sorted(q_words[k] for k in q_keys - a_keys)[:8]
         reason = f"covers {len(q_keys & a_keys)}/{len(q_keys)} question terms"
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
