@@ -18,15 +18,13 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import asyncpg
+from replay_scale import _admin, run  # the child-process measurement (wait4 rusage) and admin SQL
 
 TEXTS = {
     "en": (
@@ -65,14 +63,6 @@ def write_cases(path: Path, lang: str, cases: int, answer_mb: float) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
-async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--answer-mb", type=float, default=10.0)
@@ -101,24 +91,11 @@ def main() -> None:
     out = work / "report.json"
     try:
         print(f"file={path.stat().st_size / 1e6:.1f} MB lang={args.lang} src={env['PYTHONPATH']}")
-        started = time.perf_counter()
-        with out.open("wb") as fh:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "ragpulse", "replay", str(path), "--json"],
-                env=env,
-                stdout=fh,
-                stderr=subprocess.PIPE,
-            )
-            assert proc.stderr is not None
-            err = proc.stderr.read()
-            _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        rc = os.waitstatus_to_exitcode(status)
-        if rc not in (0, 1):
-            sys.stderr.write(err.decode(errors="replace")[-3000:])
+        rc, wall, rss_mb, cpu = run(
+            [sys.executable, "-m", "ragpulse", "replay", str(path), "--json"], env, out
+        )
         print(
-            f"rc={rc} wall={wall:.1f} s cpu={usage.ru_utime + usage.ru_stime:.1f} s "
-            f"peak RSS={usage.ru_maxrss / 1024:.0f} MB load1={os.getloadavg()[0]:.2f}"
+            f"rc={rc} wall={wall:.1f} s cpu={cpu:.1f} s peak RSS={rss_mb:.0f} MB load1={os.getloadavg()[0]:.2f}"
         )
         report = json.loads(out.read_text("utf-8").strip().splitlines()[-1])
         for case in report["cases"]:
