@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ragpulse.config import Settings
 from ragpulse.export import install_metrics, render_metrics
+from ragpulse.judges.model import client as client_module
 from ragpulse.judges.model.client import AdaptiveLimit, LLMClient, retry_after_seconds
 from ragpulse.testing.openai_server import Phase, Reply, ScriptedOpenAIServer
 
@@ -26,9 +29,20 @@ def _gauge() -> float | None:
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 async def test_limit_backs_off_on_429_honours_retry_after_and_recovers(
-    openai_server: ScriptedOpenAIServer, transport: str
+    openai_server: ScriptedOpenAIServer, transport: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     install_metrics()
+    # When each attempt left the client: the request hook returns once any Retry-After has elapsed, so the
+    # time it returns is the send time. Keyed by (message, retry count) to match the server's records.
+    sent: dict[tuple[str, str], float] = {}
+    count_attempt = client_module._count_attempt
+
+    async def recording_hook(request: httpx.Request) -> None:
+        await count_attempt(request)
+        message = json.loads(request.content)["messages"][0]["content"]
+        sent[(message, request.headers.get("x-stainless-retry-count", "0"))] = time.monotonic()
+
+    monkeypatch.setattr(client_module, "_count_attempt", recording_hook)
     settings = Settings(
         judge_base_url=openai_server.base_url,
         judge_model="m",
@@ -57,9 +71,11 @@ async def test_limit_backs_off_on_429_honours_retry_after_and_recovers(
 
     openai_server.reset(lambda req: Reply("YES"))
     async with LLMClient(settings) as client:
-        openai_server.set_schedule(calm, storm, Phase(latency_s=0.1))
+        openai_server.set_schedule(Phase(latency_s=0.1))
         tasks = [asyncio.create_task(worker(w, client)) for w in range(workers)]
         await openai_server.wait_for_requests_async(1)  # the client's limit (and gauge) exists from here
+        # The phases count from here, not from before the client was built (slow on a loaded machine).
+        openai_server.set_schedule(calm, storm, Phase(latency_s=0.1))
         storm_at = openai_server.phase_started_at(1)
         calm_again = openai_server.phase_started_at(2)
         assert storm_at is not None
@@ -95,12 +111,14 @@ async def test_limit_backs_off_on_429_honours_retry_after_and_recovers(
 
     reqs = openai_server.requests
     assert holds, "the client saw 429s with Retry-After"
+    sent_at = {r.index: sent[(r.messages[0]["content"], str(r.retry_count))] for r in reqs}
     for seen_at, until in holds:
-        # requests already sent when the 429 was read may still land just after (in transit; slack 0.3 s)
-        early = [r for r in reqs if seen_at + 0.3 < r.received_at < until - 0.02]
+        # A request that arrives inside the hold left before the 429 was read (it was in transit); none may
+        # leave after it. Send times are the client's, so a slow machine cannot blur this.
+        early = [r for r in reqs if seen_at < sent_at[r.index] < until]
         assert not early, (
-            f"{len(early)} requests arrived before Retry-After had elapsed: "
-            f"{[(round(r.received_at - seen_at, 3), r.retry_count) for r in early]}"
+            f"{len(early)} requests were sent before Retry-After had elapsed: "
+            f"{[(round(sent_at[r.index] - seen_at, 3), r.retry_count) for r in early]}"
         )
     assert any(r.status == 429 for r in reqs)
     # nothing lost: every call that was made got a 200 in the end, and each was answered once
