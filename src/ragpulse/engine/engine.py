@@ -56,6 +56,7 @@ from ragpulse.protocols import (
 )
 
 __all__ = [
+    "OFFLOAD_CHARS",
     "REUSED_FROM_SHADOW",
     "TRACE_ERROR",
     "Engine",
@@ -63,9 +64,52 @@ __all__ = [
     "EngineStats",
     "not_evaluable_reason",
     "reused_shadow",
+    "trace_text_chars",
 ]
 
 log = get_logger("ragpulse.engine")
+
+#: A trace with at least this many characters of text (:func:`trace_text_chars`) has its inline judges run
+#: in a worker thread instead of on the event loop. The default offline judges cost 0.3–0.4 µs of CPU a
+#: character of English and 7–14 µs of Chinese (halueval and rgb_zh texts; docs/dev/architecture.md), so a
+#: trace below this holds the loop ~0.1 s at most (Chinese); a hop to the thread costs ~50 µs, and traces
+#: of the usual size (a question, 3–5 chunks of ~150 words, an answer) stay on the loop.
+OFFLOAD_CHARS = 8_000
+
+
+def trace_text_chars(trace: Trace) -> int:
+    """Characters of the texts a judge of ``trace`` may read: question, answer, context, retrieved documents,
+    expected answer, reference and labelled contexts."""
+    n = sum(len(t) for t in (trace.question, trace.answer, trace.context, trace.expected_answer) if t)
+    n += sum(len(d.content) for d in trace.documents if d.content)
+    for extra in (trace.reference_contexts, trace.labelled_contexts):
+        if extra:
+            n += sum(len(c) for c in extra)
+    return n
+
+
+def _evaluate(judge: Judge, trace: Trace) -> Judgement | str:
+    """An inline judge's synchronous ``evaluate``: its judgement, or what went wrong (``judge_exception: …``)
+    when it raised or returned something else. Touches no engine state, so it may run in a worker thread."""
+    try:
+        # judge_inline checked that it has evaluate (not part of the Judge protocol)
+        out = judge.evaluate(trace)  # type: ignore[attr-defined]
+        if isinstance(out, Judgement):
+            return out
+        return f"judge_exception: returned {type(out).__name__}, not a Judgement"
+    except Exception as e:
+        return f"judge_exception: {type(e).__name__}: {e}"
+
+
+def _evaluate_all(judges: Sequence[Judge], trace: Trace) -> list[tuple[Judgement | str, float]]:
+    """:func:`_evaluate` of each judge in turn (run in a worker thread), with when each started
+    (``time.perf_counter()``)."""
+    outs: list[tuple[Judgement | str, float]] = []
+    for judge in judges:
+        started = time.perf_counter()
+        outs.append((_evaluate(judge, trace), started))
+    return outs
+
 
 #: Most (trace id, content hash) keys whose final judgements the engine remembers.
 FINAL_CACHE_SIZE = 20_000
@@ -105,6 +149,8 @@ class EngineStats:
         shadow_failures: shadow judgements that could not be stored (logged; the trace is unaffected).
         shadow_reused: judgements copied from a stored shadow judgement of the same judge version and content
             instead of calling the judge (a promoted shadow, :meth:`Engine.prefetch`).
+        offloaded_traces: traces whose inline judges ran in a worker thread (at least :data:`OFFLOAD_CHARS`
+            characters of text).
     """
 
     received: int = 0
@@ -123,6 +169,7 @@ class EngineStats:
     shadow_judgements: int = 0
     shadow_failures: int = 0
     shadow_reused: int = 0
+    offloaded_traces: int = 0
 
 
 class _State(Enum):
@@ -626,12 +673,26 @@ class Engine:
 
     async def _run_judges(self, judges: Sequence[Judge], trace: Trace) -> list[Judgement]:
         """The judgements of ``judges`` on ``trace``, in their order: judges that decide without I/O
-        (:func:`~ragpulse.protocols.judge_inline`, the heuristic ones) are called directly, one after the
-        other; the rest run concurrently (one task each when there are several), with ``trace_id`` bound in
-        structlog's context for what they log while they wait (inline judges name the trace themselves)."""
-        made: list[Judgement | None] = [
-            self._run_inline(j, trace) if self._is_inline(j) else None for j in judges
-        ]
+        (:func:`~ragpulse.protocols.judge_inline`, the heuristic ones) are called one after the other —
+        directly on the event loop, or in a worker thread when the trace holds at least
+        :data:`OFFLOAD_CHARS` characters of text (so one long trace cannot stall the loop: sources, health
+        checks and Kafka heartbeats go on); the rest run concurrently (one task each when there are several),
+        with ``trace_id`` bound in structlog's context for what they log while they wait (inline judges name
+        the trace themselves)."""
+        inline = [i for i, j in enumerate(judges) if self._is_inline(j)]
+        made: list[Judgement | None] = [None] * len(judges)
+        if inline and trace_text_chars(trace) >= OFFLOAD_CHARS:
+            self.stats.offloaded_traces += 1
+            outs = await asyncio.to_thread(_evaluate_all, [judges[i] for i in inline], trace)
+            for i, (out, started) in zip(inline, outs, strict=True):
+                made[i] = (
+                    out
+                    if isinstance(out, Judgement)
+                    else self._judge_raised(judges[i], out, started, trace.trace_id)
+                )
+        else:
+            for i in inline:
+                made[i] = self._run_inline(judges[i], trace)
         waiting = [i for i, m in enumerate(made) if m is None]
         if not waiting:
             return cast("list[Judgement]", made)
@@ -651,15 +712,8 @@ class Engine:
     def _run_inline(self, judge: Judge, trace: Trace) -> Judgement:
         """:meth:`_run_judge` for an inline judge: its synchronous ``evaluate``."""
         started = time.perf_counter()
-        try:
-            # judge_inline checked that it has evaluate (not part of the Judge protocol)
-            out = judge.evaluate(trace)  # type: ignore[attr-defined]
-            if isinstance(out, Judgement):
-                return out
-            problem = f"judge_exception: returned {type(out).__name__}, not a Judgement"
-        except Exception as e:
-            problem = f"judge_exception: {type(e).__name__}: {e}"
-        return self._judge_raised(judge, problem, started, trace.trace_id)
+        out = _evaluate(judge, trace)
+        return out if isinstance(out, Judgement) else self._judge_raised(judge, out, started, trace.trace_id)
 
     async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
         """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""
