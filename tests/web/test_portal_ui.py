@@ -310,6 +310,60 @@ def test_trace_page_lists_the_claims_of_the_newest_version_once(portal: Portal) 
     assert '<td data-label="Rank">1</td>' in en  # documents: stored rank 0, shown from 1
 
 
+def test_trace_page_cuts_long_texts_and_links_to_the_whole_trace(portal: Portal) -> None:
+    """Texts over 20,000 characters are cut on the trace page with a note saying how much is shown and a link to
+    ``?full=1``, which shows them whole; a highlight inside the cut stays, one beyond it is not drawn; a long
+    expected answer is not copied into the copy form (the form then copies the trace's own)."""
+    tid = "c9" * 16
+    head = "Shipping is free on Mars. "  # 26 characters, an unsupported claim at 0..25
+    answer = head + "x" * 49_974  # 50,000 characters
+    expected, doc = "e" * 30_000, "d" * 25_000
+    base = _failing_trace(tid)
+    claims = [
+        {"text": "Shipping is free on Mars.", "start": 0, "end": 25, "verdict": "unsupported"},
+        {"text": "x" * 10, "start": 30_000, "end": 30_010, "verdict": "unsupported"},
+    ]
+    j = base.judgements[0].model_copy(update={"flags": JudgementFlags.model_validate({"claims": claims})})
+    trace = base.trace.model_copy(
+        update={
+            "answer": answer,
+            "expected_answer": expected,
+            "documents": (Document(id="long-doc", content=doc, rank=0),),
+        }
+    )
+    seed(portal.db_url, [base.model_copy(update={"trace": trace, "judgements": (j,)})])
+    with portal.client() as c:
+        c.post("/api/v1/test-sets", json={"name": "long-texts"})  # so the page has its copy form
+        en = c.get(f"/traces/{tid}?lang=en").text
+        zh = c.get(f"/traces/{tid}?lang=zh").text
+        full = c.get(f"/traces/{tid}?full=1&lang=en").text
+
+    def answer_html(html: str) -> str:
+        start = html.index('id="answer">') + len('id="answer">')
+        return html[start : html.index("</div>", start)]
+
+    shown = answer_html(en)
+    assert shown == '<mark class="unsupported">Shipping is free on Mars.</mark> ' + "x" * 19_974
+    assert "Showing the first 20,000 of 50,000 characters." in en
+    assert "Showing the first 20,000 of 30,000 characters." in en  # the expected answer
+    assert "Showing the first 20,000 of 25,000 characters." in en  # the document
+    assert en.count(f'<a href="/traces/{tid}?full=1">Show the whole trace</a>') == 3
+    assert "e" * 20_001 not in en
+    assert "d" * 20_001 not in en
+    assert 'name="expected_answer" placeholder="' + "e" * 80 + '…"' in en
+    assert len(en) < 80_000
+    assert "仅显示前 20,000 个字符（共 50,000 个）。" in zh
+    assert "显示完整链路" in zh
+
+    assert "Showing the first" not in full
+    whole = answer_html(full)
+    assert whole.count('<mark class="unsupported">') == 2  # both claims drawn on the whole answer
+    assert '<mark class="unsupported">' + "x" * 10 + "</mark>" in whole
+    assert whole.replace('<mark class="unsupported">', "").replace("</mark>", "") == answer
+    assert expected in full
+    assert doc in full
+
+
 def test_query_notices_are_known_codes_only(portal: Portal) -> None:
     """``?err=``/``?msg=`` show a known notice code, translated; free text in the URL is never reflected."""
     with portal.client() as c:

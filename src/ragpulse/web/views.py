@@ -63,11 +63,19 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v * 100:.1f} %"
 
 
-def highlight_answer(answer: str, claims: Sequence[traces.Claim]) -> Markup:
-    """``answer`` as HTML with each unsupported claim's span wrapped in ``<mark class="unsupported">``.
+#: Characters of each text (question, answer, context, document, expected answer) the trace page shows; the
+#: rest is behind a "show the whole trace" link (``?full=1``). A 10 MB answer made a 10 MB page (plus
+#: escaping) that the browser laid out in one block; the cut keeps the page small and says how much is left.
+SHOWN_TEXT_CHARS = 20_000
+
+
+def highlight_answer(answer: str, claims: Sequence[traces.Claim], limit: int | None = None) -> Markup:
+    """``answer`` (its first ``limit`` characters when given) as HTML with each unsupported claim's span
+    wrapped in ``<mark class="unsupported">``.
 
     A claim's span is its ``start``/``end`` offsets when they fit the answer, else the first occurrence of its
-    text; overlapping spans merge. Everything else is escaped."""
+    text; overlapping spans merge; spans are found in the whole answer and then cut at ``limit``. Everything
+    else is escaped."""
     spans: list[tuple[int, int]] = []
     for c in claims:
         if c.supported is not False:
@@ -85,6 +93,9 @@ def highlight_answer(answer: str, claims: Sequence[traces.Claim]) -> Markup:
             merged[-1] = (merged[-1][0], max(merged[-1][1], e))
         else:
             merged.append((s, e))
+    if limit is not None and len(answer) > limit:
+        answer = answer[:limit]
+        merged = [(s, min(e, limit)) for s, e in merged if s < limit]
     out: list[str] = []
     pos = 0
     for s, e in merged:
@@ -145,6 +156,7 @@ class Ui:
         self.env.filters["when"] = _when
         self.env.filters["score"] = _score
         self.env.filters["pct"] = _pct
+        self.env.filters["thousands"] = "{:,}".format
         self.env.globals["hist"] = histogram_svg
         self.env.filters["st"] = lambda value, t: t.get(f"st_{value}", t.get(str(value), str(value)))
         self.env.filters["reason"] = reason_html
@@ -447,25 +459,30 @@ def build_router(ui: Ui) -> APIRouter:
             judge_names=judge_names,
         )
 
-    async def show_trace(request: Request, trace_id: str, **extra: Any) -> HTMLResponse:
+    async def show_trace(
+        request: Request, trace_id: str, *, full: bool = False, **extra: Any
+    ) -> HTMLResponse:
         detail = await traces.get_trace(store, trace_id)
         unsupported = traces.unsupported_claims(detail)
         sets = (await testsets.list_test_sets(store, limit=200)).items
+        cut = None if full else SHOWN_TEXT_CHARS
         return ui.render(
             request,
             "trace.html",
             section="traffic",
             tr=detail,
-            answer_html=highlight_answer(detail.answer or "", unsupported),
+            cut=cut,
+            answer_html=highlight_answer(detail.answer or "", unsupported, cut),
             has_unsupported=bool(unsupported),
             test_sets=sets,
             **extra,
         )
 
     @r.get("/traces/{trace_id}")
-    async def trace_page(request: Request, trace_id: str) -> HTMLResponse:
+    async def trace_page(request: Request, trace_id: str, full: bool = False) -> HTMLResponse:
+        """The trace page; each text longer than :data:`SHOWN_TEXT_CHARS` is cut there unless ``full``."""
         ui.guard(request)
-        return await show_trace(request, trace_id)
+        return await show_trace(request, trace_id, full=full)
 
     @r.post("/traces/{trace_id}/copy")
     async def copy_trace(request: Request, trace_id: str) -> Response:
