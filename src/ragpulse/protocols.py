@@ -284,8 +284,9 @@ class Store(RunStore, Protocol):
         """True when the database answers."""
         ...
 
-    async def info(self) -> dict[str, Any]:
-        """Server and schema versions, size and row counts."""
+    async def info(self, *, exact_below: int | None = 1_000_000) -> dict[str, Any]:
+        """Server and schema versions, size and row counts (tables estimated above ``exact_below`` rows give
+        the planner's estimate, named in ``estimated``; ``None``: every count exact)."""
         ...
 
     async def prune(self, older_than: timedelta) -> int:

@@ -23,12 +23,20 @@ _app.add_typer(db_app, name="db")
 
 
 @db_app.command("info")
-def info(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Server version, schema version, database size and row counts."""
+def info(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    exact: bool = typer.Option(
+        False,
+        "--exact",
+        help="Count every table exactly (slow on large tables; default: estimate over 1 M rows).",
+    ),
+) -> None:
+    """Server version, schema version, database size and row counts (tables over 1 M rows: the planner's
+    estimate, marked ~, unless --exact)."""
     settings = _common.settings()
 
     async def main(store: Store) -> dict[str, Any]:
-        facts = await store.info()
+        facts = await (store.info(exact_below=None) if exact else store.info())
         facts["embedded"] = not settings.store.database_url
         return facts
 
@@ -36,8 +44,11 @@ def info(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     if json_out:
         typer.echo(json.dumps(facts, default=str))
         return
+    estimated = set(facts.get("estimated", ()))
     for key, value in facts.items():
-        typer.echo(f"{key:>15}: {value}")
+        if key == "estimated":
+            continue
+        typer.echo(f"{key:>15}: {'~' if key in estimated else ''}{value}")
 
 
 @db_app.command("prune")

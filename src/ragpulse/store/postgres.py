@@ -106,6 +106,10 @@ class _PublishFailed(StoreError):
         self.cause = cause
 
 
+#: ``info()`` gives the planner's row estimate instead of ``count(*)`` for tables estimated above this.
+ESTIMATE_COUNTS_ABOVE = 1_000_000
+
+
 class PostgresStore(PortalQueries):
     """Result store on PostgreSQL (asyncpg pool). Build it with :meth:`connect` or ``ragpulse.store.open_store``.
 
@@ -225,25 +229,44 @@ class PostgresStore(PortalQueries):
 
         return await self._run("database_identity", q)
 
-    async def info(self) -> dict[str, Any]:
+    async def info(self, *, exact_below: int | None = ESTIMATE_COUNTS_ABOVE) -> dict[str, Any]:
         """Facts about the database: ``server_version`` (e.g. ``"18.1"``), ``schema_version`` (highest applied
         migration), ``database`` (name), ``size_bytes``, row counts ``traces``, ``judgements``, ``runs``,
-        ``test_sets``, ``dead_letters`` (exact ``count(*)``), and ``oldest_trace`` (UTC time or ``None``)."""
+        ``test_sets``, ``dead_letters``, ``estimated`` (which of those counts are the planner's estimate) and
+        ``oldest_trace`` (UTC time or ``None``).
+
+        A table whose planner estimate (``pg_class.reltuples``, kept by autovacuum's ANALYZE) is above
+        ``exact_below`` rows is not counted: ``count(*)`` reads the whole table or index (seconds at
+        10 M judgements) and the estimate is within a few percent after ANALYZE. ``exact_below=None``
+        counts every table exactly."""
 
         async def q(conn: Conn) -> dict[str, Any]:
+            tables = ("traces", "judgements", "runs", "test_sets", "dead_letters")
+            estimates = {
+                r["relname"]: int(r["n"])
+                for r in await conn.fetch(
+                    """SELECT c.relname, c.reltuples AS n FROM pg_class c
+                       WHERE c.relname = ANY($1::text[]) AND c.relnamespace = current_schema()::regnamespace
+                         AND c.relkind IN ('r', 'p')""",
+                    list(tables),
+                )
+            }
+            estimated = [t for t in tables if exact_below is not None and estimates.get(t, -1) > exact_below]
+            counts = ", ".join(
+                f"{estimates[t]}::bigint AS {t}" if t in estimated else f"(SELECT count(*) FROM {t}) AS {t}"
+                for t in tables
+            )
             row = await conn.fetchrow(
-                """SELECT current_setting('server_version') AS server_version,
+                f"""SELECT current_setting('server_version') AS server_version,
                           (SELECT max(version) FROM schema_migrations) AS schema_version,
                           current_database() AS database,
                           pg_database_size(current_database()) AS size_bytes,
-                          (SELECT count(*) FROM traces) AS traces,
-                          (SELECT count(*) FROM judgements) AS judgements,
-                          (SELECT count(*) FROM runs) AS runs,
-                          (SELECT count(*) FROM test_sets) AS test_sets,
-                          (SELECT count(*) FROM dead_letters) AS dead_letters,
+                          {counts},
                           (SELECT min(received_at) FROM traces) AS oldest_trace"""
             )
-            return dict(row) if row is not None else {}
+            facts = dict(row) if row is not None else {}
+            facts["estimated"] = estimated
+            return facts
 
         return await self._run("info", q)
 
