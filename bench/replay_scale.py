@@ -170,6 +170,7 @@ def main() -> None:
             ("replay --json", replay),
             ("runs show --json", [*exe, "runs", "show", run_id, "--json"]),
             ("runs show (text)", [*exe, "runs", "show", run_id]),
+            ("gate --json", [*exe, "gate", run_id, "--min", "pass_rate=0.5", "--json"]),
         ]
         if args.show_only:
             steps = steps[1:]

@@ -172,6 +172,8 @@ def test_gate_command_exit_codes_and_junit(pg_url: str, tmp_path: Path) -> None:
     out = json.loads(ok_res.output)
     assert out["passed"] is True
     assert [f["case_id"] for f in out["failing_cases"]] == ["c3", "c4", "c5", "c6"]
+    # streamed case by case, yet the same text as one json.dumps of the whole object, on one line
+    assert ok_res.output == json.dumps(out, ensure_ascii=False) + "\n"
 
     assert runner.invoke(app, ["gate", "nope", "--min", "pass_rate=0.1"], env=env).exit_code == 2
     assert runner.invoke(app, ["gate", "run-g", "--min", "pass_rate=2"], env=env).exit_code == 2

@@ -11,6 +11,7 @@ per threshold (:mod:`ragpulse.services.junit`), the case rows streamed from the 
 from __future__ import annotations
 
 import json
+import sys
 
 import typer
 from rich.console import Console
@@ -53,7 +54,7 @@ def gate(
         judges=known_judge_names(settings),
     )
 
-    async def q(store: Store) -> tuple[RunReport, GateResult, list[CaseRow]]:
+    async def q(store: Store) -> GateResult:
         report = await run_report(store, run_id)
         result = evaluate_gate(report, thresholds)
         if junit:  # one test case per case, streamed from the store
@@ -61,36 +62,38 @@ def gate(
                 await write_junit(junit, store, report, result.thresholds)
             except OSError as e:
                 raise _common.fail(f"cannot write {junit}: {e}") from e
-        if as_json:  # every failing case, id and reason only
-            failing = [
-                CaseRow(case_id=r.case_id, reason=r.reason)
-                async for r in iter_case_rows(store, report)
-                if not r.passed
-            ]
+        if as_json:  # every failing case, id and reason only, written as it is read
+            await _write_json(store, run_id, report, result)
         else:
             failing, _ = await case_rows_page(store, report, limit=FAILING_SHOWN, failing=True)
-        return report, result, failing
+            _print(run_id, report, result, failing)
+        return result
 
-    report, result, failing = _common.run_with_store(settings, q)
-    if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "run_id": run_id,
-                    "passed": result.passed,
-                    "run_failed": result.run_failed,
-                    "thresholds": [
-                        {"metric": t.metric, "minimum": t.minimum, "actual": t.actual, "met": t.met}
-                        for t in result.thresholds
-                    ],
-                    "failing_cases": [{"case_id": c.case_id, "reason": c.reason} for c in failing],
-                },
-                ensure_ascii=False,
-            )
-        )
-    else:
-        _print(run_id, report, result, failing)
+    result = _common.run_with_store(settings, q)
     raise typer.Exit(result.exit_code)
+
+
+async def _write_json(store: Store, run_id: str, report: RunReport, result: GateResult) -> None:
+    """Print the gate's result as one JSON object on one line, its ``failing_cases`` streamed from the store
+    (memory does not grow with the run): the same text as ``json.dumps`` of the whole object."""
+    head = {
+        "run_id": run_id,
+        "passed": result.passed,
+        "run_failed": result.run_failed,
+        "thresholds": [
+            {"metric": t.metric, "minimum": t.minimum, "actual": t.actual, "met": t.met}
+            for t in result.thresholds
+        ],
+    }
+    out = sys.stdout
+    out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "failing_cases": [')
+    sep = ""
+    async for r in iter_case_rows(store, report):
+        if not r.passed:
+            out.write(sep + json.dumps({"case_id": r.case_id, "reason": r.reason}, ensure_ascii=False))
+            sep = ", "
+    out.write("]}\n")
+    out.flush()
 
 
 def _print(run_id: str, report: RunReport, result: GateResult, failing: list[CaseRow]) -> None:
