@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import signal
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -33,11 +38,29 @@ def _shell_settings() -> list[str]:
     return [k for k in os.environ if k.startswith(CLEARED_PREFIXES) and k not in TEST_VARIABLES]
 
 
+def _dump_asyncio_tasks(signum: int, frame: FrameType | None) -> None:
+    """``kill -USR1 <pytest pid>``: write the stack of every task of the running event loop to
+    ``$TMPDIR/pytest-asyncio-tasks-<pid>.txt`` (where an async test waits when it hangs: ``py-spy dump`` shows only
+    the loop's ``select``, and pytest captures the test's stderr until the test ends)."""
+    path = Path(tempfile.gettempdir()) / f"pytest-asyncio-tasks-{os.getpid()}.txt"
+    with path.open("a", encoding="utf-8") as out:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            out.write("no running event loop\n")
+            return
+        for task in asyncio.all_tasks(loop):
+            out.write(f"--- {task!r}\n")
+            task.print_stack(file=out)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Clear the shell's settings once for the whole process, before collection and session fixtures (servers
-    and brokers started for a whole session inherit the clean environment)."""
+    and brokers started for a whole session inherit the clean environment); ``SIGUSR1`` prints the asyncio
+    tasks (:func:`_dump_asyncio_tasks`)."""
     for key in _shell_settings():
         del os.environ[key]
+    signal.signal(signal.SIGUSR1, _dump_asyncio_tasks)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
