@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
 import os
 import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -33,11 +43,51 @@ def _shell_settings() -> list[str]:
     return [k for k in os.environ if k.startswith(CLEARED_PREFIXES) and k not in TEST_VARIABLES]
 
 
+#: A test still running after this many seconds gets its asyncio tasks' stacks written (:func:`_hang_watchdog`;
+#: environment variable ``PYTEST_HANG_DUMP_S``).
+HANG_DUMP_S = float(os.environ.get("PYTEST_HANG_DUMP_S", "300"))
+
+
+def _dump_asyncio_tasks(signum: int, frame: FrameType | None) -> None:
+    """``kill -USR1 <pytest pid>``: write the stack of every task of the running event loop to stderr (shown
+    with the test's report if it then fails, e.g. by pytest-timeout) and to
+    ``$TMPDIR/pytest-asyncio-tasks-<pid>.txt`` (readable while it hangs). This is where an async test waits:
+    ``py-spy dump`` shows only the loop's ``select``."""
+    buf = io.StringIO()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        buf.write("no running event loop\n")
+    else:
+        for task in asyncio.all_tasks(loop):
+            buf.write(f"--- {task!r}\n")
+            task.print_stack(file=buf)
+    text = f"=== asyncio tasks at {time.strftime('%H:%M:%S')}\n{buf.getvalue()}"
+    with contextlib.suppress(Exception):  # e.g. a reentrant write: the signal came mid-write to stderr
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    path = Path(tempfile.gettempdir()) / f"pytest-asyncio-tasks-{os.getpid()}.txt"
+    with path.open("a", encoding="utf-8") as out:
+        out.write(text)
+
+
+@pytest.fixture(autouse=True)
+def _hang_watchdog() -> Iterator[None]:
+    """After :data:`HANG_DUMP_S` seconds of one test, write its asyncio tasks (:func:`_dump_asyncio_tasks`)."""
+    timer = threading.Timer(HANG_DUMP_S, os.kill, (os.getpid(), signal.SIGUSR1))
+    timer.daemon = True
+    timer.start()
+    yield
+    timer.cancel()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Clear the shell's settings once for the whole process, before collection and session fixtures (servers
-    and brokers started for a whole session inherit the clean environment)."""
+    and brokers started for a whole session inherit the clean environment); ``SIGUSR1`` prints the asyncio
+    tasks (:func:`_dump_asyncio_tasks`)."""
     for key in _shell_settings():
         del os.environ[key]
+    signal.signal(signal.SIGUSR1, _dump_asyncio_tasks)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
