@@ -9,7 +9,7 @@ import pytest
 from ragpulse.judges.frame import error, ok, skipped
 from ragpulse.model import Backend, Judgement, JudgementFlags, RunStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.replay import CaseResult
-from ragpulse.services.report_model import RunReport
+from ragpulse.services.report_model import ClaimCauses, RunReport
 from ragpulse.services.reports import REPORT_KEYS, build_report
 
 
@@ -202,3 +202,16 @@ def test_claim_cause_counts_per_claim_checking_judge_and_in_total() -> None:
     doc = r.to_json()
     assert (doc["retrieval_misses"], doc["generation_errors"]) == (2, 4)
     assert RunReport.from_json(doc) == r
+    # each case row carries its own causes (the diagnosis reads them); rows with none leave the key out
+    rows = {c.case_id: c for c in r.cases}
+    assert rows["A"].claim_causes == ClaimCauses(retrieval_misses=2, generation_errors=1)
+    assert rows["B"].claim_causes == ClaimCauses(retrieval_misses=0, generation_errors=3)
+    assert (rows["C"].claim_causes, rows["D"].claim_causes) == (None, None)
+    assert rows["A"].model_dump(mode="json")["claim_causes"] == {
+        "retrieval_misses": 2,
+        "generation_errors": 1,
+    }
+    assert "claim_causes" not in rows["C"].model_dump(mode="json")
+    assert r.diagnosis is not None
+    diag = {c.case_id: c.weak_side for c in r.diagnosis.cases}
+    assert (diag["A"], diag["B"]) == ("retrieval", "generation")  # no retrieval metric: the claims decide

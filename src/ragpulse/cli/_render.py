@@ -182,7 +182,7 @@ def _print_diagnosis(report: RunReport, rows: Sequence[CaseRow], c: Console) -> 
     if weak:
         t = Table("case", "weak side", "why", title="diagnosis")
         for d in weak:
-            t.add_row(d.case_id, d.weak_side, _cut(d.reason))
+            t.add_row(d.case_id, d.weak_side, _cut(d.reason, 240))
         c.print(t)
 
 

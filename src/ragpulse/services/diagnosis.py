@@ -9,16 +9,25 @@ Metrics by side:
 - retrieval: ``context_recall``, ``context_precision`` (and ``context_relevance`` when neither is there);
 - generation: ``answer_correctness``, ``faithfulness``.
 
+Claim evidence: a failing judgement whose unsupported claims were attributed (``CaseRow.claim_causes``,
+docs/llm-judges.md "Claim causes") says which side each claim failed on — a *retrieval miss* (a reference
+context that was not retrieved supports the claim) or a *generation error* (no reference context supports it).
+
 Per case (``weak_side``):
 
 =================  ===========================================================================================
 ``retrieval``      a retrieval metric failed: low recall → the retriever or the knowledge base misses needed
                    content; low precision → irrelevant chunks are ranked high (generation may fail as a
-                   consequence, so retrieval is named first)
-``generation``     every retrieval metric passed but a generation metric failed (the model had the context and
-                   still answered wrongly or unfaithfully)
+                   consequence, so retrieval is named first); or no retrieval metric failed but a generation
+                   metric did and most of its unsupported claims (at least as many as the generation errors)
+                   are retrieval misses — the chunk that supports the answer was never retrieved, whatever
+                   the retrieval scores say
+``generation``     every retrieval metric passed (or none was scored and the unsupported claims are
+                   generation errors) but a generation metric failed (the model had the context and still
+                   answered wrongly or unfaithfully)
 ``none``           both sides have metrics and all passed
 ``undetermined``   retrieval passed but no generation metric was scored, or no retrieval metric was scored
+                   and no claim evidence decides
 =================  ===========================================================================================
 
 Overall (``overall.weak_side``): the side with the most weak cases (``retrieval``, ``generation``, ``both``
@@ -55,12 +64,23 @@ def _fmt(metrics: Mapping[str, tuple[float, bool]], failed: bool) -> str:
     return ", ".join(f"{n} {s:.2f}" for n, (s, p) in metrics.items() if p is not failed)
 
 
+def _claims(misses: int, errors: int) -> str:
+    """``"2 of 3 unsupported claims are in a reference context that was not retrieved"``-style evidence."""
+    total = misses + errors
+    if misses:
+        return f"{misses} of {total} unsupported claim(s) are in a reference context that was not retrieved"
+    return f"{errors} unsupported claim(s) are in no reference context"
+
+
 def diagnose_case(row: CaseRow) -> CaseDiagnosis:
-    """The weak side of one case (the table above) and the scores it was decided on."""
+    """The weak side of one case (the table above) and the scores and claim evidence it was decided on."""
     retr = _scored(row, RETRIEVAL_METRICS) or _scored(row, RETRIEVAL_FALLBACK)
     gen = _scored(row, GENERATION_METRICS)
     weak_r = {n: v for n, v in retr.items() if not v[1]}
     weak_g = {n: v for n, v in gen.items() if not v[1]}
+    causes = row.claim_causes
+    misses, errors = (causes.retrieval_misses, causes.generation_errors) if causes else (0, 0)
+    evidence = _claims(misses, errors) if misses or errors else ""
     side: WeakSide
     if weak_r:
         side = "retrieval"
@@ -71,13 +91,23 @@ def diagnose_case(row: CaseRow) -> CaseDiagnosis:
             parts.append("irrelevant chunks are ranked high")
         reason = f"low {_fmt(weak_r, True)}: {' and '.join(parts)}"
         if weak_g:
-            reason += f" (generation also low: {_fmt(weak_g, True)})"
+            also = f"generation also low: {_fmt(weak_g, True)}"
+            reason += f" ({also}; {evidence})" if evidence else f" ({also})"
+    elif weak_g and misses and misses >= errors:
+        side = "retrieval"
+        fine = f"retrieval scores fine ({_fmt(retr, False)})" if retr else "no retrieval metric scored"
+        reason = f"{fine} but low {_fmt(weak_g, True)}: {evidence}: the retriever missed it"
+    elif not retr and weak_g and errors:
+        side = "generation"
+        reason = f"no retrieval metric scored; low {_fmt(weak_g, True)}: {evidence}"
     elif not retr:
         side = "undetermined"
         reason = "no retrieval metric scored"
     elif weak_g:
         side = "generation"
         reason = f"retrieval fine ({_fmt(retr, False)}) but low {_fmt(weak_g, True)}"
+        if evidence:
+            reason += f": {evidence}"
     elif gen:
         side = "none"
         reason = "retrieval and generation metrics passed"
@@ -127,8 +157,9 @@ class DiagnosisTally:
         else:
             weak = "retrieval" if r > g else "generation"
         summary = {
-            "retrieval": f"retrieval is the weak side: {r} case(s) with low context recall/precision "
-            f"(vs {g} with good retrieval but a weak answer); look at the retriever and the knowledge base",
+            "retrieval": f"retrieval is the weak side: {r} case(s) with low context recall/precision or "
+            f"answer claims found only in a reference context that was not retrieved (vs {g} with good "
+            "retrieval but a weak answer); look at the retriever and the knowledge base",
             "generation": f"generation is the weak side: {g} case(s) had good retrieval but a weak answer "
             f"(vs {r} with weak retrieval); look at the prompt and the model",
             "both": f"both sides are weak in {r} case(s) each",

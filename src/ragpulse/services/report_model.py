@@ -112,9 +112,21 @@ class CaseJudgement(BaseModel):
         return "error" if self.status is JudgementStatus.ERROR else "skipped"
 
 
+class ClaimCauses(BaseModel):
+    """Causes of the unsupported claims of a case's failing judgements (``flags.attribution``, summed over
+    them; docs/llm-judges.md "Claim causes"): claims that a reference context which was not retrieved
+    supports (``retrieval_misses``) and claims that no reference context supports (``generation_errors``)."""
+
+    model_config = _CONFIG
+
+    retrieval_misses: int = 0
+    generation_errors: int = 0
+
+
 class CaseRow(BaseModel):
     """One test case of a run: identity, trace outcome, whether it passed, how many judgements were scored,
-    why it failed or was not scored (``reason``), and judge → :class:`CaseJudgement`."""
+    why it failed or was not scored (``reason``), judge → :class:`CaseJudgement`, and ``claim_causes``
+    (:class:`ClaimCauses`; left out of the JSON when no failing judgement of the case decided a cause)."""
 
     model_config = _CONFIG
 
@@ -125,6 +137,7 @@ class CaseRow(BaseModel):
     scored: int = 0
     reason: str | None = None
     judgements: dict[str, CaseJudgement] = Field(default_factory=dict)
+    claim_causes: ClaimCauses | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class CaseDiagnosis(BaseModel):

@@ -46,13 +46,14 @@ import tempfile
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from typing import TextIO
 
-from ragpulse.model import JudgementFlags, JudgementStatus, RunStatus, TraceOutcome, TraceResult
+from ragpulse.model import Judgement, JudgementFlags, JudgementStatus, RunStatus, TraceOutcome, TraceResult
 from ragpulse.protocols import RunStore
 from ragpulse.replay.runner import CaseResult
 from ragpulse.services.diagnosis import DiagnosisTally, diagnose_case
 from ragpulse.services.report_model import (
     CaseJudgement,
     CaseRow,
+    ClaimCauses,
     Counts,
     JudgeStats,
     RunReport,
@@ -127,6 +128,7 @@ def case_row(c: CaseResult) -> CaseRow:
         passed=passed,
         scored=len(scored),
         reason=reason,
+        claim_causes=_claim_causes(scored),
         judgements={
             j.judge: CaseJudgement(
                 score=None if j.score is None else _r(j.score),
@@ -137,6 +139,24 @@ def case_row(c: CaseResult) -> CaseRow:
             for j in js
         },
     )
+
+
+def _claim_causes(scored: Sequence[Judgement]) -> ClaimCauses | None:
+    """The claim causes (``flags.attribution``) of the failing judgements among ``scored``, summed; ``None``
+    when none of them decided a cause."""
+    misses = errors = 0
+    for j in scored:
+        if j.passed:
+            continue
+        causes = (j.flags.model_extra or {}).get("attribution")
+        if isinstance(causes, dict):
+            misses += _count(causes.get("retrieval_misses"))
+            errors += _count(causes.get("generation_errors"))
+    return ClaimCauses(retrieval_misses=misses, generation_errors=errors) if misses or errors else None
+
+
+def _count(v: object) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 class _Tally:
