@@ -8,6 +8,7 @@ a loopback HTTP server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 import socket
@@ -24,6 +25,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
 
 from ragpulse.model import CalibrationProfile
 
@@ -222,3 +225,27 @@ async def report_json(store: Any, report: Any) -> dict[str, Any]:
     out = io.StringIO()
     await write_report_json(store, report, out)
     return dict(json.loads(out.getvalue()))
+
+
+#: How long one attempt of a Kafka test helper's broker call may take, seconds (aiokafka retries some calls
+#: without limit, e.g. ``committed`` while the group coordinator answers with a retriable error).
+KAFKA_ATTEMPT_S = 30.0
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: int = 3) -> dict[int, int | None]:
+    """Committed offsets of ``group`` on ``topic``, per partition: a fresh consumer's ``committed``
+    (OffsetFetch; it does not join the group). An attempt that takes over :data:`KAFKA_ATTEMPT_S` is made again
+    with a new client, three times at most, then fails the test naming the group."""
+    for attempt in range(3):
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            async with asyncio.timeout(KAFKA_ATTEMPT_S):
+                await c.start()
+                return {p: await c.committed(TopicPartition(topic, p)) for p in range(partitions)}
+        except TimeoutError:
+            print(f"committed offsets of {group}: attempt {attempt + 1} timed out after {KAFKA_ATTEMPT_S} s")
+        finally:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                async with asyncio.timeout(10):
+                    await c.stop()
+    raise AssertionError(f"the broker did not give the committed offsets of group {group} in 3 attempts")

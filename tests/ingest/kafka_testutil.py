@@ -16,22 +16,21 @@ from aiokafka.structs import TopicPartition
 
 from ragpulse.model import Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback
+from testsupport import KAFKA_ATTEMPT_S, committed
+
+__all__ = ["committed"]  # re-exported: the Kafka tests import their helpers from here
 
 REPO = Path(__file__).resolve().parents[2]
-
-#: How long one attempt of a helper's broker call may take, seconds (aiokafka retries some calls without
-#: limit, e.g. ``committed`` while the group coordinator answers with a retriable error).
-ATTEMPT_S = 30.0
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int = 3) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        async with asyncio.timeout(2 * ATTEMPT_S):
+        async with asyncio.timeout(2 * KAFKA_ATTEMPT_S):
             await admin.start()
             await admin.create_topics([NewTopic(name, partitions, 1)])
     except TimeoutError:
-        raise AssertionError(f"the broker did not create topic {name} in {2 * ATTEMPT_S} s") from None
+        raise AssertionError(f"the broker did not create topic {name} in {2 * KAFKA_ATTEMPT_S} s") from None
     finally:
         await admin.close()
 
@@ -88,25 +87,6 @@ async def read_topic(
     finally:
         await c.stop()
     return out
-
-
-async def committed(bootstrap: str, group: str, topic: str, partitions: int = 3) -> dict[int, int | None]:
-    """Committed offsets of ``group`` on ``topic``, per partition: a fresh group-less-member consumer's
-    ``committed`` (OffsetFetch). An attempt that takes over :data:`ATTEMPT_S` is made again with a new client,
-    three times at most, then fails the test naming the group."""
-    for attempt in range(3):
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-        try:
-            async with asyncio.timeout(ATTEMPT_S):
-                await c.start()
-                return {p: await c.committed(TopicPartition(topic, p)) for p in range(partitions)}
-        except TimeoutError:
-            print(f"committed offsets of {group}: attempt {attempt + 1} timed out after {ATTEMPT_S} s")
-        finally:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                async with asyncio.timeout(10):
-                    await c.stop()
-    raise AssertionError(f"the broker did not give the committed offsets of group {group} in 3 attempts")
 
 
 async def end_offsets(bootstrap: str, topic: str, partitions: int = 3) -> dict[int, int]:
