@@ -11,6 +11,7 @@ from typing import Any
 from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.engine.engine import OFFLOAD_CHARS, trace_text_chars
+from ragpulse.judges.frame import ok
 from ragpulse.judges.registry import build_judges
 from ragpulse.model import Backend, Document, Judgement, JudgementStatus, Trace
 from ragpulse.testing.fakes import MemoryStore
@@ -33,15 +34,12 @@ class ThreadRecordingJudge:
         self.threads[trace.trace_id] = threading.current_thread().name
         if self.fail:
             raise RuntimeError("boom")
-        score = len(trace.answer or "") / 100_000
-        return Judgement(
+        return ok(
             judge=self.name,
             version=self.version,
             backend=self.backend,
             threshold=self.threshold,
-            status=JudgementStatus.OK,
-            score=score,
-            passed=score >= self.threshold,
+            score=len(trace.answer or "") / 100_000,
             reason="length",
         )
 

@@ -88,26 +88,21 @@ def trace_text_chars(trace: Trace) -> int:
     return n
 
 
-def _evaluate(judge: Judge, trace: Trace) -> Judgement | str:
-    """An inline judge's synchronous ``evaluate``: its judgement, or what went wrong (``judge_exception: …``)
-    when it raised or returned something else. Touches no engine state, so it may run in a worker thread."""
-    try:
-        # judge_inline checked that it has evaluate (not part of the Judge protocol)
-        out = judge.evaluate(trace)  # type: ignore[attr-defined]
-        if isinstance(out, Judgement):
-            return out
-        return f"judge_exception: returned {type(out).__name__}, not a Judgement"
-    except Exception as e:
-        return f"judge_exception: {type(e).__name__}: {e}"
-
-
-def _evaluate_all(judges: Sequence[Judge], trace: Trace) -> list[tuple[Judgement | str, float]]:
-    """:func:`_evaluate` of each judge in turn (run in a worker thread), with when each started
-    (``time.perf_counter()``)."""
+def _evaluate_inline(judges: Sequence[Judge], trace: Trace) -> list[tuple[Judgement | str, float]]:
+    """The synchronous ``evaluate`` of each inline judge in turn, with when each started
+    (``time.perf_counter()``): its judgement, or what went wrong (``judge_exception: …``) when it raised or
+    returned something else. Touches no engine state, so it may run in a worker thread."""
     outs: list[tuple[Judgement | str, float]] = []
     for judge in judges:
         started = time.perf_counter()
-        outs.append((_evaluate(judge, trace), started))
+        try:
+            # judge_inline checked that it has evaluate (not part of the Judge protocol)
+            out = judge.evaluate(trace)  # type: ignore[attr-defined]
+            if not isinstance(out, Judgement):
+                out = f"judge_exception: returned {type(out).__name__}, not a Judgement"
+        except Exception as e:
+            out = f"judge_exception: {type(e).__name__}: {e}"
+        outs.append((out, started))
     return outs
 
 
@@ -681,18 +676,19 @@ class Engine:
         the trace themselves)."""
         inline = [i for i, j in enumerate(judges) if self._is_inline(j)]
         made: list[Judgement | None] = [None] * len(judges)
-        if inline and trace_text_chars(trace) >= OFFLOAD_CHARS:
-            self.stats.offloaded_traces += 1
-            outs = await asyncio.to_thread(_evaluate_all, [judges[i] for i in inline], trace)
+        if inline:
+            picked = [judges[i] for i in inline]
+            if trace_text_chars(trace) >= OFFLOAD_CHARS:
+                self.stats.offloaded_traces += 1
+                outs = await asyncio.to_thread(_evaluate_inline, picked, trace)
+            else:
+                outs = _evaluate_inline(picked, trace)
             for i, (out, started) in zip(inline, outs, strict=True):
                 made[i] = (
                     out
                     if isinstance(out, Judgement)
                     else self._judge_raised(judges[i], out, started, trace.trace_id)
                 )
-        else:
-            for i in inline:
-                made[i] = self._run_inline(judges[i], trace)
         waiting = [i for i, m in enumerate(made) if m is None]
         if not waiting:
             return cast("list[Judgement]", made)
@@ -708,12 +704,6 @@ class Engine:
     def _is_inline(self, judge: Judge) -> bool:
         known = self._inline.get(id(judge))
         return judge_inline(judge) if known is None else known
-
-    def _run_inline(self, judge: Judge, trace: Trace) -> Judgement:
-        """:meth:`_run_judge` for an inline judge: its synchronous ``evaluate``."""
-        started = time.perf_counter()
-        out = _evaluate(judge, trace)
-        return out if isinstance(out, Judgement) else self._judge_raised(judge, out, started, trace.trace_id)
 
     async def _run_judge(self, judge: Judge, trace: Trace) -> Judgement:
         """Run one judge; a judge that raises (against its contract) becomes an ``error`` judgement."""
