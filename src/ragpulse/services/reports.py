@@ -141,22 +141,25 @@ def case_row(c: CaseResult) -> CaseRow:
     )
 
 
+def _cause_counts(flags: JudgementFlags) -> dict[str, int]:
+    """The claim-cause counts of one judgement's ``flags.attribution`` (:data:`CAUSE_KEYS` that hold an
+    integer; empty without attribution)."""
+    causes = (flags.model_extra or {}).get("attribution")
+    if not isinstance(causes, dict):
+        return {}
+    return {key: n for key in CAUSE_KEYS if isinstance(n := causes.get(key), int) and not isinstance(n, bool)}
+
+
 def _claim_causes(scored: Sequence[Judgement]) -> ClaimCauses | None:
-    """The claim causes (``flags.attribution``) of the failing judgements among ``scored``, summed; ``None``
-    when none of them decided a cause."""
+    """The claim causes of the failing judgements among ``scored``, summed; ``None`` when none of them
+    decided a cause."""
     misses = errors = 0
     for j in scored:
-        if j.passed:
-            continue
-        causes = (j.flags.model_extra or {}).get("attribution")
-        if isinstance(causes, dict):
-            misses += _count(causes.get("retrieval_misses"))
-            errors += _count(causes.get("generation_errors"))
+        if not j.passed:
+            counts = _cause_counts(j.flags)
+            misses += counts.get("retrieval_misses", 0)
+            errors += counts.get("generation_errors", 0)
     return ClaimCauses(retrieval_misses=misses, generation_errors=errors) if misses or errors else None
-
-
-def _count(v: object) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 class _Tally:
@@ -168,14 +171,9 @@ class _Tally:
 
     def add_causes(self, flags: JudgementFlags) -> None:
         """Count the claim causes of one judgement (``flags.attribution``)."""
-        extra = flags.model_extra or {}
-        self.claims = self.claims or isinstance(extra.get("claims"), list)
-        causes = extra.get("attribution")
-        if isinstance(causes, dict):
-            for key in CAUSE_KEYS:
-                n = causes.get(key)
-                if isinstance(n, int) and not isinstance(n, bool):
-                    self.causes[key] += n
+        self.claims = self.claims or isinstance((flags.model_extra or {}).get("claims"), list)
+        for key, n in _cause_counts(flags).items():
+            self.causes[key] += n
 
 
 class ReportBuilder:
