@@ -16,9 +16,8 @@ from aiokafka.structs import TopicPartition
 
 from ragpulse.model import Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import AckCallback
-from testsupport import KAFKA_ATTEMPT_S, committed
-
-__all__ = ["committed"]  # re-exported: the Kafka tests import their helpers from here
+from testsupport import KAFKA_ATTEMPT_S
+from testsupport import committed as committed  # re-exported: the Kafka tests import their helpers from here
 
 REPO = Path(__file__).resolve().parents[2]
 
