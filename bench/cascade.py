@@ -147,7 +147,7 @@ async def measure(
                     judge_api_key="sk-bench",
                     judge_max_retries=0,
                     judge_cache_size=0,
-                    judges={"faithfulness": {"mode": "binary", **(extra or {})}},
+                    judge_options={"faithfulness": {"mode": "binary", **(extra or {})}},
                 )
                 before = server.request_count
                 judges = build_judges(settings, ["faithfulness"])

@@ -220,13 +220,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await admin_k.create_topics([NewTopic(topic, args.partitions, 1)])
         await admin_k.close()
         env = {
-            "RAGPULSE_DATABASE_URL": url,
+            "RAGPULSE_STORE_DATABASE_URL": url,
             "RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
             "RAGPULSE_KAFKA_TOPICS": topic,
             "RAGPULSE_OTLP_GRPC_ADDRESS": "",
             "RAGPULSE_OTLP_HTTP_ADDRESS": "",
             "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{_free_port()}",
-            "RAGPULSE_ENABLED_JUDGES": "relevancy,faithfulness,keyword",
+            "RAGPULSE_JUDGE_ENABLED": "relevancy,faithfulness,keyword",
         }
         if args.mode in ("throughput", "backlog"):
             out["produce_s"] = round(await _produce(broker.bootstrap, topic, args.events), 1)

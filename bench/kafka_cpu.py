@@ -56,8 +56,8 @@ from ragpulse.engine.engine import _Item
 from ragpulse.export import build_exporters, shutdown_exporters
 from ragpulse.ingest import events as ev
 from ragpulse.ingest.offsets import OffsetTracker
+from ragpulse.judges.selection import open_judges
 from ragpulse.model import Trace, TraceResult
-from ragpulse.services.judges import open_judges
 from ragpulse.store.postgres import PostgresStore
 
 ADMIN_URL = kafka_bench.ADMIN_URL
@@ -135,13 +135,13 @@ async def end_to_end(
     args: argparse.Namespace, broker: kafka_bench.Broker, topic: str, url: str, db: str
 ) -> dict[str, Any]:
     env = {
-        "RAGPULSE_DATABASE_URL": url,
+        "RAGPULSE_STORE_DATABASE_URL": url,
         "RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
         "RAGPULSE_KAFKA_TOPICS": topic,
         "RAGPULSE_OTLP_GRPC_ADDRESS": "",
         "RAGPULSE_OTLP_HTTP_ADDRESS": "",
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{kafka_bench._free_port()}",
-        "RAGPULSE_ENABLED_JUDGES": JUDGES,
+        "RAGPULSE_JUDGE_ENABLED": JUDGES,
     }
     serve = kafka_bench.Serve(env, profile=args.profile)
     try:
@@ -192,7 +192,7 @@ async def stages(
     n = args.events
     out: dict[str, float] = {}
     settings = Settings(
-        database_url=url, enabled_judges=JUDGES.split(","), kafka_bootstrap_servers=broker.bootstrap
+        store_database_url=url, judge_enabled=JUDGES.split(","), kafka_bootstrap_servers=broker.bootstrap
     )
     # Kafka fetch: read the whole topic as the source does (getmany, 500 records)
     consumer = AIOKafkaConsumer(

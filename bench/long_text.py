@@ -84,7 +84,7 @@ def main() -> None:
         asyncio.run(_admin(f'CREATE DATABASE "{db_name}"'))
         url = f"postgresql://postgres@127.0.0.1:5432/{db_name}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
-    env.update(RAGPULSE_DATABASE_URL=url, RAGPULSE_LOG_LEVEL="WARNING", RAGPULSE_JUDGE_MODEL="")
+    env.update(RAGPULSE_STORE_DATABASE_URL=url, RAGPULSE_LOG_LEVEL="WARNING", RAGPULSE_JUDGE_MODEL="")
     env["PYTHONPATH"] = args.src or str(Path(__file__).resolve().parents[1] / "src")
     if args.max_text_chars is not None:
         env["RAGPULSE_JUDGE_MAX_TEXT_CHARS"] = str(args.max_text_chars)

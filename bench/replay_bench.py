@@ -50,7 +50,7 @@ from ragpulse.config import Settings
 from ragpulse.judges.registry import build_judges
 from ragpulse.logging import configure_logging
 from ragpulse.model import TestCase, TestSet
-from ragpulse.services.replay import run_replay
+from ragpulse.runs.replay import run_replay
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import MemoryStore
 
@@ -204,7 +204,7 @@ async def bench_offline(args: argparse.Namespace) -> dict[str, Any]:
     ts = synth_test_set(args.traces, args.seed)
     rss_before = _rss_mb()
     async with database(args.database_url) as url:
-        settings = _engine_settings(args, database_url=url)
+        settings = _engine_settings(args, store_database_url=url)
         out = await _replay(ts, settings, ["relevancy", "faithfulness", "keyword"], url)
     out["peak_rss_mb"] = round(_rss_mb(), 1)
     out["rss_before_run_mb"] = round(rss_before, 1)
@@ -260,7 +260,7 @@ async def _bench_llm(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     async with database(args.database_url) as url:
         settings = _engine_settings(
             args,
-            database_url=url,
+            store_database_url=url,
             judge_model="bench-mock",
             judge_base_url=base_url,
             judge_api_key="bench",

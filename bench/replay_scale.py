@@ -98,11 +98,11 @@ async def first_page(url: str, run_id: str, cases: int) -> None:
     """Time ``runs show``'s reads in process: the report and the first page of case rows, then a keyset page in
     the middle of the run (ms, 3 times each)."""
     from ragpulse.config import Settings
-    from ragpulse.services.reports import case_rows_page
-    from ragpulse.services.runs import run_report
+    from ragpulse.runs.reports import case_rows_page
+    from ragpulse.runs.stored import run_report
     from ragpulse.store import PostgresStore
 
-    store = await PostgresStore.connect(url, Settings(database_url=url).store)
+    store = await PostgresStore.connect(url, Settings(store_database_url=url).store)
     try:
         for label, after in (("first page", None), ("middle page", (cases // 2, ""))):
             times = []
@@ -157,7 +157,7 @@ def main() -> None:
         asyncio.run(_admin(f'CREATE DATABASE "{db_name}"'))
         url = f"postgresql://postgres@127.0.0.1:5432/{db_name}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
-    env.update(RAGPULSE_DATABASE_URL=url, RAGPULSE_LOG_LEVEL="WARNING")
+    env.update(RAGPULSE_STORE_DATABASE_URL=url, RAGPULSE_LOG_LEVEL="WARNING")
     env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1] / "src"))
     exe = [sys.executable, "-m", "ragpulse"]
     run_id = f"scale-{args.cases}"

@@ -45,7 +45,7 @@ from ragpulse.model import (
     TraceOutcome,
     TraceResult,
 )
-from ragpulse.services import stats
+from ragpulse.portal import stats
 from ragpulse.store.postgres import PostgresStore
 
 EXTRAS = (
@@ -150,7 +150,7 @@ async def load(args: argparse.Namespace) -> None:
     await admin.close()
     url = args.admin_url.rpartition("/")[0] + "/" + name
     print(f"database: {url}", flush=True)
-    store = await PostgresStore.connect(url, Settings(database_url=url, database_pool_max=2).store)
+    store = await PostgresStore.connect(url, Settings(store_database_url=url, store_pool_max=2).store)
     now = datetime.now(UTC)
     conn = await asyncpg.connect(url)
     try:
@@ -177,7 +177,7 @@ async def load(args: argparse.Namespace) -> None:
 
 async def run_measure(args: argparse.Namespace) -> None:
     url = args.url
-    store = await PostgresStore.connect(url, Settings(database_url=url, database_pool_max=4).store)
+    store = await PostgresStore.connect(url, Settings(store_database_url=url, store_pool_max=4).store)
     conn = await asyncpg.connect(url)
     try:
         meta = await _one(conn, "SELECT now, traces FROM bench_meta")
@@ -299,7 +299,7 @@ async def writecost(args: argparse.Namespace) -> None:
         await admin.execute(f'CREATE DATABASE "{name}"')
         url = args.admin_url.rpartition("/")[0] + "/" + name
         try:
-            store = await PostgresStore.connect(url, Settings(database_url=url, database_pool_max=1).store)
+            store = await PostgresStore.connect(url, Settings(store_database_url=url, store_pool_max=1).store)
             try:
                 if not with_index:
                     async with store.pool.acquire() as c:

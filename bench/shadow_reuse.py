@@ -6,7 +6,7 @@ Set-up: a private database on the test PostgreSQL (``RAGPULSE_TEST_PG_ADMIN_URL`
 server (``ragpulse.testing.openai_server.judge_responder``) in a child process, so its CPU is not counted here.
 ``--traces`` traces are judged by ``relevancy`` (mode ``question``) with a shadow (``mode: with_context``,
 ``share: 1.0``); then the shadow is promoted (main options ``{mode: with_context}``) and the history is re-judged
-with :func:`ragpulse.services.runs.rejudge` twice:
+with :func:`ragpulse.runs.stored.rejudge` twice:
 
 - ``reused``: the shadow rows are there: every judgement is copied, no model call;
 - ``judged``: the promoted rows and the shadow rows deleted first: every judgement calls the model.
@@ -42,7 +42,7 @@ from ragpulse.engine import Engine
 from ragpulse.judges.registry import opened_judges
 from ragpulse.logging import configure_logging
 from ragpulse.model import Document, Source, Trace
-from ragpulse.services.runs import rejudge
+from ragpulse.runs.stored import rejudge
 from ragpulse.store import PostgresStore
 
 ADMIN_URL = os.environ.get("RAGPULSE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -114,10 +114,12 @@ async def run(n: int, base_url: str) -> dict[str, Any]:
     load = [os.getloadavg()[0]]
     try:
         base = Settings(
-            database_url=url, judge_model="judge-test", judge_base_url=base_url, judge_api_key="k"
+            store_database_url=url, judge_model="judge-test", judge_base_url=base_url, judge_api_key="k"
         )
-        shadowed = base.replaced(judges={"relevancy": {"shadow": {"mode": "with_context", "share": 1.0}}})
-        promoted = base.replaced(judges={"relevancy": {"mode": "with_context"}})
+        shadowed = base.replaced(
+            judge_options={"relevancy": {"shadow": {"mode": "with_context", "share": 1.0}}}
+        )
+        promoted = base.replaced(judge_options={"relevancy": {"mode": "with_context"}})
         store = await PostgresStore.connect(url, base.store)
         try:
             await _seed(shadowed, store, _traces(n))

@@ -2,7 +2,7 @@
 
     python bench/store_write.py --traces 10000 --batch 200 [--judges 3] [--url postgresql://…]
 
-Without ``--url`` (and without ``RAGPULSE_DATABASE_URL``) it uses the embedded PostgreSQL 18 in a temp dir.
+Without ``--url`` (and without ``RAGPULSE_STORE_DATABASE_URL``) it uses the embedded PostgreSQL 18 in a temp dir.
 Each trace has 4 documents of ~150 words and ``--judges`` judgements. Runs in a private, fresh database
 (created and dropped). Prints traces/s and judgements/s for the first write, for an identical redelivery
 (nothing changes) and for a re-judgement where every score changed, plus the mean batch latency and ragpulse's own CPU time per trace (the\ndatabase server's CPU is not included).
@@ -93,17 +93,17 @@ async def write_all(
 
 async def main(args: argparse.Namespace) -> None:
     tmp: Path | None = None
-    admin = args.url or os.environ.get("RAGPULSE_DATABASE_URL")
+    admin = args.url or os.environ.get("RAGPULSE_STORE_DATABASE_URL")
     if not admin:
         tmp = Path(tempfile.mkdtemp(prefix="ragpulse-bench-"))
-        admin = start_embedded(Settings(database_embedded_dir=tmp / "pgdata").store)
+        admin = start_embedded(Settings(store_embedded_dir=tmp / "pgdata").store)
     name = f"ragpulse_bench_{uuid.uuid4().hex[:10]}"
     conn = await asyncpg.connect(admin)
     await conn.execute(f'CREATE DATABASE "{name}"')
     await conn.close()
     url = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
     try:
-        store = await PostgresStore.connect(url, Settings(database_url=url).store)
+        store = await PostgresStore.connect(url, Settings(store_database_url=url).store)
         first = make_results(args.traces, args.judges, 0.0)
         changed = make_results(args.traces, args.judges, 0.5)
         for label, data in (("first write", first), ("redelivery", first), ("all scores changed", changed)):

@@ -221,11 +221,11 @@ def build() -> dict[str, Any]:
         .with_panel(
             _ts(
                 "Error and skip share",
-                "Share of judgements with status error / skipped, per judge.",
+                "Share of judgements with outcome error / skipped / abstained (the answer declined), per judge.",
                 "percentunit",
                 [
                     Query(
-                        f'sum by (judge, outcome) (rate(ragpulse_judgements_total{{{SEL}, outcome=~"error|skipped"}}[{RI}]))'
+                        f'sum by (judge, outcome) (rate(ragpulse_judgements_total{{{SEL}, outcome=~"error|skipped|abstained"}}[{RI}]))'
                         f" / ignoring (outcome) group_left sum by (judge) (rate(ragpulse_judgements_total{{{SEL}}}[{RI}]))",
                         "{{judge}} {{outcome}}",
                     )

@@ -98,6 +98,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest) -> None:
+    """A test that is not marked ``integration`` but reaches an :data:`INTEGRATION_FIXTURES` fixture at run time
+    (``request.getfixturevalue``, which :func:`pytest_collection_modifyitems` cannot see) fails at once, naming
+    the fixture: the fast lane never needs PostgreSQL, Kafka or a browser. Only function-scoped requests are
+    checked (a wider fixture's request belongs to no single test)."""
+    item = request.node
+    if (
+        fixturedef.argname in INTEGRATION_FIXTURES
+        and isinstance(item, pytest.Item)
+        and item.get_closest_marker("integration") is None
+    ):
+        pytest.fail(
+            f"{item.nodeid} uses the integration fixture {fixturedef.argname!r} without the integration "
+            "marker: mark it (pytest.param(..., marks=pytest.mark.integration) for one case)",
+            pytrace=False,
+        )
+
+
 @pytest.fixture
 def promtool() -> str:
     """Path of ``promtool`` (Debian package ``prometheus``); the test is skipped without it."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from playwright.sync_api import Browser, Request
+from playwright.sync_api import Browser, ConsoleMessage, Request
 from playwright.sync_api import Page as PwPage
 
 from portal_testutil import Portal
@@ -21,16 +21,39 @@ CHROMIUM_ARGS = [
 
 
 class PortalPage:
-    """A browser page on the portal that records every request to another host."""
+    """A browser page on the portal that records every request to another host (:attr:`foreign`), every
+    console error (:attr:`console_errors`, Content-Security-Policy violations among them) and every uncaught
+    script error (:attr:`page_errors`). ``timezone``: the browser's time zone (IANA name), else the host's."""
 
     def __init__(
-        self, browser: Browser, portal: Portal, width: int, height: int, locale: str = "en-US"
+        self,
+        browser: Browser,
+        portal: Portal,
+        width: int,
+        height: int,
+        locale: str = "en-US",
+        timezone: str | None = None,
     ) -> None:
         self.portal = portal
-        self.ctx = browser.new_context(viewport={"width": width, "height": height}, locale=locale)
+        self.ctx = browser.new_context(
+            viewport={"width": width, "height": height}, locale=locale, timezone_id=timezone
+        )
         self.page: PwPage = self.ctx.new_page()
         self.foreign: list[str] = []
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
         host = urlsplit(portal.url).netloc
+
+        def on_console(m: ConsoleMessage) -> None:
+            if (
+                m.type == "error"
+                or "Content Security Policy" in m.text
+                or "Content-Security-Policy" in m.text
+            ):
+                self.console_errors.append(f"{self.page.url}: {m.text}")
+
+        self.page.on("console", on_console)
+        self.page.on("pageerror", lambda e: self.page_errors.append(f"{self.page.url}: {e}"))
 
         def on_request(req: Request) -> None:
             parts = urlsplit(req.url)

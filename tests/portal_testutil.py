@@ -27,7 +27,7 @@ def base_env(db_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_", "OPENAI_"))}
     env.update(
         {
-            "RAGPULSE_DATABASE_URL": db_url,
+            "RAGPULSE_STORE_DATABASE_URL": db_url,
             "RAGPULSE_LOG_JSON": "true",
             "RAGPULSE_OTLP_GRPC_ADDRESS": "",
             "RAGPULSE_OTLP_HTTP_ADDRESS": "",
@@ -90,7 +90,9 @@ def seed(db_url: str, results: Sequence[TraceResult]) -> None:
     traces were received (as if judged right away)."""
 
     async def go() -> None:
-        store = await PostgresStore.connect(db_url, Settings(database_url=db_url, database_pool_max=2).store)
+        store = await PostgresStore.connect(
+            db_url, Settings(store_database_url=db_url, store_pool_max=2).store
+        )
         try:
             await store.write_results(results)
         finally:

@@ -1,4 +1,5 @@
-"""Locate the shared read-only datasets (``RAGPULSE_SHARED_DIR``, default the sibling ``shared/`` of the repo)."""
+"""The RGB (Chinese) sample of the test data folder (``testsupport.shared_dir``: ``tests/data`` unless
+``RAGPULSE_SHARED_DIR`` names another)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from testsupport import shared_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def rgb_path() -> Path:
-    p = shared_dir() / "datasets" / "rgb_zh" / "rgb_zh.sample.jsonl"
-    if not p.is_file():
-        pytest.skip(f"shared dataset not found: {p}")
-    return p
+    return shared_dir() / "datasets" / "rgb_zh" / "rgb_zh.sample.jsonl"
 
 
 def rgb_rows() -> list[dict[str, Any]]:

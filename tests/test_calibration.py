@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
-import sys
 from typing import Any
 
 import pytest
 
-from ragpulse.calibration import (
+from ragpulse.calibration.agreement import (
     Confusion,
     average_ranks,
     balanced_accuracy,
@@ -112,10 +110,9 @@ def test_calibrate_excludes_and_counts_unscored() -> None:
         calibrate(js[:1], [2])
 
 
+@pytest.mark.integration  # slow check (200 labelled rows, ~1 s CPU): the integration lane, docs/dev/testing.md
 def test_heuristic_faithfulness_on_ares_human() -> None:
     path = shared_dir() / "datasets" / "ares_human" / "ares_human.sample.jsonl"
-    if not path.exists():
-        pytest.skip(f"shared data not found: {path}")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     judge = HeuristicFaithfulnessJudge(Settings(), {})
     js = [
@@ -125,14 +122,14 @@ def test_heuristic_faithfulness_on_ares_human() -> None:
         for r in rows
     ]
     rep = calibrate(js, [int(r["answer_faithfulness"]) for r in rows])
-    # measured: 200 scored, tp 141, fp 4, tn 24, fn 31 → BA = (141/172 + 24/28) / 2 = 0.8385
+    # measured: 200 scored, tp 131, fp 1, tn 27, fn 41 → BA = (131/172 + 27/28) / 2 = 0.8630
     assert rep.n == 200
     assert rep.n_unscored == 0
-    assert rep.confusion == Confusion(tp=141, fp=4, tn=24, fn=31)
-    assert rep.balanced_accuracy == pytest.approx((141 / 172 + 24 / 28) / 2)
+    assert rep.confusion == Confusion(tp=131, fp=1, tn=27, fn=41)
+    assert rep.balanced_accuracy == pytest.approx((131 / 172 + 27 / 28) / 2)
     assert rep.balanced_accuracy is not None
     assert rep.balanced_accuracy >= 0.80
-    assert rep.balanced_accuracy_ci == pytest.approx((0.759, 0.905), abs=0.001)
+    assert rep.balanced_accuracy_ci == pytest.approx((0.810, 0.907), abs=0.001)
 
 
 def test_calibrate_one_label_class_says_so() -> None:
@@ -149,11 +146,3 @@ def test_calibrate_one_label_class_says_so() -> None:
     ]
     rep = calibrate([judged(0.9), judged(0.2)], [1, 0], n_boot=50)
     assert (rep.balanced_accuracy, rep.warnings, rep.label_counts) == (1.0, [], {"0": 1, "1": 1})
-
-
-def test_old_import_path_is_a_deprecated_alias() -> None:
-    sys.modules.pop("ragpulse.judges.calibration", None)
-    with pytest.warns(DeprecationWarning, match="import ragpulse.calibration instead"):
-        old = importlib.import_module("ragpulse.judges.calibration")
-    assert old.calibrate is calibrate
-    assert old.Confusion is Confusion

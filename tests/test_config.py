@@ -10,6 +10,7 @@ from ragpulse.config import (
     SECTIONS,
     JudgeRoute,
     Settings,
+    check_environment,
     env_name,
     known_env_vars,
     load_settings,
@@ -20,8 +21,8 @@ from ragpulse.errors import ConfigError
 def test_yaml_sections_flatten_and_env_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        "judge:\n  model: qwen-plus\n  base_url: http://x/v1\nsampling_rate: 0.5\n"
-        "judges:\n  faithfulness: {mode: binary}\n",
+        "judge:\n  model: qwen-plus\n  base_url: http://x/v1\nengine_sampling_rate: 0.5\n"
+        "judge_options:\n  faithfulness: {mode: binary}\n",
         encoding="utf-8",
     )
     monkeypatch.setenv("RAGPULSE_JUDGE_MODEL", "deepseek-chat")
@@ -55,15 +56,15 @@ BAD_SETTINGS: list[tuple[str, str | None, dict[str, str], str]] = [
     ("unknown setting", "sampling_rat: 0.5\n", {}, "unknown setting"),
     (
         "value out of range",
-        "sampling_rate: 2\n",
+        "engine_sampling_rate: 2\n",
         {},
-        r"engine\.sampling_rate \(sampling_rate in config file .*c\.yaml\): Input should be less",
+        r"engine\.sampling_rate \(engine_sampling_rate in config file .*c\.yaml\): Input should be less",
     ),
     (
         "JSON variable that is not JSON",
         None,
-        {"RAGPULSE_JUDGES": "{bad"},
-        r"^invalid configuration: RAGPULSE_JUDGES must be JSON \(Expecting",
+        {"RAGPULSE_JUDGE_OPTIONS": "{bad"},
+        r"^invalid configuration: RAGPULSE_JUDGE_OPTIONS must be JSON \(Expecting",
     ),
     (
         "unknown log level",
@@ -75,8 +76,8 @@ BAD_SETTINGS: list[tuple[str, str | None, dict[str, str], str]] = [
         (
             f"enabled judges {value!r}",
             None,
-            {"RAGPULSE_ENABLED_JUDGES": value},
-            r"judge\.enabled \(RAGPULSE_ENABLED_JUDGES\): Value error, must name at least one judge",
+            {"RAGPULSE_JUDGE_ENABLED": value},
+            r"judge\.enabled \(RAGPULSE_JUDGE_ENABLED\): Value error, must name at least one judge",
         )
         for value in ("", " , ")
     ],
@@ -141,7 +142,7 @@ async def test_pg_fixture_gives_an_empty_database(pg_url: str) -> None:
 
 def test_log_level_is_normalised_and_enabled_judges_split(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGPULSE_LOG_LEVEL", " warning")
-    monkeypatch.setenv("RAGPULSE_ENABLED_JUDGES", "keyword, relevancy")
+    monkeypatch.setenv("RAGPULSE_JUDGE_ENABLED", "keyword, relevancy")
     s = load_settings()
     assert s.log.level == "WARNING"
     assert s.judge.enabled == ["keyword", "relevancy"]
@@ -153,7 +154,7 @@ def test_unknown_ragpulse_env_vars_are_named() -> None:
     env = {
         "RAGPULSE_JUGE_MODEL": "x",  # typo
         "RAGPULSE_JUDGE_MODEL": "m",
-        "ragpulse_sampling_rate": "0.5",  # case-insensitive, like pydantic-settings
+        "ragpulse_engine_sampling_rate": "0.5",  # case-insensitive, like pydantic-settings
         "RAGPULSE_CONFIG": "c.yaml",
         "RAGPULSE_JUDGE_API_KEY": "k",
         "PATH": "/bin",
@@ -161,9 +162,10 @@ def test_unknown_ragpulse_env_vars_are_named() -> None:
     assert unknown_env_vars(env) == ["RAGPULSE_JUGE_MODEL"]
 
 
-#: Every setting name ragpulse had before settings were grouped into sections (flat YAML key; environment
-#: variable = RAGPULSE_ + upper case), with a valid value in the environment's text form and where it lands.
-OLD_NAMES: list[tuple[str, str, str, Any]] = [
+#: Every setting name ragpulse had before settings were grouped into sections, in its one spelling today (flat
+#: YAML key; environment variable = RAGPULSE_ + upper case), with a valid value in the environment's text form
+#: and where it lands.
+SETTING_EXAMPLES: list[tuple[str, str, str, Any]] = [
     ("log_level", "debug", "log.level", "DEBUG"),
     ("log_json", "true", "log.json_", True),
     ("log_text", "true", "log.text", True),
@@ -181,8 +183,8 @@ OLD_NAMES: list[tuple[str, str, str, Any]] = [
     ("judge_daily_token_budget", "1000", "judge.daily_token_budget", 1000),
     ("judge_cache_size", "5", "judge.cache_size", 5),
     ("judge_http_transport", "httpx", "judge.http_transport", "httpx"),
-    ("enabled_judges", "keyword", "judge.enabled", ["keyword"]),
-    ("judges", '{"keyword": {"threshold": 0.5}}', "judge.options", {"keyword": {"threshold": 0.5}}),
+    ("judge_enabled", "keyword", "judge.enabled", ["keyword"]),
+    ("judge_options", '{"keyword": {"threshold": 0.5}}', "judge.options", {"keyword": {"threshold": 0.5}}),
     (
         "judge_routes",
         '[{"app": "a", "judges": ["keyword"]}]',
@@ -191,7 +193,7 @@ OLD_NAMES: list[tuple[str, str, str, Any]] = [
     ),
     ("embeddings_base_url", "http://e/v1", "embeddings.base_url", "http://e/v1"),
     ("embeddings_model", "emb", "embeddings.model", "emb"),
-    ("checklists", '{"c": "cl.yaml"}', "judge.checklists", {"c": "cl.yaml"}),
+    ("judge_checklists", '{"c": "cl.yaml"}', "judge.checklists", {"c": "cl.yaml"}),
     ("engine_queue_size", "11", "engine.queue_size", 11),
     ("engine_workers", "2", "engine.workers", 2),
     ("engine_batch_size", "3", "engine.batch_size", 3),
@@ -199,18 +201,18 @@ OLD_NAMES: list[tuple[str, str, str, Any]] = [
     ("engine_writers", "4", "engine.writers", 4),
     ("engine_store_retries", "2", "engine.store_retries", 2),
     ("engine_store_backoff_s", "0.1", "engine.store_backoff_s", 0.1),
-    ("sampling_rate", "0.25", "engine.sampling_rate", 0.25),
-    ("shutdown_deadline_s", "5", "engine.shutdown_deadline_s", 5.0),
-    ("database_url", "postgresql://x/y", "store.database_url", "postgresql://x/y"),
-    ("database_embedded_dir", "/d", "store.embedded_dir", Path("/d")),
-    ("database_pool_min", "2", "store.pool_min", 2),
-    ("database_pool_max", "3", "store.pool_max", 3),
-    ("retention_days", "7", "store.retention_days", 7.0),
-    ("redact_text", "true", "store.redact_text", True),
-    ("database_embedded_keep_running", "true", "store.embedded_keep_running", True),
-    ("database_embedded_start_timeout_s", "9", "store.embedded_start_timeout_s", 9.0),
-    ("database_command_timeout_s", "8", "store.command_timeout_s", 8.0),
-    ("retention_interval_s", "60", "store.retention_interval_s", 60.0),
+    ("engine_sampling_rate", "0.25", "engine.sampling_rate", 0.25),
+    ("engine_shutdown_deadline_s", "5", "engine.shutdown_deadline_s", 5.0),
+    ("store_database_url", "postgresql://x/y", "store.database_url", "postgresql://x/y"),
+    ("store_embedded_dir", "/d", "store.embedded_dir", Path("/d")),
+    ("store_pool_min", "2", "store.pool_min", 2),
+    ("store_pool_max", "3", "store.pool_max", 3),
+    ("store_retention_days", "7", "store.retention_days", 7.0),
+    ("store_redact_text", "true", "store.redact_text", True),
+    ("store_embedded_keep_running", "true", "store.embedded_keep_running", True),
+    ("store_embedded_start_timeout_s", "9", "store.embedded_start_timeout_s", 9.0),
+    ("store_command_timeout_s", "8", "store.command_timeout_s", 8.0),
+    ("store_retention_interval_s", "60", "store.retention_interval_s", 60.0),
     ("rag_endpoint_url", "http://rag/ask", "rag.endpoint_url", "http://rag/ask"),
     ("rag_request_question_field", "q", "rag.request_question_field", "q"),
     ("rag_response_answer_field", "a", "rag.response_answer_field", "a"),
@@ -218,8 +220,8 @@ OLD_NAMES: list[tuple[str, str, str, Any]] = [
     ("rag_response_doc_ids_field", "d", "rag.response_doc_ids_field", "d"),
     ("rag_endpoint_timeout_s", "3", "rag.endpoint_timeout_s", 3.0),
     ("replay_auto_retrieval_judges", "false", "replay.auto_retrieval_judges", False),
-    ("coverage_threshold", "0.5", "replay.coverage_threshold", 0.5),
-    ("gate_min", '{"pass_rate": 0.8}', "replay.gate_min", {"pass_rate": 0.8}),
+    ("replay_coverage_threshold", "0.5", "replay.coverage_threshold", 0.5),
+    ("replay_gate_min", '{"pass_rate": 0.8}', "replay.gate_min", {"pass_rate": 0.8}),
     ("kafka_bootstrap_servers", "k:9092", "kafka.bootstrap_servers", "k:9092"),
     ("kafka_topics", "a,b", "kafka.topics", ["a", "b"]),
     ("kafka_group_id", "g", "kafka.group_id", "g"),
@@ -237,15 +239,15 @@ OLD_NAMES: list[tuple[str, str, str, Any]] = [
     ("otlp_idle_timeout_s", "2", "otlp.idle_timeout_s", 2.0),
     ("otlp_max_pending_traces", "3", "otlp.max_pending_traces", 3),
     ("otlp_attributes", '{"question": "q"}', "otlp.attributes", {"question": "q"}),
-    ("service_name", "me", "export.service_name", "me"),
+    ("export_service_name", "me", "export.service_name", "me"),
     ("http_address", "127.0.0.1:2", "http.address", "127.0.0.1:2"),
-    ("metrics_app_label_limit", "5", "export.metrics_app_label_limit", 5),
-    ("pushgateway_url", "http://pg:9091", "export.pushgateway_url", "http://pg:9091"),
-    ("evaluation_spans", "true", "export.evaluation_spans", True),
+    ("export_metrics_app_label_limit", "5", "export.metrics_app_label_limit", 5),
+    ("export_pushgateway_url", "http://pg:9091", "export.pushgateway_url", "http://pg:9091"),
+    ("export_evaluation_spans", "true", "export.evaluation_spans", True),
 ]
 
-#: The old secret names: environment only.
-OLD_SECRETS = {
+#: The secrets: environment only.
+SECRET_NAMES = {
     "judge_api_key": "judge.api_key",
     "embeddings_api_key": "embeddings.api_key",
     "kafka_sasl_password": "kafka.sasl_password",
@@ -258,15 +260,21 @@ def _get(s: Settings, path: str) -> Any:
     return getattr(getattr(s, section), key)
 
 
-@pytest.mark.parametrize(("name", "text", "path", "expected"), OLD_NAMES, ids=[n[0] for n in OLD_NAMES])
-def test_every_old_environment_variable_still_works(name: str, text: str, path: str, expected: Any) -> None:
+@pytest.mark.parametrize(
+    ("name", "text", "path", "expected"), SETTING_EXAMPLES, ids=[n[0] for n in SETTING_EXAMPLES]
+)
+def test_every_setting_is_read_from_its_environment_variable(
+    name: str, text: str, path: str, expected: Any
+) -> None:
     s = load_settings(environ={f"RAGPULSE_{name.upper()}": text})
     assert _get(s, path) == expected
     assert _get(Settings(), path) != expected  # the value really came from the variable
 
 
-@pytest.mark.parametrize(("name", "text", "path", "expected"), OLD_NAMES, ids=[n[0] for n in OLD_NAMES])
-def test_every_old_flat_yaml_key_still_works(
+@pytest.mark.parametrize(
+    ("name", "text", "path", "expected"), SETTING_EXAMPLES, ids=[n[0] for n in SETTING_EXAMPLES]
+)
+def test_every_setting_is_read_from_its_flat_yaml_key(
     tmp_path: Path, name: str, text: str, path: str, expected: Any
 ) -> None:
     value = json.loads(text) if text.startswith(("{", "[")) else text
@@ -278,8 +286,8 @@ def test_every_old_flat_yaml_key_still_works(
     assert _get(s, path) == expected
 
 
-@pytest.mark.parametrize(("name", "path"), OLD_SECRETS.items())
-def test_old_secret_variables_still_work_and_stay_out_of_files(tmp_path: Path, name: str, path: str) -> None:
+@pytest.mark.parametrize(("name", "path"), SECRET_NAMES.items())
+def test_secret_variables_work_and_stay_out_of_files(tmp_path: Path, name: str, path: str) -> None:
     s = load_settings(environ={f"RAGPULSE_{name.upper()}": "sekret"})
     assert _get(s, path).get_secret_value() == "sekret"
     cfg = tmp_path / "c.yaml"
@@ -309,27 +317,86 @@ def test_one_naming_rule_section_key_is_yaml_section_flat_key_and_variable(tmp_p
             assert f"RAGPULSE_{section}_{key}".upper() in known_env_vars()
 
 
-def test_new_variable_wins_over_the_old_one() -> None:
-    env = {"RAGPULSE_SAMPLING_RATE": "0.1", "RAGPULSE_ENGINE_SAMPLING_RATE": "0.9"}
-    assert load_settings(environ=env).engine.sampling_rate == 0.9
+#: Names that were aliases before there was one spelling per setting → the one spelling.
+FORMER_ALIASES: list[tuple[str, str]] = [
+    ("enabled_judges", "judge_enabled"),
+    ("judges", "judge_options"),
+    ("checklists", "judge_checklists"),
+    ("sampling_rate", "engine_sampling_rate"),
+    ("shutdown_deadline_s", "engine_shutdown_deadline_s"),
+    ("database_url", "store_database_url"),
+    ("database_embedded_dir", "store_embedded_dir"),
+    ("database_embedded_keep_running", "store_embedded_keep_running"),
+    ("database_embedded_start_timeout_s", "store_embedded_start_timeout_s"),
+    ("database_pool_min", "store_pool_min"),
+    ("database_pool_max", "store_pool_max"),
+    ("database_command_timeout_s", "store_command_timeout_s"),
+    ("retention_days", "store_retention_days"),
+    ("retention_interval_s", "store_retention_interval_s"),
+    ("redact_text", "store_redact_text"),
+    ("service_name", "export_service_name"),
+    ("metrics_app_label_limit", "export_metrics_app_label_limit"),
+    ("pushgateway_url", "export_pushgateway_url"),
+    ("evaluation_spans", "export_evaluation_spans"),
+    ("corrected_window_s", "export_corrected_window_s"),
+    ("corrected_interval_s", "export_corrected_interval_s"),
+    ("coverage_threshold", "replay_coverage_threshold"),
+    ("gate_min", "replay_gate_min"),
+]
 
 
-def test_older_yaml_sections_still_flatten(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("old", "new"), FORMER_ALIASES, ids=[a for a, _ in FORMER_ALIASES])
+def test_a_former_alias_is_refused_naming_the_one_spelling(tmp_path: Path, old: str, new: str) -> None:
+    """No setting has two names: a former alias in the environment or the file is an error, never read and
+    never ignored; the message names the setting's one spelling (``judges`` is too far from
+    ``judge_options`` for a suggestion and gets the pointer to docs/settings.md)."""
+    env = {f"RAGPULSE_{old.upper()}": "1"}
+    with pytest.raises(ConfigError) as err:
+        check_environment(env)
+    hint = f"did you mean RAGPULSE_{new.upper()}?" if old != "judges" else "RAGPULSE_JUDGE_ROUTES"
+    assert str(err.value).startswith(f"unknown environment variable RAGPULSE_{old.upper()}")
+    assert hint in str(err.value)
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("database:\n  url: postgresql://h/db\nmetrics:\n  app_label_limit: 7\n", encoding="utf-8")
-    s = load_settings(cfg, environ={})
-    assert s.store.database_url == "postgresql://h/db"
-    assert s.export.metrics_app_label_limit == 7
+    cfg.write_text(f"{old}: 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"unknown setting\\(s\\) {old}"):
+        load_settings(cfg, environ={})
+
+
+def test_an_env_typo_is_one_error_naming_the_closest_setting() -> None:
+    with pytest.raises(ConfigError) as err:
+        check_environment({"RAGPULSE_JUGE_MODEL": "x", "RAGPULSE_JUDGE_MODEL": "m", "PATH": "/bin"})
+    assert (
+        str(err.value)
+        == "unknown environment variable RAGPULSE_JUGE_MODEL; did you mean RAGPULSE_JUDGE_MODEL?"
+    )
+    with pytest.raises(ConfigError) as err:
+        check_environment({"RAGPULSE_ZZZZZZ": "1", "RAGPULSE_JUGE_MODEL": "x"})
+    assert str(err.value) == (
+        "unknown environment variable RAGPULSE_JUGE_MODEL; did you mean RAGPULSE_JUDGE_MODEL?"
+        " (and 1 more: RAGPULSE_ZZZZZZ)"
+    )
+    check_environment(
+        {"RAGPULSE_CONFIG": "c.yaml", "RAGPULSE_TEST_PG_ADMIN_URL": "x", "RAGPULSE_SHARED_DIR": "d"}
+    )
+
+
+def test_a_yaml_typo_names_the_closest_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("store:\n  retention_dais: 3\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"unknown setting\(s\) store.retention_dais; did you mean store.retention_days\?"
+    ):
+        load_settings(cfg, environ={})
 
 
 def test_settings_without_arguments_are_the_defaults_not_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("RAGPULSE_SAMPLING_RATE", "0.1")
+    monkeypatch.setenv("RAGPULSE_ENGINE_SAMPLING_RATE", "0.1")
     monkeypatch.setenv("RAGPULSE_CONFIG", "/nonexistent.yaml")
     assert Settings().engine.sampling_rate == 1.0
-    assert Settings(sampling_rate=0.3).engine.sampling_rate == 0.3
-    assert Settings(sampling_rate=0.3).replaced(judge_model="m").engine.sampling_rate == 0.3
+    assert Settings(engine_sampling_rate=0.3).engine.sampling_rate == 0.3
+    assert Settings(engine_sampling_rate=0.3).replaced(judge_model="m").engine.sampling_rate == 0.3
 
 
 def test_new_settings_and_their_validation(tmp_path: Path) -> None:
@@ -347,7 +414,7 @@ def test_new_settings_and_their_validation(tmp_path: Path) -> None:
         "RAGPULSE_OTLP_TOKEN": "o",
         "RAGPULSE_KAFKA_TOPIC_ENCODINGS": "otlp-spans=otlp_proto, otlp-json=otlp_json",
         "RAGPULSE_KAFKA_RESULTS_TOPIC": "results",
-        "RAGPULSE_CORRECTED_WINDOW_S": "600",
+        "RAGPULSE_EXPORT_CORRECTED_WINDOW_S": "600",
     }
     s = load_settings(environ=env)
     assert s.api.address == ""
@@ -375,7 +442,7 @@ def test_new_settings_and_their_validation(tmp_path: Path) -> None:
 
 def test_config_path_comes_from_the_argument_or_the_environment_given(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("sampling_rate: 0.5\n", encoding="utf-8")
+    cfg.write_text("engine_sampling_rate: 0.5\n", encoding="utf-8")
     assert load_settings(environ={"RAGPULSE_CONFIG": str(cfg)}).engine.sampling_rate == 0.5
     assert load_settings(cfg, environ={}).engine.sampling_rate == 0.5
     assert load_settings(environ={}).engine.sampling_rate == 1.0  # nothing left over from the calls above
@@ -388,11 +455,11 @@ def test_checklist_paths_follow_one_rule(tmp_path: Path, monkeypatch: pytest.Mon
     (tmp_path / "conf" / "beside.yaml").write_text("x", encoding="utf-8")
     (tmp_path / "cwd.yaml").write_text("x", encoding="utf-8")
     cfg = tmp_path / "conf" / "c.yaml"
-    cfg.write_text("checklists: {a: beside.yaml, b: cwd.yaml}\n", encoding="utf-8")
+    cfg.write_text("judge_checklists: {a: beside.yaml, b: cwd.yaml}\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     s = load_settings(cfg, environ={})
     assert s.judge.checklists == {"a": str(tmp_path / "conf" / "beside.yaml"), "b": "cwd.yaml"}
-    s = load_settings(environ={"RAGPULSE_CHECKLISTS": '{"a": "beside.yaml"}'})
+    s = load_settings(environ={"RAGPULSE_JUDGE_CHECKLISTS": '{"a": "beside.yaml"}'})
     assert s.judge.checklists == {"a": "beside.yaml"}
 
 
@@ -400,7 +467,7 @@ def test_model_copy_with_a_flat_name_is_refused_not_ignored() -> None:
     s = Settings()
     with pytest.raises(TypeError, match=r"sampling_rate is not a section; use Settings\.replaced\(\)"):
         s.model_copy(update={"sampling_rate": 0.5})
-    assert s.replaced(sampling_rate=0.5).engine.sampling_rate == 0.5
+    assert s.replaced(engine_sampling_rate=0.5).engine.sampling_rate == 0.5
     assert (
         s.model_copy(
             update={"engine": s.engine.model_copy(update={"sampling_rate": 0.2})}

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ragpulse.corrected_pass_rate import CalibrationCounts, CorrectedPassRate, corrected_pass_rate
+from ragpulse.calibration.correction import CalibrationCounts, CorrectedPassRate, corrected_pass_rate
 
 GOOD_JUDGE = CalibrationCounts(tp=90, fn=10, tn=90, fp=10)  # se = sp = 0.9
 
@@ -70,6 +70,7 @@ def _coverage(theta: float, se: float, sp: float, window: int, sims: int = 400) 
     return covered / sims
 
 
+@pytest.mark.integration  # slow check (simulation, ~2 s CPU): the integration lane, docs/dev/testing.md
 def test_interval_covers_the_truth_in_every_cell() -> None:
     cells = [
         (theta, se, sp, window)

@@ -1,6 +1,6 @@
 """The suite does not depend on the developer's shell: ragpulse, openai and OpenTelemetry settings are cleared.
 
-CI (scripts/test.sh) runs the fast lane with ``RAGPULSE_SAMPLING_RATE=0 OTEL_EXPORTER_OTLP_PROTOCOL=bogus``
+CI (scripts/test.sh) runs the fast lane with ``RAGPULSE_ENGINE_SAMPLING_RATE=0 OTEL_EXPORTER_OTLP_PROTOCOL=bogus``
 exported, where this test fails if the clearing fixture (tests/conftest.py) breaks.
 """
 

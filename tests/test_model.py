@@ -127,3 +127,15 @@ def test_content_hash_memo_keeps_no_trace_alive_and_follows_copies() -> None:
     del t
     gc.collect()
     assert ref() is None  # the memo held only a weak reference
+
+
+def test_a_session_id_is_the_id_the_store_keeps() -> None:
+    """A NUL (PostgreSQL cannot store it) or another control character is dropped and a lone surrogate becomes
+    U+FFFD in the trace's session id itself, so the engine's look-up of earlier turns uses the stored id (a NUL
+    in ``session.id`` made the look-up fail with "invalid byte sequence" while the trace was stored)."""
+    from ragpulse.model import Trace
+
+    assert Trace(trace_id="t", session_id="sess-ctl\x00\u200b").session_id == "sess-ctl\u200b"
+    assert Trace(trace_id="t", session_id="a\tb\n").session_id == "ab"
+    assert Trace(trace_id="t", session_id="s\ud800").session_id == "s\ufffd"
+    assert Trace(trace_id="t", session_id="\x00").session_id is None

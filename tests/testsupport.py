@@ -1,4 +1,4 @@
-"""Helpers shared by the test packages: the shared data folder, free ports, subprocesses, a tansu broker,
+"""Helpers shared by the test packages: the test data folder, free ports, subprocesses, a tansu broker,
 a loopback HTTP server.
 
 ``tests/`` is on ``sys.path`` (pytest inserts the folder of the root ``conftest.py``), so any test module can
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer
@@ -68,16 +68,56 @@ def private_db(admin_url: str = ADMIN_URL) -> Iterator[str]:
         run_async(_admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+#: The data sets and ingestion fixtures the tests read, copied into the repository (tests/data/README.md).
+TEST_DATA = REPO / "tests" / "data"
+
+
+#: Where libpq and asyncpg look for a server's socket when a URL names no host.
+_SOCKET_DIRS = ("/run/postgresql", "/var/run/postgresql", "/tmp")
+
+
+def pg_server(url: str) -> tuple[str, int] | str:
+    """Where the PostgreSQL server of ``url`` listens: ``(host, port)`` for TCP, else the path of its unix
+    socket (``…/.s.PGSQL.<port>``) — for a URL such as ``postgresql://postgres@/db?host=/var/run/postgresql``, a
+    percent-encoded socket directory as host, or no host at all."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    hostport = parts.netloc.rpartition("@")[2]
+    if hostport.startswith("["):  # an IPv6 address
+        host, _, rest = hostport[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    else:
+        host, _, port_text = hostport.partition(":")
+    host = query.get("host") or unquote(host)
+    port = int(query.get("port") or port_text or 5432)
+    if host and not host.startswith("/"):
+        return host, port
+    dirs = (host,) if host else _SOCKET_DIRS
+    found = [f"{d}/.s.PGSQL.{port}" for d in dirs if Path(f"{d}/.s.PGSQL.{port}").exists()]
+    return found[0] if found else f"{dirs[0]}/.s.PGSQL.{port}"
+
+
+def pg_url_with(url: str, *, user: str | None = None, tcp: tuple[str, int] | None = None) -> str:
+    """``url`` with another ``user`` (no password) and/or pointing at the TCP address ``tcp`` instead of its
+    server (its ``host``/``port`` query parameters dropped); database and other parameters kept. For a socket URL
+    as for a TCP one: tests derive URLs from the configured one with this, never by writing ``…@localhost``."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if user is not None:
+        userinfo, at = user, "@"
+    query = parts.query
+    if tcp is not None:
+        hostport = f"{tcp[0]}:{tcp[1]}"
+        query = urlencode([(k, v) for k, v in parse_qsl(query) if k not in ("host", "port")])
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}{hostport}", query=query))
+
+
 def shared_dir() -> Path:
-    """The shared read-only data folder: ``RAGPULSE_SHARED_DIR``, else ``shared/`` beside the repository root
-    (or beside its parent, for a git worktree checked out one level deeper)."""
+    """The test data folder (``datasets/<set>/``, ``fixtures/``): ``RAGPULSE_SHARED_DIR`` when set (a folder
+    laid out the same way, e.g. the shared folder the copies came from), else the copy in the repository,
+    ``tests/data``, so a clone anywhere runs every test."""
     env = os.environ.get("RAGPULSE_SHARED_DIR")
-    if env:
-        return Path(env)
-    for cand in (REPO / ".." / "shared", REPO / ".." / ".." / "shared"):
-        if cand.is_dir():
-            return cand.resolve()
-    return (REPO / ".." / "shared").resolve()
+    return Path(env) if env else TEST_DATA
 
 
 async def wait_until(
@@ -183,7 +223,8 @@ def serve_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve ``handler`` with a ``ThreadingHTTPServer`` on a free loopback port in a thread; yields the base
     URL ``http://127.0.0.1:<port>`` and shuts the server down afterwards."""
     srv = _Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    # shutdown() waits for the next poll: 0.05 s instead of the default 0.5 s per server
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{srv.server_address[1]}"
     finally:
@@ -215,12 +256,12 @@ def calibration_profile(
 
 
 async def report_json(store: Any, report: Any) -> dict[str, Any]:
-    """The JSON report as ``--json`` writes it (``services.reports.write_report_json``: case rows and case
+    """The JSON report as ``--json`` writes it (``runs.reports.write_report_json``: case rows and case
     diagnoses read from ``store``), parsed."""
     import io
     import json
 
-    from ragpulse.services.reports import write_report_json
+    from ragpulse.runs.reports import write_report_json
 
     out = io.StringIO()
     await write_report_json(store, report, out)

@@ -7,9 +7,10 @@ one name: section ``api``, key ``token`` is ``api: {token: …}`` in the YAML fi
 ``api_token`` and the environment variable ``RAGPULSE_API_TOKEN``. Components take their section
 (:class:`EngineSettings`, :class:`StoreSettings`, :class:`KafkaSettings`, …), not the whole :class:`Settings`.
 
-**Older names keep working.** Settings that used to be flat (``sampling_rate``, ``database_url``,
-``enabled_judges``, ``judges``, ``redact_text`` …) are read under their old environment variable and YAML key
-as well (:data:`LEGACY_NAMES`); when both the new and the old environment variable are set, the new one wins.
+**One spelling per setting.** There are no aliases: an unknown key in the YAML file is a
+:class:`~ragpulse.errors.ConfigError`, and an unknown ``RAGPULSE_*`` environment variable stops the CLI with an
+error naming the closest known one (:func:`check_environment`). The reference of every setting,
+``docs/settings.md``, is generated from this module (:func:`settings_reference`) and checked by a test.
 
 Secrets (API keys, passwords, tokens) are read only from the environment; a secret in the YAML file is a
 :class:`~ragpulse.errors.ConfigError`. A relative checklist path in the YAML file is resolved against the
@@ -19,6 +20,8 @@ paths from the environment are relative to the working directory). See ``config/
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import json
 import os
 import typing
@@ -38,6 +41,7 @@ from pydantic import (
 )
 
 from ragpulse.errors import ConfigError
+from ragpulse.model import ModelPrice
 
 __all__ = [
     "ApiSettings",
@@ -57,8 +61,11 @@ __all__ = [
     "SamplingRuleSettings",
     "Settings",
     "StoreSettings",
+    "check_environment",
+    "closest_env_var",
     "env_name",
     "load_settings",
+    "settings_reference",
     "unknown_env_vars",
 ]
 
@@ -163,8 +170,18 @@ class JudgeSettings(_Section):
     #: Secret (environment only: ``RAGPULSE_JUDGE_API_KEY`` or ``OPENAI_API_KEY``).
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=60.0, gt=0)
+    #: Completion-token cap of a judge's reply (a judge's ``max_tokens`` option overrides it).
     max_tokens: int = Field(default=1024, gt=0)
-    temperature: float = 0.0
+    #: Room for reasoning added to the cap of reasoning models (the documented families of
+    #: ``ragpulse.judges.model.params``, and any model whose reply carried reasoning), tokens.
+    reasoning_tokens: int = Field(default=8192, ge=0)
+    #: Sampling temperature (a judge's ``temperature`` option overrides it); not sent to a model that takes only
+    #: its default (learnt from its refusal, docs/llm-judges.md "Tested judge models").
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    #: Structured output: ``auto`` sends each judge's JSON schema as ``response_format`` where the server
+    #: takes it (a 400 to it → one retry without, later calls omit it); ``json_schema`` always sends it (a 400
+    #: is an error); ``off`` never sends it.
+    structured_output: Literal["auto", "json_schema", "off"] = "auto"
     max_retries: int = Field(default=4, ge=0)
     #: Ceiling of judge-model calls in flight (also the connection-pool size). The limit in use adapts
     #: between ``min_concurrency`` and this ceiling (AIMD, docs/llm-judges.md) unless
@@ -184,6 +201,9 @@ class JudgeSettings(_Section):
     max_text_chars: int = Field(default=100_000, gt=0)
     #: Prompt language: ``auto`` picks Chinese prompts for Chinese questions.
     language: Literal["auto", "en", "zh"] = "auto"
+    #: Earlier turns of a conversation (the trace's ``turns``, oldest dropped first) that relevancy and
+    #: faithfulness read with the question, in their prompts and heuristic question terms; ``0`` = none.
+    history_turns: int = Field(default=3, ge=0, le=50)
     #: Directory with prompt templates overriding the packaged ones (``<judge>.<lang>.txt``).
     prompts_dir: Path | None = None
     #: Optional daily token budget per judge (prompt + completion); over it → skipped/over_budget.
@@ -191,19 +211,19 @@ class JudgeSettings(_Section):
     cache_size: int = Field(default=10000, ge=0)
     #: Use openai's aiohttp transport (lower CPU per call at high concurrency).
     http_transport: Literal["aiohttp", "httpx"] = "aiohttp"
-    #: Judges that run by default, in order (old name ``enabled_judges``).
+    #: Judges that run by default, in order.
     enabled: list[str] = Field(default_factory=lambda: ["relevancy", "faithfulness", "keyword"])
-    #: Per-judge options, e.g. ``{"faithfulness": {"mode": "binary", "threshold": 0.5}}`` (old name ``judges``).
+    #: Per-judge options, e.g. ``{"faithfulness": {"mode": "binary", "threshold": 0.5}}``.
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: Per app/scenario judge selection; first match wins, else ``enabled``.
     routes: list[JudgeRoute] = Field(default_factory=list)
     #: Business checklists, each a judge named after its key: ``{name: {version, mode, threshold, apps,
-    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}`` (old name ``checklists``). See
+    #: scenarios, items}}`` or ``{name: "path/to/checklist.yaml"}``. See
     #: ``docs/reference-metrics.md`` and ``config/checklists/``.
     checklists: dict[str, Any] = Field(default_factory=dict)
     #: Named judge models a run may pick (the portal's "judge model" choice): ``{name: JudgeModel}``.
     models: dict[str, JudgeModel] = Field(default_factory=dict)
-    #: API keys of per-judge models (``judges.<name>.api_key_env``, also in ``shadow`` and ``cascade.first``),
+    #: API keys of per-judge models (``judge.options.<name>.api_key_env``, also in ``shadow`` and ``cascade.first``),
     #: by environment variable name: filled by :func:`load_settings` from the variables the options name
     #: (secret: never from a file).
     model_keys: dict[str, SecretStr] = Field(default_factory=dict)
@@ -216,7 +236,7 @@ class JudgeSettings(_Section):
     @field_validator("enabled")
     @classmethod
     def _some_judge(cls, v: list[str]) -> list[str]:
-        if not v:  # e.g. RAGPULSE_ENABLED_JUDGES="": every trace would be "evaluated" by nothing
+        if not v:  # e.g. RAGPULSE_JUDGE_ENABLED="": every trace would be "evaluated" by nothing
             raise ValueError("must name at least one judge, e.g. relevancy,faithfulness,keyword")
         return v
 
@@ -286,6 +306,37 @@ class StoreSettings(_Section):
     #: Store question/answer/context as SHA-256 hashes and lengths only (judges and exporters honour it too).
     redact_text: bool = False
 
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, v: str | None) -> str | None:
+        """A malformed URL is a configuration error at settings load (exit 2), not a store error after
+        connect attempts; see :func:`check_database_url`."""
+        if v is not None and v.strip():
+            check_database_url(v)
+        return v
+
+
+def check_database_url(url: str) -> None:
+    """Raise ``ValueError`` naming what is wrong with a PostgreSQL URL (never echoing its password).
+
+    Accepted: ``postgresql://`` or ``postgres://`` URLs as libpq and asyncpg take them — user, password,
+    one or more ``host[:port]`` (ports 1–65535; none for a Unix socket given as ``?host=/dir``), database
+    and query options. Not checked: that the server exists (that is a connection error, at connect time).
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in ("postgresql", "postgres"):
+        raise ValueError("must be a postgresql://user@host:port/database URL (scheme postgresql or postgres)")
+    netloc = rest.split("/", 1)[0].split("?", 1)[0]
+    hosts = netloc.rpartition("@")[2]
+    for part in hosts.split(",") if hosts else ():
+        if part.startswith("["):  # [IPv6] or [IPv6]:port
+            host, _, tail = part.partition("]")
+            host, port = host + "]", tail[1:] if tail.startswith(":") else ""
+        else:
+            host, _, port = part.partition(":")
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"port {port[:20]!r} of host {host[:100]!r} is not a number from 1 to 65535")
+
 
 class KafkaSettings(_Section):
     """Section ``kafka``: the Kafka source (and ``send --to kafka``)."""
@@ -339,6 +390,11 @@ class OtlpSettings(_Section):
     grpc_address: str = "127.0.0.1:4317"
     http_address: str = "127.0.0.1:4318"
     max_request_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    #: The gRPC receiver closes a connection without calls for this long (GOAWAY; the client reconnects), s.
+    grpc_max_connection_idle_s: float = Field(default=300.0, gt=0)
+    #: The gRPC receiver ends any connection after this long (GOAWAY, then 30 s for calls in flight), seconds:
+    #: no client holds one for ever, and load spreads over replicas again.
+    grpc_max_connection_age_s: float = Field(default=3600.0, gt=0)
     #: A trace is complete this long after its root span ended (children may be exported later), seconds.
     root_grace_s: float = Field(default=2.0, ge=0)
     #: A trace without a finished root is judged (flagged incomplete) after this idle time, seconds.
@@ -360,9 +416,24 @@ class OtlpSettings(_Section):
 
 
 class HttpSettings(_Section):
-    """Section ``http``: health, readiness and ``/metrics``."""
+    """Section ``http``: health, readiness and ``/metrics``; ``allowed_hosts``, ``header_timeout_s`` and
+    ``max_connections`` apply to every HTTP listener."""
 
     address: str = "127.0.0.1:9464"
+    #: Host names the ``Host`` header may carry on the portal, OTLP/HTTP and this listener (comma list;
+    #: ``*.example.com`` = its subdomains, ``*`` = any), besides loopback names and addresses and, on a
+    #: non-loopback bind, any IP literal (:mod:`ragpulse.httpguard`; against DNS rebinding).
+    allowed_hosts: list[str] = Field(default_factory=list)
+    #: Seconds a new connection has to send its request headers, on every HTTP listener (health, portal,
+    #: OTLP/HTTP); later it is closed.
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    #: Connections each HTTP listener holds at once; beyond it the oldest one still sending headers is closed.
+    max_connections: int = Field(default=1000, gt=0)
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _csv(cls, v: Any) -> Any:
+        return _split_csv(v)
 
 
 class ExportSettings(_Section):
@@ -379,6 +450,11 @@ class ExportSettings(_Section):
     corrected_window_s: float = Field(default=3600.0, gt=0)
     #: Seconds between two recomputations of the corrected pass rates (``serve``).
     corrected_interval_s: float = Field(default=60.0, gt=0)
+    #: The app's price table: model name → price per 1,000,000 prompt and completion tokens, one currency for
+    #: the table, e.g. ``{"gpt-4o-mini": {"prompt": 0.15, "completion": 0.60}}``. Prices the app's own token
+    #: usage of each trace (trace API, results stream, ``ragpulse_app_cost_total``); a model missing from it
+    #: shows its tokens with no cost (never a cost of 0).
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 class ApiSettings(_Section):
@@ -392,6 +468,34 @@ class ApiSettings(_Section):
     allow_anonymous: bool = False
     #: Largest accepted upload (test-case import), MiB.
     max_upload_mb: float = Field(default=20, gt=0)
+    #: Most cases one stored test set may hold: an import (or add) beyond it answers 422 ``too_many_cases``.
+    max_test_set_cases: int = Field(default=100_000, gt=0)
+    #: Addresses or networks of the proxies in front of the portal (comma list, e.g. ``10.0.0.0/8``): from
+    #: them ``X-Forwarded-For``/``-Proto`` name the client and scheme, and the UI accepts their
+    #: ``Authorization: Bearer`` (single sign-on). Empty: the socket's peer is the client.
+    trusted_proxies: list[str] = Field(default_factory=list)
+    #: Request header naming the reviewer of a review label (e.g. ``X-Forwarded-User``, set by the single-sign-on
+    #: proxy), read only from a trusted proxy (``trusted_proxies``); unset or absent: the reviewer types a name.
+    reviewer_header: str | None = None
+    #: Review queue: a judgement whose score is within this distance of its threshold is "borderline".
+    review_borderline: float = Field(default=0.1, ge=0, le=1)
+    #: Review queue: the share (0–1) of live traces drawn at random, whatever their verdicts.
+    review_sample_share: float = Field(default=0.02, ge=0, le=1)
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _csv(cls, v: Any) -> Any:
+        return _split_csv(v)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        for net in v:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError as e:
+                raise ValueError(f"{net!r} is not an IP address or network") from e
+        return v
 
 
 class RagSettings(_Section):
@@ -414,9 +518,9 @@ class ReplaySettings(_Section):
 
     #: ``replay`` without ``--judges``: add ``context_precision``/``context_recall`` to the enabled judges when
     #: the test set can measure retrieval (chunk labels, reference contexts, or expected answers on cases
-    #: without answers; see ``ragpulse.replay.judge_defaults``).
+    #: without answers; see ``ragpulse.judges.selection``).
     auto_retrieval_judges: bool = True
-    #: Default ``coverage`` threshold of ``replay --fail-under`` and ``gate`` (old name ``coverage_threshold``).
+    #: Default ``coverage`` threshold of ``replay --fail-under`` and ``gate``.
     coverage_threshold: float = Field(default=0.95, ge=0.0, le=1.0)
     #: Thresholds for ``ragpulse gate`` (same syntax as ``--min``: ``{"pass_rate": 0.8}``; old ``gate_min``).
     gate_min: dict[str, float] = Field(default_factory=dict)
@@ -438,45 +542,15 @@ SECTIONS: dict[str, type[_Section]] = {
     "replay": ReplaySettings,
 }
 
-#: Older flat names (YAML key; ``RAGPULSE_`` + upper case = environment variable) → (section, key).
-LEGACY_NAMES: dict[str, tuple[str, str]] = {
-    "enabled_judges": ("judge", "enabled"),
-    "judges": ("judge", "options"),
-    "checklists": ("judge", "checklists"),
-    "sampling_rate": ("engine", "sampling_rate"),
-    "shutdown_deadline_s": ("engine", "shutdown_deadline_s"),
-    "database_url": ("store", "database_url"),
-    "database_embedded_dir": ("store", "embedded_dir"),
-    "database_embedded_keep_running": ("store", "embedded_keep_running"),
-    "database_embedded_start_timeout_s": ("store", "embedded_start_timeout_s"),
-    "database_pool_min": ("store", "pool_min"),
-    "database_pool_max": ("store", "pool_max"),
-    "database_command_timeout_s": ("store", "command_timeout_s"),
-    "retention_days": ("store", "retention_days"),
-    "retention_interval_s": ("store", "retention_interval_s"),
-    "redact_text": ("store", "redact_text"),
-    "service_name": ("export", "service_name"),
-    "metrics_app_label_limit": ("export", "metrics_app_label_limit"),
-    "pushgateway_url": ("export", "pushgateway_url"),
-    "evaluation_spans": ("export", "evaluation_spans"),
-    "corrected_window_s": ("export", "corrected_window_s"),
-    "corrected_interval_s": ("export", "corrected_interval_s"),
-    "coverage_threshold": ("replay", "coverage_threshold"),
-    "gate_min": ("replay", "gate_min"),
-}
-
 
 def _field_key(section: str, field: str) -> str:
     info = SECTIONS[section].model_fields[field]
     return info.alias or field
 
 
-#: Every flat name (``section_key`` and the older names) → (section, field name).
+#: Every flat name (``section_key``) → (section, field name).
 FLAT_NAMES: dict[str, tuple[str, str]] = {
-    **{
-        f"{sec}_{_field_key(sec, f)}": (sec, f) for sec, model in SECTIONS.items() for f in model.model_fields
-    },
-    **{k: (sec, f) for k, (sec, f) in LEGACY_NAMES.items()},
+    f"{sec}_{_field_key(sec, f)}": (sec, f) for sec, model in SECTIONS.items() for f in model.model_fields
 }
 
 #: Settings that may come only from the environment.
@@ -503,14 +577,18 @@ def env_name(section: str, key: str) -> str:
 
 def _env_names(section: str, field: str) -> list[str]:
     """Every environment variable of a setting, the canonical one first."""
-    names = [env_name(section, _field_key(section, field))]
-    names += [f"RAGPULSE_{k}".upper() for k, target in LEGACY_NAMES.items() if target == (section, field)]
-    return names + list(_EXTRA_ENV.get((section, field), ()))
+    return [env_name(section, _field_key(section, field)), *_EXTRA_ENV.get((section, field), ())]
 
 
 def _env_is_json(section: str, field: str) -> bool:
     """Complex values come as JSON in the environment, except the comma lists."""
-    if (section, field) in {("judge", "enabled"), ("kafka", "topics"), ("kafka", "topic_encodings")}:
+    if (section, field) in {
+        ("judge", "enabled"),
+        ("kafka", "topics"),
+        ("kafka", "topic_encodings"),
+        ("http", "allowed_hosts"),
+        ("api", "trusted_proxies"),
+    }:
         return False
     origin = typing.get_origin(SECTIONS[section].model_fields[field].annotation)
     return origin in (dict, list)
@@ -548,6 +626,17 @@ def _beside(value: Any, base: Path) -> Any:
     return value
 
 
+def _unknown_key(where: str, key: str) -> ConfigError:
+    """An unknown setting key in ``where``, with the closest known key (``section.key`` or flat) when one is
+    close (``difflib`` ratio ≥ 0.6)."""
+    known = sorted(
+        {*FLAT_NAMES, *(f"{s}.{_field_key(s, f)}" for s, m in SECTIONS.items() for f in m.model_fields)}
+    )
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else " (docs/settings.md lists every setting)"
+    return ConfigError(f"{where}: unknown setting(s) {key}{hint}")
+
+
 def _put(
     out: dict[str, dict[str, Any]],
     flat: str,
@@ -557,7 +646,7 @@ def _put(
 ) -> None:
     target = FLAT_NAMES.get(flat)
     if target is None:
-        raise ConfigError(f"{where}: unknown setting(s) {flat}")
+        raise _unknown_key(where, flat)
     out.setdefault(target[0], {})[target[1]] = value
     if origin is not None:
         origin[target] = f"{flat} in {where}"
@@ -581,19 +670,16 @@ def _read_yaml(path: Path, origin: dict[tuple[str, str], str] | None = None) -> 
             for sub, sv in value.items():
                 s = str(sub).replace("-", "_")
                 field = next((f for f in fields if _field_key(k, f) == s), None)
-                if field is None:  # an older key under its section, e.g. judge: {…} is exact, store: {…} too
-                    _put(out, f"{k}_{s}", sv, where, origin)
+                if field is None:
+                    raise _unknown_key(where, f"{k}.{s}")
                 else:
                     out.setdefault(k, {})[field] = sv
                     if origin is not None:
                         origin[(k, field)] = f"{k}.{s} in {where}"
         elif k in FLAT_NAMES:
             _put(out, k, value, where, origin)
-        elif isinstance(value, dict):  # an older section, e.g. database: {url: …} → database_url
-            for sub, sv in value.items():
-                _put(out, f"{k}_{str(sub).replace('-', '_')}", sv, where, origin)
         else:
-            raise ConfigError(f"{where}: unknown setting(s) {k}")
+            raise _unknown_key(where, k)
     secrets = sorted(f"{sec}.{f}" for sec, fields in out.items() for f in fields if (sec, f) in SECRETS)
     if secrets:
         sec, f = secrets[0].split(".")
@@ -610,7 +696,7 @@ class Settings(BaseModel):
     """Every ragpulse setting, one attribute per section (see the module docstring for the naming rule).
 
     ``Settings()`` is the defaults only (no environment, no file): :func:`load_settings` reads those. Flat names
-    are accepted as keyword arguments too (``Settings(judge_model="m", sampling_rate=0.5)``), for tests and
+    are accepted as keyword arguments too (``Settings(judge_model="m", engine_sampling_rate=0.5)``), for tests and
     overrides.
     """
 
@@ -707,9 +793,9 @@ API_KEY_IN_OPTIONS = (
 )
 
 
-def _option_items(options: Any, at: str = "judges") -> Iterator[tuple[str, str, Any]]:
+def _option_items(options: Any, at: str = "judge.options") -> Iterator[tuple[str, str, Any]]:
     """``(path, key, value)`` of every key in judge options, at any depth (a judge's, its shadow's, its cascade's
-    first stage's): ``("judges.faithfulness.shadow", "api_key_env", "SMALL_KEY")``."""
+    first stage's): ``("judge.options.faithfulness.shadow", "api_key_env", "SMALL_KEY")``."""
     if isinstance(options, Mapping):
         for k, v in options.items():
             yield at, str(k), v
@@ -758,14 +844,17 @@ def load_settings(
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from e
 
 
-#: ``RAGPULSE_*`` variables that are not settings but are read elsewhere (CLI, tests).
-_NON_SETTING_ENV = frozenset({"RAGPULSE_CONFIG", "RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL"})
+#: ``RAGPULSE_*`` variables that are not settings but are read elsewhere: the config file path (CLI), the test
+#: suite's own variables (docs/dev/testing.md) and the benchmarks' source switch (bench/README.md).
+NON_SETTING_ENV = frozenset(
+    {"RAGPULSE_CONFIG", "RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL", "RAGPULSE_BENCH_SRC"}
+)
 
 
 def known_env_vars() -> frozenset[str]:
-    """Every ``RAGPULSE_*`` environment variable ragpulse reads (settings, old names, the config path)."""
+    """Every ``RAGPULSE_*`` environment variable ragpulse reads (the settings and :data:`NON_SETTING_ENV`)."""
     names = {f"RAGPULSE_{flat}".upper() for flat in FLAT_NAMES}
-    return frozenset(names | _NON_SETTING_ENV)
+    return frozenset(names | NON_SETTING_ENV)
 
 
 def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -776,3 +865,100 @@ def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     known = known_env_vars()
     return sorted(k for k in env if k.upper().startswith("RAGPULSE_") and k.upper() not in known)
+
+
+def closest_env_var(name: str) -> str | None:
+    """The known ``RAGPULSE_*`` variable most like ``name`` (``difflib`` ratio ≥ 0.6), or ``None``."""
+    match = difflib.get_close_matches(name.upper(), sorted(known_env_vars()), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse an environment with an unknown ``RAGPULSE_*`` variable: a typo would otherwise fall back to a
+    default silently (``RAGPULSE_STORE_DATABSE_URL`` → the embedded database).
+
+    Raises:
+        ConfigError: one line naming the first unknown variable and the closest known one.
+    """
+    unknown = unknown_env_vars(environ)
+    if not unknown:
+        return
+    name = unknown[0]
+    close = closest_env_var(name)
+    hint = f"; did you mean {close}?" if close else " (docs/settings.md lists every setting)"
+    more = f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
+    raise ConfigError(f"unknown environment variable {name}{hint}{more}")
+
+
+def _field_notes(model: type[BaseModel]) -> dict[str, str]:
+    """``{field: text}`` of the ``#:`` comments written above each field of ``model``'s class body."""
+    import inspect
+
+    notes: dict[str, str] = {}
+    pending: list[str] = []
+    for line in inspect.getsource(model).splitlines():
+        s = line.strip()
+        if s.startswith("#:"):
+            pending.append(s[2:].strip())
+        elif pending and ":" in s and s.split(":", 1)[0].isidentifier():
+            notes[s.split(":", 1)[0]] = " ".join(pending)
+            pending = []
+        else:
+            pending = []
+    return notes
+
+
+def _default_text(section: str, field: str) -> str:
+    if (section, field) in SECRETS:
+        return "(environment only)"
+    info = SECTIONS[section].model_fields[field]
+    value = info.get_default(call_default_factory=True)
+    if value is None:
+        return "—"
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return f"`{text}`"
+
+
+def settings_reference() -> str:
+    """The Markdown reference of every setting (``docs/settings.md``): one table per section with the
+    environment variable, the YAML key, the default and the note from the code (``#:`` comments above each
+    field). ``tests/test_settings_reference.py`` fails when the committed file differs."""
+    out = [
+        "# Settings reference",
+        "",
+        "<!-- Generated from src/ragpulse/config.py by ragpulse.config.settings_reference(); do not edit by hand.",
+        "     Regenerate: .venv/bin/python -c 'from ragpulse.config import settings_reference as r; "
+        'print(r(), end="")\' > docs/settings.md -->',
+        "",
+        "Every setting has one spelling: section `store`, key `database_url` is `store: {database_url: …}` in the",
+        "YAML file (or the flat key `store_database_url`) and the environment variable",
+        "`RAGPULSE_STORE_DATABASE_URL`. Environment variables win over the file. An unknown key in the file, or an",
+        "unknown `RAGPULSE_*` environment variable, stops the CLI with an error naming the closest known one.",
+        "Secrets come only from the environment. Lists are comma-separated in the environment where the note says",
+        "so, otherwise JSON; mappings are JSON.",
+        "",
+        "Other `RAGPULSE_*` variables: "
+        + ", ".join(f"`{n}`" for n in sorted(NON_SETTING_ENV))
+        + " (the config file path; the test suite's and the benchmarks' own variables).",
+    ]
+    for section, model in SECTIONS.items():
+        notes = _field_notes(model)
+        doc = (model.__doc__ or "").strip().splitlines()[0].replace("``", "`")
+        out += [
+            "",
+            f"## `{section}`",
+            "",
+            doc,
+            "",
+            "| environment variable | YAML key | default | note |",
+            "|---|---|---|---|",
+        ]
+        for field in model.model_fields:
+            key = _field_key(section, field)
+            note = notes.get(field, "").replace("``", "`").replace("|", "\\|")
+            out.append(
+                f"| `{env_name(section, key)}` | `{section}.{key}` | {_default_text(section, field)} | {note} |"
+            )
+    return "\n".join(out) + "\n"

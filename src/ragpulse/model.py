@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -26,16 +27,21 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
-    "LEGACY_ATTRIBUTE_FIELDS",
+    "ABSTAINED",
+    "NO_ANSWER",
+    "PROMPT_MAX_CHARS",
     "RAW_OUTPUT_MAX_CHARS",
     "REASON_MAX_CHARS",
     "RUN_HEARTBEAT_S",
     "RUN_STALE_AFTER_S",
+    "WIRE_ATTRIBUTE_FIELDS",
     "Backend",
     "Document",
     "Judgement",
     "JudgementFlags",
     "JudgementStatus",
+    "ModelPrice",
+    "ModelUsage",
     "RunRecord",
     "RunStatus",
     "Source",
@@ -44,18 +50,63 @@ __all__ = [
     "Trace",
     "TraceOutcome",
     "TraceResult",
+    "Turn",
     "cases_hash",
+    "check_id",
+    "id_problem",
     "judged_content_hash",
     "normalize_trace_id",
+    "usage_cost",
 ]
 
 #: Longest ``Judgement.reason`` kept (characters); longer reasons are cut with an ellipsis.
 REASON_MAX_CHARS = 512
 #: Longest ``Judgement.raw_output`` kept (characters).
 RAW_OUTPUT_MAX_CHARS = 4096
+#: Longest ``Judgement.prompt`` kept (characters); a longer prompt keeps its start and end around a note.
+PROMPT_MAX_CHARS = 32768
 
 _HEX_RE = re.compile(r"^[0-9a-fA-F]+$")
 _UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""The bidirectional embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069): invisible, they
+reorder the text around them, so ``abc\u202edcba`` shows as ``abcabcd`` ("Trojan Source", CVE-2021-42574). The
+marks U+200E/U+200F/U+061C are not here: they belong to right-to-left text and reorder nothing by themselves.
+``textclean.mark_bidi`` shows them by name; :func:`id_problem` refuses them in ids."""
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an id that ends up in a URL (a case id, a trace id), or ``None`` when it can.
+
+    Ids are data: any text is allowed, ``/`` included (``hr/leave-1``), except what a browser or HTTP client
+    would turn into another path: a control character (Unicode category ``Cc``: C0, DEL, C1 — a tab or a
+    newline too) or a path segment that is exactly ``.`` or ``..`` (``../B``, ``a/./b``, ``..``). ``..x`` and
+    ``x..`` are fine. A bidirectional control (:data:`BIDI_CONTROLS`) is refused too: it makes one id look like
+    another. Links always encode ids with no safe characters (``quote(id, safe="")``).
+    """
+    if not value:
+        return "is empty"
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        return "contains a control character"
+    if any(ch in BIDI_CONTROLS for ch in value):
+        return "contains a bidirectional control character (U+202A–U+202E, U+2066–U+2069)"
+    if any(seg in (".", "..") for seg in value.split("/")):
+        return "has a '.' or '..' path segment"
+    return None
+
+
+def check_id(value: str, what: str = "id") -> str:
+    """``value`` when :func:`id_problem` finds nothing wrong with it.
+
+    Raises:
+        ValueError: ``"<what> '<value>' <problem>"`` (the value cut to 100 characters, shown with ``repr``).
+    """
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(f"{what} {value[:100]!r} {problem}")
+    return value
 
 
 def normalize_trace_id(value: str) -> str:
@@ -110,6 +161,12 @@ class JudgementStatus(StrEnum):
     ERROR = "error"
 
 
+#: Reason code of a ``skipped`` judgement whose answer abstained ("I don't know"), and its outcome label.
+ABSTAINED = "abstained"
+#: Reason code of a ``skipped`` judgement of a trace without an answer.
+NO_ANSWER = "no_answer"
+
+
 class TraceOutcome(StrEnum):
     """What happened to a trace as a whole (separate from the statuses of its judgements)."""
 
@@ -152,13 +209,68 @@ class Document(BaseModel):
 
 
 #: Attribute keys older producers (and ``replay --via`` senders) use for what are now typed trace fields.
-LEGACY_ATTRIBUTE_FIELDS: dict[str, str] = {
+WIRE_ATTRIBUTE_FIELDS: dict[str, str] = {
     "ragpulse.not_evaluable": "not_evaluable",
     "reference_contexts": "reference_contexts",
     "context_labels": "context_labels",
     "labelled_contexts": "labelled_contexts",
     "labelled_doc_ids": "labelled_doc_ids",
+    "session_id": "session_id",
 }
+
+#: Longest session id kept (characters); a longer one is cut.
+SESSION_ID_MAX_CHARS = 256
+_SESSION_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Turn(BaseModel):
+    """An earlier turn of the conversation a trace belongs to: the user's question and the app's answer.
+
+    Attributes:
+        question: what the user asked in that turn.
+        answer: what the app answered (``None`` when the source did not report it).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    question: str
+    answer: str | None = None
+
+
+class ModelUsage(BaseModel):
+    """The app's own token usage for one model, summed over a trace's LLM calls to it.
+
+    Attributes:
+        model: the model name as the instrumentation reports it (``None`` when unknown).
+        prompt_tokens / completion_tokens: token counts (input / output) as the model API reported them.
+        calls: how many LLM calls of the trace used this model.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str | None = None
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    calls: int = Field(default=1, ge=0)
+
+
+class ModelPrice(BaseModel):
+    """Price of one model in the price table (``export.model_prices``), per 1,000,000 tokens, in the table's
+    currency (one currency for the whole table; the docs use USD).
+
+    Attributes:
+        prompt: price of 1 M prompt (input) tokens.
+        completion: price of 1 M completion (output) tokens.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: float = Field(ge=0)
+    completion: float = Field(ge=0)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The cost of these tokens at this price."""
+        return (prompt_tokens * self.prompt + completion_tokens * self.completion) / 1_000_000
 
 
 class Trace(BaseModel):
@@ -195,10 +307,21 @@ class Trace(BaseModel):
         answer_span_id: the span that supplied the answer and context (OTLP), when chosen among several.
         answer_candidates: span ids of the LLM calls that could have been the answer (OTLP).
         error: trace-level error reported by the source (e.g. OTLP root status ERROR), one line.
+        session_id: the conversation (session) the trace is a turn of: OTLP ``session.id``, Traceloop's
+            ``session_id`` association property, ``gen_ai.conversation.id``, Langfuse's session; Kafka
+            ``sessionId``. Cut to :data:`SESSION_ID_MAX_CHARS`.
+        turns: the conversation's earlier turns, oldest first (from the answering call's messages, the
+            producer's ``turns``, or the session's earlier traces, filled by the engine).
+        prompt_tokens / completion_tokens: the app's answering LLM call's token usage (``model`` is its model);
+            ``None`` when the source did not report it.
+        total_prompt_tokens / total_completion_tokens: the same summed over every LLM call of the trace
+            (``None`` when no call reported usage).
+        usage: the trace's token usage per model (:class:`ModelUsage`), what the price table prices
+            (:meth:`app_cost`).
 
     Older producers put ``not_evaluable`` (as ``ragpulse.not_evaluable``), ``reference_contexts``,
     ``context_labels``, ``labelled_contexts`` and ``labelled_doc_ids`` in ``attributes``; those keys are moved
-    into the typed fields on construction (:data:`LEGACY_ATTRIBUTE_FIELDS`), and :meth:`wire_attributes` puts
+    into the typed fields on construction (:data:`WIRE_ATTRIBUTE_FIELDS`), and :meth:`wire_attributes` puts
     them back for senders that must stay readable by older receivers.
     """
 
@@ -232,25 +355,70 @@ class Trace(BaseModel):
     answer_span_id: str | None = None
     answer_candidates: tuple[str, ...] = ()
     error: str | None = None
+    session_id: str | None = None
+    turns: tuple[Turn, ...] = ()
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0)
+    total_prompt_tokens: int | None = Field(default=None, ge=0)
+    total_completion_tokens: int | None = Field(default=None, ge=0)
+    usage: tuple[ModelUsage, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
     def _lift_legacy_attributes(cls, data: Any) -> Any:
-        """Move the older attribute keys (:data:`LEGACY_ATTRIBUTE_FIELDS`) into the typed fields."""
+        """Move the older attribute keys (:data:`WIRE_ATTRIBUTE_FIELDS`) into the typed fields."""
         if not isinstance(data, Mapping):
             return data
         attrs = data.get("attributes")
-        if not isinstance(attrs, Mapping) or not any(k in attrs for k in LEGACY_ATTRIBUTE_FIELDS):
+        if not isinstance(attrs, Mapping) or not any(k in attrs for k in WIRE_ATTRIBUTE_FIELDS):
             return data
         out = dict(data)
         rest = dict(attrs)
-        for key, field in LEGACY_ATTRIBUTE_FIELDS.items():
+        for key, field in WIRE_ATTRIBUTE_FIELDS.items():
             if key in rest:
                 value = rest.pop(key)
                 if out.get(field) in (None, ()):  # a typed value wins over the older key
                     out[field] = value
         out["attributes"] = rest
         return out
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_usage(cls, data: Any) -> Any:
+        """Totals default to the answering call's tokens; ``usage`` defaults to one entry (the trace's
+        ``model``) holding the totals, so a producer that sends only the answering call's tokens is priced."""
+        if not isinstance(data, Mapping):
+            return data
+        p, c = data.get("prompt_tokens"), data.get("completion_tokens")
+        tp, tc = data.get("total_prompt_tokens"), data.get("total_completion_tokens")
+        if (p is None and c is None) and (tp is None and tc is None):
+            return data
+        out = dict(data)
+        if tp is None and tc is None:
+            out["total_prompt_tokens"], out["total_completion_tokens"] = p, c
+        if not out.get("usage"):
+            out["usage"] = (
+                {
+                    "model": out.get("model"),
+                    "prompt_tokens": out.get("total_prompt_tokens") or 0,
+                    "completion_tokens": out.get("total_completion_tokens") or 0,
+                },
+            )
+        return out
+
+    @field_validator("session_id", mode="before")
+    @classmethod
+    def _session(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int | float):
+            v = str(v)
+        if isinstance(v, str):
+            # the id the store keeps and the session look-up uses: no control characters (a NUL cannot be
+            # stored at all), lone surrogates as U+FFFD — so a trace's session id equals its stored one
+            v = _SESSION_SURROGATE.sub("\ufffd", "".join(ch for ch in v if unicodedata.category(ch) != "Cc"))
+            return v.strip()[:SESSION_ID_MAX_CHARS] or None
+        return v
 
     @field_validator("not_evaluable", "error", mode="before")
     @classmethod
@@ -269,7 +437,7 @@ class Trace(BaseModel):
     def wire_attributes(self) -> dict[str, Any]:
         """``attributes`` plus the typed fields older receivers read from attributes (for senders)."""
         out = dict(self.attributes)
-        for key, field in LEGACY_ATTRIBUTE_FIELDS.items():
+        for key, field in WIRE_ATTRIBUTE_FIELDS.items():
             value = getattr(self, field)
             if value not in (None, ()):
                 out[key] = list(value) if isinstance(value, tuple) else value
@@ -364,9 +532,35 @@ class Trace(BaseModel):
         return value
 
     @property
+    def version_rank(self) -> int:
+        """How complete this version of the trace is, for choosing between two versions of one trace id
+        (the store keeps the higher; see :data:`ragpulse.store.sql.TRACE_UPSERT`): ``2`` complete (not
+        ``incomplete``) with a non-empty answer, ``1`` ``incomplete`` (assembled after an idle timeout), ``0``
+        otherwise — a started/partial event that has no answer yet."""
+        if self.incomplete:
+            return 1
+        return 2 if self.answer else 0
+
+    def replaces(self, stored: Trace) -> bool:
+        """Whether this version of the trace replaces ``stored`` (same trace id): its
+        :attr:`version_rank` is not lower, or it comes from a replay (re-running a run writes its cases again,
+        whatever the RAG endpoint answers this time)."""
+        return self.source is Source.REPLAY or self.version_rank >= stored.version_rank
+
+    @property
     def doc_ids(self) -> list[str | None]:
         """Document ids in rank order (``None`` where the source reported none)."""
         return [d.id for d in self.documents]
+
+    def app_cost(self, prices: Mapping[str, ModelPrice]) -> float | None:
+        """The app's cost of this trace: every :attr:`usage` entry priced by ``prices`` (model name →
+        :class:`ModelPrice`) and summed. ``None`` — never 0 — when no usage is known or a model of it is not in
+        the table (or unknown): the tokens are shown without a cost."""
+        return usage_cost(self.usage, prices)
+
+    def last_turns(self, n: int) -> tuple[Turn, ...]:
+        """The last ``n`` earlier turns (oldest first); ``()`` for ``n <= 0``."""
+        return self.turns[-n:] if n > 0 else ()
 
 
 class JudgementFlags(BaseModel):
@@ -412,6 +606,9 @@ class Judgement(BaseModel):
             (e.g. ``no_reference``, ``judge_unavailable: HTTP 429 after 3 attempts``).
         flags: see :class:`JudgementFlags`.
         raw_output: the judge model's raw reply (bounded), for audits.
+        prompt: the messages sent to the judge model, as ``[role]`` headed blocks, one call after another
+            joined by ``\n---\n`` (bounded by :data:`PROMPT_MAX_CHARS`, cut in the middle); ``None`` when no
+            call was made or texts are redacted. Shown on the portal's trace page.
         latency_s: wall time of the judgement, seconds.
         prompt_tokens / completion_tokens: from the model API's ``usage`` (0 for heuristic judges).
         declared_version: a version declared by the judge's author (checklists), stored beside ``version``.
@@ -434,6 +631,7 @@ class Judgement(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     declared_version: str | None = None
+    prompt: str | None = None
 
     @field_validator("reason", mode="before")
     @classmethod
@@ -449,6 +647,14 @@ class Judgement(BaseModel):
     def _cut_raw(cls, v: Any) -> Any:
         if isinstance(v, str) and len(v) > RAW_OUTPUT_MAX_CHARS:
             return v[: RAW_OUTPUT_MAX_CHARS - 1] + "…"
+        return v
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _cut_prompt(cls, v: Any) -> Any:
+        if isinstance(v, str) and len(v) > PROMPT_MAX_CHARS:
+            half = (PROMPT_MAX_CHARS - 80) // 2  # the note below is shorter than 80 characters
+            return f"{v[:half]}\n[… {len(v) - 2 * half:,} characters left out …]\n{v[len(v) - half :]}"
         return v
 
     @model_validator(mode="after")
@@ -472,10 +678,28 @@ class Judgement(BaseModel):
 
     @property
     def outcome(self) -> str:
-        """``pass``, ``fail``, ``error`` or ``skipped`` (the label used by metrics and reports)."""
+        """``pass``, ``fail``, ``error``, ``abstained`` or ``skipped`` (the label used by metrics and reports):
+        ``abstained`` is a ``skipped`` judgement with reason ``abstained`` (the answer declined to answer, "I don't
+        know"), told apart from the other skips because it says something about the RAG system, not the judge."""
         if self.status is JudgementStatus.OK:
             return "pass" if self.passed else "fail"
+        if self.status is JudgementStatus.SKIPPED and self.reason_code == ABSTAINED:
+            return ABSTAINED
         return self.status.value
+
+
+def usage_cost(usage: Iterable[ModelUsage], prices: Mapping[str, ModelPrice]) -> float | None:
+    """The cost of ``usage`` (per-model token counts) at ``prices`` (model name → :class:`ModelPrice`): the sum
+    over the entries, or ``None`` — never 0 — when there is no entry or a model is unknown or not in the table."""
+    total = 0.0
+    seen = False
+    for u in usage:
+        price = prices.get(u.model) if u.model else None
+        if price is None:
+            return None
+        total += price.cost(u.prompt_tokens, u.completion_tokens)
+        seen = True
+    return total if seen else None
 
 
 class TraceResult(BaseModel):
@@ -533,7 +757,7 @@ class TestCase(BaseModel):
 class TestSet(BaseModel):
     """A named set of test cases held in memory (``name`` defaults to the file name when loaded from a JSONL
     file). It is a :class:`~ragpulse.protocols.CaseSource`, like the streamed file of
-    :func:`ragpulse.replay.testset.open_test_set`."""
+    :func:`ragpulse.runs.testset_files.open_test_set`."""
 
     __test__ = False
     model_config = ConfigDict(frozen=True)
@@ -639,7 +863,7 @@ class RunRecord(BaseModel):
         status: see :class:`RunStatus`.
         judges: ``{judge name: version}`` that the run used.
         settings: non-secret settings worth comparing between runs (model, modes, thresholds, top-k, …).
-        report: the run report as JSON once finished (see :class:`ragpulse.services.report_model.RunReport`).
+        report: the run report as JSON once finished (see :class:`ragpulse.runs.report_model.RunReport`).
         cases_hash: :func:`cases_hash` of the cases the run replayed (``None`` for runs from before it existed
             and runs that arrived only as events).
         owner_host / owner_pid: the host (hostname and pid namespace) and pid of the process running it.
@@ -668,7 +892,7 @@ class CalibrationProfile(BaseModel):
     Label 1 ("good") is the positive class and ``passed`` the judge's prediction, so ``sensitivity`` is the
     share of good answers the judge passes and ``specificity`` the share of bad answers it fails. The
     intervals are 95 % Wilson score intervals. Used to correct observed pass rates (Rogan–Gladen, see
-    :mod:`ragpulse.corrected_pass_rate`) for traces judged by exactly this ``judge`` and ``judge_version``.
+    :mod:`ragpulse.calibration.correction`) for traces judged by exactly this ``judge`` and ``judge_version``.
 
     Attributes:
         name: the data set name given to ``--save`` (one profile per name, judge and version; re-saving

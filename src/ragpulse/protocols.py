@@ -99,10 +99,13 @@ class WriteReport:
         changed: ``(trace_id, judge, version)`` keys of judgements that were inserted or whose stored values
             changed; unchanged redeliveries are absent (exporters count only these).
         trace_inserted: trace ids whose trace row was new.
+        outranked: trace ids not written because the stored version ranks higher
+            (:attr:`~ragpulse.model.Trace.version_rank`: a started/partial event after the complete trace).
     """
 
     changed: frozenset[tuple[str, str, str]] = field(default_factory=frozenset)
     trace_inserted: frozenset[str] = field(default_factory=frozenset)
+    outranked: frozenset[str] = field(default_factory=frozenset)
 
 
 class ResultStore(Protocol):
@@ -143,7 +146,7 @@ class CaseSource(Protocol):
     """A test set as replay reads it: name, description, how many cases, their hash
     (:func:`~ragpulse.model.cases_hash`) and the cases in order — read as often as needed, one at a time.
     :class:`~ragpulse.model.TestSet` (in memory) and the streamed file of
-    :func:`ragpulse.replay.testset.open_test_set` are ones."""
+    :func:`ragpulse.runs.testset_files.open_test_set` are ones."""
 
     @property
     def name(self) -> str:
@@ -179,7 +182,8 @@ class RunStore(ResultStore, Protocol):
     in-memory ``ragpulse.testing.MemoryStore`` of unit tests)."""
 
     async def get_run_results(self, run_id: str) -> list[TraceResult]:
-        """Traces linked to run ``run_id``, each with its latest judgement per judge name."""
+        """Traces linked to run ``run_id``, each with the judgements that run produced, one per judge name
+        (pinned while the run ran: a later rejudge never changes a finished run's rows)."""
         ...
 
     async def get_trace(self, trace_id: str) -> TraceResult | None:
@@ -225,6 +229,12 @@ class RunStore(ResultStore, Protocol):
 
     async def upsert_test_set(self, ts: CaseSource) -> None:
         """Insert or replace test set ``ts.name`` and its cases (read from ``ts`` in chunks)."""
+        ...
+
+    async def link_run_cases(self, run_id: str) -> int:
+        """Link the stored traces of running run ``run_id`` whose case is in the run's stored test set to the
+        run, as a result write does (for traces written before their test set was stored); returns how many
+        links were added."""
         ...
 
     async def get_test_set(self, name: str) -> TestSet | None:
@@ -333,7 +343,9 @@ class Exporter(Protocol):
 
     Optional method (not part of the structural check): ``on_stored_many(items)`` with the
     ``(result, changed)`` pairs of one store write; when present the engine calls it once per batch instead of
-    ``on_stored`` per trace (the metrics exporter sums its counters per batch).
+    ``on_stored`` per trace (the metrics exporter sums its counters per batch). ``on_traces_inserted(results)``
+    with the results whose trace row the write inserted (never a redelivery's): trace-level facts counted once,
+    such as the app's own token usage.
     """
 
     def on_stored(self, result: TraceResult, changed: Sequence[Judgement]) -> None: ...

@@ -20,12 +20,15 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 __all__ = [
+    "APP_COST",
     "APP_LABELS_FOLDED",
+    "APP_TOKENS",
     "CASCADE_ESCALATIONS",
     "CORRECTED_PASS_RATES",
     "ENGINE_QUEUE_DEPTH",
@@ -37,6 +40,7 @@ __all__ = [
     "JUDGE_LATENCY",
     "JUDGE_SCORE",
     "JUDGE_TOKENS",
+    "OUTCOMES",
     "TRACES_ERRORED",
     "TRACES_NOT_SAMPLED",
     "TRACES_RECEIVED",
@@ -45,7 +49,9 @@ __all__ = [
     "LabelFolder",
     "app_label",
     "configure_app_label_limit",
+    "initialise_series",
     "meter",
+    "model_label",
     "reason_label",
 ]
 
@@ -53,7 +59,7 @@ meter = metrics.get_meter("ragpulse")
 
 #: Scores of ``ok`` judgements, 0–1. Attributes: judge, app, backend.
 JUDGE_SCORE = meter.create_histogram("ragpulse_judge_score", unit="1", description="Judge scores (0-1)")
-#: Judgements by outcome. Attributes: judge, app, outcome (pass|fail|error|skipped).
+#: Judgements by outcome. Attributes: judge, app, outcome (pass|fail|error|abstained|skipped).
 JUDGEMENTS = meter.create_counter("ragpulse_judgements", description="Judgements stored, by outcome")
 #: Judge errors. Attributes: judge, reason (machine reason code).
 JUDGE_ERRORS = meter.create_counter("ragpulse_judge_errors", description="Judgements with status error")
@@ -63,6 +69,12 @@ JUDGE_LATENCY = meter.create_histogram(
 )
 #: Judge-model tokens. Attributes: judge, kind (prompt|completion).
 JUDGE_TOKENS = meter.create_counter("ragpulse_judge_tokens", description="Judge model tokens used")
+#: The judged app's own LLM tokens (every LLM call of its traces). Attributes: app, model, kind
+#: (prompt|completion).
+APP_TOKENS = meter.create_counter("ragpulse_app_tokens", description="The app's own LLM tokens")
+#: The app's cost of those tokens at the price table (``export.model_prices``), in the table's currency; only
+#: models in the table (the tokens of the others are in ``ragpulse_app_tokens`` alone). Attributes: app, model.
+APP_COST = meter.create_counter("ragpulse_app_cost", description="The app's own LLM cost at the price table")
 #: Cascade judgements the first stage did not decide (stage ``main`` or ``first_fallback``). Attributes:
 #: judge, stage.
 CASCADE_ESCALATIONS = meter.create_counter(
@@ -133,6 +145,12 @@ meter.create_observable_gauge(
 JUDGE_CONCURRENCY_LIMIT = meter.create_gauge(
     "ragpulse_judge_concurrency_limit", description="Judge-model calls allowed in flight (adaptive limit)"
 )
+#: Decreases of that limit. Attributes: signal (the congestion signal: ``rate_limited`` 429, ``unavailable`` 503,
+#: ``gateway_timeout`` 408/504, ``slow_error`` a slow 5xx, ``timeout``, ``connection``, ``latency`` rising).
+JUDGE_CONCURRENCY_DECREASES = meter.create_counter(
+    "ragpulse_judge_concurrency_decreases",
+    description="Decreases of the adaptive judge concurrency limit, by congestion signal",
+)
 #: Evaluation events emitted to OTLP. Attributes: kind (``log``: gen_ai.evaluation.result; ``span``: EVALUATOR).
 EVALUATION_EVENTS = meter.create_counter(
     "ragpulse_evaluation_events", description="Evaluation events handed to the OTLP logs pipeline"
@@ -146,7 +164,7 @@ EVALUATION_EVENTS_DROPPED = meter.create_counter(
 class CorrectedPassRates:
     """The latest corrected pass rates, read by observable gauges at each collection.
 
-    A periodic task (``ragpulse.services.corrected``) computes the figures from the store and calls
+    A periodic task (``ragpulse.calibration.live``) computes the figures from the store and calls
     :meth:`publish`; series that are not in the latest publication disappear from ``/metrics`` instead of
     keeping a stale last value. Gauges (attributes): ``ragpulse_judge_pass_rate_corrected`` and its
     ``_lower``/``_upper`` bounds (judge, app; 0–1), ``ragpulse_judge_calibration_stale`` (judge; 1 when the
@@ -263,12 +281,25 @@ REASON_LABEL_LIMIT = 32
 _reasons = LabelFolder(REASON_LABEL_LIMIT)
 
 
+_models = LabelFolder(50)
+
+
 def configure_app_label_limit(limit: int) -> None:
-    """Set the number of distinct ``app`` label values kept (the ``export.metrics_app_label_limit`` setting).
+    """Set the number of distinct ``app`` (and app ``model``) label values kept (the
+    ``export.metrics_app_label_limit`` setting).
 
     Also forgets the values seen so far (tests and a fresh ``serve`` start from zero).
     """
     _apps.reset(limit)
+    _models.reset(limit)
+
+
+def model_label(model: str | None) -> str:
+    """The ``model`` label of the app's token metrics: the model name while fewer than the limit were seen, else
+    ``other``; ``None``/empty → ``unknown``."""
+    if not model:
+        return "unknown"
+    return _models(model)
 
 
 def app_label(app: str | None) -> str:
@@ -293,3 +324,74 @@ def reason_label(reason_code: str | None) -> str:
     if not _REASON_RE.match(reason_code):
         return "other"
     return _reasons(reason_code)
+
+
+#: The ``outcome`` label values of ``ragpulse_judgements_total`` (:attr:`ragpulse.model.Judgement.outcome`).
+OUTCOMES = ("pass", "fail", "error", "abstained", "skipped")
+#: Reason codes of the errors every judge may record (``judge_exception``) and those of a judge that calls a
+#: judge model (``ragpulse_judge_errors_total`` label values created at start).
+ERROR_REASONS = ("judge_exception",)
+MODEL_ERROR_REASONS = ("judge_unavailable", "unparseable", "out_of_range", "truncated")
+#: The stages of a cascade judgement that escalated (``ragpulse_cascade_escalations_total``).
+ESCALATION_STAGES = ("main", "first_fallback")
+
+
+def initialise_series(
+    judges: Iterable[str],
+    *,
+    model_judges: Iterable[str] = (),
+    cascade_judges: Iterable[str] = (),
+    sources: Iterable[str] = (),
+    rejected: Mapping[str, Iterable[str]] | None = None,
+    signals: Iterable[str] = (),
+    event_kinds: Iterable[str] = (),
+    priced_models: Iterable[str] = (),
+    more: Iterable[tuple[Any, Mapping[str, str]]] = (),
+) -> int:
+    """Add 0 to every labelled counter series known at start, so ``/metrics`` shows it at 0 from the first
+    scrape and a dashboard panel or an alert of a healthy system reads 0, not "No data" (issue 30 item 9).
+
+    The series: ``ragpulse_judgements_total`` for every judge × :data:`OUTCOMES` with ``app="unknown"`` (the
+    label of traces without an app; apps are not known before their traffic); ``ragpulse_judge_errors_total``
+    for every judge × :data:`ERROR_REASONS` (and × :data:`MODEL_ERROR_REASONS` for ``model_judges``);
+    ``ragpulse_judge_tokens_total`` for ``model_judges`` × ``prompt``/``completion``;
+    ``ragpulse_cascade_escalations_total`` for ``cascade_judges`` × :data:`ESCALATION_STAGES`;
+    ``ragpulse_traces_received_total`` per source; ``ragpulse_traces_errored_total`` per source with
+    ``app="unknown"``; ``ragpulse_traces_rejected_total`` per source × reason of ``rejected``;
+    ``ragpulse_judge_concurrency_decreases_total`` per signal (when a judge calls a model);
+    ``ragpulse_evaluation_events[_dropped]_total`` per kind; ``ragpulse_app_tokens_total`` (× kind) and
+    ``ragpulse_app_cost_total`` for each model of the price table (``priced_models``) with ``app="unknown"``;
+    ``more``: other ``(counter, labels)`` (a block's own counters); and the counters without labels
+    (``ragpulse_traces_not_sampled_total``, ``ragpulse_app_labels_folded_total``). Histograms are left alone:
+    a histogram series exists only with an observation (a quantile of nothing is rightly "No data").
+    Idempotent (adding 0 changes no value). Returns how many series it touched.
+    """
+    series: list[tuple[Any, dict[str, str]]] = [(TRACES_NOT_SAMPLED, {}), (APP_LABELS_FOLDED, {})]
+    names = list(dict.fromkeys(judges))
+    model = list(dict.fromkeys(model_judges))
+    for judge in names:
+        series += [(JUDGEMENTS, {"judge": judge, "app": "unknown", "outcome": o}) for o in OUTCOMES]
+        reasons = ERROR_REASONS + (MODEL_ERROR_REASONS if judge in model else ())
+        series += [(JUDGE_ERRORS, {"judge": judge, "reason": reason_label(r)}) for r in reasons]
+    for judge in model:
+        series += [(JUDGE_TOKENS, {"judge": judge, "kind": k}) for k in ("prompt", "completion")]
+    for judge in dict.fromkeys(cascade_judges):
+        series += [(CASCADE_ESCALATIONS, {"judge": judge, "stage": s}) for s in ESCALATION_STAGES]
+    for source in dict.fromkeys(sources):
+        series += [
+            (TRACES_RECEIVED, {"source": source}),
+            (TRACES_ERRORED, {"source": source, "app": "unknown"}),
+        ]
+    for source, codes in (rejected or {}).items():
+        series += [(TRACES_REJECTED, {"source": source, "reason": r}) for r in dict.fromkeys(codes)]
+    if model:
+        series += [(JUDGE_CONCURRENCY_DECREASES, {"signal": s}) for s in sorted(set(signals))]
+    for kind in dict.fromkeys(event_kinds):
+        series += [(EVALUATION_EVENTS, {"kind": kind}), (EVALUATION_EVENTS_DROPPED, {"kind": kind})]
+    for m in dict.fromkeys(priced_models):
+        series += [(APP_TOKENS, {"app": "unknown", "model": m, "kind": k}) for k in ("prompt", "completion")]
+        series.append((APP_COST, {"app": "unknown", "model": m}))
+    series += [(counter, dict(labels)) for counter, labels in more]
+    for counter, labels in series:
+        counter.add(0, labels)
+    return len(series)

@@ -15,7 +15,7 @@ as protobuf. Everything here replaces what cannot be UTF-8 with U+FFFD (``�``)
   payload is not walked at all.
 
 Used by Kafka events (:mod:`ragpulse.ingest.events`), OTLP decoding (:mod:`ragpulse.ingest.otlp.decode`),
-test-set files (:mod:`ragpulse.replay.testset`) and the store's rows (:mod:`ragpulse.store.rows`).
+test-set files (:mod:`ragpulse.runs.testset_files`) and the store's rows (:mod:`ragpulse.store.rows`).
 """
 
 from __future__ import annotations
@@ -24,13 +24,18 @@ import re
 from collections.abc import Mapping
 from typing import Any, overload
 
+from ragpulse.model import BIDI_CONTROLS
+
 __all__ = [
+    "BIDI_CONTROLS",
     "REPLACEMENT",
     "clean_json",
     "clean_text",
     "decode_utf8",
+    "has_bidi_control",
     "has_escaped_surrogate",
     "json_text_needs_cleaning",
+    "mark_bidi",
     "needs_cleaning",
     "repair_json",
     "repair_text",
@@ -38,6 +43,9 @@ __all__ = [
 
 #: U+FFFD REPLACEMENT CHARACTER.
 REPLACEMENT = "\ufffd"
+
+#: :data:`ragpulse.model.BIDI_CONTROLS` (defined with the id rule that refuses them).
+_BIDI_RE = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BAD = re.compile("[\x00\ud800-\udfff]")
@@ -111,3 +119,14 @@ def json_text_needs_cleaning(text: str) -> bool:
 def decode_utf8(data: bytes) -> str:
     """``data`` decoded as UTF-8, each invalid sequence replaced by U+FFFD (never raises)."""
     return data.decode("utf-8", "replace")
+
+
+def has_bidi_control(text: str) -> bool:
+    """True when ``text`` holds one of :data:`BIDI_CONTROLS`."""
+    return _BIDI_RE.search(text) is not None
+
+
+def mark_bidi(text: str) -> str:
+    """``text`` with each of :data:`BIDI_CONTROLS` replaced by its visible name, ``[U+202E]`` (what the portal
+    shows instead of the invisible control)."""
+    return _BIDI_RE.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)

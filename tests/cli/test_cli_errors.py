@@ -57,7 +57,7 @@ def files(tmp_path: Path) -> Files:
     labels = tmp_path / "labels.jsonl"
     labels.write_text('{"question": "q", "answer": "a", "label": 1}\n', encoding="utf-8")
     cfg = tmp_path / "bad.yaml"
-    cfg.write_text("sampling_rate: abc\n", encoding="utf-8")
+    cfg.write_text("engine_sampling_rate: abc\n", encoding="utf-8")
     no_q = tmp_path / "no_question.jsonl"
     no_q.write_text('{"id": "a", "question": "q"}\n{"id": "b", "answer": "a"}\n', encoding="utf-8")
     return Files(ts, events, labels, cfg, no_q)
@@ -138,7 +138,9 @@ def _run_all(
 
 @pytest.fixture
 def base_env(pg_url: str) -> Iterator[dict[str, str]]:
-    yield _env(RAGPULSE_DATABASE_URL=pg_url, RAGPULSE_HTTP_ADDRESS=f"127.0.0.1:{free_port()}", **SERVE_ENV)
+    yield _env(
+        RAGPULSE_STORE_DATABASE_URL=pg_url, RAGPULSE_HTTP_ADDRESS=f"127.0.0.1:{free_port()}", **SERVE_ENV
+    )
 
 
 def _table(f: Files) -> list[Case]:
@@ -149,10 +151,18 @@ def _table(f: Files) -> list[Case]:
     for name, args in cmds.items():
         cases.append(Case(f"{name} --config bad.yaml", ["--config", str(f.bad_config), *args], 2, CONFIG_MSG))
         cases.append(
-            Case(f"{name} RAGPULSE_SAMPLING_RATE=abc", args, 2, CONFIG_MSG, {"RAGPULSE_SAMPLING_RATE": "abc"})
+            Case(
+                f"{name} RAGPULSE_ENGINE_SAMPLING_RATE=abc",
+                args,
+                2,
+                CONFIG_MSG,
+                {"RAGPULSE_ENGINE_SAMPLING_RATE": "abc"},
+            )
         )
         if name not in ("send", "calibrate"):  # they use no database
-            cases.append(Case(f"{name} database down", args, 3, DB_MSG, {"RAGPULSE_DATABASE_URL": closed_db}))
+            cases.append(
+                Case(f"{name} database down", args, 3, DB_MSG, {"RAGPULSE_STORE_DATABASE_URL": closed_db})
+            )
     cases += [
         Case("send to a closed OTLP endpoint", cmds["send"], 3, r"OTLP export to .* failed"),
         Case("replay --test-set unknown", cmds["replay --test-set"], 2, r"no test set 'kestrel'"),
@@ -228,7 +238,7 @@ def test_replay_whose_judgements_are_all_errors_exits_3(
     files: Files, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with ScriptedOpenAIServer() as server:  # nothing scripted: every call answers HTTP 400
-        for k, v in scripted_judge_env(server.base_url, RAGPULSE_DATABASE_URL=pg_url).items():
+        for k, v in scripted_judge_env(server.base_url, RAGPULSE_STORE_DATABASE_URL=pg_url).items():
             monkeypatch.setenv(k, v)
         res = CliRunner().invoke(
             app, ["replay", str(files.testset), "--judges", "relevancy", "--fail-under", "pass_rate=0.5"]
@@ -264,10 +274,10 @@ def test_replay_of_an_empty_stored_test_set_is_refused(base_env: dict[str, str])
     from ragpulse.config import Settings
     from ragpulse.store.postgres import PostgresStore
 
-    url = base_env["RAGPULSE_DATABASE_URL"]
+    url = base_env["RAGPULSE_STORE_DATABASE_URL"]
 
     async def prepare() -> None:
-        store = await PostgresStore.connect(url, Settings(database_url=url).store)
+        store = await PostgresStore.connect(url, Settings(store_database_url=url).store)
         try:
             assert await store.create_test_set_row("empty-set", None, None)
         finally:

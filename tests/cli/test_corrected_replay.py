@@ -52,7 +52,7 @@ async def _save_profile(url: str, version: str) -> None:
 def test_report_and_gate_carry_the_corrected_pass_rate(
     tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     cases = _test_set(tmp_path / "kestrel40.jsonl")
     before = _replay(str(cases), "--run-id", "uncalibrated")
     stats = before["judges"]["faithfulness"]

@@ -13,9 +13,9 @@ from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestCase, TestSet
-from ragpulse.replay import case_trace_id
-from ragpulse.services.replay import run_replay
-from ragpulse.services.reports import full_report
+from ragpulse.runs import case_trace_id
+from ragpulse.runs.replay import run_replay
+from ragpulse.runs.reports import full_report
 from ragpulse.store import PostgresStore
 
 runner = CliRunner()
@@ -25,7 +25,7 @@ ANSWERS = ["Paris is the capital of France.", "France has a capital.", "Bananas 
 async def _replay_with_shadow(pg_url: str) -> dict[str, bool]:
     """Replay 9 cases with a relevancy shadow at threshold 0.99 on every trace; return main passed per trace."""
     settings = Settings(
-        database_url=pg_url, judges={"relevancy": {"shadow": {"threshold": 0.99, "share": 1.0}}}
+        store_database_url=pg_url, judge_options={"relevancy": {"shadow": {"threshold": 0.99, "share": 1.0}}}
     )
     ts = TestSet(
         name="cmp",
@@ -53,9 +53,9 @@ def test_judges_compare_json_gate_junit_and_labels(
 ) -> None:
     monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
     config = tmp_path / "shadow.yaml"
-    config.write_text("judges:\n  relevancy:\n    shadow: {threshold: 0.99, share: 1.0}\n", "utf-8")
+    config.write_text("judge_options:\n  relevancy:\n    shadow: {threshold: 0.99, share: 1.0}\n", "utf-8")
     monkeypatch.setenv("RAGPULSE_CONFIG", str(config))
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     main_passed = asyncio.run(_replay_with_shadow(pg_url))
     labels = tmp_path / "labels.jsonl"
     labels.write_text(

@@ -42,7 +42,7 @@ def _trace(tid: str, answer: str | None = None) -> Trace:
 
 def _env(pg_url: str, server: ScriptedOpenAIServer, config: Path) -> dict[str, str]:
     return {
-        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_STORE_DATABASE_URL": pg_url,
         "RAGPULSE_JUDGE_MODEL": "judge-test",
         "RAGPULSE_JUDGE_BASE_URL": server.base_url,
         "RAGPULSE_JUDGE_API_KEY": "sk-test",
@@ -81,11 +81,11 @@ def test_promote_then_rejudge_reuses_stored_shadow_judgements(
 ) -> None:
     shadowed_cfg = tmp_path / "shadowed.yaml"
     shadowed_cfg.write_text(
-        "enabled_judges: [relevancy]\njudges:\n  relevancy:\n    shadow: {mode: with_context, share: 1.0}\n",
+        "judge_enabled: [relevancy]\njudge_options:\n  relevancy:\n    shadow: {mode: with_context, share: 1.0}\n",
         "utf-8",
     )
     plain_cfg = tmp_path / "plain.yaml"
-    plain_cfg.write_text("enabled_judges: [relevancy]\n", "utf-8")
+    plain_cfg.write_text("judge_enabled: [relevancy]\n", "utf-8")
     env = _env(pg_url, openai_server, shadowed_cfg)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -118,10 +118,10 @@ def test_promote_then_rejudge_reuses_stored_shadow_judgements(
     assert plan["rejudge_command"].startswith("ragpulse rejudge --judges relevancy --since ")
     text = runner.invoke(_cli(), ["judges", "promote", "relevancy"])
     assert text.exit_code == 0, text.output
-    assert "relevancy:\n    mode: with_context" in text.stdout
+    assert "judge:\n  options:\n    relevancy:\n      mode: with_context" in text.stdout
 
     promoted_cfg = tmp_path / "promoted.yaml"
-    promoted_cfg.write_text("enabled_judges: [relevancy]\n" + plan["config_yaml"], "utf-8")
+    promoted_cfg.write_text("judge_enabled: [relevancy]\n" + plan["config_yaml"], "utf-8")
     monkeypatch.setenv("RAGPULSE_CONFIG", str(promoted_cfg))
     before = openai_server.request_count
     res = runner.invoke(_cli(), ["rejudge", "--judges", "relevancy", "--since", "1h", "--json"])
@@ -166,15 +166,21 @@ def test_promote_then_rejudge_reuses_stored_shadow_judgements(
     assert view.exit_code == 0, view.output
     assert f"relevancy {plan['shadow_version']}: reused the shadow judgement of " in view.stdout
     assert main_version in view.stdout
-    # the text summary says what was reused
+    # a second rejudge of the same version judges nothing again and says so (issue 24 item 9) ...
+    before = openai_server.request_count
     res = runner.invoke(_cli(), ["rejudge", "--judges", "relevancy", "--since", "1h"])
+    assert res.exit_code == 0, res.output
+    assert f"relevancy: 8 trace(s) already judged by {plan['shadow_version']}: not judged again" in res.stdout
+    assert openai_server.request_count == before
+    # ... and with --force the text summary says what was reused
+    res = runner.invoke(_cli(), ["rejudge", "--judges", "relevancy", "--since", "1h", "--force"])
     assert res.exit_code == 0, res.output
     assert "reused stored shadow judgements (no model call): relevancy 4 reused, 4 judged" in res.stdout
 
     # judges compare after the promotion: no shadow configured any more is a usage error ...
     res = runner.invoke(_cli(), ["judges", "compare", "relevancy"])
     assert res.exit_code == 2
-    assert "judges.relevancy has no shadow configuration" in res.output
+    assert "judge.options.relevancy has no shadow configuration" in res.output
     # ... and with the shadow configuration the main side is the old main version, not the reused copies
     monkeypatch.setenv("RAGPULSE_CONFIG", str(shadowed_cfg))
     res = runner.invoke(_cli(), ["judges", "compare", "relevancy", "--since", "1h", "--json"])
@@ -188,14 +194,14 @@ def test_promote_then_rejudge_reuses_stored_shadow_judgements(
 
 async def _engine_reuse(pg_url: str, server: ScriptedOpenAIServer) -> tuple[Engine, Engine, int]:
     base = Settings(
-        database_url=pg_url,
+        store_database_url=pg_url,
         judge_model="judge-test",
         judge_base_url=server.base_url,
         judge_api_key="sk-test",
         judge_max_retries=0,
     )
-    shadowed = base.replaced(judges={"relevancy": {"shadow": {"mode": "with_context", "share": 1.0}}})
-    promoted = base.replaced(judges={"relevancy": {"mode": "with_context"}})
+    shadowed = base.replaced(judge_options={"relevancy": {"shadow": {"mode": "with_context", "share": 1.0}}})
+    promoted = base.replaced(judge_options={"relevancy": {"mode": "with_context"}})
     traces = [_trace(t) for t in SHADOWED]
     await _judge(shadowed, traces)
     before = server.request_count
@@ -221,12 +227,12 @@ async def test_engine_reuses_shadow_judgements_with_and_without_prefetch(
 def test_promote_without_a_shadow_is_a_config_error(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     monkeypatch.delenv("RAGPULSE_JUDGE_MODEL", raising=False)
     monkeypatch.delenv("RAGPULSE_CONFIG", raising=False)
     res = runner.invoke(_cli(), ["judges", "promote", "relevancy"])
     assert res.exit_code == 2
-    assert "judges.relevancy has no shadow configuration to promote" in res.output
+    assert "judge.options.relevancy has no shadow configuration to promote" in res.output
     for command in ("promote", "compare"):
         res = runner.invoke(_cli(), ["judges", command, "nosuch"])
         assert res.exit_code == 2
@@ -234,11 +240,11 @@ def test_promote_without_a_shadow_is_a_config_error(
         assert "faithfulness" in res.output
         assert "no shadow configuration" not in res.output
     same = tmp_path / "same.yaml"
-    same.write_text("judges:\n  relevancy:\n    shadow: {share: 0.5}\n", "utf-8")
+    same.write_text("judge_options:\n  relevancy:\n    shadow: {share: 0.5}\n", "utf-8")
     monkeypatch.setenv("RAGPULSE_CONFIG", str(same))
     res = runner.invoke(_cli(), ["judges", "compare", "relevancy"])
     assert res.exit_code == 2
-    assert "judges.relevancy.shadow: same version as the main judge" in res.output
+    assert "judge.options.relevancy.shadow: same version as the main judge" in res.output
 
 
 def _cli() -> Any:
@@ -251,18 +257,18 @@ async def test_replaying_a_run_again_after_the_promotion_reuses_the_shadow(
     pg_url: str, openai_server: ScriptedOpenAIServer
 ) -> None:
     from ragpulse.model import TestCase, TestSet
-    from ragpulse.services.replay import run_replay
+    from ragpulse.runs.replay import run_replay
 
     openai_server.on("NO\nContradicts.", contains=CONTEXT_PROMPT)
     openai_server.on("YES\nAddresses it.")
     base = Settings(
-        database_url=pg_url,
+        store_database_url=pg_url,
         judge_model="judge-test",
         judge_base_url=openai_server.base_url,
         judge_api_key="k",
     )
-    shadowed = base.replaced(judges={"relevancy": {"shadow": {"mode": "with_context", "share": 1.0}}})
-    promoted = base.replaced(judges={"relevancy": {"mode": "with_context"}})
+    shadowed = base.replaced(judge_options={"relevancy": {"shadow": {"mode": "with_context", "share": 1.0}}})
+    promoted = base.replaced(judge_options={"relevancy": {"mode": "with_context"}})
     ts = TestSet(
         name="promo",
         cases=tuple(

@@ -7,6 +7,7 @@ import io
 import random
 from collections.abc import Sequence
 
+import pytest
 from rich.console import Console
 from rich.table import Table
 
@@ -43,6 +44,7 @@ def _out(c: Console) -> str:
     return f.getvalue()
 
 
+@pytest.mark.integration  # slow check (~4 s CPU): the integration lane, docs/dev/testing.md
 def test_a_table_printed_in_chunks_is_the_table_printed_at_once() -> None:
     for seed, n in ((1, 9), (2, 40), (3, 23)):
         rows = _rows(seed, n)

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import app
-from ragpulse.services.reports import REPORT_KEYS
+from ragpulse.runs.reports import REPORT_KEYS
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
 from testsupport import pg_count, shared_dir
 
@@ -65,13 +65,15 @@ def test_replay_example_offline_twice_same_run_id(db: str) -> None:
         "context_recall",
     ]
     assert first["judges_added"] == ["context_precision", "context_recall"]
-    assert set(first["counts"]) == {"pass", "fail", "error", "skipped"}
+    assert set(first["counts"]) == {"pass", "fail", "error", "abstained", "skipped"}
     assert sum(first["counts"].values()) == 17 * 5
     assert first["tokens"] == {"prompt": 0, "completion": 0}  # offline judges use no model
     passed = sum(1 for c in first["cases"] if c["passed"])
-    assert first["pass_rate"] == pytest.approx(passed / 17)
+    abstained = sum(1 for c in first["cases"] if c.get("abstained"))
+    assert first["cases_abstained"] == abstained
+    assert first["pass_rate"] == pytest.approx(passed / (17 - abstained))
     n_judgements = asyncio.run(pg_count(db, "SELECT count(*) FROM judgements"))
-    assert n_judgements == sum(first["counts"][k] for k in ("pass", "fail", "error", "skipped"))
+    assert n_judgements == sum(first["counts"][k] for k in ("pass", "fail", "error", "abstained", "skipped"))
     second = _report(["replay", str(KESTREL), "--run-id", "kb-1"])
     assert asyncio.run(pg_count(db, "SELECT count(*) FROM judgements")) == n_judgements
     assert asyncio.run(pg_count(db, "SELECT count(*) FROM traces")) == 17
@@ -139,7 +141,7 @@ def test_keyword_scores_hand_computed(db: str, tmp_path: Path) -> None:
     assert r["coverage"] == pytest.approx(3 / 4)
     # threshold 0.3: all and half pass, none fails; nokw unscored → never a pass
     assert r["pass_rate"] == pytest.approx(2 / 4)
-    assert r["counts"] == {"pass": 2, "fail": 1, "error": 0, "skipped": 1}
+    assert r["counts"] == {"pass": 2, "fail": 1, "error": 0, "abstained": 0, "skipped": 1}
 
 
 @offline
@@ -226,7 +228,13 @@ def _check_llm_report(r: dict[str, Any], labels: list[int], server: ScriptedOpen
     assert r["averages"]["relevancy"] == pytest.approx(1.0)
     assert r["averages"]["faithfulness"] == pytest.approx((faithful * 1.0 + (n - faithful) * 0.5) / n)
     assert r["pass_rate"] == pytest.approx(faithful / n)
-    assert r["counts"] == {"pass": n + faithful, "fail": n - faithful, "error": 0, "skipped": 0}
+    assert r["counts"] == {
+        "pass": n + faithful,
+        "fail": n - faithful,
+        "error": 0,
+        "abstained": 0,
+        "skipped": 0,
+    }
     assert len(server.requests) == 2 * n  # one relevancy + one faithfulness call per case
     assert r["tokens"]["prompt"] == sum(math.ceil(len(q.prompt_text) / 4) for q in server.requests)
     assert r["status"] == "completed"
@@ -247,8 +255,6 @@ def test_halueval_subset_with_llm_judges(db: str, model: ScriptedOpenAIServer, t
 
 def test_uhgeval_zh_subset_with_llm_judges(db: str, model: ScriptedOpenAIServer, tmp_path: Path) -> None:
     src = shared_dir() / "datasets" / "uhgeval_zh" / "uhgeval_zh.sample.jsonl"
-    if not src.exists():
-        pytest.skip(f"shared dataset not found: {src}")
     sub = _head(src, 8, tmp_path / "uhgeval8.jsonl")
     labels = _labelled(sub)
     model.reset(_responder(labels))
@@ -285,8 +291,6 @@ def test_halueval_example_offline(db: str) -> None:
 @pytest.mark.slow
 def test_uhgeval_full_sample_offline(db: str) -> None:
     src = shared_dir() / "datasets" / "uhgeval_zh" / "uhgeval_zh.sample.jsonl"
-    if not src.exists():
-        pytest.skip(f"shared dataset not found: {src}")
     r = _report(["replay", str(src)])
     _consistent(r, 600, 3)
     # no case has keywords or an expected answer: the keyword judge skips every case (no_reference)

@@ -29,7 +29,7 @@ def test_replay_example_on_embedded_postgres() -> None:
     base = Path(tempfile.mkdtemp(prefix="ragpulse-embedded-replay-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
     env.update(
-        RAGPULSE_DATABASE_EMBEDDED_DIR=str(base / "pgdata"),
+        RAGPULSE_STORE_EMBEDDED_DIR=str(base / "pgdata"),
         RAGPULSE_LOG_LEVEL="WARNING",
         PYTHONPATH=str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", ""),
     )

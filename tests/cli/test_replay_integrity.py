@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from ragpulse.cli import app
 from ragpulse.config import Settings
 from ragpulse.model import Backend, Judgement, JudgementStatus, Source, Trace, TraceOutcome, TraceResult
-from ragpulse.replay import load_test_set
+from ragpulse.runs import load_test_set
 from ragpulse.store.postgres import PostgresStore
 from testsupport import free_port
 
@@ -131,12 +131,12 @@ def serve_elsewhere(pg_url_session: str) -> Iterator[dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
     env.update(
         PYTHONPATH=str(ROOT / "src"),
-        RAGPULSE_DATABASE_URL=pg_url_session,
+        RAGPULSE_STORE_DATABASE_URL=pg_url_session,
         RAGPULSE_OTLP_GRPC_ADDRESS="",
         RAGPULSE_OTLP_HTTP_ADDRESS=f"127.0.0.1:{otlp_port}",
         RAGPULSE_HTTP_ADDRESS=f"127.0.0.1:{http_port}",
         RAGPULSE_API_ADDRESS="",
-        RAGPULSE_ENABLED_JUDGES="keyword",
+        RAGPULSE_JUDGE_ENABLED="keyword",
         RAGPULSE_LOG_LEVEL="WARNING",
     )
     proc = subprocess.Popen([sys.executable, "-m", "ragpulse", "serve"], env=env, stderr=subprocess.PIPE)
@@ -173,12 +173,12 @@ def test_via_a_serve_that_writes_elsewhere_fails_within_seconds(
     assert res.exit_code == 2, res.output
     assert "error: serve (http://127.0.0.1:" in res.stderr
     assert "writes to another database (" in res.stderr
-    assert "give serve and replay the same RAGPULSE_DATABASE_URL" in res.stderr
+    assert "give serve and replay the same RAGPULSE_STORE_DATABASE_URL" in res.stderr
 
 
 async def _store_event_traces(url: str) -> None:
     """What serve stores for two Kafka events carrying ``runId: ext-1`` (no replay created the run)."""
-    store = await PostgresStore.connect(url, Settings(database_url=url).store)
+    store = await PostgresStore.connect(url, Settings(store_database_url=url).store)
     try:
         results = []
         for i, score in enumerate((0.9, 0.2)):

@@ -101,7 +101,7 @@ def _wait_judging(model: ScriptedOpenAIServer, proc: subprocess.Popen[str]) -> N
 def test_sigterm_marks_the_run_failed_and_exits_143(
     pg_url: str, slow_model: ScriptedOpenAIServer, tmp_path: Path
 ) -> None:
-    proc = _replay(_cases(tmp_path), "term-1", _env(slow_model, RAGPULSE_DATABASE_URL=pg_url))
+    proc = _replay(_cases(tmp_path), "term-1", _env(slow_model, RAGPULSE_STORE_DATABASE_URL=pg_url))
     _wait_judging(slow_model, proc)
     row = asyncio.run(_run_row(pg_url, "term-1"))
     assert row is not None
@@ -121,7 +121,7 @@ def test_sigterm_marks_the_run_failed_and_exits_143(
 def test_sigkilled_replay_reads_as_interrupted(
     pg_url: str, slow_model: ScriptedOpenAIServer, tmp_path: Path
 ) -> None:
-    env = _env(slow_model, RAGPULSE_DATABASE_URL=pg_url)
+    env = _env(slow_model, RAGPULSE_STORE_DATABASE_URL=pg_url)
     proc = _replay(_cases(tmp_path), "kill-1", env)
     _wait_judging(slow_model, proc)
     proc.kill()
@@ -156,7 +156,7 @@ def test_sigterm_stops_the_embedded_postgres_it_started(
     pgdata = (base / "pgdata").resolve()
     try:
         proc = _replay(
-            _cases(tmp_path), "term-emb", _env(slow_model, RAGPULSE_DATABASE_EMBEDDED_DIR=str(pgdata))
+            _cases(tmp_path), "term-emb", _env(slow_model, RAGPULSE_STORE_EMBEDDED_DIR=str(pgdata))
         )
         _wait_judging(slow_model, proc)
         info = ep.postgres_server.PostmasterInfo.read_from_pgdata(pgdata)
@@ -168,7 +168,7 @@ def test_sigterm_stops_the_embedded_postgres_it_started(
         info.process.wait(20)  # psutil: raises TimeoutExpired if the server is still up
         assert not info.is_running()
         # the run was marked failed before the server stopped
-        url = start_embedded(Settings(database_url=None, database_embedded_dir=pgdata).store)
+        url = start_embedded(Settings(store_database_url=None, store_embedded_dir=pgdata).store)
         row = asyncio.run(_run_row(url, "term-emb"))
         assert row is not None
         assert row["status"] == "failed"

@@ -17,11 +17,11 @@ from ragpulse.cli import _render, app
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
-from ragpulse.replay import case_trace_id
-from ragpulse.services.compare import RunComparison, compare_reports
-from ragpulse.services.replay import run_replay
-from ragpulse.services.reports import full_report
-from ragpulse.services.runs import parse_since, run_report
+from ragpulse.runs import case_trace_id
+from ragpulse.runs.compare import RunComparison, compare_reports
+from ragpulse.runs.replay import run_replay
+from ragpulse.runs.reports import full_report
+from ragpulse.runs.stored import parse_since, run_report
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
 
@@ -39,7 +39,7 @@ def _ts() -> TestSet:
 
 
 async def _seed(url: str) -> None:
-    s = Settings(database_url=url)
+    s = Settings(store_database_url=url)
     store = await PostgresStore.connect(url, s.store)
     try:
         good = {"relevancy": ScriptedJudge("relevancy", 0.9)}
@@ -55,7 +55,7 @@ async def _seed(url: str) -> None:
 @pytest.fixture
 def seeded(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     asyncio.run(_seed(pg_url))
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     return pg_url
 
 
@@ -101,7 +101,7 @@ def test_runs_compare_streams_what_it_printed_before(seeded: str, monkeypatch: p
     time) are those of the comparison computed from both full reports and printed as one table."""
 
     async def in_memory(a: str, b: str) -> RunComparison:
-        store = await PostgresStore.connect(seeded, Settings(database_url=seeded).store)
+        store = await PostgresStore.connect(seeded, Settings(store_database_url=seeded).store)
         try:
             full_a = await full_report(store, await run_report(store, a))
             return compare_reports(full_a, await full_report(store, await run_report(store, b)))
@@ -118,7 +118,7 @@ def test_runs_compare_streams_what_it_printed_before(seeded: str, monkeypatch: p
         want[a, b] = (json.dumps(cmp.to_json(), ensure_ascii=False) + "\n", text.file.getvalue())
     monkeypatch.setattr(_render, "TABLE_CHUNK", 1)
     for pool in ("8", "1"):  # a pool of one connection: keyset pages instead of a cursor and look-ups
-        monkeypatch.setenv("RAGPULSE_DATABASE_POOL_MAX", pool)
+        monkeypatch.setenv("RAGPULSE_STORE_POOL_MAX", pool)
         for (a, b), (doc, text_out) in want.items():
             res = CliRunner().invoke(app, ["runs", "compare", a, b, "--json"])
             assert res.exit_code == 0, res.output
@@ -184,7 +184,7 @@ def test_a_run_id_that_came_only_with_events_is_shown_and_gated(
     from ragpulse.model import Source, Trace
 
     async def seed() -> None:
-        s = Settings(database_url=pg_url)
+        s = Settings(store_database_url=pg_url)
         store = await PostgresStore.connect(pg_url, s.store)
         try:
             async with Engine({"keyword": ScriptedJudge("keyword", 0.9)}, store, s.engine) as eng:
@@ -203,7 +203,7 @@ def test_a_run_id_that_came_only_with_events_is_shown_and_gated(
             await store.close()
 
     asyncio.run(seed())
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     shown = CliRunner().invoke(app, ["runs", "show", "ev-run", "--json"])
     assert shown.exit_code == 0, shown.output
     report = json.loads(shown.stdout)
@@ -216,7 +216,7 @@ def test_a_run_id_that_came_only_with_events_is_shown_and_gated(
 
 def test_compare_without_shared_cases_prints_na_and_exits_2(seeded: str) -> None:
     async def other() -> None:
-        s = Settings(database_url=seeded)
+        s = Settings(store_database_url=seeded)
         store = await PostgresStore.connect(seeded, s.store)
         try:
             ts = TestSet(name="other-set", cases=(TestCase(id="x1", question="qx", answer="ax"),))
@@ -243,7 +243,7 @@ def test_compare_without_shared_cases_prints_na_and_exits_2(seeded: str) -> None
 async def _ended_runs(url: str) -> None:
     """A failed run that ran 42.5 s (started → finished) and a killed one whose last heartbeat came 17.25 s after
     its start, an hour ago (stale: it reads as ``interrupted``)."""
-    s = Settings(database_url=url)
+    s = Settings(store_database_url=url)
     store = await PostgresStore.connect(url, s.store)
     try:
         await store.create_run(RunRecord(run_id="failed-1", test_set="cli-mini", status=RunStatus.RUNNING))
@@ -276,7 +276,7 @@ def test_runs_show_gives_the_time_a_failed_or_interrupted_run_ran(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asyncio.run(_ended_runs(pg_url))
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     failed = _json(["runs", "show", "failed-1", "--json"])
     assert (failed["status"], failed["wall_seconds"], failed["wall_until"]) == ("failed", 42.5, "finished")
     killed = _json(["runs", "show", "killed-1", "--json"])
@@ -297,21 +297,21 @@ def test_an_api_key_in_judge_options_is_a_config_error_for_every_command(
 ) -> None:
     cfg = tmp_path / "ragpulse.yaml"
     cfg.write_text(
-        "judges:\n"
+        "judge_options:\n"
         "  relevancy: {model: m, api_key: sk-leak-1}\n"
         "  faithfulness: {shadow: {model: m2, api_key: sk-leak-2}}\n",
         encoding="utf-8",
     )
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     monkeypatch.setenv("RAGPULSE_CONFIG", str(cfg))
     res = CliRunner().invoke(app, ["runs", "list"])
     assert res.exit_code == 2
-    assert "judges.relevancy.api_key: a key never goes in the configuration" in res.output
-    assert "judges.faithfulness.shadow.api_key: a key never goes in the configuration" in res.output
+    assert "judge.options.relevancy.api_key: a key never goes in the configuration" in res.output
+    assert "judge.options.faithfulness.shadow.api_key: a key never goes in the configuration" in res.output
     assert "sk-leak" not in res.output
     # a variable named by api_key_env is needed only by the commands that build that judge
     cfg.write_text(
-        "judges:\n  relevancy: {model: m, api_key_env: RAGPULSE_TEST_UNSET_KEY}\n", encoding="utf-8"
+        "judge_options:\n  relevancy: {model: m, api_key_env: RAGPULSE_TEST_UNSET_KEY}\n", encoding="utf-8"
     )
     monkeypatch.delenv("RAGPULSE_TEST_UNSET_KEY", raising=False)
     assert CliRunner().invoke(app, ["runs", "list"]).exit_code == 0

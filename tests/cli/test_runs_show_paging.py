@@ -12,7 +12,7 @@ from ragpulse.cli import app
 
 
 def test_runs_show_pages_the_case_table(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     for var in ("RAGPULSE_JUDGE_MODEL", "RAGPULSE_CONFIG", "RAGPULSE_RAG_ENDPOINT_URL"):
         monkeypatch.delenv(var, raising=False)
     p = tmp_path / "five.jsonl"

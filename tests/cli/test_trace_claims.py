@@ -57,7 +57,7 @@ async def _store_judged(url: str) -> None:
 def test_trace_shows_claims_and_highlights_the_unsupported_sentence(
     trace_id: str, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     asyncio.run(_store_judged(pg_url))
     _, answer, unsupported = CASES[trace_id]
 
@@ -88,7 +88,7 @@ def test_trace_shows_the_cause_of_each_unsupported_claim(
 ) -> None:
     """A failing judgement of a trace with reference contexts: ``--json`` carries each claim's cause and the
     judgement's counts; the text output has a cause column and a causes line."""
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     trace_id = "a" * 32
     trace = Trace(
         trace_id=trace_id,
@@ -140,7 +140,7 @@ def test_trace_lists_the_claims_of_the_newest_version_once(
     """After a re-judge with another version both judgements are stored; the claims table shows the newest
     one's claims once, with its version, says how many older versions are stored, and ``--all-versions``
     lists them all."""
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
     trace_id = "e" * 32
     context, answer, unsupported = CASES[trace_id]
     trace = Trace(
@@ -177,3 +177,26 @@ def test_trace_lists_the_claims_of_the_newest_version_once(
     claims_table = res.stdout[res.stdout.index("claims") :]
     assert claims_table.count(unsupported) == 2
     assert "older version(s) stored" not in res.stdout
+
+
+def test_a_long_answer_is_cut_unless_full() -> None:
+    """``ragpulse trace`` prints the first 2,000 characters of a 300,000-character answer with a note of the rest
+    (styles of the highlighted part kept); ``--full`` prints all of it."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from ragpulse.cli._render import TRACE_TEXT_CHARS, print_trace
+
+    answer = "x" * 300_000
+    result = TraceResult(
+        trace=Trace(trace_id="long", question="Q?", answer=answer, source=Source.KAFKA),
+        outcome=TraceOutcome.EVALUATED,
+        judgements=[],
+    )
+    for full, want_x, note in ((False, TRACE_TEXT_CHARS, True), (True, 300_000, False)):
+        out = StringIO()
+        print_trace(result, Console(file=out, width=100_000, color_system=None), full=full)
+        text = out.getvalue()
+        assert text.count("x") == want_x
+        assert ("(298,000 more characters; --full prints all)" in text) is note

@@ -108,7 +108,7 @@ def test_compose_services_env_and_ports() -> None:
     )
     # Kafka's in-network listener is what ragpulse uses; PostgreSQL URL points at the compose service.
     assert "PLAINTEXT://kafka:9092" in services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
-    assert "@postgres:5432/" in env["RAGPULSE_DATABASE_URL"]
+    assert "@postgres:5432/" in env["RAGPULSE_STORE_DATABASE_URL"]
     prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     assert prom["scrape_configs"][0]["static_configs"][0]["targets"] == ["ragpulse:9464"]
     assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
@@ -174,4 +174,4 @@ def test_k8s_sidecar_app_exports_to_loopback() -> None:
     app_env = {e["name"]: e.get("value") for e in containers["rag-service"]["env"]}
     rp_env = {e["name"]: e.get("value") for e in containers["ragpulse"]["env"]}
     assert app_env["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://{rp_env['RAGPULSE_OTLP_HTTP_ADDRESS']}"
-    assert app_env["OTEL_SERVICE_NAME"] != rp_env["RAGPULSE_SERVICE_NAME"]  # its spans are not ignored
+    assert app_env["OTEL_SERVICE_NAME"] != rp_env["RAGPULSE_EXPORT_SERVICE_NAME"]  # its spans are not ignored

@@ -25,7 +25,7 @@ def _settings(**kw: Any) -> Settings:
         "engine_flush_interval_s": 0.05,
         "engine_store_retries": 3,
         "engine_store_backoff_s": 0.01,
-        "shutdown_deadline_s": 5.0,
+        "engine_shutdown_deadline_s": 5.0,
     }
     base.update(kw)
     return Settings(**base)
@@ -81,7 +81,7 @@ async def test_outcomes_are_stored_with_reasons() -> None:
 async def test_not_sampled_traces_are_stored_without_judgements() -> None:
     store = MemoryStore()
     judge = ScriptedJudge("a")
-    async with Engine({"a": judge}, store, _settings(sampling_rate=0.0).engine) as eng:
+    async with Engine({"a": judge}, store, _settings(engine_sampling_rate=0.0).engine) as eng:
         for i in range(5):
             await eng.submit(_trace(i, source=Source.KAFKA))
     assert judge.calls == 0
@@ -94,7 +94,7 @@ async def test_not_sampled_traces_are_stored_without_judgements() -> None:
 async def test_test_traffic_is_judged_whatever_the_sampling_rate() -> None:
     store = MemoryStore()
     judge = ScriptedJudge("a")
-    async with Engine({"a": judge}, store, _settings(sampling_rate=0.0).engine) as eng:
+    async with Engine({"a": judge}, store, _settings(engine_sampling_rate=0.0).engine) as eng:
         await eng.submit(_trace(0, source=Source.REPLAY))
         await eng.submit(
             _trace(1, source=Source.KAFKA, run_id="nightly")
@@ -110,7 +110,7 @@ async def test_sampling_rate_half_follows_the_hash() -> None:
     from ragpulse.engine import is_sampled
 
     store = MemoryStore()
-    async with Engine({"a": ScriptedJudge("a")}, store, _settings(sampling_rate=0.5).engine) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, _settings(engine_sampling_rate=0.5).engine) as eng:
         for i in range(200):
             await eng.submit(_trace(i, source=Source.OTLP))
     judged = {tid for tid, r in store.traces.items() if r.outcome is TraceOutcome.EVALUATED}
@@ -266,7 +266,9 @@ async def test_graceful_shutdown_drains_in_flight_work() -> None:
 
 async def test_shutdown_deadline_cancels_and_does_not_ack() -> None:
     store, acks = MemoryStore(), Acks()
-    eng = Engine({"a": ScriptedJudge("a", delay_s=30)}, store, _settings(shutdown_deadline_s=0.2).engine)
+    eng = Engine(
+        {"a": ScriptedJudge("a", delay_s=30)}, store, _settings(engine_shutdown_deadline_s=0.2).engine
+    )
     await eng.start()
     await eng.submit(_trace(1), acks)
     t0 = time.perf_counter()
@@ -279,7 +281,7 @@ async def test_shutdown_deadline_cancels_and_does_not_ack() -> None:
 async def test_blocked_submit_fails_when_engine_closes() -> None:
     gate = asyncio.Event()
 
-    s = _settings(engine_queue_size=1, engine_workers=1, shutdown_deadline_s=0.2)
+    s = _settings(engine_queue_size=1, engine_workers=1, engine_shutdown_deadline_s=0.2)
     judge = GatedJudge("g", gate)
     eng = Engine({"g": judge}, MemoryStore(), s.engine)
     await eng.start()

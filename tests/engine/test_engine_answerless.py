@@ -24,7 +24,11 @@ class AnswerJudge(ScriptedJudge):
 
 
 def _settings(**kw: Any) -> Settings:
-    base: dict[str, Any] = {"engine_workers": 2, "engine_flush_interval_s": 0.01, "shutdown_deadline_s": 5.0}
+    base: dict[str, Any] = {
+        "engine_workers": 2,
+        "engine_flush_interval_s": 0.01,
+        "engine_shutdown_deadline_s": 5.0,
+    }
     base.update(kw)
     return Settings(**base)
 

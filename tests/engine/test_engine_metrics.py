@@ -25,7 +25,7 @@ async def test_received_and_not_sampled_counted_once_per_stored_trace() -> None:
     not_sampled0 = _value("ragpulse_traces_not_sampled_total")
     store = MemoryStore()
     traces = [Trace(trace_id=f"m-{i}", question="q", answer="a", source=Source.KAFKA) for i in range(3)]
-    async with Engine({"a": ScriptedJudge("a")}, store, Settings(sampling_rate=0.0).engine) as eng:
+    async with Engine({"a": ScriptedJudge("a")}, store, Settings(engine_sampling_rate=0.0).engine) as eng:
         for t in traces + traces:  # the second round is a redelivery
             await eng.submit(t)
     assert _value("ragpulse_traces_received_total", source="kafka") - received0 == 6

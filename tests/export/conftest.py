@@ -15,7 +15,7 @@ from ragpulse.export.otel_setup import MetricsRuntime
 @pytest.fixture
 def metrics_runtime() -> Iterator[MetricsRuntime]:
     """The installed metrics pipeline, with the ``app`` label folding reset to a limit of 50."""
-    rt = install_metrics(Settings(metrics_app_label_limit=50).export)
+    rt = install_metrics(Settings(export_metrics_app_label_limit=50).export)
     telemetry.configure_app_label_limit(50)
     yield rt
     telemetry.configure_app_label_limit(50)

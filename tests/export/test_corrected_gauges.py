@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from ragpulse.calibration.live import corrected_pass_rates, publish
 from ragpulse.export.otel_setup import MetricsRuntime, render_metrics
 from ragpulse.model import (
     Backend,
@@ -17,7 +18,6 @@ from ragpulse.model import (
     TraceOutcome,
     TraceResult,
 )
-from ragpulse.services.corrected import corrected_pass_rates, publish
 from ragpulse.store.postgres import PostgresStore
 from testsupport import calibration_profile
 

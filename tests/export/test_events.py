@@ -51,7 +51,7 @@ def test_events_reach_an_otlp_receiver_with_trace_context(
         monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", rx.url)
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "http/protobuf")
-        exporters = build_exporters(Settings(service_name="ragpulse-test").export)
+        exporters = build_exporters(Settings(export_service_name="ragpulse-test").export)
         assert [type(e) for e in exporters] == [MetricsExporter, EvaluationEventExporter]
         res, js = _result()
         for e in exporters:

@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 
 from ragpulse import telemetry
 from ragpulse.export import MetricsExporter, metrics_asgi_app, render_metrics
@@ -85,8 +86,8 @@ def test_known_batch_exact_histograms_over_http(metrics_runtime: MetricsRuntime)
     assert value(text, "ragpulse_judge_score_count", **lbl) == 12
     assert value(text, "ragpulse_judge_score_sum", **lbl) == sum(scores)
 
-    # Outcomes: threshold 0.5 → 7 pass (0.5 … 1.0), 5 fail; 3 errors; 2 skipped.
-    for outcome, n in {"pass": 7, "fail": 5, "error": 3, "skipped": 2}.items():
+    # Outcomes: threshold 0.5 → 7 pass (0.5 … 1.0), 5 fail; 3 errors; 1 skipped, 1 abstained (issue 30 item 2).
+    for outcome, n in {"pass": 7, "fail": 5, "error": 3, "skipped": 1, "abstained": 1}.items():
         assert value(text, "ragpulse_judgements_total", judge=judge, app=app, outcome=outcome) == n
 
     # Error reasons: machine codes kept, free text folded into "other".
@@ -182,6 +183,7 @@ def test_api_drafts_stay_out_of_quality_metrics(metrics_runtime: MetricsRuntime)
     assert value(text, "ragpulse_judge_tokens_total", judge=judge, kind="prompt") == 40
 
 
+@pytest.mark.integration  # slow check (10,000 apps through the exporter, ~1.3 s CPU): the integration lane, docs/dev/testing.md
 def test_ten_thousand_apps_stay_under_the_label_limit(metrics_runtime: MetricsRuntime) -> None:
     telemetry.configure_app_label_limit(50)
     judge = f"card_{uuid.uuid4().hex[:8]}"

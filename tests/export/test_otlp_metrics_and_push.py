@@ -29,7 +29,7 @@ from ragpulse.config import Settings
 from ragpulse.export import build_exporters, render_metrics, shutdown_metrics
 from ragpulse.model import Backend, Judgement, JudgementStatus, Trace, TraceOutcome, TraceResult
 
-exporters = build_exporters(Settings(service_name="ragpulse-otlp-test").export)
+exporters = build_exporters(Settings(export_service_name="ragpulse-otlp-test").export)
 for i, score in enumerate([0.1, 0.45, 0.96, 1.0]):
     j = Judgement(judge="faithfulness", version="v1", backend=Backend.LLM, score=score, passed=score >= 0.5,
                   threshold=0.5, status=JudgementStatus.OK, latency_s=0.25, prompt_tokens=10, completion_tokens=2)
@@ -41,6 +41,7 @@ shutdown_metrics()
 """
 
 
+@pytest.mark.integration  # slow check (a Python subprocess that imports ragpulse and pushes OTLP metrics, ~1.4 s): the integration lane, docs/dev/testing.md
 def test_one_recording_exported_to_prometheus_and_otlp(tmp_path: Path) -> None:
     with OtlpMetricsReceiver() as rx:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -112,7 +113,9 @@ class _Gateway:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     def close(self) -> None:
         self.server.shutdown()
@@ -133,7 +136,7 @@ def test_push_to_gateway_groups_by_run_id(metrics_runtime: MetricsRuntime, gatew
 
     j = ok("pushjudge", 0.9)
     MetricsExporter().on_stored(result("push-app", j), [j])
-    assert push_to_gateway(Settings(pushgateway_url=gateway.url).export, "run-42") is True
+    assert push_to_gateway(Settings(export_pushgateway_url=gateway.url).export, "run-42") is True
     ((method, path, body),) = gateway.pushes
     assert method == "PUT"
     assert path == "/metrics/job/ragpulse_replay/run_id/run-42"
@@ -145,9 +148,9 @@ def test_push_to_gateway_groups_by_run_id(metrics_runtime: MetricsRuntime, gatew
 def test_push_failure_is_reported_not_raised(metrics_runtime: MetricsRuntime) -> None:
     gw = _Gateway(status=500)
     try:
-        assert push_to_gateway(Settings(pushgateway_url=gw.url).export, "run-1") is False
+        assert push_to_gateway(Settings(export_pushgateway_url=gw.url).export, "run-1") is False
         with pytest.raises(ExportError, match="pushgateway"):
-            push_to_gateway(Settings(pushgateway_url=gw.url).export, "run-1", strict=True)
+            push_to_gateway(Settings(export_pushgateway_url=gw.url).export, "run-1", strict=True)
         assert len(gw.pushes) == 2
     finally:
         gw.close()

@@ -1,4 +1,4 @@
-"""Shadow judges (``judges.<name>.shadow``): stored apart, never in metrics, reports, outcomes or the outbox."""
+"""Shadow judges (``judge.options.<name>.shadow``): stored apart, never in metrics, reports, outcomes or the outbox."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from ragpulse.export import MetricsExporter, render_metrics
 from ragpulse.export.otel_setup import MetricsRuntime
 from ragpulse.judges.registry import build_judges
 from ragpulse.model import TestCase, TestSet
-from ragpulse.replay import case_trace_id
-from ragpulse.services.replay import run_replay
-from ragpulse.services.reports import full_report
+from ragpulse.runs import case_trace_id
+from ragpulse.runs.replay import run_replay
+from ragpulse.runs.reports import full_report
 from ragpulse.store import PostgresStore
 from testsupport import pg_count
 
@@ -60,9 +60,9 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
 async def test_a_shadow_changes_no_metric_report_or_outcome(
     pg_url: str, metrics_runtime: MetricsRuntime
 ) -> None:
-    plain = Settings(database_url=pg_url)
+    plain = Settings(store_database_url=pg_url)
     shadowed = Settings(
-        database_url=pg_url, judges={"relevancy": {"shadow": {"threshold": 0.95, "share": 0.5}}}
+        store_database_url=pg_url, judge_options={"relevancy": {"shadow": {"threshold": 0.95, "share": 0.5}}}
     )
     store = await PostgresStore.connect(pg_url, plain.store)
     try:
@@ -115,12 +115,14 @@ async def test_a_shadow_changes_no_metric_report_or_outcome(
 
 def test_shadow_options_are_checked() -> None:
     with pytest.raises(
-        ConfigError, match=r"^judges\.relevancy\.shadow: .*share must be a number in \[0, 1\]"
+        ConfigError, match=r"^judge\.options\.relevancy\.shadow: .*share must be a number in \[0, 1\]"
     ):
-        build_judges(Settings(judges={"relevancy": {"shadow": {"threshold": 0.9}}}), ["relevancy"])
-    with pytest.raises(ConfigError, match=r"^judges\.relevancy\.shadow: same version as the main judge"):
-        build_judges(Settings(judges={"relevancy": {"shadow": {"share": 0.5}}}), ["relevancy"])
-    with pytest.raises(ConfigError, match=r"^judges\.relevancy\.shadow\.treshold: unknown option"):
+        build_judges(Settings(judge_options={"relevancy": {"shadow": {"threshold": 0.9}}}), ["relevancy"])
+    with pytest.raises(
+        ConfigError, match=r"^judge\.options\.relevancy\.shadow: same version as the main judge"
+    ):
+        build_judges(Settings(judge_options={"relevancy": {"shadow": {"share": 0.5}}}), ["relevancy"])
+    with pytest.raises(ConfigError, match=r"^judge\.options\.relevancy\.shadow\.treshold: unknown option"):
         build_judges(
-            Settings(judges={"relevancy": {"shadow": {"treshold": 0.9, "share": 0.5}}}), ["relevancy"]
+            Settings(judge_options={"relevancy": {"shadow": {"treshold": 0.9, "share": 0.5}}}), ["relevancy"]
         )

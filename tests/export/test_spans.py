@@ -47,7 +47,7 @@ def test_evaluator_spans_linked_to_the_evaluated_span(
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rx.url)
         assert [type(e) for e in build_exporters(Settings().export)] == [MetricsExporter]  # off by default
         exporters = build_exporters(
-            Settings(evaluation_spans=True, service_name="ragpulse-spans-test").export
+            Settings(export_evaluation_spans=True, export_service_name="ragpulse-spans-test").export
         )
         assert [type(e) for e in exporters] == [MetricsExporter, EvaluationSpanExporter]
         res, js = _result()

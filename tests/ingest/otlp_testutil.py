@@ -19,11 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def fixtures_dir() -> Path:
-    """``<shared>/fixtures``: ``RAGPULSE_SHARED_DIR`` or the sibling ``shared/`` of the repository; skip if absent."""
-    d = shared_dir() / "fixtures"
-    if not (d / "expected-records.json").is_file():
-        pytest.skip(f"shared fixtures not found at {d}")
-    return d
+    """The ingestion fixtures: ``tests/data/fixtures`` (or ``fixtures/`` of ``RAGPULSE_SHARED_DIR``)."""
+    return shared_dir() / "fixtures"
 
 
 def expected_records() -> dict[str, Any]:
@@ -116,7 +113,8 @@ def check_record(trace: Trace, rec: dict[str, Any], name: str, *, assembled: boo
     assert trace.model == rec["model"]
     assert trace.app == rec["app"]
     assert trace.scenario == rec["scenario"]
-    assert trace.attributes.get("session_id") == rec["sessionId"]
+    assert trace.session_id == rec["sessionId"]  # the typed field (issue 28), no longer an attribute
+    assert "session_id" not in trace.attributes
     if rec["latencyMs"] is None:
         assert trace.latency_s is None
     else:

@@ -43,7 +43,7 @@ class ScaleOutResult:
 
 def _env(bootstrap: str, topic: str, pg_url: str, group: str, judges: str) -> dict[str, str]:
     return {
-        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_STORE_DATABASE_URL": pg_url,
         "RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "RAGPULSE_KAFKA_TOPICS": topic,
         "RAGPULSE_KAFKA_GROUP_ID": group,
@@ -51,8 +51,8 @@ def _env(bootstrap: str, topic: str, pg_url: str, group: str, judges: str) -> di
         "RAGPULSE_OTLP_HTTP_ADDRESS": "",
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{free_port()}",
         "RAGPULSE_API_ADDRESS": "",
-        "RAGPULSE_ENABLED_JUDGES": judges,
-        "RAGPULSE_SHUTDOWN_DEADLINE_S": "20",
+        "RAGPULSE_JUDGE_ENABLED": judges,
+        "RAGPULSE_ENGINE_SHUTDOWN_DEADLINE_S": "20",
         "RAGPULSE_LOG_LEVEL": "INFO",
     }
 

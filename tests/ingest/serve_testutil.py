@@ -75,9 +75,13 @@ class ServeProcess:
         self.proc.wait(10)
 
     def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM, wait for the exit (at most ``timeout`` s) and for the last log lines; the exit code."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        rc = self.proc.wait(timeout)
+        if self._reader is not None:
+            self._reader.join(10)  # its stderr is at EOF: every line it wrote is in :attr:`logs`
+        return rc
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -86,13 +90,18 @@ class ServeProcess:
 
 
 class TcpProxy:
-    """A TCP forwarder on 127.0.0.1 that a test can cut (close every connection, refuse new ones) and restore."""
+    """A TCP forwarder on 127.0.0.1 that a test can cut (close every connection, refuse new ones) and restore.
 
-    def __init__(self, target_host: str, target_port: int) -> None:
-        self._target = (target_host, target_port)
+    ``target``: ``(host, port)``, or the path of a unix socket (``testsupport.pg_server`` gives either for a
+    database URL)."""
+
+    def __init__(self, target: tuple[str, int] | str) -> None:
+        self._target = target
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         self._down = False
+        self._flowing = threading.Event()  # cleared by freeze(): nothing moves, nothing is closed
+        self._flowing.set()
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -104,11 +113,12 @@ class TcpProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            self._flowing.wait()  # a frozen network: the connection attempt hangs until restore()
             if self._down:
                 client.close()
                 continue
             try:
-                upstream = socket.create_connection(self._target, timeout=5)
+                upstream = self._connect()
             except OSError:
                 client.close()
                 continue
@@ -118,10 +128,26 @@ class TcpProxy:
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _connect(self) -> socket.socket:
+        if isinstance(self._target, str):
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.settimeout(5)
+            try:
+                conn.connect(self._target)
+            except OSError:
+                conn.close()
+                raise
+            return conn
+        return socket.create_connection(self._target, timeout=5)
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
-            while data := src.recv(65536):
+            while True:
+                self._flowing.wait()
+                data = src.recv(65536)
+                if not data:
+                    break
+                self._flowing.wait()
                 dst.sendall(data)
         except OSError:
             pass
@@ -141,11 +167,18 @@ class TcpProxy:
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
 
+    def freeze(self) -> None:
+        """Stop moving bytes without closing anything (a network partition, a stopped server host): queries
+        in flight hang, new connections wait; :meth:`cut` then drops them, :meth:`restore` lets them go on."""
+        self._flowing.clear()
+
     def restore(self) -> None:
         self._down = False
+        self._flowing.set()
 
     def close(self) -> None:
         self._closed = True
+        self._flowing.set()
         self.cut()
         self._listener.close()
 

@@ -40,8 +40,8 @@ async def test_a_kafka_dead_letter_is_in_the_topic_and_the_table(
         kafka_bootstrap_servers=kafka_bootstrap,
         kafka_topics=[topic],
         kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
-        database_url=pg_url,
-        database_pool_max=2,
+        store_database_url=pg_url,
+        store_pool_max=2,
     )
     store = await PostgresStore.connect(pg_url, s.store)
     sink = RecordingSink()
@@ -74,7 +74,7 @@ async def test_a_kafka_dead_letter_is_in_the_topic_and_the_table(
 
 async def test_otlp_rejections_are_in_the_table_and_db_info_counts_them(pg_url: str) -> None:
     port = free_port()
-    s = Settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{port}", database_pool_max=2)
+    s = Settings(otlp_grpc_address="", otlp_http_address=f"127.0.0.1:{port}", store_pool_max=2)
     store = await PostgresStore.connect(pg_url, s.store)
     sink = RecordingSink()
     try:
@@ -119,7 +119,7 @@ async def test_otlp_rejections_are_in_the_table_and_db_info_counts_them(pg_url: 
     finally:
         await store.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
-    env |= {"RAGPULSE_DATABASE_URL": pg_url, "PYTHONPATH": str(REPO / "src")}
+    env |= {"RAGPULSE_STORE_DATABASE_URL": pg_url, "PYTHONPATH": str(REPO / "src")}
     out = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-m", "ragpulse", "db", "info", "--json"],

@@ -14,7 +14,7 @@ from ragpulse.config import Settings
 from ragpulse.engine import Engine
 from ragpulse.export import MetricsExporter, install_metrics, render_metrics
 from ragpulse.ingest.kafka import KafkaSource
-from ragpulse.services.judges import open_judges
+from ragpulse.judges.selection import open_judges
 from ragpulse.store import PostgresStore
 from ragpulse.testing.openai_server import RecordedRequest, Reply, ScriptedOpenAIServer
 from testsupport import pg_count, wait_until
@@ -81,12 +81,12 @@ async def test_redelivery_neither_rejudges_nor_reexports(
         settings = Settings(
             kafka_bootstrap_servers=kafka_bootstrap,
             kafka_topics=[topic],
-            database_url=pg_url,
+            store_database_url=pg_url,
             judge_base_url=server.base_url,
             judge_model="m",
             judge_api_key="k",
             judge_max_retries=0,
-            shutdown_deadline_s=5.0,
+            engine_shutdown_deadline_s=5.0,
         )
         await create_topic(kafka_bootstrap, topic, 2)
         ids = [f"eo-{i}" for i in range(8)]

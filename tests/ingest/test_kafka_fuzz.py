@@ -133,7 +133,8 @@ def _check_storable(raw: bytes) -> None:
     try:
         t = parse_event(raw, received_at=now)
     except EventRejected as e:
-        assert e.code in ("not_json", "schema", "too_large")
+        # the codes events.py documents
+        assert e.code in ("not_json", "schema", "too_large", "too_deep", "bad_id")
         return
     assert t.source is Source.KAFKA
     for text in (t.trace_id, t.question, t.answer, t.context, *t.contexts):
@@ -146,6 +147,7 @@ def _check_storable(raw: bytes) -> None:
             cell.encode("utf-8")  # PostgreSQL takes only what encodes
 
 
+@pytest.mark.integration  # slow check (fuzzer, ~3 s CPU): the integration lane, docs/dev/testing.md
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(_messages())
 @example(LITERAL_MESSAGES[0])
@@ -188,8 +190,8 @@ async def test_fuzzed_stream_stored_plus_dead_lettered_equals_sent(
         kafka_bootstrap_servers=kafka_bootstrap,
         kafka_topics=[topic],
         kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
-        database_url=pg_url,
-        shutdown_deadline_s=5.0,
+        store_database_url=pg_url,
+        engine_shutdown_deadline_s=5.0,
     )
     store = await PostgresStore.connect(pg_url, s.store)
     try:
@@ -209,7 +211,7 @@ async def test_fuzzed_stream_stored_plus_dead_lettered_equals_sent(
         await store.close()
     dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", dead)
     reasons = {dict(r.headers)["ragpulse.dlq.reason"].decode().split(":", 1)[0] for r in dlq}
-    assert reasons <= {"not_json", "schema"}  # no internal_error, no not_stored
+    assert reasons <= {"not_json", "schema", "bad_id", "too_deep"}  # no internal_error, no not_stored
     stored_ids = {parse_event(v).trace_id for v in values if _parses(v)}
     assert await pg_count(pg_url, "SELECT count(*) FROM traces") == len(stored_ids)
     for lit in ("lit-2", "lit-3", "lit-4", "lit-5", "lit-6", "lit-7", "lit-8", "lit-10"):

@@ -104,7 +104,7 @@ async def test_fixtures_through_kafka_equal_otlp_http(kafka_bootstrap: str, enco
         kafka_topics=[f"unused-{uuid.uuid4().hex[:8]}"],
         kafka_topic_encodings={topic: encoding},
         kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
-        shutdown_deadline_s=5.0,
+        engine_shutdown_deadline_s=5.0,
         **ASSEMBLY,
     )
     sink = RecordingSink(50)
@@ -141,7 +141,7 @@ async def test_undecodable_message_dead_lettered_loop_goes_on(kafka_bootstrap: s
         kafka_topics=[f"unused-{uuid.uuid4().hex[:8]}"],
         kafka_topic_encodings={topic: "otlp_proto"},
         kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
-        shutdown_deadline_s=5.0,
+        engine_shutdown_deadline_s=5.0,
         **ASSEMBLY,
     )
     sink = RecordingSink()
@@ -176,7 +176,7 @@ async def test_spans_in_assembly_hold_the_commit_and_are_redelivered(kafka_boots
         kafka_topics=[f"unused-{uuid.uuid4().hex[:8]}"],
         kafka_topic_encodings={topic: "otlp_proto"},
         kafka_group_id=group,
-        shutdown_deadline_s=5.0,
+        engine_shutdown_deadline_s=5.0,
         otlp_root_grace_s=0.2,
         otlp_idle_timeout_s=600.0,
     )
@@ -225,7 +225,7 @@ async def test_revoked_partition_drops_held_spans_and_the_new_owner_assembles_th
         kafka_topics=[topic],  # listed in both: consumed once, as OTLP
         kafka_topic_encodings={topic: "otlp_proto"},
         kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
-        shutdown_deadline_s=5.0,
+        engine_shutdown_deadline_s=5.0,
         otlp_root_grace_s=0.2,
         otlp_idle_timeout_s=600.0,
     )

@@ -34,8 +34,6 @@ def _cli(args: list[str], env: dict[str, str], timeout: float = 120.0) -> subpro
 
 def _fixture_file() -> str:
     fx = shared_dir() / "fixtures" / "kafka-events.jsonl"
-    if not fx.exists():
-        pytest.skip("shared fixtures not found")
     return str(fx)
 
 
@@ -87,6 +85,7 @@ async def test_send_to_kafka_reports_bad_lines_and_goes_on(
     assert [x.key for x in recs] == [b"first", "half-\ufffd".encode(), b"last"]
 
 
+@pytest.mark.integration  # slow check (a CLI subprocess, ~2 s CPU): the integration lane, docs/dev/testing.md
 async def test_send_to_otlp_posts_openinference_spans(tmp_path: object) -> None:
     path = _fixture_file()
     sink = RecordingSink(100)
@@ -131,7 +130,7 @@ async def test_replay_via_kafka_and_otlp_through_serve(
     await create_topic(kafka_bootstrap, topic, 2)
     http_port, otlp_port = free_port(), free_port()
     env = {
-        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_STORE_DATABASE_URL": pg_url,
         "RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
         "RAGPULSE_KAFKA_TOPICS": topic,
         "RAGPULSE_KAFKA_GROUP_ID": f"g-{uuid.uuid4().hex[:8]}",
@@ -140,9 +139,9 @@ async def test_replay_via_kafka_and_otlp_through_serve(
         "RAGPULSE_OTLP_ROOT_GRACE_S": "0.2",
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
         "RAGPULSE_API_ADDRESS": "",  # no portal (its default port may be taken by another test)
-        "RAGPULSE_ENABLED_JUDGES": "relevancy,faithfulness,keyword",
+        "RAGPULSE_JUDGE_ENABLED": "relevancy,faithfulness,keyword",
         # issue 11 item 14: replayed traces carry their run id on the wire and are always judged
-        "RAGPULSE_SAMPLING_RATE": "0.2",
+        "RAGPULSE_ENGINE_SAMPLING_RATE": "0.2",
     }
     proc = ServeProcess(env)
     serve.append(proc)

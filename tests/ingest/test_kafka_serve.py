@@ -8,7 +8,6 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from urllib.parse import urlparse
 
 import asyncpg
 import httpx
@@ -16,14 +15,14 @@ import pytest
 
 from ingest.kafka_testutil import committed, create_topic, produce, read_topic
 from ingest.serve_testutil import ServeProcess, TcpProxy, db_counts
-from testsupport import free_port, shared_dir, wait_until
+from testsupport import free_port, pg_server, pg_url_with, shared_dir, wait_until
 
 JUDGES = ["relevancy", "faithfulness", "keyword"]
 
 
 def _env(bootstrap: str, topic: str, pg_url: str, group: str, http_port: int, **extra: str) -> dict[str, str]:
     env = {
-        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_STORE_DATABASE_URL": pg_url,
         "RAGPULSE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
         "RAGPULSE_KAFKA_TOPICS": topic,
         "RAGPULSE_KAFKA_GROUP_ID": group,
@@ -31,8 +30,8 @@ def _env(bootstrap: str, topic: str, pg_url: str, group: str, http_port: int, **
         "RAGPULSE_OTLP_HTTP_ADDRESS": "",
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
         "RAGPULSE_API_ADDRESS": "",  # no portal (its default port may be taken by another test)
-        "RAGPULSE_ENABLED_JUDGES": ",".join(JUDGES),
-        "RAGPULSE_SHUTDOWN_DEADLINE_S": "20",
+        "RAGPULSE_JUDGE_ENABLED": ",".join(JUDGES),
+        "RAGPULSE_ENGINE_SHUTDOWN_DEADLINE_S": "20",
         "RAGPULSE_LOG_LEVEL": "INFO",
     }
     env.update(extra)
@@ -55,13 +54,13 @@ async def test_serve_judges_fixture_events_once_with_dlq_and_endpoints(
     kafka_bootstrap: str, topic: str, pg_url: str, procs: list[ServeProcess]
 ) -> None:
     fx = shared_dir() / "fixtures" / "kafka-events.jsonl"
-    if not fx.exists():
-        pytest.skip("shared fixtures not found")
     lines = fx.read_bytes().splitlines()
     await create_topic(kafka_bootstrap, topic, 3)
     port = free_port()
     group = f"g-{uuid.uuid4().hex[:8]}"
-    proc = ServeProcess(_env(kafka_bootstrap, topic, pg_url, group, port, RAGPULSE_RETENTION_DAYS="3650"))
+    proc = ServeProcess(
+        _env(kafka_bootstrap, topic, pg_url, group, port, RAGPULSE_STORE_RETENTION_DAYS="3650")
+    )
     procs.append(proc)
     proc.start()
     assert len(proc.events("ready")) == 1
@@ -152,7 +151,7 @@ async def test_sigkill_mid_stream_then_restart_judges_every_trace_exactly_once(
     await produce(kafka_bootstrap, topic, _stream(n))
     port = free_port()
     group = f"g-{uuid.uuid4().hex[:8]}"
-    env = _env(kafka_bootstrap, topic, pg_url, group, port, RAGPULSE_ENABLED_JUDGES="keyword,relevancy")
+    env = _env(kafka_bootstrap, topic, pg_url, group, port, RAGPULSE_JUDGE_ENABLED="keyword,relevancy")
     first = ServeProcess(env)
     procs.append(first)
     first.start()
@@ -192,10 +191,9 @@ async def test_sigkill_mid_stream_then_restart_judges_every_trace_exactly_once(
 async def test_postgres_outage_pauses_work_and_loses_nothing(
     kafka_bootstrap: str, topic: str, pg_url: str, procs: list[ServeProcess]
 ) -> None:
-    u = urlparse(pg_url)
-    proxy = TcpProxy(u.hostname or "127.0.0.1", u.port or 5432)
+    proxy = TcpProxy(pg_server(pg_url))  # the configured server, by TCP or unix socket
     try:
-        proxied = pg_url.replace(f"{u.hostname}:{u.port}", f"127.0.0.1:{proxy.port}")
+        proxied = pg_url_with(pg_url, tcp=("127.0.0.1", proxy.port))
         await create_topic(kafka_bootstrap, topic, 2)
         port = free_port()
         group = f"g-{uuid.uuid4().hex[:8]}"
@@ -205,7 +203,7 @@ async def test_postgres_outage_pauses_work_and_loses_nothing(
             proxied,
             group,
             port,
-            RAGPULSE_ENABLED_JUDGES="keyword",
+            RAGPULSE_JUDGE_ENABLED="keyword",
             RAGPULSE_ENGINE_QUEUE_SIZE="50",
             RAGPULSE_ENGINE_STORE_BACKOFF_S="0.2",
             RAGPULSE_ENGINE_STORE_RETRIES="30",
@@ -258,16 +256,15 @@ async def test_database_cut_for_90_s_loses_nothing_and_dead_letters_nothing(
     """Issue 11 item 8: with the default retry budget (8 attempts, ~55 s) a 90 s outage used to dead-letter
     traces as not_stored and commit their offsets. serve now waits the outage out: paused, /readyz 503, nothing
     committed, and everything stored within 60 s after the database is back."""
-    u = urlparse(pg_url)
-    proxy = TcpProxy(u.hostname or "127.0.0.1", u.port or 5432)
+    proxy = TcpProxy(pg_server(pg_url))  # the configured server, by TCP or unix socket
     try:
-        proxied = pg_url.replace(f"{u.hostname}:{u.port}", f"127.0.0.1:{proxy.port}")
+        proxied = pg_url_with(pg_url, tcp=("127.0.0.1", proxy.port))
         await create_topic(kafka_bootstrap, topic, 2)
         port = free_port()
         group = f"g-{uuid.uuid4().hex[:8]}"
         env = _env(
             kafka_bootstrap, topic, proxied, group, port,
-            RAGPULSE_ENABLED_JUDGES="keyword", RAGPULSE_ENGINE_QUEUE_SIZE="50",
+            RAGPULSE_JUDGE_ENABLED="keyword", RAGPULSE_ENGINE_QUEUE_SIZE="50",
         )  # fmt: skip
         proc = ServeProcess(env)
         procs.append(proc)
@@ -351,7 +348,7 @@ async def test_broker_gone_readiness_json_logs_and_bounded_shutdown(
         await create_topic(bootstrap, topic, 1)
         port = free_port()
         env = _env(bootstrap, topic, pg_url, f"g-{uuid.uuid4().hex[:8]}", port,
-                   RAGPULSE_ENABLED_JUDGES="keyword", RAGPULSE_SHUTDOWN_DEADLINE_S="5")  # fmt: skip
+                   RAGPULSE_JUDGE_ENABLED="keyword", RAGPULSE_ENGINE_SHUTDOWN_DEADLINE_S="5")  # fmt: skip
         proc = ServeProcess(env)
         procs.append(proc)
         proc.start()

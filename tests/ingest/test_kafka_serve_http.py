@@ -7,11 +7,13 @@ import asyncio
 import httpx
 import pytest
 
+from ragpulse.asgi_server import parse_address
 from ragpulse.errors import ConfigError
 from ragpulse.export import metrics_asgi_app
-from ragpulse.services.health import HealthServer, parse_address
+from ragpulse.sidecar.health import HealthServer
 
 
+@pytest.mark.integration  # slow check (three health listeners started and stopped, a 0.2 s check timeout, ~1.1 s): the integration lane, docs/dev/testing.md
 async def test_health_ready_and_metrics_over_http() -> None:
     state = {"kafka": False}
 
@@ -49,7 +51,7 @@ async def test_health_ready_and_metrics_over_http() -> None:
     ):
         assert (await http.get("/readyz")).json()["checks"] == {"broken": False}
         assert (await http.get("/metrics")).status_code == 404
-    import ragpulse.services.health as mod
+    import ragpulse.sidecar.health as mod
 
     old = mod.CHECK_TIMEOUT_S
     mod.CHECK_TIMEOUT_S = 0.2

@@ -29,7 +29,7 @@ def _settings(bootstrap: str, topic: str, **kw: object) -> Settings:
         kafka_bootstrap_servers=bootstrap,
         kafka_topics=[topic],
         kafka_group_id=f"g-{uuid.uuid4().hex[:8]}",
-        shutdown_deadline_s=5.0,
+        engine_shutdown_deadline_s=5.0,
         **kw,
     )
 
@@ -255,7 +255,7 @@ async def test_deeply_nested_message_is_dead_lettered_and_the_stream_goes_on(
     await sink.close()
     assert [t.trace_id for t in sink.acked] == ["trace-000001", "trace-000002"]
     dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
-    assert dict(dlq[0].headers)["ragpulse.dlq.reason"] == b"not_json: nested too deeply"
+    assert dict(dlq[0].headers)["ragpulse.dlq.reason"] == b"too_deep: JSON nested deeper than 64 levels"
     assert dict(dlq[0].headers)["ragpulse.dlq.offset"] == b"1"
     assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: 3}
 

@@ -123,6 +123,10 @@ def test_idle_timeout_releases_incomplete_trace_and_activity_extends_it() -> Non
     assert asm.poll() == []
     assert asm.next_deadline() == clock.t + 10
     clock.advance(10)
+    # recognised, rootless and unanswered (a slow model call, issue 23 item 17): held up to 5 idle timeouts
+    assert asm.poll() == []
+    assert asm.next_deadline() == clock.t + 120
+    clock.advance(120)
     (trace,) = asm.poll()
     assert trace.incomplete is True
     assert trace.answer is None
@@ -146,7 +150,7 @@ def test_pending_traces_are_bounded_and_nothing_taken_is_evicted() -> None:
     assert asm.add([_retriever(ids[0], span_id="1111111111111111")]) == 1
     plan = asm.plan([_retriever(ids[4], span_id="2222222222222222")])
     assert (len(plan.keep), plan.no_room) == (0, 1)
-    clock.advance(60)
+    clock.advance(60 + 120)  # rootless and unanswered: the slow-answer window (issue 23 item 17)
     assert [t.trace_id for t in asm.poll()] == ids[1:3] + ids[:1]
     assert not asm.saturated
 
@@ -250,3 +254,81 @@ async def test_a_failing_mapper_or_sink_does_not_stop_the_assembler() -> None:
     asm.stop()
     await asyncio.wait_for(task, 5)
     assert (asm.stats.unmappable, asm.stats.submit_errors, asm.stats.submitted) == (1, 1, 1)
+
+
+def test_front_service_root_first_waits_for_the_rag_service() -> None:
+    """Issue 23 item 16: the gateway's root arrives 5 s (an SDK batch delay) before the RAG service's spans,
+    whose entry span has a remote parent; the trace is released once, with the RAG service's entry span as
+    its root, not refused as late."""
+    clock = FakeClock()
+    asm = _assembler(clock)
+    gateway = SpanData(
+        trace_id=T1,
+        span_id="aaaaaaaaaaaaaaaa",
+        parent_span_id=None,
+        name="POST /ask",
+        kind=3,
+        start_unix_nano=1_699_999_999_900_000_000,
+        end_unix_nano=1_700_000_001_600_000_000,
+        attributes={"http.request.method": "POST"},
+        resource={"service.name": "gateway"},
+    )
+    assert asm.add([gateway]) == 1
+    clock.advance(5.0)
+    assert asm.poll() == []  # only spans no convention recognises: held
+    rag_root = SpanData(
+        **{**_root().__dict__, "parent_span_id": "aaaaaaaaaaaaaaaa", "parent_is_remote": True}
+    )
+    assert asm.add([rag_root, _retriever()]) == 2
+    clock.advance(1.0)
+    assert asm.poll() == []  # the RAG entry span restarted the grace
+    clock.advance(1.5)
+    [trace] = asm.poll()
+    assert trace.span_id == "b7ad6b7169203331"
+    assert trace.question == "How many remote days?"
+    assert trace.app == "hr-assistant"
+    assert [d.id for d in trace.documents] == ["policy#1", "policy#2"]
+    assert not trace.incomplete
+    assert asm.stats.late_spans == 0
+
+
+def test_unrecognised_trace_is_released_at_the_idle_timeout() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    plain = SpanData(trace_id=T1, span_id="aaaaaaaaaaaaaaaa", parent_span_id=None, name="GET /health")
+    asm.add([plain])
+    clock.advance(29.0)
+    assert asm.poll() == []
+    clock.advance(1.5)
+    [trace] = asm.poll()
+    assert trace.answer is None
+    assert trace.span_id == "aaaaaaaaaaaaaaaa"
+
+
+def test_slow_answer_is_not_lost_to_the_idle_timeout() -> None:
+    """Issue 23 item 17: the retriever span arrives, the model call takes 45 s (over the 30 s idle timeout);
+    the trace is held and released once, complete, when the root and the answer arrive."""
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_retriever()])
+    clock.advance(45.0)
+    assert asm.poll() == []  # rootless, recognised, unanswered: held past the idle timeout
+    asm.add([_root()])
+    clock.advance(2.5)
+    [trace] = asm.poll()
+    assert not trace.incomplete
+    assert trace.answer == "Two days."
+    assert [d.id for d in trace.documents] == ["policy#1", "policy#2"]
+    assert asm.stats.late_spans == 0
+
+
+def test_rootless_unanswered_trace_is_released_incomplete_after_the_slow_window() -> None:
+    clock = FakeClock()
+    asm = _assembler(clock)
+    asm.add([_retriever()])
+    clock.advance(30.0 * 5 - 1)
+    assert asm.poll() == []
+    clock.advance(2.0)
+    [trace] = asm.poll()
+    assert trace.incomplete
+    assert trace.answer is None

@@ -158,6 +158,7 @@ async def test_tls_files_that_cannot_be_loaded_are_a_config_error(tmp_path: Path
         _settings(otlp_tls_cert_file=bad)
 
 
+@pytest.mark.integration  # slow check (three receiver start-ups, ~1 s): the integration lane, docs/dev/testing.md
 async def test_exposed_without_token_warns_once_and_loopback_does_not() -> None:
     with structlog.testing.capture_logs() as logs:
         async with OtlpReceivers(_settings(otlp_http_address="0.0.0.0:0").otlp, MemorySink()) as r:
@@ -179,11 +180,11 @@ def test_serve_reports_otlp_auth_on_readyz(pg_url: str) -> None:
     """``serve`` bound to 0.0.0.0 without a token: one warning line and ``"otlp_auth": "none"``."""
     http_port = free_port()
     env = {
-        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_STORE_DATABASE_URL": pg_url,
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
         "RAGPULSE_OTLP_HTTP_ADDRESS": f"0.0.0.0:{free_port()}",
         "RAGPULSE_OTLP_GRPC_ADDRESS": "",
-        "RAGPULSE_ENABLED_JUDGES": "keyword",
+        "RAGPULSE_JUDGE_ENABLED": "keyword",
         "RAGPULSE_LOG_LEVEL": "INFO",
     }
     proc = ServeProcess(env)

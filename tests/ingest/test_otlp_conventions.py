@@ -165,7 +165,7 @@ def test_openllmetry_055_messages_and_task_documents_without_ids() -> None:
     t = _build([root, task, chat])
     assert t.question == "Is the gym open on Sunday?"
     assert t.answer == "Yes, 8-18."
-    assert t.doc_ids == ["fac#gym", None]
+    assert t.doc_ids == ["fac#gym", "x.md"]  # no id: the LangChain metadata "source" (issue 23 item 9)
     assert [d.rank for d in t.documents] == [0, 1]
     assert t.contexts == ["Gym: weekends 8-18.", "Badge required."]
     assert t.model == "gpt-4.1"
@@ -220,7 +220,7 @@ def test_openinference_langchain_documents_ids_from_metadata_and_reranker_wins()
     )
     t = _build([root, retriever])
     assert (t.question, t.answer) == ("remote days?", "Two.")
-    assert t.doc_ids == ["A", None]
+    assert t.doc_ids == ["A", "b.pdf"]  # no id: metadata "source" (issue 23 item 9)
     assert t.contexts == ["chunk A", "chunk B"]
     assert t.documents[0].metadata == {"id": "A"}
     reranker = _span(
@@ -440,7 +440,8 @@ def test_langfuse_attributes() -> None:
     assert t.doc_ids == ["hr#prob", None]
     assert t.contexts == ["Probation lasts 90 days.", "Loose chunk."]
     assert t.context == "Answer from context."
-    assert t.attributes["session_id"] == "s-1"
+    assert t.session_id == "s-1"
+    assert "session_id" not in t.attributes
     assert t.attributes["conventions"] == ["langfuse"]
 
 

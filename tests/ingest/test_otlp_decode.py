@@ -11,9 +11,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from ragpulse.errors import IngestError
+from ragpulse.errors import IngestError, PayloadTooLarge
 from ragpulse.ingest.otlp.decode import (
-    PayloadTooLarge,
     decode_json,
     decode_protobuf,
     decompress,
@@ -252,5 +251,5 @@ def test_rejection_messages_are_bounded() -> None:
 
 
 def test_deeply_nested_json_raises_ingest_error() -> None:
-    with pytest.raises(IngestError, match="nested too deeply"):
+    with pytest.raises(IngestError, match=r"^too_deep: JSON nested deeper than 64 levels$"):
         decode_json(b"[" * 100_000 + b"]" * 100_000)

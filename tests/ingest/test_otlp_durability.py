@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import asyncpg
@@ -77,25 +76,28 @@ async def _wait_db(url: str, sql: str, want: int, timeout: float = 60.0) -> int:
 
 def _serve_env(pg_url: str, http_port: int, otlp_port: int, judge_url: str) -> dict[str, str]:
     return {
-        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_STORE_DATABASE_URL": pg_url,
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{http_port}",
         "RAGPULSE_OTLP_HTTP_ADDRESS": f"127.0.0.1:{otlp_port}",
         "RAGPULSE_OTLP_GRPC_ADDRESS": "",
         "RAGPULSE_OTLP_ROOT_GRACE_S": "0.1",
-        "RAGPULSE_ENABLED_JUDGES": "relevancy",
+        "RAGPULSE_JUDGE_ENABLED": "relevancy",
         "RAGPULSE_JUDGE_BASE_URL": judge_url,
         "RAGPULSE_JUDGE_MODEL": "scripted",
         "RAGPULSE_JUDGE_API_KEY": "test",
         "RAGPULSE_JUDGE_TIMEOUT_S": "120",
-        "RAGPULSE_SHUTDOWN_DEADLINE_S": "5",
+        "RAGPULSE_ENGINE_SHUTDOWN_DEADLINE_S": "5",
         "RAGPULSE_LOG_LEVEL": "INFO",
     }
 
 
 def test_sigterm_with_a_slow_judge_keeps_accepted_traces_and_judges_them_after_restart(pg_url: str) -> None:
+    """The judge holds every call for an hour, so serve can only stop by its shutdown deadline: it exits 0
+    after logging that the deadline passed with the 5 traces in flight, nothing judged, all 5 still pending.
+    Asserted on those events and counts, not on how long the stop took (the 120 s wait only bounds a hang)."""
     http_port, otlp_port = free_port(), free_port()
     with ScriptedOpenAIServer(judge_responder) as judge:
-        judge.set_schedule(Phase(latency_s=30.0))
+        judge.set_schedule(Phase(latency_s=3600.0))  # no judge reply while this serve runs
         proc = ServeProcess(_serve_env(pg_url, http_port, otlp_port, judge.base_url))
         try:
             proc.start()
@@ -105,14 +107,14 @@ def test_sigterm_with_a_slow_judge_keeps_accepted_traces_and_judges_them_after_r
                     assert resp.status_code == 200
             # accepted = recorded before the answer
             assert asyncio.run(pg_count(pg_url, "SELECT count(DISTINCT key) FROM pending_inputs")) == 5
-            judge.wait_for_requests(1, timeout_s=30)  # judging has started (and will take 30 s)
-            t0 = time.monotonic()
-            rc = proc.terminate(timeout=40)
-            took = time.monotonic() - t0
+            judge.wait_for_requests(1, timeout_s=30)  # judging has started (and will not finish)
+            rc = proc.terminate(timeout=120)
         finally:
             proc.close()
         assert rc == 0
-        assert took < 5 + 4, f"shutdown took {took:.1f} s with a 5 s deadline"
+        assert [e["deadline_s"] for e in proc.events("stopping")] == [5.0]
+        passed = proc.events("engine_shutdown_deadline_passed")
+        assert [(e["pending"], e["deadline_s"]) for e in passed] == [(5, 5.0)]
         assert asyncio.run(pg_count(pg_url, "SELECT count(*) FROM judgements")) == 0
         assert asyncio.run(pg_count(pg_url, "SELECT count(DISTINCT key) FROM pending_inputs")) == 5
 

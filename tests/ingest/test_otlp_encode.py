@@ -129,3 +129,23 @@ async def test_replay_via_otlp_http_socket() -> None:
         assert resp.status_code == 200
         (got,) = await sink.wait_for(1)
     _same(original, got)
+
+
+def test_a_refused_replay_id_is_not_used_and_the_trace_says_why() -> None:
+    """Ids are data: a ``ragpulse.trace.id`` / ``ragpulse.test_case.id`` that is a path (``../x``) or holds a
+    control or bidirectional character is not taken; the trace keeps its OTLP id and records the refusal."""
+    sent = _replay_trace("../test-sets/victim")
+    sent = sent.model_copy(update={"test_case_id": "case-\u202e3"})
+    got = _roundtrip(sent, via_json=True)
+    otlp_id = trace_to_openinference_spans(sent).resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+    assert got.trace_id == otlp_id
+    assert got.test_case_id is None
+    assert got.run_id == "run-7"
+    assert got.attributes["id_refused"] == {
+        "ragpulse.trace.id": "'../test-sets/victim' has a '.' or '..' path segment",
+        "ragpulse.test_case.id": "'case-\\u202e3' contains a bidirectional control character (U+202A–U+202E, "
+        "U+2066–U+2069)",
+    }
+    assert (
+        got.answer == "应在15个工作日内提交。"
+    )  # the trace itself is kept (the control is shown escaped by repr)

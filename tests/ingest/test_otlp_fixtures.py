@@ -70,8 +70,8 @@ def test_json_and_binpb_decode_to_the_same_request() -> None:
 
 
 def test_multi_trace_batch_through_the_assembler() -> None:
-    """Y and Z have their roots: released after the grace period; X (in flight) only after the idle
-    timeout, flagged incomplete, still with its question and documents and without an answer."""
+    """Y and Z have their roots: released after the grace period; X (in flight, no answer yet) only after the
+    slow-answer window (5 idle timeouts), flagged incomplete, still with its question and documents."""
     settings = Settings(otlp_root_grace_s=2.0, otlp_idle_timeout_s=30.0)
     clock = FakeClock()
     asm = TraceAssembler(settings.otlp, TraceBuilder(settings.otlp), clock=clock)
@@ -86,6 +86,11 @@ def test_multi_trace_batch_through_the_assembler() -> None:
     clock.advance(27.9)
     assert asm.poll() == []
     clock.advance(0.2)
+    # in flight, recognised and unanswered: held for a slow answer up to 5 idle timeouts (issue 23 item 17)
+    assert asm.poll() == []
+    clock.advance(119.7)  # 149.8 s after its last span
+    assert asm.poll() == []
+    clock.advance(0.3)
     (x,) = asm.poll()
     assert x.trace_id == "5d753e009d3739ee88db86021265fb07"
     assert x.incomplete is True

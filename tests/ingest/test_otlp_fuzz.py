@@ -166,6 +166,7 @@ def _check_request(result: Any) -> None:
         trace_row(TraceResult(trace=trace, outcome=TraceOutcome.EVALUATED), redact_text=False)
 
 
+@pytest.mark.integration  # slow check (fuzzer, ~16 s CPU): the integration lane, docs/dev/testing.md
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_json_request)
 @example({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "0af7651916cd43dd8448eb211c80319c",
@@ -219,6 +220,7 @@ def _mutate(data: bytes, steps: Sequence[tuple[str, int, bytes]]) -> bytes:
     return bytes(buf)
 
 
+@pytest.mark.integration  # slow check (fuzzer, ~2 s CPU): the integration lane, docs/dev/testing.md
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10), st.lists(_mutation, min_size=1, max_size=3))
 def test_protobuf_decoder_never_crashes(which: int, steps: list[tuple[str, int, bytes]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ingest.otlp_testutil import MemorySink, fixtures_dir
@@ -28,6 +29,7 @@ def _delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
     return after.get(key, 0.0) - before.get(key, 0.0)
 
 
+@pytest.mark.integration  # slow check (a receiver start-up and the metrics install, ~0.8 s): the integration lane, docs/dev/testing.md
 async def test_received_and_rejected_counters() -> None:
     install_metrics(Settings().export)
     before = _samples()

@@ -432,5 +432,23 @@ async def test_http_deeply_nested_json_is_a_400_not_a_500(
             resp = await client.post("/v1/traces", content=body, headers={"Content-Type": "application/json"})
             assert resp.status_code == 400
             assert resp.json()["code"] == 3
-            assert resp.json()["message"].startswith("malformed JSON payload: nested too deeply")
+            assert resp.json()["message"] == "too_deep: JSON nested deeper than 64 levels"
     assert sink.traces == []
+
+
+@pytest.mark.integration  # slow check (waits for the gRPC idle GOAWAY, ~1.1 s): the integration lane, docs/dev/testing.md
+async def test_grpc_closes_an_idle_connection_after_max_connection_idle() -> None:
+    """Issue 25 item 8: no client holds a gRPC connection for ever (``otlp.grpc_max_connection_idle_s``)."""
+    sink = MemorySink()
+    async with (
+        OtlpReceivers(
+            _settings(otlp={"grpc_max_connection_idle_s": 0.5, "http_address": ""}).otlp, sink
+        ) as r,
+        grpc.aio.insecure_channel(f"127.0.0.1:{r.grpc_port}") as channel,
+    ):
+        raw = channel.unary_unary(EXPORT)
+        assert await raw(b"", timeout=5) == b""  # an empty export: connected and answered
+        assert channel.get_state() is grpc.ChannelConnectivity.READY
+        await wait_until(
+            lambda: channel.get_state() is grpc.ChannelConnectivity.IDLE, 10, "the server's GOAWAY on idle"
+        )

@@ -173,7 +173,7 @@ async def test_client_disconnect_is_one_debug_line_not_an_error_traceback(
     with structlog.testing.capture_logs() as logs:
         _reader, writer = await asyncio.open_connection("127.0.0.1", r.http_port)
         writer.write(
-            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
             b"Content-Length: 100000\r\n\r\n" + b"\x0a" * 1000
         )
         await writer.drain()

@@ -1,4 +1,4 @@
-"""The results stream (ragpulse.services.results_stream) against a real tansu broker and real PostgreSQL:
+"""The results stream (ragpulse.sidecar.results_stream) against a real tansu broker and real PostgreSQL:
 every stored judgement published once per change, keyed ``trace_id:judge:version``, valid against the shipped
 JSON Schema; a crash between store and publish republishes; a redelivery of identical content publishes
 nothing new; a replaced error judgement is published again."""
@@ -14,17 +14,19 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from ingest.kafka_testutil import create_topic, read_topic
+from ragpulse.config import Settings
 from ragpulse.model import (
     Backend,
     Judgement,
     JudgementFlags,
     JudgementStatus,
+    ModelPrice,
     Source,
     Trace,
     TraceOutcome,
     TraceResult,
 )
-from ragpulse.services.results_stream import publish_batch, run_results_stream
+from ragpulse.sidecar.results_stream import publish_batch, run_results_stream
 from ragpulse.store.postgres import PostgresStore
 from testsupport import wait_until
 
@@ -165,4 +167,52 @@ async def test_stream_loop_waits_out_an_unreachable_broker(pg_url: str) -> None:
 
         assert await store.publish_pending(keep) == 6
     finally:
+        await store.close()
+
+
+async def test_events_carry_the_session_and_the_apps_usage(
+    kafka_bootstrap: str, pg_url: str, topic: str
+) -> None:
+    """Each judgement event names the trace's session and the app's model, tokens and cost at the price table
+    (``null`` for a model missing from it, never 0); redaction keeps the session id and every number."""
+    await create_topic(kafka_bootstrap, topic)
+    store = await PostgresStore.connect(pg_url, Settings(store_redact_text=True).store, results_outbox=True)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, linger_ms=5)
+    await producer.start()
+    prices = {"gpt-4o-mini": ModelPrice(prompt=0.15, completion=0.60)}
+    try:
+        priced = Trace(trace_id="conv-1", app="chat", question="Is it paid in full?", answer="Yes.",
+                       model="gpt-4o-mini", session_id="sess-9", prompt_tokens=120, completion_tokens=17,
+                       total_prompt_tokens=160, total_completion_tokens=25, source=Source.OTLP)  # fmt: skip
+        unpriced = Trace(trace_id="conv-2", app="chat", question="q?", answer="a.", model="in-house",
+                         prompt_tokens=9, completion_tokens=1, source=Source.OTLP)  # fmt: skip
+        await store.write_results(
+            [
+                TraceResult(
+                    trace=t,
+                    outcome=TraceOutcome.EVALUATED,
+                    judgements=[_judgement("relevancy", JudgementStatus.OK, 0.9)],
+                )
+                for t in (priced, unpriced)
+            ]
+        )
+        assert await store.publish_pending(lambda rows: publish_batch(producer, topic, rows, prices)) == 2
+        events = {
+            e["trace_id"]: e
+            for e in (
+                json.loads(r.value) for r in await read_topic(kafka_bootstrap, topic, expect=2) if r.value
+            )
+        }
+        for ev in events.values():
+            jsonschema.validate(ev, SCHEMA)
+        one = events["conv-1"]
+        assert (one["session_id"], one["model"], one["prompt_tokens"], one["completion_tokens"]) == (
+            "sess-9", "gpt-4o-mini", 120, 17,
+        )  # fmt: skip
+        assert (one["total_prompt_tokens"], one["total_completion_tokens"]) == (160, 25)
+        assert one["app_cost"] == pytest.approx((160 * 0.15 + 25 * 0.60) / 1e6)
+        two = events["conv-2"]
+        assert (two["session_id"], two["prompt_tokens"], two["app_cost"]) == (None, 9, None)
+    finally:
+        await producer.stop()
         await store.close()

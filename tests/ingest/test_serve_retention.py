@@ -1,4 +1,4 @@
-"""``ragpulse serve`` prunes with the documented retention loop at ``RAGPULSE_RETENTION_INTERVAL_S``."""
+"""``ragpulse serve`` prunes with the documented retention loop at ``RAGPULSE_STORE_RETENTION_INTERVAL_S``."""
 
 from __future__ import annotations
 
@@ -51,14 +51,14 @@ async def test_serve_prunes_every_retention_interval(
     """A trace that becomes prunable after serve's first pass is gone within a few intervals (0.3 s), not after
     the hour a hard-coded loop would wait; a recent trace stays. Both variable names (older and section) work."""
     env = {
-        "RAGPULSE_DATABASE_URL": pg_url,
+        "RAGPULSE_STORE_DATABASE_URL": pg_url,
         "RAGPULSE_HTTP_ADDRESS": f"127.0.0.1:{free_port()}",
         "RAGPULSE_OTLP_GRPC_ADDRESS": "",
         "RAGPULSE_OTLP_HTTP_ADDRESS": "",
-        "RAGPULSE_ENABLED_JUDGES": "keyword",
+        "RAGPULSE_JUDGE_ENABLED": "keyword",
     }
     if names == "older":
-        env |= {"RAGPULSE_RETENTION_DAYS": "1", "RAGPULSE_RETENTION_INTERVAL_S": "0.3"}
+        env |= {"RAGPULSE_STORE_RETENTION_DAYS": "1", "RAGPULSE_STORE_RETENTION_INTERVAL_S": "0.3"}
     else:
         env |= {"RAGPULSE_STORE_RETENTION_DAYS": "1", "RAGPULSE_STORE_RETENTION_INTERVAL_S": "0.3"}
     proc = ServeProcess(env)

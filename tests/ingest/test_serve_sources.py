@@ -11,7 +11,7 @@ import pytest
 from ragpulse.cli._common import EXIT_RUNTIME, exit_code_for
 from ragpulse.config import Settings
 from ragpulse.errors import SourceFailedError
-from ragpulse.services.serve import run_serve
+from ragpulse.sidecar.serve import run_serve
 from testsupport import free_port
 
 
@@ -45,13 +45,13 @@ class ToySource:
 
 def _settings(pg_url: str, port: int) -> Settings:
     return Settings(
-        database_url=pg_url,
-        database_pool_max=2,
+        store_database_url=pg_url,
+        store_pool_max=2,
         http_address=f"127.0.0.1:{port}",
         otlp_grpc_address="",
         otlp_http_address="",
-        enabled_judges=["keyword"],
-        shutdown_deadline_s=5,
+        judge_enabled=["keyword"],
+        engine_shutdown_deadline_s=5,
     )
 
 

@@ -11,9 +11,9 @@ from ragpulse.errors import StoreError
 from ragpulse.ingest.events import parse_event
 from ragpulse.model import RunStatus, TraceOutcome, TraceResult
 from ragpulse.protocols import RunStore, WriteReport
-from ragpulse.replay import case_trace_id
-from ragpulse.replay.testset import load_test_set
-from ragpulse.services.replay import run_replay
+from ragpulse.runs import case_trace_id
+from ragpulse.runs.replay import run_replay
+from ragpulse.runs.testset_files import load_test_set
 from ragpulse.store import PostgresStore
 from ragpulse.testing.fakes import ScriptedJudge
 
@@ -33,7 +33,7 @@ def test_lone_surrogate_and_cut_bytes_become_replacement_character() -> None:
 
 
 async def test_lone_surrogate_trace_is_stored(pg_url: str) -> None:
-    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url).store)
+    store = await PostgresStore.connect(pg_url, Settings(store_database_url=pg_url).store)
     try:
         t = parse_event(SURROGATE_EVENT)
         # The store is the last line of defence too: a trace built in code with a lone surrogate is stored.
@@ -95,7 +95,7 @@ async def test_replay_row_that_cannot_be_stored_is_reported_with_file_and_line(
 ) -> None:
     p = _write_testset(tmp_path)
     ts = load_test_set(p)
-    settings = Settings(database_url=pg_url)
+    settings = Settings(store_database_url=pg_url)
     store = await PostgresStore.connect(pg_url, settings.store)
     try:
         bad = _RejectOne(store, case_trace_id("uni-run", "b"))

@@ -3,12 +3,13 @@ tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from ragpulse.config import Settings
 from ragpulse.judges.model.client import LLMClient
+from ragpulse.judges.model.params import PARAMETERS
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
 
 
@@ -30,3 +31,12 @@ async def llm_client(llm_settings: Settings) -> AsyncIterator[LLMClient]:
     client = LLMClient(llm_settings)
     yield client
     await client.aclose()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_parameter_memory() -> Iterator[None]:
+    """Every judge test starts with nothing learnt about what an endpoint takes (the memory lives as long as the
+    process, and the scripted server keeps one base URL for the session)."""
+    PARAMETERS.forget()
+    yield
+    PARAMETERS.forget()

@@ -1,4 +1,4 @@
-"""The judge cascade (``judges.<name>.cascade``): exact model call counts against the scripted judge server."""
+"""The judge cascade (``judge.options.<name>.cascade``): exact model call counts against the scripted judge server."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ DOCS = (Document(content="The Eiffel Tower is in Paris. It was completed in 1889
 Q = "Where is the Eiffel Tower?"
 SUPPORTED = "The Eiffel Tower is in Paris."  # offline score 1.0
 UNSUPPORTED = "Bananas are yellow fruit from Ecuador."  # offline score 0.0
-HALF = "The Eiffel Tower is in Paris. Bananas are yellow fruit from Ecuador."  # offline score 0.5
+# completed (1) and 1889 (2) found, bananas (1) and Ecuador (1.5, a name) not: offline score 3/5.5 ≈ 0.55
+HALF = "It was completed in 1889 by bananas from Ecuador."
 JAPANESE = "エッフェル塔はパリにあります。"  # the offline judge cannot read kana: unsupported_language
 
 
@@ -36,7 +37,7 @@ def _settings(srv: ScriptedOpenAIServer, **options: object) -> Settings:
         judge_api_key="sk-test",
         judge_max_retries=0,
         judge_timeout_s=5.0,
-        judges={
+        judge_options={
             "faithfulness": {
                 "mode": "binary",
                 "cascade": {"first": "heuristic", "band": [0.3, 0.7]},
@@ -69,7 +70,7 @@ async def test_cascade_calls_the_model_only_when_uncertain(openai_server: Script
         assert _f(uncertain)["stage"] == "main"
         assert (uncertain.backend, uncertain.score, uncertain.passed) == (Backend.LLM, 1.0, True)
         stages = _f(uncertain)["cascade"]
-        assert stages["first"]["score"] == 0.5
+        assert stages["first"]["score"] == pytest.approx(3 / 5.5)
         assert stages["first"]["prompt_tokens"] == 0
         assert stages["main"]["status"] == "ok"
         assert stages["main"]["prompt_tokens"] > 0
@@ -99,7 +100,7 @@ async def test_cascade_falls_back_to_the_first_stage_when_the_budget_is_spent(
         first = await judge.judge(_trace("c1", HALF))  # spends the budget
         assert _f(first)["stage"] == "main"
         assert first.passed is False
-        fallback = await judge.judge(_trace("c2", HALF + " Really."))
+        fallback = await judge.judge(_trace("c2", HALF.replace("bananas from Ecuador", "apples from Peru")))
         assert openai_server.request_count == 1  # the budget refused the second call before any request
         assert _f(fallback)["stage"] == "first_fallback"
         assert fallback.status is JudgementStatus.OK
@@ -119,18 +120,22 @@ async def test_cascade_falls_back_to_the_first_stage_when_the_budget_is_spent(
 
 
 def test_cascade_options_are_checked() -> None:
-    with pytest.raises(ConfigError, match=r"^judges\.faithfulness\.cascade\.band: .*low <= high"):
-        build_judges(Settings(judges={"faithfulness": {"cascade": {"band": [0.8, 0.2]}}}), ["faithfulness"])
+    with pytest.raises(ConfigError, match=r"^judge\.options\.faithfulness\.cascade\.band: .*low <= high"):
+        build_judges(
+            Settings(judge_options={"faithfulness": {"cascade": {"band": [0.8, 0.2]}}}), ["faithfulness"]
+        )
     with pytest.raises(ConfigError, match=r"cascade: the main stage needs a judge model"):
-        build_judges(Settings(judges={"faithfulness": {"cascade": {"band": [0.2, 0.8]}}}), ["faithfulness"])
-    with pytest.raises(ConfigError, match=r"^judges\.keyword\.cascade: unknown option"):
-        build_judges(Settings(judges={"keyword": {"cascade": {"band": [0.2, 0.8]}}}), ["keyword"])
+        build_judges(
+            Settings(judge_options={"faithfulness": {"cascade": {"band": [0.2, 0.8]}}}), ["faithfulness"]
+        )
+    with pytest.raises(ConfigError, match=r"^judge\.options\.keyword\.cascade: unknown option"):
+        build_judges(Settings(judge_options={"keyword": {"cascade": {"band": [0.2, 0.8]}}}), ["keyword"])
 
 
 async def test_trace_view_shows_the_deciding_stage(openai_server: ScriptedOpenAIServer) -> None:
     from ragpulse.cli._render import cascade_lines
     from ragpulse.model import TraceOutcome, TraceResult
-    from ragpulse.services.traces import judgement_view
+    from ragpulse.portal.traces import judgement_view
 
     openai_server.on("YES\nSupported.")
     judges = build_judges(_settings(openai_server), ["faithfulness"])
@@ -141,5 +146,5 @@ async def test_trace_view_shows_the_deciding_stage(openai_server: ScriptedOpenAI
     assert judgement_view(j, HALF).stage == "main"
     result = TraceResult(trace=_trace("c", HALF), outcome=TraceOutcome.EVALUATED, judgements=(j,))
     (line,) = cascade_lines(result)
-    assert line.startswith("cascade faithfulness: decided by main (first heuristic ok score 0.500 0 tokens ")
+    assert line.startswith("cascade faithfulness: decided by main (first heuristic ok score 0.545 0 tokens ")
     assert "; main llm judge-test ok score 1.000 " in line

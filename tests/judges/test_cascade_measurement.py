@@ -15,9 +15,8 @@ from testsupport import shared_dir
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.integration  # slow check (a bench in a subprocess, ~3 s CPU): the integration lane, docs/dev/testing.md
 def test_cascade_measurement_on_a_slice() -> None:
-    if not (shared_dir() / "datasets" / "halueval_qa").is_dir():
-        pytest.skip(f"shared datasets not found under {shared_dir()}")
     env = {**os.environ, "RAGPULSE_SHARED_DIR": str(shared_dir())}
     out = subprocess.run(
         [sys.executable, str(REPO / "bench" / "cascade.py"), "--limit", "4", "--json"],

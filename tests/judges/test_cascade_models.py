@@ -50,7 +50,7 @@ def _settings(main: ScriptedOpenAIServer, small: ScriptedOpenAIServer, **faithfu
         judge_max_retries=0,
         judge_timeout_s=5.0,
         judge_model_keys={"SMALL_KEY": "sk-small"},
-        judges={
+        judge_options={
             "faithfulness": {
                 "mode": "binary",
                 "cascade": {"first": first, "band": [0.3, 0.7]},
@@ -133,21 +133,24 @@ async def test_budget_spent_falls_back_to_the_first_stage_on_the_small_model(
 def test_the_model_is_part_of_the_version() -> None:
     plain = build_judges(Settings(judge_model="judge-test"), ["relevancy"])["relevancy"]
     own = build_judges(
-        Settings(judge_model="judge-test", judges={"relevancy": {"model": SMALL}}), ["relevancy"]
+        Settings(judge_model="judge-test", judge_options={"relevancy": {"model": SMALL}}), ["relevancy"]
     )["relevancy"]
     assert (plain.model, own.model) == ("judge-test", SMALL)  # type: ignore[attr-defined]
     assert plain.version != own.version
     # a model option that names the judge section's model is the judge section's client and version
     same = build_judges(
-        Settings(judge_model="judge-test", judges={"relevancy": {"model": "judge-test"}}), ["relevancy"]
+        Settings(judge_model="judge-test", judge_options={"relevancy": {"model": "judge-test"}}),
+        ["relevancy"],
     )["relevancy"]
     assert same.version == plain.version
     # without a judge section model, a judge's own model still makes it an LLM judge
-    alone = build_judges(Settings(judges={"relevancy": {"model": SMALL}}), ["relevancy"])["relevancy"]
+    alone = build_judges(Settings(judge_options={"relevancy": {"model": SMALL}}), ["relevancy"])["relevancy"]
     assert (alone.backend, alone.version) == (Backend.LLM, own.version)
     # a shadow on another model: its own client and version
     shadowed: Any = build_judges(
-        Settings(judge_model="judge-test", judges={"relevancy": {"shadow": {"model": SMALL, "share": 1.0}}}),
+        Settings(
+            judge_model="judge-test", judge_options={"relevancy": {"shadow": {"model": SMALL, "share": 1.0}}}
+        ),
         ["relevancy"],
     )["relevancy"]
     assert (shadowed.shadow.judge.model, shadowed.shadow.judge.version) == (SMALL, own.version)
@@ -156,23 +159,28 @@ def test_the_model_is_part_of_the_version() -> None:
 
 def test_keys_come_from_the_environment_only() -> None:
     opts = {"relevancy": {"model": SMALL, "base_url": "http://ollama:11434/v1", "api_key_env": "SMALL_KEY"}}
-    s = load_settings(environ={"SMALL_KEY": "sk-small", "OTHER": "x"}, judges=opts)
+    s = load_settings(environ={"SMALL_KEY": "sk-small", "OTHER": "x"}, judge_options=opts)
     assert {k: v.get_secret_value() for k, v in s.judge.model_keys.items()} == {"SMALL_KEY": "sk-small"}
     with pytest.raises(
-        ConfigError, match=r"^judges\.relevancy\.api_key_env: the environment variable SMALL_KEY is not set$"
+        ConfigError,
+        match=r"^judge\.options\.relevancy\.api_key_env: the environment variable SMALL_KEY is not set$",
     ):
-        build_judges(load_settings(environ={}, judges=opts), ["relevancy"])
+        build_judges(load_settings(environ={}, judge_options=opts), ["relevancy"])
     with pytest.raises(
-        ConfigError, match=r"^judges\.relevancy\.api_key: a key never goes in the configuration"
+        ConfigError, match=r"^judge\.options\.relevancy\.api_key: a key never goes in the configuration"
     ) as e:
-        build_judges(Settings(judges={"relevancy": {"model": SMALL, "api_key": "sk-secret"}}), ["relevancy"])
-    assert "sk-secret" not in str(e.value)
-    with pytest.raises(ConfigError, match=r"^judges\.relevancy\.base_url: "):
         build_judges(
-            Settings(judges={"relevancy": {"model": SMALL, "base_url": "ollama:11434"}}), ["relevancy"]
+            Settings(judge_options={"relevancy": {"model": SMALL, "api_key": "sk-secret"}}), ["relevancy"]
         )
-    with pytest.raises(ConfigError, match=r"judges\.relevancy: base_url/api_key_env without a model"):
-        build_judges(Settings(judges={"relevancy": {"base_url": "http://ollama:11434/v1"}}), ["relevancy"])
+    assert "sk-secret" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"^judge\.options\.relevancy\.base_url: "):
+        build_judges(
+            Settings(judge_options={"relevancy": {"model": SMALL, "base_url": "ollama:11434"}}), ["relevancy"]
+        )
+    with pytest.raises(ConfigError, match=r"judge\.options\.relevancy: base_url/api_key_env without a model"):
+        build_judges(
+            Settings(judge_options={"relevancy": {"base_url": "http://ollama:11434/v1"}}), ["relevancy"]
+        )
 
 
 def test_a_key_in_the_config_file_is_refused(tmp_path: Any) -> None:
@@ -190,23 +198,23 @@ def test_a_key_in_the_config_file_is_refused(tmp_path: Any) -> None:
                 "mode": "claims",
                 "cascade": {"first": {"model": SMALL, "api_key": "sk-secret"}, "band": [0.3, 0.7]},
             },
-            r"^judges\.faithfulness\.cascade\.first\.api_key: a key never goes in the configuration",
+            r"^judge\.options\.faithfulness\.cascade\.first\.api_key: a key never goes in the configuration",
         ),
         (
             {"mode": "claims", "cascade": {"first": {"model": SMALL, "api_key_env": ""}, "band": [0.3, 0.7]}},
-            r"^judges\.faithfulness\.cascade\.first\.api_key_env: String should match pattern",
+            r"^judge\.options\.faithfulness\.cascade\.first\.api_key_env: String should match pattern",
         ),
         (
             {"shadow": {"model": SMALL, "api_key": "sk-secret", "share": 0.1}},
-            r"^judges\.faithfulness\.shadow\.api_key: a key never goes in the configuration",
+            r"^judge\.options\.faithfulness\.shadow\.api_key: a key never goes in the configuration",
         ),
         (
             {"shadow": {"model": SMALL, "api_key_env": "SMALL_KEY", "share": 0.1}},
-            r"^judges\.faithfulness\.shadow\.api_key_env: the environment variable SMALL_KEY is not set$",
+            r"^judge\.options\.faithfulness\.shadow\.api_key_env: the environment variable SMALL_KEY is not set$",
         ),
         (
             {"shadow": {"threshold": 2, "share": 0.1}},
-            r"^judges\.faithfulness\.shadow\.threshold: ",
+            r"^judge\.options\.faithfulness\.shadow\.threshold: ",
         ),
     ],
 )
@@ -217,7 +225,8 @@ def test_errors_in_a_cascade_stage_or_shadow_name_where_they_are(
     (an ``api_key`` already by ``load_settings``, for every command: "invalid configuration:" and the path)."""
     with pytest.raises(ConfigError) as e:
         build_judges(
-            load_settings(environ={}, judge_model="main", judges={"faithfulness": options}), ["faithfulness"]
+            load_settings(environ={}, judge_model="main", judge_options={"faithfulness": options}),
+            ["faithfulness"],
         )
     assert re.search(message, str(e.value).removeprefix("invalid configuration:\n").strip())
     assert "sk-secret" not in str(e.value)

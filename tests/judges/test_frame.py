@@ -8,9 +8,8 @@ import pytest
 
 from ragpulse.config import Settings
 from ragpulse.errors import JudgeError
-from ragpulse.judges import frame
-from ragpulse.judges.frame import Decision, Judge, precheck
-from ragpulse.model import Backend, Judgement, JudgementStatus, Trace
+from ragpulse.judges.frame import Decision, JudgeBase, precheck
+from ragpulse.model import Backend, JudgementStatus, Trace
 
 KW: dict[str, Any] = {"judge": "j", "version": "v1", "backend": Backend.HEURISTIC, "threshold": 0.5}
 
@@ -43,7 +42,7 @@ def test_precheck_rules_in_order() -> None:
     )
 
 
-class _Boom(Judge):
+class _Boom(JudgeBase):
     """A judge whose decision raises what it is told to (the frame's error-code table and contract)."""
 
     name = "boom"
@@ -72,26 +71,3 @@ async def test_one_table_maps_error_codes_to_statuses(exc: Exception, status: st
     j = await _Boom(exc).judge(Trace(trace_id="t", question="q", answer="a"))
     assert (j.status.value, j.reason[: len(reason)]) == (status, reason)
     assert (j.judge, j.backend, j.threshold) == ("boom", Backend.HEURISTIC, 0.5)
-
-
-def test_deprecated_names_keep_working_for_one_release() -> None:
-    with pytest.warns(DeprecationWarning, match=r"ragpulse\.judges\.base\.ok is deprecated"):
-        from ragpulse.judges.base import ok
-
-    assert ok is frame.ok
-    with pytest.warns(DeprecationWarning, match="OfflineJudge is deprecated"):
-        from ragpulse.judges.offline import OfflineJudge
-
-        class Legacy(OfflineJudge):
-            DEFAULT_NAME = "legacy"
-            DEFAULT_THRESHOLD = 0.5
-            METHOD = "legacy/v1"
-
-            def evaluate(self, trace: Trace) -> Judgement:
-                return self._ok(1.0, "fine", "rule", 0.0)
-
-        legacy = Legacy(Settings(), {"threshold": 0.4})
-    assert legacy.version == frame.compute_version(
-        "legacy", Backend.HEURISTIC, {"method": "legacy/v1", "threshold": 0.4}
-    )
-    assert legacy.evaluate(Trace(trace_id="t", answer="a")).passed is True

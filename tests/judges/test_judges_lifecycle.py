@@ -12,8 +12,8 @@ from ragpulse.errors import ConfigError
 from ragpulse.judges.answer.similarity import EmbeddingSimilarity
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.registry import opened_judges
+from ragpulse.judges.selection import open_judges
 from ragpulse.model import JudgementStatus, Trace
-from ragpulse.services.judges import open_judges
 from ragpulse.testing.openai_server import ScriptedOpenAIServer
 
 ANSWER = "Paris is the capital."

@@ -18,11 +18,11 @@ PLUGIN = '''
 """An example plugin: passes answers that thank the user (a business rule in Python)."""
 from typing import Any, Mapping
 
-from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.judges.frame import CallLog, Decision, JudgeBase
 from ragpulse.model import Trace
 
 
-class PolitenessJudge(Judge):
+class PolitenessJudge(JudgeBase):
     name = "politeness"
     DEFAULT_THRESHOLD = 1.0
 
@@ -67,7 +67,7 @@ def installed_plugin(tmp_path: Path) -> Iterator[None]:
 async def test_plugin_judge_through_entry_point(installed_plugin: None) -> None:
     assert "politeness" in available_judges()
     judges = build_judges(
-        Settings(judges={"politeness": {"threshold": 0.5}}), ["politeness", "context_precision"]
+        Settings(judge_options={"politeness": {"threshold": 0.5}}), ["politeness", "context_precision"]
     )
     j = judges["politeness"]
     assert j.backend is Backend.HEURISTIC
@@ -77,6 +77,7 @@ async def test_plugin_judge_through_entry_point(installed_plugin: None) -> None:
     skipped = await j.judge(Trace(trace_id="p2", question="q", answer="I don't know."))
     assert skipped.reason_code == "abstained"
     with pytest.raises(
-        ConfigError, match=r"^judges\.politeness\.treshold: unknown option; allowed: shadow, threshold$"
+        ConfigError,
+        match=r"^judge\.options\.politeness\.treshold: unknown option; allowed: shadow, threshold$",
     ):
-        build_judges(Settings(judges={"politeness": {"treshold": 0.5}}), ["politeness"])
+        build_judges(Settings(judge_options={"politeness": {"treshold": 0.5}}), ["politeness"])

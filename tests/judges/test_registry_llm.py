@@ -12,7 +12,7 @@ from ragpulse import protocols
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.checklist.judge import ChecklistJudge
-from ragpulse.judges.frame import Judge
+from ragpulse.judges.frame import JudgeBase
 from ragpulse.judges.model.client import LLMClient
 from ragpulse.judges.registry import available_judges, build_judges
 from ragpulse.judges.retrieval.context import ContextPrecisionJudge
@@ -43,13 +43,15 @@ def test_available_and_heuristic_build() -> None:
     assert set(NAMES) <= set(available_judges())
     judges = build_judges(Settings(), NAMES)
     assert all(j.backend is Backend.HEURISTIC for j in judges.values())
-    with pytest.raises(ConfigError, match=r"^judges\.context_precision\.k: .*greater than or equal to 1"):
-        build_judges(Settings(judges={"context_precision": {"k": 0}}), ["context_precision"])
+    with pytest.raises(
+        ConfigError, match=r"^judge\.options\.context_precision\.k: .*greater than or equal to 1"
+    ):
+        build_judges(Settings(judge_options={"context_precision": {"k": 0}}), ["context_precision"])
     # checked at start-up whatever the backend, for a configured judge that is not even enabled
-    with pytest.raises(ConfigError, match=r"^judges\.faithfulness\.treshold: unknown option"):
-        build_judges(Settings(judges={"faithfulness": {"treshold": 0.7}}), ["keyword"])
+    with pytest.raises(ConfigError, match=r"^judge\.options\.faithfulness\.treshold: unknown option"):
+        build_judges(Settings(judge_options={"faithfulness": {"treshold": 0.7}}), ["keyword"])
     # an LLM-only option stays valid without a judge model (the heuristic judge ignores it)
-    assert build_judges(Settings(judges={"faithfulness": {"mode": "binary"}}), ["faithfulness"])
+    assert build_judges(Settings(judge_options={"faithfulness": {"mode": "binary"}}), ["faithfulness"])
 
 
 async def test_llm_build_shares_client_retries_and_caches(server: ScriptedOpenAIServer) -> None:
@@ -79,19 +81,21 @@ async def _shared_client_checks(server: ScriptedOpenAIServer, judges: dict[str, 
     assert again.flags.cached is True
     assert len(server.requests) == 2
     server.script(Reply(content='{"tp": ["x"]', finish_reason="length"))
-    assert isinstance(ac, Judge)
+    assert isinstance(ac, JudgeBase)
     trunc = await ac.judge(t)
     assert trunc.status is JudgementStatus.ERROR
     assert trunc.reason_code == "truncated_output"
 
 
 async def test_checklists_from_settings_via_registry(server: ScriptedOpenAIServer) -> None:
-    s = _settings(server, checklists={"order_delay_answer": str(CHECKLISTS / "order_delay_answer.yaml")})
+    s = _settings(
+        server, judge_checklists={"order_delay_answer": str(CHECKLISTS / "order_delay_answer.yaml")}
+    )
     async with LLMClient(s) as client:
         j = build_judges(s, ["order_delay_answer"], client=client)["order_delay_answer"]
         await _checklist_checks(server, j)
     with pytest.raises(ConfigError, match="clash"):
-        build_judges(Settings(checklists={"faithfulness": {"version": "1", "items": []}}), ["keyword"])
+        build_judges(Settings(judge_checklists={"faithfulness": {"version": "1", "items": []}}), ["keyword"])
     with pytest.raises(ConfigError, match="unknown judge"):
         build_judges(Settings(), ["order_delay_answer"])
 
@@ -119,27 +123,27 @@ async def _checklist_checks(server: ScriptedOpenAIServer, j: object) -> None:
         (
             "context_precision",
             {"treshold": 0.5},
-            r"^judges\.context_precision\.treshold: unknown option; allowed: ",
+            r"^judge\.options\.context_precision\.treshold: unknown option; allowed: ",
         ),
         (
             "context_recall",
             {"k": "3"},
-            r"^judges\.context_recall\.k: Input should be a valid integer, got '3'$",
+            r"^judge\.options\.context_recall\.k: Input should be a valid integer, got '3'$",
         ),
         (
             "context_relevance",
             {"threshold": 1.5},
-            r"^judges\.context_relevance\.threshold: .*less than or equal to 1",
+            r"^judge\.options\.context_relevance\.threshold: .*less than or equal to 1",
         ),
         (
             "context_precision",
             {"method": "magic"},
-            r"^judges\.context_precision\.method: Input should be 'auto'",
+            r"^judge\.options\.context_precision\.method: Input should be 'auto'",
         ),
-        ("answer_correctness", {"weights": ["a", 1]}, r"^judges\.answer_correctness\.weights: "),
-        ("answer_correctness", {"min_coverage": -1}, r"^judges\.answer_correctness\.min_coverage: "),
+        ("answer_correctness", {"weights": ["a", 1]}, r"^judge\.options\.answer_correctness\.weights: "),
+        ("answer_correctness", {"min_coverage": -1}, r"^judge\.options\.answer_correctness\.min_coverage: "),
     ],
 )
 def test_bad_options_are_config_errors(name: str, options: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
-        build_judges(Settings(judges={name: options}), [name])
+        build_judges(Settings(judge_options={name: options}), [name])

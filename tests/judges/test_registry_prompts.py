@@ -44,7 +44,7 @@ class EchoJudge:
 
 
 def test_llm_judges_share_one_client(llm_settings: Settings) -> None:
-    settings = llm_settings.replaced(judges={"faithfulness": {"mode": "binary"}})
+    settings = llm_settings.replaced(judge_options={"faithfulness": {"mode": "binary"}})
     judges = registry.build_judges(settings, ["relevancy", "faithfulness", "relevancy"])
     assert list(judges) == ["relevancy", "faithfulness"]
     rel, faith = judges["relevancy"], judges["faithfulness"]
@@ -90,7 +90,7 @@ def test_plugins_from_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     monkeypatch.setattr(registry, "entry_points", lambda group: [e for e in eps if e.group == group])
     assert registry.available_judges() == [*sorted(registry.BUILTIN_JUDGES), "broken", "echo"]
-    settings = Settings(judge_model="m", judges={"echo": {"x": 1}})
+    settings = Settings(judge_model="m", judge_options={"echo": {"x": 1}})
     judge = registry.build_judges(settings, ["echo"])["echo"]
     assert isinstance(judge, EchoJudge)
     assert judge.options == {"x": 1}
@@ -164,10 +164,10 @@ async def test_close_judges_closes_a_client_held_through_a_caller(
 
 def test_options_for_an_unknown_judge_are_a_config_error() -> None:
     """A typo in the ``judges:`` section must not leave the real judge silently on its defaults."""
-    s = Settings(judges={"faithfullness": {"threshold": 0.9}, "keyword": {"threshold": 0.5}})
+    s = Settings(judge_options={"faithfullness": {"threshold": 0.9}, "keyword": {"threshold": 0.5}})
     with pytest.raises(
-        ConfigError, match=r"^judges: options for unknown judge\(s\) faithfullness; available: "
+        ConfigError, match=r"^judge.options: options for unknown judge\(s\) faithfullness; available: "
     ):
         registry.build_judges(s, ["keyword"])
-    ok = Settings(judges={"keyword": {"threshold": 0.5}}, checklists={})
+    ok = Settings(judge_options={"keyword": {"threshold": 0.5}}, judge_checklists={})
     assert list(registry.build_judges(ok, ["keyword"])) == ["keyword"]

@@ -32,7 +32,7 @@ def test_a_registered_judge_not_built_in_this_run_is_ignored() -> None:
     routes = [JudgeRoute(app="hr", judges=["keyword", "context_recall", "my_checklist"])]
     s = Settings(
         judge_routes=routes,
-        checklists={"my_checklist": {"items": [{"id": "a", "kind": "contains", "any": ["x"]}]}},
+        judge_checklists={"my_checklist": {"items": [{"id": "a", "kind": "contains", "any": ["x"]}]}},
     )
     judges = build_judges(s, ["keyword"])
     assert list(judges) == ["keyword"]

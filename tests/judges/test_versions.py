@@ -42,13 +42,19 @@ CHECKLIST: dict[str, Any] = {
 #: (backend, judge, options, version). Options valid for one backend stay valid for the other.
 GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 32e8c9111615 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
-    ("heuristic", "relevancy", {}, "30fab55c1578"),
+    # was 30fab55c1578 (main 828428b): question_coverage/v2, word forms, answer types (issue 29)
+    # was 7594c4d7d8c2 (issue 29 merge): question_coverage/v3, irregular forms by simplemma lemmas
+    # was 9eb0fa8081f8: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("heuristic", "relevancy", {}, "031535aaaa6c"),
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes, retrieval_miss / generation_error (issue 14 §1)
     # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
-    ("heuristic", "faithfulness", {}, "baf7a19f2bcf"),
+    # was baf7a19f2bcf (main 828428b): sentence_support/v3, chat talk, context edits, weakest cap (issue 29)
+    # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("heuristic", "faithfulness", {}, "426d48162a83"),
     # LLM-only options leave the offline judge's version alone.
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes (issue 14 §1)
-    ("heuristic", "faithfulness", {"mode": "binary"}, "baf7a19f2bcf"),
+    # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("heuristic", "faithfulness", {"mode": "binary"}, "426d48162a83"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {}, "0603ef760474"),
     # was 1ec92fa6a325 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -60,10 +66,15 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 72cc374bd7d1 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "answer_correctness", {}, "7a232538f828"),
     # was a06762f87e77 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
-    ("heuristic", "relevancy", {"threshold": 0.6}, "79c56ea1bd02"),
+    # was 79c56ea1bd02 (main 828428b): question_coverage/v2 (issue 29)
+    # was 41de9a39ca2b: question_coverage/v3
+    # was 0900c981281a: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("heuristic", "relevancy", {"threshold": 0.6}, "a9249b925653"),
     # was e731a6ecbc22 (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was 7e1dd962a85c (main 6f8c9fc): claim causes (issue 14 §1)
-    ("heuristic", "faithfulness", {"threshold": 0.7}, "d4e750356fde"),
+    # was d4e750356fde (main 828428b): sentence_support/v3 (issue 29)
+    # was 0b7ccfbbfa94: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "5f123a8a14c6"),
     # was 5a6e472cfd52 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {"threshold": 0.5}, "db860ab2d8a6"),
     # was 3846d703ebae (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -73,33 +84,49 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was d1cd9f0deeb8 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "answer_correctness", {"weights": [0.5, 0.5]}, "04a64af1d2e9"),
     # was dac2074cf8ec (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "relevancy", {}, "9aedd47cc179"),
+    # was 9aedd47cc179 (main 7c28a6e): reply protocol 3 (issue 24)
+    # was eec511c03e96: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("llm", "relevancy", {}, "66830102f066"),
     # was e9d5007297b7 (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "relevancy", {"mode": "with_context", "graded": True}, "3cb2cde0d2fd"),
+    # was 3cb2cde0d2fd (main 7c28a6e): reply protocol 3 (issue 24)
+    # was f6499a11c663: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("llm", "relevancy", {"mode": "with_context", "graded": True}, "19886ea10776"),
     # was 6b20b2b71ece (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "7a98d855be3d"),
+    # was 7a98d855be3d (main 7c28a6e): reply protocol 3 (issue 24)
+    # was 1c17d5922704: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("llm", "relevancy", {"threshold": 0.7, "language": "zh", "max_tokens": 256}, "3471aca6decc"),
     # was 6278e529944c (main 0a55620): reply protocol 2 (issue 10 item 5)
     # was 8c51014070c5 (main 6f8c9fc): claim causes, faithfulness_attribution prompt (issue 14 §1)
-    ("llm", "faithfulness", {}, "f1cf4bf3b011"),
+    # was f1cf4bf3b011 (main 7c28a6e): reply protocol 3 (issue 24)
+    # was b20cefacce15: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("llm", "faithfulness", {}, "e8ee1cb2b256"),
     # was 0ea15fadf211 (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "cb23f6c50610"),
+    # was cb23f6c50610 (main 7c28a6e): reply protocol 3 (issue 24)
+    # was a0fdcd2c18cc: reads the last judge.history_turns earlier turns of a conversation (issue 28)
+    ("llm", "faithfulness", {"mode": "binary", "literal_match": True}, "a3db79838c7a"),
     # was 3a04e6cdfb1a (main 6f8c9fc): claim causes (issue 14 §1); new in issue 10 item 6
-    ("llm", "faithfulness", {"mode": "sentence_check"}, "6b18de57a213"),
+    # was 6b18de57a213 (main 7c28a6e): reply protocol 3 (issue 24)
+    ("llm", "faithfulness", {"mode": "sentence_check"}, "92e315588f5c"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("llm", "keyword", {}, "0603ef760474"),
     # was 3f01e2546d08 (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "context_precision", {}, "9b40ed7ea893"),
+    # was 9b40ed7ea893 (main 7c28a6e): reply protocol 3 (issue 24)
+    ("llm", "context_precision", {}, "1166519ec1c3"),
     # was 3b89522544c0 (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "context_recall", {}, "5356da668afd"),
+    # was 5356da668afd (main 7c28a6e): reply protocol 3 (issue 24)
+    ("llm", "context_recall", {}, "79642bdf8c7d"),
     # was 8e6f02df9832 (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "context_relevance", {}, "e9a77bd6208f"),
+    # was e9a77bd6208f (main 7c28a6e): reply protocol 3 (issue 24)
+    ("llm", "context_relevance", {}, "6840a33b4d77"),
     # was 39603930481a (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("llm", "context_relevance", {"method": "heuristic"}, "7fca3755da56"),
     # was d3d378c4e294 (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "answer_correctness", {}, "ea52824da766"),
+    # was ea52824da766 (main 7c28a6e): reply protocol 3 (issue 24)
+    ("llm", "answer_correctness", {}, "2a24aa22cf34"),
     ("heuristic", "golden_list", {}, "99a4a5ff42d3"),
     # was ece5877803bf (main 0a55620): reply protocol 2 (issue 10 item 5)
-    ("llm", "golden_list", {}, "9b6aef611777"),
+    # was 9b6aef611777 (main 7c28a6e): reply protocol 3 (issue 24)
+    ("llm", "golden_list", {}, "7503f2c345e4"),
 ]
 
 
@@ -111,8 +138,8 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
 def test_judge_version_is_pinned(backend: str, name: str, options: dict[str, Any], version: str) -> None:
     kw: dict[str, Any] = dict(LLM) if backend == "llm" else {}
     settings = Settings(
-        judges={name: options} if options else {},
-        checklists={"golden_list": CHECKLIST},
+        judge_options={name: options} if options else {},
+        judge_checklists={"golden_list": CHECKLIST},
         **kw,
     )
     judge = build_judges(settings, [name])[name]

@@ -26,7 +26,7 @@ def embedded_settings() -> Iterator[Settings]:
     """
     base = Path(tempfile.mkdtemp(prefix="ragpulse-embedded-"))
     pgdata = base / "pgdata"
-    settings = Settings(database_url=None, database_embedded_dir=pgdata, database_pool_max=2)
+    settings = Settings(store_database_url=None, store_embedded_dir=pgdata, store_pool_max=2)
     start_embedded(settings.store)
     try:
         yield settings

@@ -82,4 +82,4 @@ def result(t: Trace | None = None, *judgements: Judgement, **kw: Any) -> TraceRe
 
 def store_settings(url: str, **kw: Any) -> Settings:
     """Settings for a store on ``url`` (small pool)."""
-    return Settings(database_url=url, database_pool_max=4, **kw)
+    return Settings(store_database_url=url, store_pool_max=4, **kw)

@@ -84,7 +84,7 @@ async def _select_one(url: str) -> int:
 
 
 def _settings(pgdata: Path, **kw: Any) -> StoreSettings:
-    return Settings(database_url=None, database_embedded_dir=pgdata, **kw).store
+    return Settings(store_database_url=None, store_embedded_dir=pgdata, **kw).store
 
 
 def test_pg_ctl_timeout_waits_for_the_starting_server_and_reuses_it(
@@ -120,7 +120,7 @@ def test_server_that_never_starts_gives_a_clear_store_error(
     monkeypatch.setattr(ep.postgres_server, "pg_ctl", wrap)
     t0 = time.monotonic()
     with pytest.raises(StoreError) as err:
-        start_embedded(_settings(pgdata, database_embedded_start_timeout_s=0.5))
+        start_embedded(_settings(pgdata, store_embedded_start_timeout_s=0.5))
     took = time.monotonic() - t0
     assert "did not become ready within 0.5 s" in str(err.value)
     assert "pg_ctl start timed out 1 time(s)" in str(err.value)

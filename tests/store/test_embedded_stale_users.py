@@ -28,7 +28,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 START = (
     "import os, signal, sys; from pathlib import Path; from ragpulse.config import Settings; "
     "from ragpulse.store.embedded import start_embedded; "
-    "print(start_embedded(Settings(database_url=None, database_embedded_dir=Path(sys.argv[1])).store), flush=True); "
+    "print(start_embedded(Settings(store_database_url=None, store_embedded_dir=Path(sys.argv[1])).store), flush=True); "
     "os.kill(os.getpid(), signal.SIGKILL) if sys.argv[2] == 'crash' else None"
 )
 

@@ -31,8 +31,8 @@ async def _seed(url: str) -> None:
 
 
 def test_db_info_and_prune(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAGPULSE_DATABASE_URL", pg_url)
-    monkeypatch.delenv("RAGPULSE_RETENTION_DAYS", raising=False)
+    monkeypatch.setenv("RAGPULSE_STORE_DATABASE_URL", pg_url)
+    monkeypatch.delenv("RAGPULSE_STORE_RETENTION_DAYS", raising=False)
     asyncio.run(_seed(pg_url))
     runner = CliRunner()
     res = runner.invoke(app, ["db", "info", "--json"])
@@ -53,7 +53,7 @@ def test_db_info_and_prune(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None
     res = runner.invoke(app, ["db", "prune", "--older-than-days", "30", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout.strip().splitlines()[-1]) == {"traces_deleted": 1, "older_than_days": 30.0}
-    monkeypatch.setenv("RAGPULSE_RETENTION_DAYS", "0.5")
+    monkeypatch.setenv("RAGPULSE_STORE_RETENTION_DAYS", "0.5")
     res = runner.invoke(app, ["db", "prune"])
     assert res.exit_code == 0
     assert "deleted 0 traces older than 0.5 days" in res.stdout

@@ -55,7 +55,7 @@ async def test_second_process_reuses_running_server(embedded_settings: Settings)
     url = start_embedded(embedded_settings.store)
     code = (
         "from ragpulse.config import Settings; from ragpulse.store.embedded import start_embedded; "
-        f"print(start_embedded(Settings(database_embedded_dir={str(embedded_settings.store.embedded_dir)!r}).store))"
+        f"print(start_embedded(Settings(store_embedded_dir={str(embedded_settings.store.embedded_dir)!r}).store))"
     )
     proc = await asyncio.to_thread(
         subprocess.run,
@@ -76,6 +76,6 @@ async def test_second_process_reuses_running_server(embedded_settings: Settings)
 
 async def test_database_url_wins_over_embedded(pg_url: str) -> None:
     async with open_store(
-        Settings(database_url=pg_url, database_embedded_dir=Path("/nonexistent/x")).store
+        Settings(store_database_url=pg_url, store_embedded_dir=Path("/nonexistent/x")).store
     ) as store:
         assert await store.ping()

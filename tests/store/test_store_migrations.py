@@ -20,7 +20,11 @@ TABLES = {
     "judgement_rollup_state",
     "judgements",
     "pending_inputs",
+    "portal_key",
+    "portal_sessions",
+    "review_labels",
     "run_cases",
+    "run_judgements",
     "runs",
     "schema_migrations",
     "shadow_judgements",
@@ -104,7 +108,7 @@ async def test_two_replicas_connect_at_once(store_url: str) -> None:
     from ragpulse.config import Settings
     from ragpulse.store.postgres import PostgresStore
 
-    settings = Settings(database_url=store_url, database_pool_max=2)
+    settings = Settings(store_database_url=store_url, store_pool_max=2)
     a, b = await asyncio.gather(
         PostgresStore.connect(store_url, settings.store), PostgresStore.connect(store_url, settings.store)
     )
@@ -116,3 +120,53 @@ async def test_two_replicas_connect_at_once(store_url: str) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+async def test_migration_240_pins_stored_runs_to_their_judge_versions(store_url: str) -> None:
+    """Runs stored before migration 240 get their case rows pinned: the run's judge version where it recorded
+    one (not a newer rejudge), every judge's newest for a run known only from events."""
+    conn = await asyncpg.connect(store_url)
+    try:
+        await conn.execute(
+            """CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+                   checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
+        for mig in load_migrations():
+            if mig.version < 240:
+                await conn.execute(mig.sql)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                    mig.version,
+                    mig.name,
+                    mig.checksum,
+                )
+        await conn.execute(
+            """INSERT INTO traces (trace_id, question, source, outcome) VALUES
+                 ('t1', 'q', 'replay', 'evaluated'), ('t2', 'q', 'kafka', 'evaluated');
+               INSERT INTO runs (run_id, test_set, started_at, status, judges)
+                 VALUES ('r1', 'set', now(), 'completed', '{"relevancy": "heur/v1"}');
+               INSERT INTO run_cases (run_id, trace_id, test_case_id) VALUES ('r1', 't1', 'c1'), ('ev', 't2', 'c2');
+               INSERT INTO judgements (trace_id, judge, version, backend, score, passed, status, reason, updated_at)
+               VALUES ('t1', 'relevancy', 'heur/v1', 'heuristic', 0.2, false, 'ok', 'off topic', now() - interval '1 h'),
+                      ('t1', 'relevancy', 'llm/v2', 'llm', 1, true, 'ok', 'rejudged', now()),
+                      ('t1', 'keyword', 'k/v1', 'heuristic', 1, true, 'ok', 'not a judge of r1', now()),
+                      ('t2', 'relevancy', 'heur/v1', 'heuristic', 0.2, false, 'ok', 'old', now() - interval '1 h'),
+                      ('t2', 'relevancy', 'llm/v2', 'llm', 1, true, 'ok', 'newest', now())"""
+        )
+        assert await migrate(conn) == [v.version for v in load_migrations() if v.version >= 240]
+        rows = await conn.fetch(
+            "SELECT run_id, trace_id, judge, version, passed, reason FROM run_judgements ORDER BY run_id"
+        )
+        assert [tuple(r) for r in rows] == [
+            ("ev", "t2", "relevancy", "llm/v2", True, "newest"),
+            ("r1", "t1", "relevancy", "heur/v1", False, "off topic"),
+        ]
+        # migration 241 dropped the foreign key whose check cost a trigger call per pinned judgement
+        assert (
+            await conn.fetchval(
+                "SELECT count(*) FROM pg_constraint WHERE conrelid = 'run_judgements'::regclass AND contype = 'f'"
+            )
+            == 0
+        )
+    finally:
+        await conn.close()

@@ -82,7 +82,7 @@ async def test_dead_letters_round_trip(store: PostgresStore) -> None:
 async def test_retention_loop_prunes_periodically(store: PostgresStore, store_url: str) -> None:
     old = datetime.now(UTC) - timedelta(days=3)
     await store.write_results([f.result(f.trace("x"), f.ok(), received_at=old)])
-    settings = f.store_settings(store_url, retention_days=1, retention_interval_s=0.05)
+    settings = f.store_settings(store_url, store_retention_days=1, store_retention_interval_s=0.05)
     task = asyncio.create_task(retention_loop(store, settings.store))
 
     async def pruned(trace_id: str) -> bool:
@@ -103,7 +103,7 @@ async def test_retention_loop_off_without_retention_days(store: PostgresStore, s
 async def test_retention_loop_survives_store_errors(store_url: str) -> None:
     store = await PostgresStore.connect(store_url, f.store_settings(store_url).store)
     await store.close()  # every prune now fails with a StoreError
-    settings = f.store_settings(store_url, retention_days=1, retention_interval_s=0.05)
+    settings = f.store_settings(store_url, store_retention_days=1, store_retention_interval_s=0.05)
     task = asyncio.create_task(retention_loop(store, settings.store))
     await asyncio.sleep(0.3)
     assert not task.done()  # logged and retried, never raised

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from ragpulse.model import RUN_STALE_AFTER_S, RunRecord, RunStatus, TestCase, TestSet, cases_hash
+from ragpulse.owner import OWNER_HOST
 from ragpulse.store.postgres import PostgresStore
-from ragpulse.store.process import OWNER_HOST
 from store import store_factories as f
 from store.store_factories import store_settings
 
@@ -139,6 +139,8 @@ async def test_replace_drops_the_old_runs_trace_links(store: PostgresStore) -> N
     await store.create_run(RunRecord(run_id="r", test_set="other"), replace=True)
     assert await store.get_run_results("r") == []
     assert await store.get_trace("r-c1") is not None  # the trace itself is history
+    async with store.pool.acquire() as conn:  # the old run's pinned case rows went with its links
+        assert await conn.fetchval("SELECT count(*) FROM run_judgements WHERE run_id = 'r'") == 0
 
 
 async def test_database_identity_is_stable_and_differs_between_databases(

@@ -19,7 +19,7 @@ from store import store_factories as f
 async def test_redaction_stores_no_text(store_url: str) -> None:
     long_attr = "user prompt: " + f.QUESTION * 3
     expected = "File it in the finance portal."
-    store = await PostgresStore.connect(store_url, f.store_settings(store_url, redact_text=True).store)
+    store = await PostgresStore.connect(store_url, f.store_settings(store_url, store_redact_text=True).store)
     try:
         t = f.trace(
             "r1", expected_answer=expected, context="ctx " + f.CONTEXT_1, attributes={"p": long_attr, "k": 1}
@@ -113,7 +113,7 @@ async def test_statement_timeout_is_retriable(store_url: str) -> None:
     # short statement timeout this test is about
     await (await PostgresStore.connect(store_url, f.store_settings(store_url).store)).close()
     store = await PostgresStore.connect(
-        store_url, f.store_settings(store_url, database_command_timeout_s=1.0).store, run_migrations=False
+        store_url, f.store_settings(store_url, store_command_timeout_s=1.0).store, run_migrations=False
     )
     blocker = await asyncpg.connect(store_url)
     try:

@@ -28,7 +28,7 @@ def _j(version: str, status: JudgementStatus = JudgementStatus.OK) -> Judgement:
 
 
 async def test_reuse_lookups_by_version_status_and_content(pg_url: str) -> None:
-    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url).store)
+    store = await PostgresStore.connect(pg_url, Settings(store_database_url=pg_url).store)
     try:
         await store.write_shadow_judgements("t1", "hr", [_j("v2")], "h1")
         await store.write_shadow_judgements("t2", "hr", [_j("v2", JudgementStatus.ERROR)], "h2")
@@ -53,7 +53,9 @@ async def test_reuse_lookups_by_version_status_and_content(pg_url: str) -> None:
 
 
 async def test_shadow_rows_are_redacted_like_judgements(pg_url: str) -> None:
-    store = await PostgresStore.connect(pg_url, Settings(database_url=pg_url, redact_text=True).store)
+    store = await PostgresStore.connect(
+        pg_url, Settings(store_database_url=pg_url, store_redact_text=True).store
+    )
     try:
         await store.write_shadow_judgements("t1", "hr", [_j("v2"), _j("v9", JudgementStatus.ERROR)], "h1")
     finally:

@@ -39,7 +39,7 @@ async def test_typed_trace_fields_round_trip(store: PostgresStore) -> None:
 
 
 async def test_typed_text_fields_are_redacted(store_url: str) -> None:
-    store = await PostgresStore.connect(store_url, Settings(redact_text=True, database_pool_max=2).store)
+    store = await PostgresStore.connect(store_url, Settings(store_redact_text=True, store_pool_max=2).store)
     try:
         t = f.trace(**TYPED)
         await store.write_results([f.result(t)])
@@ -89,7 +89,7 @@ async def test_rows_from_before_the_columns_are_moved_out_of_attributes(pg_url: 
         assert json.loads(row["context_labels"]) == [1, 0]
     finally:
         await conn.close()
-    store = await PostgresStore.connect(pg_url, Settings(database_pool_max=2).store)
+    store = await PostgresStore.connect(pg_url, Settings(store_pool_max=2).store)
     try:
         got = await store.get_trace("old")
         assert got is not None

@@ -85,7 +85,7 @@ async def test_judge_responder_fits_every_builtin_prompt(openai_server: Scripted
     )
     zh = Trace(trace_id="b", question="费用是多少？", answer="不收取任何费用。", documents=["不收费。"])
     for options in ({}, {"relevancy": {"graded": True}, "faithfulness": {"mode": "binary"}}):
-        judges = build_judges(settings.replaced(judges=options), ["relevancy", "faithfulness"])
+        judges = build_judges(settings.replaced(judge_options=options), ["relevancy", "faithfulness"])
         for trace in (en, zh):
             for j in judges.values():
                 res = await j.judge(trace)
@@ -160,6 +160,7 @@ async def test_non_utf8_body_with_status_200(openai_server: ScriptedOpenAIServer
         assert raw2.http_response.content == b"\xff\xfe\x00garbage"
 
 
+@pytest.mark.integration  # slow check (43 requests with Retry-After and latency phases, ~2 s): the integration lane, docs/dev/testing.md
 async def test_schedule_by_request_count_latency_and_seeded_429(openai_server: ScriptedOpenAIServer) -> None:
     openai_server.reset(lambda req: "YES")
     openai_server.set_schedule(
@@ -191,19 +192,54 @@ async def test_schedule_by_request_count_latency_and_seeded_429(openai_server: S
     assert openai_server.phase_started_at(1) == reqs[3].received_at
 
 
-async def test_schedule_by_time(openai_server: ScriptedOpenAIServer) -> None:
+async def test_schedule_switched_by_the_test(openai_server: ScriptedOpenAIServer) -> None:
+    """A phase without a bound lasts until ``next_phase()``: however slow the machine, every request before the
+    call is throttled and every one after it is not."""
     openai_server.reset(lambda req: "YES")
-    openai_server.set_schedule(Phase(duration_s=0.3, rate_429=1.0, retry_after_s=0.05), Phase())
+    openai_server.set_schedule(Phase(rate_429=1.0, retry_after_s=0.05), Phase(latency_s=0.0), Phase())
     start = openai_server.phase_started_at(0)
     assert start is not None
+    assert openai_server.phase_started_at(1) is None  # not known before the test switches
+    async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
+        for _ in range(3):
+            with pytest.raises(openai.RateLimitError) as ei:
+                await client.chat.completions.create(model="m", messages=_ask("q"))
+            assert ei.value.response.headers["retry-after"] == "0.05"
+        assert openai_server.next_phase() == 1
+        switched = openai_server.phase_started_at(1)
+        out = await client.chat.completions.create(model="m", messages=_ask("q"))
+        assert openai_server.next_phase() == 2
+        assert openai_server.next_phase() == 2  # the last phase never ends
+        await client.chat.completions.create(model="m", messages=_ask("q"))
+    assert out.choices[0].message.content == "YES"
+    reqs = openai_server.requests
+    assert [(r.phase, r.status) for r in reqs] == [(0, 429)] * 3 + [(1, 200), (2, 200)]
+    assert switched is not None
+    assert reqs[2].received_at <= switched <= reqs[3].received_at
+    openai_server.reset()
+    with pytest.raises(RuntimeError, match="without a schedule"):
+        openai_server.next_phase()
+
+
+async def test_time_bounded_phase_bounds_are_known_ahead(openai_server: ScriptedOpenAIServer) -> None:
+    """``duration_s`` (for benches): the phase starts are computed from the schedule's start, and a request
+    falls in the phase its arrival time says — checked with bounds no machine gets near (an hour; zero)."""
+    openai_server.reset(lambda req: "YES")
+    openai_server.set_schedule(Phase(duration_s=3600.0, rate_429=1.0), Phase(duration_s=60.0), Phase())
+    start = openai_server.phase_started_at(0)
+    assert start is not None
+    assert openai_server.phase_started_at(1) == start + 3600.0
+    assert openai_server.phase_started_at(2) == start + 3660.0
+    assert openai_server.phase_started_at(3) is None
     async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
         with pytest.raises(openai.RateLimitError):
             await client.chat.completions.create(model="m", messages=_ask("q"))
-        await asyncio.sleep(max(0.0, start + 0.3 - time.monotonic()))  # the phase ends at a known time
-        out = await client.chat.completions.create(model="m", messages=_ask("q"))
-    assert out.choices[0].message.content == "YES"
-    assert [r.phase for r in openai_server.requests] == [0, 1]
-    assert openai_server.phase_started_at(1) == pytest.approx(start + 0.3)
+        openai_server.set_schedule(Phase(duration_s=0.0, rate_429=1.0), Phase(requests=1), Phase())
+        for _ in range(2):
+            await client.chat.completions.create(model="m", messages=_ask("q"))
+    assert [(r.phase, r.status) for r in openai_server.requests] == [(0, 429), (1, 200), (2, 200)]
+    reqs = openai_server.requests
+    assert openai_server.phase_started_at(2) == reqs[2].received_at
 
 
 async def test_label_oracle_seeded_error_rate(openai_server: ScriptedOpenAIServer) -> None:
@@ -271,3 +307,132 @@ async def test_records_arrival_times_and_waits_for_requests(openai_server: Scrip
     assert times[0] >= before
     with pytest.raises(TimeoutError, match="5 of 6 requests"):
         openai_server.wait_for_requests(6, timeout_s=0.05)
+
+
+async def test_refused_parameters_get_openais_400(openai_server: ScriptedOpenAIServer) -> None:
+    """``refuse``: max_tokens refused whenever sent, temperature unless 1, and the refusal consumes no
+    queued reply."""
+    openai_server.refuse("max_tokens")
+    openai_server.refuse("temperature", allowed=(1,))
+    openai_server.script("YES")
+    async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="o9", messages=MSG, max_tokens=5)
+        assert caught.value.code == "unsupported_parameter"
+        assert caught.value.param == "max_tokens"
+        assert "Use 'max_completion_tokens' instead." in caught.value.message
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(model="o9", messages=MSG, temperature=0.0)
+        assert (caught.value.code, caught.value.param) == ("unsupported_value", "temperature")
+        ok = await client.chat.completions.create(
+            model="o9", messages=MSG, max_completion_tokens=5, temperature=1
+        )
+    assert ok.choices[0].message.content == "YES"
+    assert [r.status for r in openai_server.requests] == [400, 400, 200]
+
+
+async def test_response_format_refusal_only_for_its_model(openai_server: ScriptedOpenAIServer) -> None:
+    openai_server.refuse("response_format", model="no-schema")
+    openai_server.script("{}", "{}")
+    fmt = {"type": "json_object"}
+    async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.post(
+                "/chat/completions",
+                cast_to=object,
+                body={"model": "no-schema", "messages": MSG, "response_format": fmt},
+            )
+        assert caught.value.param == "response_format"
+        out = await client.post(
+            "/chat/completions",
+            cast_to=object,
+            body={"model": "other", "messages": MSG, "response_format": fmt},
+        )
+    assert isinstance(out, dict)
+    assert out["choices"][0]["message"]["content"] == "{}"
+    assert openai_server.requests[1].body["response_format"] == fmt
+
+
+async def test_content_blocks_reasoning_fields_and_reasoning_tokens(
+    openai_server: ScriptedOpenAIServer,
+) -> None:
+    blocks = (
+        {"type": "thinking", "thinking": [{"type": "text", "text": "Let me see."}]},
+        {"type": "text", "text": "NO"},
+    )
+    openai_server.script(
+        Reply(content_blocks=blocks, reasoning_content="R1 thoughts", reasoning="other thoughts", reasoning_tokens=30,
+              prompt_tokens=7, completion_tokens=None),
+        Reply("YES", reasoning_tokens=40, reasoning_in_completion=False, prompt_tokens=7, completion_tokens=2),
+    )  # fmt: skip
+    async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
+        first = await client.post("/chat/completions", cast_to=object, body={"model": "m", "messages": MSG})
+        second = await client.post("/chat/completions", cast_to=object, body={"model": "m", "messages": MSG})
+    assert isinstance(first, dict)
+    assert isinstance(second, dict)
+    message = first["choices"][0]["message"]
+    assert message["content"] == [dict(b) for b in blocks]
+    assert (message["reasoning_content"], message["reasoning"]) == ("R1 thoughts", "other thoughts")
+    # OpenAI's convention: reasoning inside completion_tokens (default count: ceil(0 / 4) + 30).
+    assert first["usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": 30,
+        "total_tokens": 37,
+        "completion_tokens_details": {"reasoning_tokens": 30},
+    }
+    # xAI's convention: reasoning beside completion_tokens, in total_tokens.
+    assert second["usage"] == {
+        "prompt_tokens": 7,
+        "completion_tokens": 2,
+        "total_tokens": 49,
+        "completion_tokens_details": {"reasoning_tokens": 40},
+    }
+    assert "reasoning_content" not in second["choices"][0]["message"]
+
+
+async def test_streamed_reply_with_usage_chunk(openai_server: ScriptedOpenAIServer) -> None:
+    """``stream=True`` answers server-sent chunks the real client reassembles; usage arrives last when asked."""
+    openai_server.stream_chunk_chars = 4
+    text = "Probation allows two remote days."
+    openai_server.script(Reply(text, prompt_tokens=11, completion_tokens=7), "plain")
+    async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
+        stream = await client.chat.completions.create(
+            model="m", messages=_ask("q"), stream=True, stream_options={"include_usage": True}
+        )
+        chunks = [c async for c in stream]
+        second = await client.chat.completions.create(model="m", messages=_ask("q"), stream=True)
+        plain = [c async for c in second]
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert "".join(pieces) == text
+    assert len(pieces) == 9  # 33 characters in pieces of 4
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (11, 7)
+    assert all(c.usage is None for c in plain)
+    assert "".join(c.choices[0].delta.content or "" for c in plain if c.choices) == "plain"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_tool_call_reply(openai_server: ScriptedOpenAIServer, stream: bool) -> None:
+    """A reply with ``tool_calls`` is a function call the real client parses, streamed or not."""
+    openai_server.script(Reply(tool_calls=({"name": "search_kb", "arguments": {"query": "remote days"}},)))
+    async with openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="k", max_retries=0) as client:
+        if stream:
+            chunks = [
+                c
+                async for c in await client.chat.completions.create(
+                    model="m", messages=_ask("q"), stream=True
+                )
+            ]
+            calls = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+            finish = [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+            name, args = calls[0].function.name, calls[0].function.arguments  # type: ignore[union-attr]
+        else:
+            out = await client.chat.completions.create(model="m", messages=_ask("q"))
+            msg = out.choices[0].message
+            assert msg.content is None
+            assert msg.tool_calls is not None
+            fn = msg.tool_calls[0].function  # type: ignore[union-attr]
+            name, args, finish = fn.name, fn.arguments, out.choices[0].finish_reason
+    assert (name, json.loads(args or "{}"), finish) == ("search_kb", {"query": "remote days"}, "tool_calls")

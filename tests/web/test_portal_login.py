@@ -1,4 +1,5 @@
-"""With RAGPULSE_API_TOKEN the UI asks for the token once (cookie session) and every form carries a CSRF token."""
+"""With RAGPULSE_API_TOKEN the UI asks for the token once (cookie session) and every form carries a CSRF token
+bound to that session."""
 
 from __future__ import annotations
 
@@ -60,11 +61,17 @@ def test_forms_need_the_session_and_the_csrf_token(locked: Portal) -> None:
         assert c.get("/test-sets").status_code == 200
         r = c.post("/test-sets", data={"name": "no-csrf"})
         assert r.status_code == 403
-        r = c.post("/test-sets", data={"name": "with-csrf", "csrf_token": csrf.group(1)})
+        # the token of the login page was bound to the pre-login cookie: the session has its own
+        r = c.post("/test-sets", data={"name": "pre-login-csrf", "csrf_token": csrf.group(1)})
+        assert r.status_code == 403
+        fresh = re.search(r'name="csrf_token" value="([^"]+)"', c.get("/test-sets").text)
+        assert fresh is not None
+        assert fresh.group(1) != csrf.group(1)
+        r = c.post("/test-sets", data={"name": "with-csrf", "csrf_token": fresh.group(1)})
         assert r.status_code == 303
         c.cookies.delete("ragpulse_session")
         assert (
-            c.post("/test-sets", data={"name": "x", "csrf_token": csrf.group(1)}).status_code == 303
+            c.post("/test-sets", data={"name": "x", "csrf_token": fresh.group(1)}).status_code == 303
         )  # → login
         assert c.get("/api/v1/test-sets").status_code == 401
 

@@ -32,7 +32,7 @@ def otlp_portal() -> Iterator[tuple[Portal, int]]:
     with started_portal(
         RAGPULSE_OTLP_HTTP_ADDRESS=f"127.0.0.1:{port}",
         RAGPULSE_OTLP_ROOT_GRACE_S="0",
-        RAGPULSE_ENABLED_JUDGES="faithfulness,relevancy",
+        RAGPULSE_JUDGE_ENABLED="faithfulness,relevancy",
     ) as p:
         yield p, port
 
@@ -79,5 +79,12 @@ def test_failing_otlp_trace_is_found_and_highlighted(
         assert marks == ["Every customer also gets a free flight to Mars."]
         assert p.inner_text("#answer") == BAD
         assert "otlp" in p.inner_text("main")
+        # the span tree the OTLP receiver kept (issue 31): the root, then its retriever and LLM spans
+        tree = [
+            (r.get_attribute("data-depth"), p.inner_text(f"#spans tbody tr:nth-child({i}) .span-name"),
+             p.inner_text(f"#spans tbody tr:nth-child({i}) td:nth-child(2)"))
+            for i, r in enumerate(p.query_selector_all("#spans tbody tr"), 1)
+        ]  # fmt: skip
+        assert tree == [("0", "rag", "CHAIN"), ("1", "retrieve", "RETRIEVER"), ("1", "generate", "LLM")]
     finally:
         page.close()

@@ -166,6 +166,7 @@ def test_switch_to_chinese_and_accept_language(page: PortalPage, browser: object
         "history",
         "Live",
         "traffic",
+        "Review",
     ]
     p.click("#lang-switch")
     p.wait_for_url("**lang=zh*")
@@ -377,12 +378,16 @@ def test_query_notices_are_known_codes_only(portal: Portal) -> None:
         assert '<div class="msg err" role="alert">选择两次运行进行对比。</div>' in page
         page = c.get("/test-sets", params={"msg": "saved", "lang": "en"}).text
         assert '<div class="msg" role="status">Saved.</div>' in page
-        # a form error is rendered on the page that answers the POST, not carried in the URL
+        # a form error is carried to the page the POST redirects to in the signed flash cookie, not in the URL
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', c.get("/test-sets").text)
         assert csrf is not None
-        r = c.post("/test-sets", data={"name": "bad name!", "csrf_token": csrf.group(1)})
-    assert r.status_code == 422
-    assert "invalid test set name &#39;bad name!&#39;" in r.text
+        r = c.post("/test-sets", data={"name": "bad/name", "csrf_token": csrf.group(1)})
+        assert (r.status_code, r.headers["location"]) == (303, "/test-sets")
+        page = c.get("/test-sets").text
+        assert "invalid test set name &#39;bad/name&#39;: it contains &#39;/&#39;" in page
+        assert 'name="name" required maxlength="128" value="bad/name"' in page  # what was typed stays
+        again = c.get("/test-sets").text  # shown once
+    assert "invalid test set name" not in again
 
 
 def test_favicon_is_served_by_the_portal(page: PortalPage, portal: Portal) -> None:
@@ -478,7 +483,7 @@ def test_run_page_pages_through_more_than_200_failing_cases(portal: Portal, tmp_
         "utf-8",
     )
     # a process of its own: the browser tests' Playwright holds an event loop in this thread
-    env = {**os.environ, "RAGPULSE_DATABASE_URL": portal.db_url, "RAGPULSE_CONFIG": ""}
+    env = {**os.environ, "RAGPULSE_STORE_DATABASE_URL": portal.db_url, "RAGPULSE_CONFIG": ""}
     cmd = [
         sys.executable,
         "-m",

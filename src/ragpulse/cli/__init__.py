@@ -2,7 +2,7 @@
 
 Each sub-command lives in its own module of this package and registers itself on :data:`app`; this module
 only wires them together. Command modules are thin adapters (parse arguments → call a
-:mod:`ragpulse.services` function → render) and never import each other; what they share is in
+:mod:`ragpulse.runs` / :mod:`ragpulse.calibration` / :mod:`ragpulse.sidecar` function → render) and never import each other; what they share is in
 :mod:`ragpulse.cli._common` and :mod:`ragpulse.cli._render`. Every error is turned into one line and an exit
 code at one place, :class:`ragpulse.cli._common.BoundaryGroup` (0 ok, 1 threshold breached, 2 usage/config/input
 error, 3 runtime failure, 130/143 interrupted; see ``docs/cli.md``).
@@ -72,4 +72,5 @@ def main() -> None:
     """Console-script entry point (SIGTERM is handled like SIGINT, see
     :func:`ragpulse.cli._common.handle_sigterm_like_sigint`)."""
     _common.handle_sigterm_like_sigint()
+    _common.STATE.whole_process = True
     app()

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import typer
 from typer.core import TyperGroup
 
-from ragpulse.config import Settings, load_settings, unknown_env_vars
+from ragpulse.config import Settings, check_environment, load_settings
 from ragpulse.errors import (
     ConfigError,
     ExportError,
@@ -78,6 +78,9 @@ class _State:
     log_level: str | None = None
     #: set by the SIGTERM handler: the KeyboardInterrupt that follows means "terminated" (143), not 130
     terminated: bool = False
+    #: set by the console-script entry point (:func:`ragpulse.cli.main`): the process is this command's alone
+    #: and ends with it, so it may tune process-wide things (``gc.freeze``); not under an in-process test runner
+    whole_process: bool = False
 
 
 STATE = _State()
@@ -190,25 +193,25 @@ def settings(*, service: bool = False, **overrides: Any) -> Settings:
 
     One-shot commands (``service=False``) log at WARNING unless a level was set (``--log-level``,
     ``RAGPULSE_LOG_LEVEL`` or the config file), so their report is not buried in progress lines; ``serve``
-    logs at the configured level (INFO by default). Unknown ``RAGPULSE_*`` environment variables (typos) are
-    reported as warnings.
+    logs at the configured level (INFO by default). An unknown ``RAGPULSE_*`` environment variable (a typo)
+    is an error naming the closest known one (:func:`~ragpulse.config.check_environment`).
 
     Raises:
-        ConfigError: a bad config file or environment value (exit 2 at the boundary).
+        ConfigError: a bad config file or environment value, or an unknown ``RAGPULSE_*`` variable (exit 2 at
+            the boundary).
     """
+    check_environment()
     if STATE.log_level is not None:  # --log-level wins over RAGPULSE_LOG_LEVEL and is validated like it
         overrides = {"log_level": STATE.log_level, **overrides}
     s = load_settings(STATE.config_path, **overrides)
     level = s.log.level if service or "level" in s.log.model_fields_set else "WARNING"
     configure_logging(level, json=s.log.json_)
-    for name in unknown_env_vars():
-        get_logger("ragpulse.config").warning("unknown_setting_env", variable=name)
     return s
 
 
 @asynccontextmanager
 async def open_cli_store(settings: Settings) -> AsyncIterator[Store]:
-    """The configured store (``RAGPULSE_DATABASE_URL`` or the embedded PostgreSQL), typed as the
+    """The configured store (``RAGPULSE_STORE_DATABASE_URL`` or the embedded PostgreSQL), typed as the
     :class:`~ragpulse.protocols.Store` protocol.
 
     Raises:

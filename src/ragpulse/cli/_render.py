@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -13,13 +13,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ragpulse.model import JudgementStatus, TraceResult
-from ragpulse.protocols import RunStore
-from ragpulse.services.compare import FLIP_KINDS, FlipKind, FlippedCase, FlippedSpool, RunComparison
-from ragpulse.services.diagnosis import diagnose_case
-from ragpulse.services.report_model import CaseRow, RunReport
-from ragpulse.services.reports import case_rows_page, write_report_json
-from ragpulse.services.runs import RunSummary
-from ragpulse.services.traces import newest_per_judge
+
+if TYPE_CHECKING:  # the service modules are imported where they are used: `ragpulse --help` stays light
+    from ragpulse.protocols import RunStore
+    from ragpulse.runs.compare import FlipKind, FlippedCase, FlippedSpool, RunComparison
+    from ragpulse.runs.report_model import CaseRow, RunReport
+    from ragpulse.runs.stored import RunSummary
 
 __all__ = [
     "emit_report",
@@ -98,21 +97,26 @@ def print_report(
     if report.error:
         c.print(f"error: {report.error}")
     c.print(
-        f"judgements: pass {counts.pass_}  fail {counts.fail}  error {counts.error}  skipped {counts.skipped}"
+        f"judgements: pass {counts.pass_}  fail {counts.fail}  error {counts.error}  "
+        f"abstained {counts.abstained}  skipped {counts.skipped}"
     )
+    if report.cases_abstained:
+        c.print(
+            f"abstained cases: {report.cases_abstained} (the answer declined to answer; not in the pass rate)"
+        )
     if report.retrieval_misses or report.generation_errors:
         c.print(
             f"unsupported claims: {report.retrieval_misses} retrieval misses  "
             f"{report.generation_errors} generation errors"
         )
-    t = Table("judge", "mean", "pass rate", "coverage", "pass", "fail", "error", "skipped")
+    t = Table("judge", "mean", "pass rate", "coverage", "pass", "fail", "error", "abstained", "skipped")
     for name, d in report.judges.items():
         t.add_row(
             name,
             fmt(d.mean),
             fmt(d.pass_rate),
             fmt(d.coverage),
-            *(str(d.get(k)) for k in ("pass", "fail", "error", "skipped")),
+            *(str(d.get(k)) for k in ("pass", "fail", "error", "abstained", "skipped")),
         )
     c.print(t)
     if rows is None:
@@ -155,13 +159,15 @@ async def emit_report(
     offset: int = 0,
 ) -> None:
     """Print ``report`` on stdout: its JSON form with every case streamed from the store
-    (:func:`~ragpulse.services.reports.write_report_json`), or the text summary with one page of case rows
+    (:func:`~ragpulse.runs.reports.write_report_json`), or the text summary with one page of case rows
     (``limit`` rows from ``offset``, ``None``: all; all cases when ``cases``, else the failing ones) read from
-    the store (:func:`~ragpulse.services.reports.case_rows_page`).
+    the store (:func:`~ragpulse.runs.reports.case_rows_page`).
 
     Raises:
         StoreError: the store failed.
     """
+    from ragpulse.runs.reports import case_rows_page, write_report_json
+
     if json_out:
         await write_report_json(store, report, sys.stdout)
         sys.stdout.flush()
@@ -174,6 +180,8 @@ async def emit_report(
 def _print_diagnosis(report: RunReport, rows: Sequence[CaseRow], c: Console) -> None:
     """The diagnosis (weak side: retrieval or generation) when the report has the metrics for it; the weak
     cases among ``rows``."""
+    from ragpulse.runs.diagnosis import diagnose_case
+
     diag = report.diagnosis
     if diag is None or diag.overall.weak_side == "undetermined":
         return
@@ -274,13 +282,19 @@ def print_long_table(
 def print_compare(
     cmp: RunComparison, console: Console | None = None, flipped: FlippedSpool | None = None
 ) -> None:
-    """Averages side by side and the cases that flipped (see :func:`ragpulse.services.compare.compare_reports`);
+    """Averages side by side and the cases that flipped (see :func:`ragpulse.runs.compare.compare_reports`);
     a figure over no cases (no shared case, or a judge that scored none) prints ``n/a``. The flipped cases are
     ``cmp``'s, or read from ``flipped`` when given (:func:`print_long_table`: never all in memory)."""
+    from ragpulse.runs.compare import FLIP_KINDS
+
     c = console or stdout()
     a, b = cmp.run_a, cmp.run_b
     if cmp.shared_cases == 0:
         c.print(f"no shared cases: runs {a} and {b} have no case in common, nothing to compare")
+    elif cmp.judges_differ and not cmp.judges_compared:
+        c.print(f"no shared judges: runs {a} and {b} ran no judge in common, nothing to compare")
+    elif cmp.judges_differ:
+        c.print(f"compared on the judges both runs ran: {', '.join(cmp.judges_compared)}")
     t = Table("metric", a, b, "delta")
     for name, row in cmp.metrics.items():
         d = row.delta
@@ -291,20 +305,37 @@ def print_compare(
             "n/a" if d is None else f"{d:+.3f}",
         )
     c.print(t)
-    held: dict[FlipKind, list[FlippedCase]] = {
+    held: dict[FlipKind, Sequence[FlippedCase]] = {
         "pass_to_fail": cmp.pass_to_fail,
         "fail_to_pass": cmp.fail_to_pass,
+        "score_drops": cmp.score_drops,
     }
-    for kind, title in zip(FLIP_KINDS, ("pass → fail", "fail → pass"), strict=True):
+    titles = ("pass → fail", "fail → pass", f"score drop ≥ {cmp.score_drop:g} (failed in both runs)")
+    for kind, title in zip(FLIP_KINDS, titles, strict=True):
         n = flipped.counts[kind] if flipped is not None else len(held[kind])
         c.print(f"{title}: {n} case(s)")
         if n:
 
             def rows(kind: FlipKind = kind) -> Iterable[Sequence[str]]:
                 cases: Iterable[FlippedCase] = flipped.read(kind) if flipped is not None else held[kind]
+                if kind == "score_drops":
+                    return ((f.case_id, _drops(f), _cut(f.reason_b)) for f in cases)
                 return ((f.case_id, _cut(f.reason_b)) for f in cases)
 
-            print_long_table(c, ("case", f"reason in {b}"), rows)
+            head = (
+                ("case", "judge A → B", f"reason in {b}")
+                if kind == "score_drops"
+                else ("case", f"reason in {b}")
+            )
+            print_long_table(c, head, rows)
+
+
+def _drops(case: FlippedCase) -> str:
+    """``relevancy 0.900 → 0.600`` per judge of a :class:`~ragpulse.runs.compare.ScoreDrop`."""
+    from ragpulse.runs.compare import ScoreDrop
+
+    judges = case.judges if isinstance(case, ScoreDrop) else {}
+    return ", ".join(f"{name} {fmt(d.a)} → {fmt(d.b)}" for name, d in judges.items())
 
 
 #: Styles of claim verdicts in the highlighted answer.
@@ -314,6 +345,8 @@ _VERDICT_STYLE = {"unsupported": "bold red underline", "contradicted": "bold whi
 def claims_of(result: TraceResult, all_versions: bool = False) -> list[tuple[str, str, dict[str, Any]]]:
     """``(judge, version, claim)`` for every per-claim detail (``flags.claims``) of the newest judgement of
     each judge on the trace (all stored versions with ``all_versions``)."""
+    from ragpulse.portal.traces import newest_per_judge
+
     judgements = result.judgements if all_versions else newest_per_judge(result.judgements)[0]
     out: list[tuple[str, str, dict[str, Any]]] = []
     for j in judgements:
@@ -408,12 +441,30 @@ def reuse_lines(result: TraceResult) -> list[str]:
     return out
 
 
-def print_trace(result: TraceResult, console: Console | None = None, *, all_versions: bool = False) -> None:
+#: Characters of the question and of the answer ``ragpulse trace`` prints unless ``--full``.
+TRACE_TEXT_CHARS = 2000
+
+
+def _first_chars(text: Text, full: bool) -> Text:
+    """``text`` (styles kept), cut to :data:`TRACE_TEXT_CHARS` characters with a note of what was left out
+    unless ``full``."""
+    rest = len(text) - TRACE_TEXT_CHARS
+    if full or rest <= 0:
+        return text
+    return Text.assemble(
+        text[:TRACE_TEXT_CHARS], (f" … ({rest:,} more characters; --full prints all)", "dim")
+    )
+
+
+def print_trace(
+    result: TraceResult, console: Console | None = None, *, all_versions: bool = False, full: bool = False
+) -> None:
     """The trace's identity and outcome, question, ranked documents (ranks from 1), the answer with the parts
     the newest judgement of a judge found unsupported highlighted, every judgement with its reason, and each
     claim the newest judgement of each judge checked (every stored version's with ``all_versions``) with its
     version, verdict, evidence (rank from 1) and cause (retrieval miss or generation error,
-    :func:`cause_text`)."""
+    :func:`cause_text`). The question and the answer are cut to :data:`TRACE_TEXT_CHARS` characters unless
+    ``full``."""
     c = console or stdout()
     tr = result.trace
     c.print(
@@ -423,7 +474,7 @@ def print_trace(result: TraceResult, console: Console | None = None, *, all_vers
     if tr.run_id:
         c.print(f"run {tr.run_id}  case {tr.test_case_id}")
     if tr.question is not None:
-        c.print(Text.assemble(("question: ", "bold"), tr.question))
+        c.print(Text.assemble(("question: ", "bold"), _first_chars(Text(tr.question), full)))
     if tr.documents:
         docs = Table("rank", "id", "score", "content", title="documents")
         for d in tr.documents:
@@ -433,7 +484,10 @@ def print_trace(result: TraceResult, console: Console | None = None, *, all_vers
     if tr.answer is not None:
         newest = claims if not all_versions else claims_of(result)
         c.print(
-            Text.assemble(("answer: ", "bold"), highlighted_answer(tr.answer, [cl for _, _, cl in newest]))
+            Text.assemble(
+                ("answer: ", "bold"),
+                _first_chars(highlighted_answer(tr.answer, [cl for _, _, cl in newest]), full),
+            )
         )
     t = Table("judge", "version", "backend", "status", "score", "passed", "reason")
     for j in result.judgements:
@@ -469,6 +523,8 @@ def print_trace(result: TraceResult, console: Console | None = None, *, all_vers
             )
         c.print(ct)
     if not all_versions:
+        from ragpulse.portal.traces import newest_per_judge
+
         claimed = {judge for judge, _, _ in claims}
         for judge, n in newest_per_judge(result.judgements)[1].items():
             if judge in claimed:

@@ -2,11 +2,16 @@
 calibration profiles that correct pass rates for judge error.
 
 ``calibrate FILE --judge J --label L`` judges every case of a labelled JSONL file the way the sidecar would
-(see :mod:`ragpulse.services.calibration` for the file format) and prints accuracy, balanced accuracy with a
+(see :mod:`ragpulse.calibration.calibrate` for the file format) and prints accuracy, balanced accuracy with a
 bootstrap interval, F1 of the failing class, Spearman and the confusion counts. ``--save NAME`` also stores
 the judge version's calibration profile (sensitivity and specificity with Wilson intervals) in PostgreSQL;
 ``calibrations list`` shows the stored profiles. A file with no cases is an error (exit 2); with one label
 class only the balanced accuracy is ``n/a`` and a warning says why.
+
+``calibrate --judge J --from-reviews`` takes the labels reviewers gave in the portal's review queue instead of a
+file: the stored judgements of J's current version (``--version`` for another) against the human verdicts, the
+same metrics, nothing judged again. ``--save`` is refused there: those labels already count in the corrected
+pass rates (a profile made of them would count them twice).
 """
 
 from __future__ import annotations
@@ -15,19 +20,20 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ragpulse.calibration import CalibrationReport
 from ragpulse.cli import _common
 from ragpulse.cli import app as _app
-from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, StoreError
-from ragpulse.model import CalibrationProfile
-from ragpulse.services.calibration import profile_of, run_calibration
+
+if TYPE_CHECKING:  # the calibration service is imported in the command: `ragpulse --help` stays light
+    from ragpulse.calibration.agreement import CalibrationReport
+    from ragpulse.config import Settings
+    from ragpulse.model import CalibrationProfile
 
 __all__: list[str] = []
 
@@ -56,8 +62,8 @@ def _fmt(v: float | None, none: str = "—") -> str:
     return none if v is None else f"{v:.3f}"
 
 
-def _print_table(report: CalibrationReport, judge: str, path: Path, label: str) -> None:
-    table = Table(title=f"calibration of {judge} ({report.backend}) on {path.name} [{label}]")
+def _print_table(report: CalibrationReport, judge: str, source: str, label: str) -> None:
+    table = Table(title=f"calibration of {judge} ({report.backend}) on {source} [{label}]")
     table.add_column("metric")
     table.add_column("value", justify="right")
     ci = report.balanced_accuracy_ci
@@ -80,9 +86,25 @@ def _print_table(report: CalibrationReport, judge: str, path: Path, label: str) 
 
 @_app.command("calibrate")
 def calibrate_command(
-    file: Annotated[Path, typer.Argument(help="JSONL: question, contexts, answer and the 0/1 label field.")],
     judge: Annotated[str, typer.Option("--judge", help="Judge name: faithfulness, relevancy, keyword, …")],
-    label: Annotated[str, typer.Option("--label", help="Name of the 0/1 human label field (1 = good).")],
+    file: Annotated[
+        Path | None,
+        typer.Argument(metavar="FILE", help="JSONL: question, contexts, answer and the 0/1 label field."),
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option("--label", help="Name of the 0/1 human label field (1 = good).")
+    ] = None,
+    from_reviews: Annotated[
+        bool,
+        typer.Option(
+            "--from-reviews",
+            help="Use the portal's review labels of the judge's stored judgements instead of a file.",
+        ),
+    ] = False,
+    version: Annotated[
+        str | None,
+        typer.Option("--version", help="With --from-reviews: this judge version (default: current)."),
+    ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of a table.")
     ] = False,
@@ -106,15 +128,38 @@ def calibrate_command(
     settings = _common.settings()
     if save is not None and not _NAME.match(save):
         raise _common.fail(f"--save {save!r}: a name is 1-128 letters, digits, '.', '_' or '-'")
-    try:
-        run = run_calibration(settings, file, judge_name=judge, label=label, threshold=threshold, limit=limit)
-    except ConfigError as e:
-        raise _common.fail(str(e)) from e
-    except (OSError, ValueError) as e:
-        raise _common.fail(f"{file}: {e}") from e
+    if from_reviews:
+        if file is not None or label is not None or save is not None:
+            raise _common.fail(
+                "--from-reviews takes no FILE, --label or --save (review labels already count in the corrected "
+                "pass rates)"
+            )
+        try:
+            from ragpulse.calibration.calibrate import review_calibration
+
+            run = review_calibration(settings, judge_name=judge, version=version, threshold=threshold)
+        except ConfigError as e:
+            raise _common.fail(str(e)) from e
+        except StoreError as e:
+            raise _common.fail(f"cannot read the review labels: {e}", code=3) from e
+    elif file is None or label is None:
+        raise _common.fail("give FILE and --label (or --from-reviews)")
+    else:
+        try:
+            from ragpulse.calibration.calibrate import run_calibration
+
+            run = run_calibration(
+                settings, file, judge_name=judge, label=label, threshold=threshold, limit=limit
+            )
+        except ConfigError as e:
+            raise _common.fail(str(e)) from e
+        except (OSError, ValueError) as e:
+            raise _common.fail(f"{file}: {e}") from e
     report = run.report
     if save is not None:
         try:
+            from ragpulse.calibration.calibrate import profile_of
+
             asyncio.run(_save(settings, profile_of(run, save)))
         except StoreError as e:
             raise _common.fail(f"cannot store the calibration profile: {e}", code=3) from e
@@ -124,7 +169,9 @@ def calibrate_command(
     if json_out:
         typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
     else:
-        _print_table(report, judge, file, label)
+        _print_table(
+            report, judge, file.name if file else f"review labels of {run.judge_version}", label or "reviews"
+        )
 
 
 @calibrations_app.command("list")

@@ -1,6 +1,6 @@
 """``ragpulse db info`` and ``ragpulse db prune``: look at and trim the result store.
 
-Both open the configured store (``RAGPULSE_DATABASE_URL`` or the embedded PostgreSQL), which applies pending
+Both open the configured store (``RAGPULSE_STORE_DATABASE_URL`` or the embedded PostgreSQL), which applies pending
 migrations first.
 """
 

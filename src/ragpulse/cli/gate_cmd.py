@@ -1,30 +1,29 @@
 """``ragpulse gate RUN``: fail a CI job when a stored run is under its quality thresholds
-(:mod:`ragpulse.services.gate`).
+(:mod:`ragpulse.runs.gate`).
 
 Exit codes: 0 every threshold met, 1 a threshold breached (or the run failed), 2 usage/config error (no
 threshold, bad threshold, unknown metric or judge, unknown run), 3 the store could not be opened. A run without
 a stored report (still running, or traces sent through Kafka/OTLP with a run id) is gated on a report computed
 from its stored results. ``--junit FILE`` writes JUnit XML with one test case per test case of the run plus one
-per threshold (:mod:`ragpulse.services.junit`), the case rows streamed from the store.
+per threshold (:mod:`ragpulse.runs.junit`), the case rows streamed from the store.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ragpulse.cli import _common, app
-from ragpulse.protocols import Store
-from ragpulse.services.gate import GateResult, evaluate_gate, gate_thresholds
-from ragpulse.services.judges import known_judge_names
-from ragpulse.services.junit import write_junit
-from ragpulse.services.report_model import CaseRow, RunReport
-from ragpulse.services.reports import case_rows_page, iter_case_rows
-from ragpulse.services.runs import run_report
+
+if TYPE_CHECKING:  # the service modules are imported in the command: `ragpulse --help` stays light
+    from ragpulse.protocols import Store
+    from ragpulse.runs.gate import GateResult
+    from ragpulse.runs.report_model import CaseRow, RunReport
 
 __all__ = ["gate"]
 
@@ -45,6 +44,12 @@ def gate(
     as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
 ) -> None:
     """Check a finished run against minimum thresholds (also from `gate_min` in the config); exit 0/1."""
+    from ragpulse.judges.selection import known_judge_names
+    from ragpulse.runs.gate import evaluate_gate, gate_thresholds
+    from ragpulse.runs.junit import write_junit
+    from ragpulse.runs.reports import case_rows_page
+    from ragpulse.runs.stored import run_report
+
     settings = _common.settings()
     # Checked before the run is read: a typo is a usage error whatever the store says.
     thresholds = gate_thresholds(
@@ -76,6 +81,8 @@ def gate(
 async def _write_json(store: Store, run_id: str, report: RunReport, result: GateResult) -> None:
     """Print the gate's result as one JSON object on one line, its ``failing_cases`` streamed from the store
     (memory does not grow with the run): the same text as ``json.dumps`` of the whole object."""
+    from ragpulse.runs.reports import iter_case_rows
+
     head = {
         "run_id": run_id,
         "passed": result.passed,

@@ -1,14 +1,14 @@
 """``ragpulse judges compare NAME``: a judge's main version against its shadow version
-(:mod:`ragpulse.services.judge_compare`). Exit 1 when a ``--min`` is breached, 2 for bad options or a bad
+(:mod:`ragpulse.calibration.shadow`). Exit 1 when a ``--min`` is breached, 2 for bad options or a bad
 labels file, 3 when the store cannot be read. ``ragpulse judges promote NAME``: the configuration change that
-promotes the shadow and what re-judging with it will reuse (:mod:`ragpulse.services.promotion`)."""
+promotes the shadow and what re-judging with it will reuse (:mod:`ragpulse.calibration.promotion`)."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,16 +17,11 @@ from rich.table import Table
 from ragpulse.cli import _common
 from ragpulse.cli import app as _app
 from ragpulse.cli._render import fmt
-from ragpulse.services.judge_compare import (
-    Comparison,
-    compare_shadow,
-    gate,
-    load_labels,
-    parse_minimums,
-    write_junit,
-)
-from ragpulse.services.promotion import Promotion, plan_promotion
-from ragpulse.services.timewindow import parse_span
+from ragpulse.query import parse_span
+
+if TYPE_CHECKING:  # the calibration services are imported in the commands: `ragpulse --help` stays light
+    from ragpulse.calibration.promotion import Promotion
+    from ragpulse.calibration.shadow import Comparison
 
 __all__: list[str] = []
 
@@ -69,7 +64,7 @@ def _print(c: Comparison) -> None:
 
 @judges_app.command("compare")
 def compare(
-    name: Annotated[str, typer.Argument(help="The judge name.")],
+    name: Annotated[str, typer.Argument(metavar="JUDGE", help="The judge name.")],
     since: Annotated[
         str, typer.Option("--since", help="Shadow judgements of the last SPAN (e.g. 24h, 7d).")
     ] = "24h",
@@ -83,6 +78,8 @@ def compare(
     junit: Annotated[str | None, typer.Option("--junit", help="Write JUnit XML of the --min gates.")] = None,
 ) -> None:
     """Agreement between a judge's main and shadow versions (kappa, confusion, pass-rate difference)."""
+    from ragpulse.calibration.shadow import compare_shadow, gate, load_labels, parse_minimums, write_junit
+
     minimums = parse_minimums(minimum or [])
     start = datetime.now(UTC) - parse_span(since)
     truth = load_labels(labels) if labels is not None else None
@@ -110,11 +107,13 @@ def compare(
 
 @judges_app.command("promote")
 def promote(
-    name: Annotated[str, typer.Argument(help="The judge name.")],
+    name: Annotated[str, typer.Argument(metavar="JUDGE", help="The judge name.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
 ) -> None:
     """Print the config change that makes a judge's shadow its main configuration, and how many stored shadow
     judgements re-judging with it reuses without a model call. Changes nothing."""
+    from ragpulse.calibration.promotion import plan_promotion
+
     settings = _common.settings()
 
     async def _plan(store: Any) -> Promotion:  # the PostgreSQL store (shadow_counts)
@@ -128,7 +127,7 @@ def promote(
         f"judge {plan.judge}: main version {plan.main_version} -> shadow version {plan.shadow_version} "
         f"(shadow share {plan.share:g})"
     )
-    typer.echo(f"\n1. In the config file, replace judges.{plan.judge} with (the shadow block goes):\n")
+    typer.echo(f"\n1. In the config file, replace judge.options.{plan.judge} with (the shadow block goes):\n")
     typer.echo(plan.config_yaml.rstrip())
     typer.echo(
         f"\n2. Restart ragpulse, then re-judge the history with the promoted version (old rows are kept):\n"

@@ -1,5 +1,5 @@
 """``ragpulse runs list|show|compare``, ``ragpulse trace TRACE_ID`` and ``ragpulse rejudge``: adapters over
-:mod:`ragpulse.services.runs`.
+:mod:`ragpulse.runs.stored`.
 
 Exit codes: 0 done, 2 bad input/configuration or an unknown run or trace, 3 the store could not be opened or
 every judgement of a re-judge is an error.
@@ -10,19 +10,23 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from ragpulse.cli import _common, _render
 from ragpulse.cli import app as _app
 from ragpulse.errors import NotFoundError
-from ragpulse.model import TraceResult
-from ragpulse.protocols import Store
-from ragpulse.services import runs as run_service
-from ragpulse.services.compare import FlippedSpool, RunComparison, write_comparison_json
-from ragpulse.services.judges import split_names
-from ragpulse.services.runs import RunSummary, parse_since
+
+if TYPE_CHECKING:  # the service modules are imported in the commands: `ragpulse --help` stays light
+    from ragpulse.model import TraceResult
+    from ragpulse.protocols import Store
+    from ragpulse.runs.compare import RunComparison
+    from ragpulse.runs.stored import RejudgeSummary, RunSummary
+
+#: ``ragpulse.runs.compare.DEFAULT_SCORE_DROP``, repeated here so ``--help`` imports no service module
+#: (tests/cli/test_cli_startup.py checks that the two agree).
+DEFAULT_SCORE_DROP = 0.1
 
 __all__ = ["trace_json"]
 
@@ -40,6 +44,8 @@ def runs_list(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list."),
 ) -> None:
     """List stored runs, newest first."""
+    from ragpulse.runs import stored as run_service
+
     s = _common.settings()
 
     async def q(store: Store) -> list[RunSummary]:
@@ -54,7 +60,7 @@ def runs_list(
 
 @runs_app.command("show")
 def runs_show(
-    run_id: str = typer.Argument(..., help="Run id."),
+    run_id: str = typer.Argument(..., metavar="RUN_ID", help="Run id."),
     json_out: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
     all_cases: bool = typer.Option(True, "--all/--failing", help="List every case or only failing ones."),
     limit: int = typer.Option(
@@ -67,6 +73,8 @@ def runs_show(
 ) -> None:
     """Show a run's report with a per-case table (reasons included), a page of rows at a time (read from the
     store page by page); ``--json`` streams the whole report, every case included."""
+    from ragpulse.runs import stored as run_service
+
     s = _common.settings()
 
     async def q(store: Store) -> None:
@@ -80,19 +88,32 @@ def runs_show(
 
 @runs_app.command("compare")
 def runs_compare(
-    run_a: str = typer.Argument(..., help="Baseline run id."),
-    run_b: str = typer.Argument(..., help="Candidate run id."),
+    run_a: str = typer.Argument(..., metavar="RUN_A", help="Baseline run id."),
+    run_b: str = typer.Argument(..., metavar="RUN_B", help="Candidate run id."),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    score_drop: float = typer.Option(
+        DEFAULT_SCORE_DROP,
+        "--score-drop",
+        help="List a case that failed in both runs as a regression when a judge's score dropped by this much "
+        "or more (0 < x ≤ 1).",
+    ),
 ) -> None:
-    """Averages of two runs side by side, and the cases that flipped pass → fail (and back); exit 2 when the
-    runs share no case (every figure n/a). The runs' case rows are read a page at a time and the flipped cases
-    spooled to temporary files, so memory does not grow with the runs."""
+    """Averages of two runs side by side, the cases that flipped pass → fail (and back), and the cases that
+    failed in both runs with a judge's score down by ``--score-drop`` or more. Runs that ran different judges
+    are compared on the judges both ran (a warning names the others); exit 2 when the runs share no case or no
+    judge (every figure n/a). The runs' case rows are read a page at a time and the listed cases spooled to
+    temporary files, so memory does not grow with the runs."""
+    from ragpulse.runs import stored as run_service
+    from ragpulse.runs.compare import FlippedSpool, write_comparison_json
+
     s = _common.settings()
     with FlippedSpool() as spool:
 
         async def q(store: Store) -> RunComparison:
             # a run is read through a cursor while the other is looked up: two connections (else pages)
-            return await run_service.compare_runs(store, run_a, run_b, spool, cursor=s.store.pool_max > 1)
+            return await run_service.compare_runs(
+                store, run_a, run_b, spool, cursor=s.store.pool_max > 1, score_drop=score_drop
+            )
 
         cmp = _common.run_with_store(s, q)
         if cmp.warning:
@@ -102,7 +123,7 @@ def runs_compare(
             sys.stdout.flush()
         else:
             _render.print_compare(cmp, flipped=spool)
-    if cmp.shared_cases == 0:
+    if not cmp.comparable:
         raise typer.Exit(2)
 
 
@@ -137,14 +158,22 @@ def trace_json(result: TraceResult) -> dict[str, Any]:
 
 @_app.command("trace")
 def trace(
-    trace_id: str = typer.Argument(..., help="Trace id (hex ids are matched case-insensitively)."),
+    trace_id: str = typer.Argument(
+        ..., metavar="TRACE_ID", help="Trace id (hex ids are matched case-insensitively)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the trace and its judgements as JSON."),
     all_versions: bool = typer.Option(
         False, "--all-versions", help="List the claims of every stored judge version (default: the newest)."
     ),
+    full: bool = typer.Option(
+        False,
+        "--full",
+        help="Print the whole question and answer (default: the first 2,000 characters of each).",
+    ),
 ) -> None:
     """Show one trace and every judgement made on it (all judge versions), with reasons; the claims of the
-    newest judgement of each judge (ranks and indices from 1)."""
+    newest judgement of each judge (ranks and indices from 1). A long question or answer is cut to 2,000
+    characters (``--full``: all of it; ``--json`` always has all of it)."""
     from ragpulse.model import normalize_trace_id
 
     s = _common.settings()
@@ -162,7 +191,7 @@ def trace(
     if json_out:
         _dump(trace_json(result))
     else:
-        _render.print_trace(result, all_versions=all_versions)
+        _render.print_trace(result, all_versions=all_versions, full=full)
 
 
 @_app.command("rejudge")
@@ -174,15 +203,26 @@ def rejudge(
     ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many traces."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    force: bool = typer.Option(
+        False, "--force", help="Judge again traces the current judge version already judged (spends tokens)."
+    ),
 ) -> None:
-    """Re-evaluate stored traces with the current judge versions (backfill after a prompt or model change)."""
+    """Re-evaluate stored traces with the current judge versions (backfill after a prompt or model change).
+
+    A judge version that already judged a trace (a stored ok/skipped judgement of the same content) is not
+    run again: nothing is spent, and the summary says so (``already judged by <version>``) unless ``--force``.
+    Only stored judgements are counted."""
+    from ragpulse.judges.selection import split_names
+    from ragpulse.runs import stored as run_service
+    from ragpulse.runs.stored import parse_since
+
     s = _common.settings()
     since_dt = parse_since(since)
     from ragpulse.export import build_exporters, shutdown_exporters
 
     exporters = build_exporters(s.export)
 
-    async def main() -> run_service.RejudgeSummary:
+    async def main() -> RejudgeSummary:
         async with _common.open_cli_store(s) as store:
             return await run_service.rejudge(
                 s,
@@ -192,6 +232,7 @@ def rejudge(
                 judge_names=split_names(judges),
                 limit=limit,
                 exporters=exporters,
+                force=force,
             )
 
     try:
@@ -204,7 +245,7 @@ def rejudge(
         c = summary.counts
         typer.echo(
             f"rejudged {summary.traces} trace(s): stored {summary.stored}, failed {summary.failed}; "
-            f"judgements pass {c.pass_} fail {c.fail} error {c.error} skipped {c.skipped}"
+            f"judgements pass {c.pass_} fail {c.fail} error {c.error} skipped {c.skipped} abstained {c.abstained}"
         )
         if summary.kept_good:
             typer.echo(
@@ -217,6 +258,11 @@ def rejudge(
                     f"{n} {k} reused, {summary.judged.get(n, 0)} judged"
                     for n, k in sorted(summary.reused.items())
                 )
+            )
+        for name, n in sorted(summary.already_judged.items()):
+            typer.echo(
+                f"{name}: {n} trace(s) already judged by {summary.judges[name]}: not judged again, nothing "
+                "spent (--force judges them again)"
             )
         typer.echo("judge versions: " + ", ".join(f"{n}={v}" for n, v in summary.judges.items()))
     if summary.all_errors:

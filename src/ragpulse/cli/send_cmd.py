@@ -18,17 +18,17 @@ import asyncio
 import json
 from collections.abc import Sequence
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ragpulse.cli import _common, app
 from ragpulse.errors import ConfigError
-from ragpulse.ingest.events import EventRejected, event_schema, parse_event
-from ragpulse.ingest.publish import publish_kafka, publish_otlp
-from ragpulse.model import Trace
-from ragpulse.replay.testset import FIELD_ALIASES
+
+if TYPE_CHECKING:  # the ingest modules are imported in the command: `ragpulse --help` stays light
+    from ragpulse.model import Trace
 
 __all__ = ["Target", "send"]
 
@@ -41,15 +41,22 @@ class Target(StrEnum):
 
 
 _TRACE_IDS = ("traceId", "trace_id")
-#: Test-set fields that trace events do not have (``question``, ``answer``, ``expected_answer`` … are shared).
-_CASE_ONLY_FIELDS = frozenset(a for names in FIELD_ALIASES.values() for a in names) - set(
-    event_schema()["properties"]
-)
+
+
+@cache
+def _case_only_fields() -> frozenset[str]:
+    """Test-set fields that trace events do not have (``question``, ``answer``, ``expected_answer`` … are
+    shared)."""
+    from ragpulse.ingest.events import event_schema
+    from ragpulse.runs.testset_files import FIELD_ALIASES
+
+    return frozenset(a for names in FIELD_ALIASES.values() for a in names) - set(event_schema()["properties"])
 
 
 def _scan(lines: Sequence[bytes]) -> tuple[bool, bool]:
     """``(any line carries a trace id, some JSON object line has a field only test cases have)``."""
     case_like = False
+    case_only = _case_only_fields()
     for ln in lines:
         try:
             row = json.loads(ln)
@@ -59,7 +66,7 @@ def _scan(lines: Sequence[bytes]) -> tuple[bool, bool]:
             continue
         if any(k in row for k in _TRACE_IDS):
             return True, case_like
-        case_like = case_like or any(k in row for k in _CASE_ONLY_FIELDS)
+        case_like = case_like or any(k in row for k in case_only)
     return False, case_like
 
 
@@ -70,7 +77,10 @@ def _replay_hint(file: Path, to: Target) -> str:
 @app.command()
 def send(
     file: Annotated[
-        Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="JSONL file of trace events.")
+        Path,
+        typer.Argument(
+            metavar="FILE", exists=True, dir_okay=False, readable=True, help="JSONL file of trace events."
+        ),
     ],
     to: Annotated[
         Target, typer.Option("--to", help="kafka (raw events) or otlp (OpenInference spans).")
@@ -83,6 +93,9 @@ def send(
     ] = None,
 ) -> None:
     """Publish trace events from a JSONL file to Kafka or to an OTLP receiver."""
+    from ragpulse.ingest.events import EventRejected, parse_event
+    from ragpulse.ingest.publish import publish_kafka, publish_otlp
+
     settings = _common.settings()
     try:
         data = file.read_bytes()

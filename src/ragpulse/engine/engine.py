@@ -132,20 +132,24 @@ class EngineStats:
         answerless: traces without an answer judged by the judges that need none (``needs_answer=False``;
             also counted as evaluated/incomplete).
         judge_exceptions: judges that raised (turned into ``error`` judgements).
-        stored: traces whose result was written (acked ``ok=True``).
+        stored: traces whose result was written (acked ``ok=True``; outranked ones included).
+        outranked: traces the store kept its higher-ranked version of (``WriteReport.outranked``: a started/
+            partial event after the complete trace); nothing of them was written, they are acked ``ok=True``.
         failed: traces whose write failed for good (acked ``ok=False``).
         store_retries: store write attempts that failed and were retried.
         batches: successful store writes.
         already_judged: redelivered traces whose every routed judgement was already final for their content
             (no judge call, nothing changed).
         judgements_final: judge calls skipped because the judgement was final for the content.
-        shadow_judgements: shadow judgements made (``judges.<name>.shadow``; stored apart, see
+        shadow_judgements: shadow judgements made (``judge.options.<name>.shadow``; stored apart, see
             :func:`shadow_hit`).
         shadow_failures: shadow judgements that could not be stored (logged; the trace is unaffected).
         shadow_reused: judgements copied from a stored shadow judgement of the same judge version and content
             instead of calling the judge (a promoted shadow, :meth:`Engine.prefetch`).
         offloaded_traces: traces whose inline judges ran in a worker thread (at least :data:`OFFLOAD_CHARS`
             characters of text).
+        session_lookup_failures: look-ups of a session's earlier turns that failed (the trace was judged
+            without them).
     """
 
     received: int = 0
@@ -156,6 +160,7 @@ class EngineStats:
     answerless: int = 0
     judge_exceptions: int = 0
     stored: int = 0
+    outranked: int = 0
     failed: int = 0
     store_retries: int = 0
     batches: int = 0
@@ -165,6 +170,7 @@ class EngineStats:
     shadow_failures: int = 0
     shadow_reused: int = 0
     offloaded_traces: int = 0
+    session_lookup_failures: int = 0
 
 
 class _State(Enum):
@@ -278,6 +284,9 @@ class Engine:
             capped at :data:`OUTAGE_BACKOFF_S`, instead of giving up after ``engine_store_retries`` attempts —
             nothing is acked, so nothing is committed or dead-lettered during a database outage; only a data
             error (non-retriable) fails a trace for good. Default ``False`` (in-process replay): bounded retries.
+        history_turns: a trace of a session (``session_id``) that carries no earlier turns gets the last this
+            many from the store (``store.session_turns``: the session's traces stored before it) before it is
+            judged, and is stored with them (``judge.history_turns``; ``ragpulse serve``). 0: no look-up.
     """
 
     def __init__(
@@ -290,8 +299,10 @@ class Engine:
         routes: Sequence[JudgeRoute] = (),
         sampling: SamplingPolicy | None = None,
         redelivering: bool = False,
+        history_turns: int = 0,
     ) -> None:
         self._judges = dict(judges)
+        self._history_turns = history_turns
         #: ``id(judge)`` → whether it runs inline (:func:`judge_inline`), for the configured judges.
         self._inline = {id(j): judge_inline(j) for j in self._judges.values()}
         self._redelivering = redelivering
@@ -610,6 +621,8 @@ class Engine:
                 outcome_reason=reason,
                 received_at=item.received_at,
             )
+        if reason is None and trace.session_id and not trace.turns and self._history_turns > 0:
+            trace = await self._with_session_turns(trace)
         reused = await self._reused_shadows(trace, runnable) if self._reusable else {}
         to_run = [j for j in runnable if j.name not in reused]
         made = await self._run_judges(to_run, trace)
@@ -642,6 +655,29 @@ class Engine:
         return TraceResult(
             trace=trace, outcome=outcome, judgements=tuple(judgements), received_at=item.received_at
         )
+
+    async def _with_session_turns(self, trace: Trace) -> Trace:
+        """``trace`` with the earlier turns of its session read from the store (``store.session_turns``, the
+        last ``history_turns``) when it carries none itself; unchanged when the store has no such look-up, the
+        session has no earlier stored trace, or the look-up fails (logged: judged without its history, never
+        lost)."""
+        lookup = getattr(self._store, "session_turns", None)
+        if lookup is None or trace.session_id is None:
+            return trace
+        try:
+            turns = await lookup(
+                trace.session_id,
+                before=trace.start_time or trace.end_time,
+                exclude=trace.trace_id,
+                limit=self._history_turns,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.stats.session_lookup_failures += 1
+            log.warning("session_turns_failed", trace_id=trace.trace_id, error=str(e)[:300])
+            return trace
+        return trace.model_copy(update={"turns": tuple(turns)}) if turns else trace
 
     async def _run_shadows(self, judges: Sequence[Judge], trace: Trace) -> None:
         """Run the shadow configurations of ``judges`` that :func:`shadow_hit` picks for ``trace`` and store
@@ -786,11 +822,19 @@ class Engine:
                 await self._ack(ack, result, False)
             return
         self.stats.batches += 1
-        # A trace twice in one batch (a quick redelivery) is stored once, as its last copy: export that one.
-        last = {r.trace.trace_id: i for i, (r, _) in enumerate(batch)}
-        self._export([r for i, (r, _) in enumerate(batch) if last[r.trace.trace_id] == i], report)
+        # A trace twice in one batch (a quick redelivery) is stored once, as the copy the store keeps (the
+        # highest version rank, the last of equal rank): export that one. An outranked trace wrote nothing.
+        last: dict[str, int] = {}
+        for i, (r, _) in enumerate(batch):
+            had = last.get(r.trace.trace_id)
+            if had is None or r.trace.replaces(batch[had][0].trace):
+                last[r.trace.trace_id] = i
+        for tid in report.outranked & last.keys():
+            self.stats.outranked += 1
+            log.info("trace_version_outranked", trace_id=tid, rank=batch[last.pop(tid)][0].trace.version_rank)
+        self._export([r for i, (r, _) in enumerate(batch) if last.get(r.trace.trace_id) == i], report)
         for i, (result, ack) in enumerate(batch):
-            if last[result.trace.trace_id] == i:
+            if last.get(result.trace.trace_id) == i:
                 finals = frozenset(
                     (j.judge, j.version) for j in result.judgements if j.status is not JudgementStatus.ERROR
                 )
@@ -829,14 +873,18 @@ class Engine:
     def _export(self, results: Sequence[TraceResult], report: WriteReport) -> None:
         """Hand the stored ``results`` to the exporters with only the judgements ``report`` says changed, in one
         ``on_stored_many`` call when an exporter has it (else ``on_stored`` per trace); count the traces
-        first inserted as not sampled / errored."""
+        first inserted as not sampled / errored, and hand them to exporters that have ``on_traces_inserted``
+        (the app's own token usage, counted once per trace)."""
         items: list[tuple[TraceResult, list[Judgement]]] = []
+        inserted_results: list[TraceResult] = []
         for result in results:
             tid = result.trace.trace_id
             changed = [j for j in result.judgements if (tid, j.judge, j.version) in report.changed]
             inserted = tid in report.trace_inserted
             if not changed and not inserted:
                 continue  # a redelivery that changed nothing: never count twice
+            if inserted:
+                inserted_results.append(result)
             if inserted and result.outcome is TraceOutcome.NOT_SAMPLED:
                 telemetry.TRACES_NOT_SAMPLED.add(1)
             if inserted and result.outcome_reason == TRACE_ERROR:
@@ -846,6 +894,15 @@ class Engine:
             items.append((result, changed))
         if not items:
             return
+        for exporter in self._exporters:
+            on_inserted = getattr(exporter, "on_traces_inserted", None)
+            if on_inserted is not None and inserted_results:
+                try:
+                    on_inserted(inserted_results)
+                except Exception:
+                    log.exception(
+                        "exporter_failed", exporter=type(exporter).__name__, traces=len(inserted_results)
+                    )
         # Judgement metrics and the evaluation lag are recorded by the exporters (ragpulse.export).
         for exporter in self._exporters:
             many = getattr(exporter, "on_stored_many", None)

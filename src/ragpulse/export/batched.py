@@ -61,6 +61,11 @@ class BatchedOtelExporter(ABC):
     def _emit(self, trace: Trace, j: Judgement) -> None:
         """Hand one judgement to the SDK pipeline (may raise; :meth:`on_stored` counts the failure)."""
 
+    @property
+    def kind(self) -> str:
+        """The ``kind`` label of this exporter's telemetry counters (``log``, ``span``)."""
+        return self._kind
+
     def _queue_full(self) -> bool:
         # The SDK's batch processors drop the *oldest* item when full and keep no count we can read; we look at
         # the queue (when this SDK version exposes it) to drop the new one and count it instead.

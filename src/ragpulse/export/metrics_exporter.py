@@ -7,7 +7,8 @@ records nothing and no value is counted twice. Values go to the OTel API instrum
 
 Per changed judgement:
 
-- ``ragpulse_judgements_total{judge,app,outcome}`` +1 (outcome ``pass``/``fail``/``error``/``skipped``);
+- ``ragpulse_judgements_total{judge,app,outcome}`` +1 (outcome ``pass``/``fail``/``error``/``abstained``/``skipped``,
+  :attr:`ragpulse.model.Judgement.outcome`);
 - ``ragpulse_judge_score{judge,app,backend}`` ← score (0–1), ``ok`` judgements only;
 - ``ragpulse_judge_errors_total{judge,reason}`` +1 for ``error`` judgements (reason = bounded reason code);
 - ``ragpulse_judge_latency_seconds{judge}`` ← ``latency_s`` for ``ok`` and ``error`` judgements (a skip made
@@ -22,6 +23,11 @@ Per changed judgement:
 Judgements of ``source=api`` traces (drafts judged on request by the portal's ``POST /evaluate``) record only
 the judge's latency and tokens: they stay out of ``ragpulse_judgements_total``, ``ragpulse_judge_score`` and
 ``ragpulse_judge_errors_total``, so failing drafts never fire the quality alerts nor move the dashboards.
+
+Per trace stored for the first time (:meth:`MetricsExporter.on_traces_inserted`; a redelivery counts nothing),
+the app's own token usage beside the judge's: ``ragpulse_app_tokens_total{app,model,kind}`` += prompt /
+completion tokens of each model of the trace's ``usage``, and ``ragpulse_app_cost_total{app,model}`` += their
+cost at ``export.model_prices`` for the models in that table (a model missing from it adds tokens only).
 
 Per trace with at least one changed judgement and an ``end_time`` that the source did not replace
 (``time_replaced``): ``ragpulse_evaluation_lag_seconds{source}`` ← now − trace end, seconds (negative values
@@ -61,6 +67,7 @@ class MetricsExporter:
     ) -> None:
         if settings is not None:
             telemetry.configure_app_label_limit(settings.metrics_app_label_limit)
+        self._prices = dict(settings.model_prices) if settings is not None else {}
         self._clock = clock or (lambda: datetime.now(UTC))
         self.failures = 0
 
@@ -92,6 +99,28 @@ class MetricsExporter:
         try:
             for (counter, labels), n in sums.items():
                 counter.add(n, dict(labels))
+        except Exception as e:  # never raise into the engine
+            self.failures += 1
+            _log.warning("metrics_record_failed", error=str(e), error_type=type(e).__name__)
+
+    def on_traces_inserted(self, results: Sequence[TraceResult]) -> None:
+        """Record the app's own tokens and cost of traces stored for the first time (see the module docstring).
+        Never raises."""
+        try:
+            for result in results:
+                t = result.trace
+                if not t.usage:
+                    continue
+                app = telemetry.app_label(t.app)
+                for u in t.usage:
+                    model = telemetry.model_label(u.model)
+                    for kind, n in (("prompt", u.prompt_tokens), ("completion", u.completion_tokens)):
+                        if n > 0:
+                            telemetry.APP_TOKENS.add(n, {"app": app, "model": model, "kind": kind})
+                    price = self._prices.get(u.model) if u.model else None
+                    if price is not None:
+                        cost = price.cost(u.prompt_tokens, u.completion_tokens)
+                        telemetry.APP_COST.add(cost, {"app": app, "model": model})
         except Exception as e:  # never raise into the engine
             self.failures += 1
             _log.warning("metrics_record_failed", error=str(e), error_type=type(e).__name__)

@@ -21,6 +21,8 @@ Exposed Prometheus names (OTel → Prometheus translation; counters gain ``_tota
     ragpulse_judge_errors_total{judge,reason}
     ragpulse_judge_latency_seconds_bucket{judge,le}
     ragpulse_judge_tokens_total{judge,kind}
+    ragpulse_app_tokens_total{app,model,kind}            the judged app's own LLM tokens
+    ragpulse_app_cost_total{app,model}                   …priced by export.model_prices (priced models only)
     ragpulse_evaluation_lag_seconds_bucket{source,le}
     target_info{service_name,…}                          resource attributes
 

@@ -1,7 +1,7 @@
 """``EvaluationSpanExporter``: each stored judgement as an OpenInference ``EVALUATOR`` span (optional).
 
 Some backends (Arize Phoenix, OpenInference-based tools) show evaluations as spans rather than log events. With
-``RAGPULSE_EVALUATION_SPANS=true`` and an OTLP traces endpoint (``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``), each
+``RAGPULSE_EXPORT_EVALUATION_SPANS=true`` and an OTLP traces endpoint (``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT``), each
 judgement the store inserted or changed becomes one span:
 
 - name ``evaluation <judge>``, kind ``INTERNAL``, a root span of its own trace with a **link** to the evaluated

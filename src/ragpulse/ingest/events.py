@@ -9,7 +9,12 @@ beyond 64 bits) goes through ``jsonschema``, whose best-matching error names the
 A message that cannot become a trace raises :class:`EventRejected` with a machine-readable ``reason``:
 
 - ``too_large: <n> bytes > <limit>`` – the raw message is bigger than ``kafka_max_message_bytes``;
-- ``not_json: <detail>`` – empty, not JSON, or a JSON value with a bad number (NaN, Infinity);
+- ``not_json: <detail>`` – empty, not JSON, or a JSON value with a bad number (NaN, Infinity, or a number
+  beyond any float such as ``1e400`` — except in ``latencyMs``, stored as unknown latency, and ``timestamp``,
+  replaced by the receive time);
+- ``too_deep: …`` – objects/arrays nested deeper than :data:`~ragpulse.jsonutil.MAX_JSON_DEPTH` (64);
+- ``bad_id: /traceId: …`` (or ``/testCaseId``) – an id with a control character or a ``.``/``..`` path segment
+  (:func:`~ragpulse.model.id_problem`);
 - ``schema: <path>: <message>`` – JSON that breaks the schema (``<path>`` is a JSON pointer, ``/`` for the
   whole event), e.g. ``schema: /: missing required field traceId``.
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
@@ -36,11 +42,12 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ragpulse.errors import IngestError
 from ragpulse.ingest.timestamps import epoch_to_datetime, minus_latency, plausible_times
-from ragpulse.jsonutil import strict_loads
-from ragpulse.model import Document, Source, Trace
+from ragpulse.jsonutil import TooDeep, check_depth, reject_constant
+from ragpulse.model import Document, Source, Trace, id_problem
 from ragpulse.textclean import clean_json, decode_utf8, json_text_needs_cleaning
 
 __all__ = [
+    "KAFKA_REJECT_REASONS",
     "SCHEMA_RESOURCE",
     "EventRejected",
     "event_schema",
@@ -48,6 +55,18 @@ __all__ = [
     "trace_from_event",
     "trace_to_event",
 ]
+
+#: The ``reason`` labels of ``ragpulse_traces_rejected_total{source="kafka"}``: :attr:`EventRejected.code`
+#: values, then the Kafka source's own (a result the engine could not store, an unexpected failure).
+KAFKA_REJECT_REASONS = (
+    "not_json",
+    "schema",
+    "too_large",
+    "too_deep",
+    "bad_id",
+    "not_stored",
+    "internal_error",
+)
 
 #: Package resource holding the event schema.
 SCHEMA_RESOURCE = "trace_event.schema.json"
@@ -64,6 +83,11 @@ _ALIASES = {
     "runId": "run_id",
     "testCaseId": "test_case_id",
     "notEvaluable": "not_evaluable",
+    "sessionId": "session_id",
+    "promptTokens": "prompt_tokens",
+    "completionTokens": "completion_tokens",
+    "totalPromptTokens": "total_prompt_tokens",
+    "totalCompletionTokens": "total_completion_tokens",
 }
 
 
@@ -72,7 +96,8 @@ class EventRejected(IngestError):
 
     Attributes:
         reason: ``too_large: …``, ``not_json: …`` or ``schema: <path>: <message>``.
-        code: the head of ``reason`` (``too_large``, ``not_json`` or ``schema``), used as a metric label.
+        code: the head of ``reason`` (``too_large``, ``not_json``, ``too_deep``, ``bad_id`` or ``schema``), used
+            as a metric label.
     """
 
     def __init__(self, reason: str) -> None:
@@ -177,14 +202,67 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
         raise EventRejected(f"too_large: {len(value)} bytes > {max_bytes}")
     text = decode_utf8(value)  # lenient: invalid bytes become U+FFFD, one bad byte never costs a trace
     try:
-        event = strict_loads(text)
+        huge: list[_Huge] = []  # numbers beyond any float, in the order read
+        event = check_depth(
+            json.loads(text, parse_constant=reject_constant, parse_float=lambda t: _float_or_huge(t, huge))
+        )
+    except TooDeep as e:  # a poison message must be dead-lettered, not kill the consume loop
+        raise EventRejected(str(e)) from e
     except (json.JSONDecodeError, ValueError) as e:
         raise EventRejected(f"not_json: {_short(str(e))}") from e
-    except RecursionError as e:  # a poison message must be dead-lettered, not kill the consume loop
-        raise EventRejected("not_json: nested too deeply") from e
+    except RecursionError as e:  # the parser's own stack ran out: the same reason
+        raise EventRejected(str(TooDeep())) from e
+    if huge:
+        _settle_huge_numbers(event)
     if json_text_needs_cleaning(text):  # lone surrogates ("\ud83d") → U+FFFD, NUL removed
         event = clean_json(event)
     return event
+
+
+class _Huge(float):
+    """A JSON number beyond the float range (``1e400``), parsed as ±infinity and marked so that
+    :func:`_settle_huge_numbers` can tell where it stood."""
+
+    __slots__ = ("text",)
+    text: str
+
+
+def _float_or_huge(text: str, found: list[_Huge]) -> float:
+    """``parse_float`` hook: the float of ``text``, or a :class:`_Huge` (also appended to ``found``) when it
+    overflows."""
+    value = float(text)
+    if math.isfinite(value):
+        return value
+    huge = _Huge(value)
+    huge.text = text
+    found.append(huge)
+    return huge
+
+
+def _settle_huge_numbers(event: Any) -> None:
+    """Numbers beyond any float where docs/ingestion.md gives them a meaning: ``latencyMs``/``latency_ms``
+    becomes ``None`` (stored as unknown latency); ``timestamp`` the largest float of its sign, which no date
+    can hold either (replaced by the receive time, ``time_replaced``). Anywhere else such a number is rejected.
+
+    Raises:
+        EventRejected: ``not_json: <number> is not a finite JSON number`` for any other field.
+    """
+    if isinstance(event, dict):
+        for key in ("latencyMs", "latency_ms"):
+            if isinstance(event.get(key), _Huge):
+                event[key] = None
+        ts = event.get("timestamp")
+        if isinstance(ts, _Huge):
+            event["timestamp"] = math.copysign(sys.float_info.max, ts)
+    stack = [event]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Huge):
+            raise EventRejected(f"not_json: {item.text[:40]} is not a finite JSON number")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _pick(event: dict[str, Any], camel: str) -> Any:
@@ -260,6 +338,30 @@ def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
     )
 
 
+def _usage(v: Any) -> tuple[dict[str, Any], ...]:
+    """The event's ``usage`` (``[{model, promptTokens, completionTokens, calls}]``, snake_case accepted)."""
+    out = []
+    for u in v or ():
+        out.append(
+            {
+                "model": u.get("model"),
+                "prompt_tokens": _pick(u, "promptTokens") or 0,
+                "completion_tokens": _pick(u, "completionTokens") or 0,
+                "calls": u.get("calls", 1),
+            }
+        )
+    return tuple(out)
+
+
+def _turns(v: Any) -> tuple[dict[str, Any], ...]:
+    """The event's ``turns`` (``[{question, answer}]``, oldest first); a turn without a question is dropped."""
+    return tuple(
+        {"question": t["question"], "answer": t.get("answer")}
+        for t in v or ()
+        if (t.get("question") or "").strip()
+    )
+
+
 def _error(v: Any) -> str | None:
     """The event's ``error`` as one line: the string, ``"error"`` for ``true``, an object's ``type: message``
     (or its JSON); ``None`` for missing/null/false/blank."""
@@ -288,6 +390,11 @@ def trace_from_event(
     Raises:
         EventRejected: the timestamp is not a date-time (the one rule JSON Schema cannot check here).
     """
+    for camel in ("traceId", "testCaseId"):
+        value = _pick(event, camel)
+        problem = id_problem(value.strip()) if isinstance(value, str) else None
+        if problem is not None:  # the id ends up in portal links: never a path of its own
+            raise EventRejected(f"bad_id: /{camel}: {problem}")
     received = received_at or datetime.now(UTC)
     latency_s = _latency_s(_pick(event, "latencyMs"))
     raw_ts = event.get("timestamp")
@@ -319,6 +426,13 @@ def trace_from_event(
         test_case_id=_pick(event, "testCaseId"),
         expected_answer=_pick(event, "expectedAnswer"),
         keywords=event.get("keywords"),
+        session_id=_pick(event, "sessionId"),
+        turns=_turns(event.get("turns")),
+        prompt_tokens=_pick(event, "promptTokens"),
+        completion_tokens=_pick(event, "completionTokens"),
+        total_prompt_tokens=_pick(event, "totalPromptTokens"),
+        total_completion_tokens=_pick(event, "totalCompletionTokens"),
+        usage=_usage(event.get("usage")),
     )
 
 
@@ -385,6 +499,22 @@ def trace_to_event(trace: Trace) -> dict[str, Any]:
         "attributes": trace.wire_attributes() or None,
         "error": trace.error,
         "notEvaluable": trace.not_evaluable,
+        "sessionId": trace.session_id,
+        "turns": [{"question": t.question, "answer": t.answer} for t in trace.turns] or None,
+        "promptTokens": trace.prompt_tokens,
+        "completionTokens": trace.completion_tokens,
+        "totalPromptTokens": trace.total_prompt_tokens,
+        "totalCompletionTokens": trace.total_completion_tokens,
+        "usage": [
+            {
+                "model": u.model,
+                "promptTokens": u.prompt_tokens,
+                "completionTokens": u.completion_tokens,
+                "calls": u.calls,
+            }
+            for u in trace.usage
+        ]
+        or None,
     }
     ev.update({k: v for k, v in scalars.items() if v is not None})
     return ev

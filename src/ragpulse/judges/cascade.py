@@ -1,4 +1,4 @@
-"""A judge cascade (``judges.<name>.cascade: {first: heuristic | <options>, band: [low, high]}``).
+"""A judge cascade (``judge.options.<name>.cascade: {first: heuristic | <options>, band: [low, high]}``).
 
 A cheap first stage judges every trace; the main (LLM) judge runs only when the first stage is uncertain.
 The deciding stage is recorded in ``flags.stage``:

@@ -68,7 +68,7 @@ class JudgeOptions(BaseModel):
 
 
 class CascadeOptions(BaseModel):
-    """``judges.<name>.cascade``: a cheap first stage, the main (LLM) judge only when the first is uncertain.
+    """``judge.options.<name>.cascade``: a cheap first stage, the main (LLM) judge only when the first is uncertain.
 
     ``first``: ``heuristic`` (the judge's offline backend) or a mapping of this judge's options for a cheaper
     LLM configuration (e.g. ``{mode: sentence_check}``); ``band``: ``[low, high]`` in [0, 1], low ≤ high — a
@@ -103,7 +103,9 @@ class CascadeOptions(BaseModel):
 
 class ModelOptions(JudgeOptions):
     """Options of judges that can ask the judge model: ``language`` (``auto``/``en``/``zh``, default
-    ``settings.judge.language``), ``max_tokens`` (completion limit), ``daily_token_budget`` (tokens/day) and
+    ``settings.judge.language``), ``max_tokens`` (completion limit), ``temperature`` (default
+    ``settings.judge.temperature``; not sent to a model that takes only its default), ``daily_token_budget``
+    (tokens/day) and
     ``cascade`` (:class:`CascadeOptions`; read by the registry, not by the judge).
 
     This judge's own model (read by the registry, which gives the judge one
@@ -115,6 +117,7 @@ class ModelOptions(JudgeOptions):
 
     language: Literal["auto", "en", "zh"] | None = None
     max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     daily_token_budget: int | None = Field(default=None, gt=0)
     cascade: CascadeOptions | None = None
     model: str | None = Field(default=None, min_length=1)
@@ -198,15 +201,15 @@ def parse_options(judge: str, model: type[OptionsT], raw: Mapping[str, Any] | Op
     """Validate ``raw`` (``settings.judge.options[judge]``) against ``model``.
 
     Raises:
-        ConfigError: ``judges.<judge>.<option>: <what is wrong>`` for the first bad option (unknown keys
+        ConfigError: ``judge.options.<judge>.<option>: <what is wrong>`` for the first bad option (unknown keys
             list the allowed ones; an ``api_key`` is refused without repeating it).
     """
     if isinstance(raw, model):
         return raw
     if raw is not None and not isinstance(raw, Mapping):
-        raise ConfigError(f"judges.{judge}: options must be a mapping, got {type(raw).__name__}")
+        raise ConfigError(f"judge.options.{judge}: options must be a mapping, got {type(raw).__name__}")
     if raw is not None and "api_key" in raw:  # said without echoing the value: it is a secret
-        raise ConfigError(f"judges.{judge}.api_key: {API_KEY_IN_OPTIONS}")
+        raise ConfigError(f"judge.options.{judge}.api_key: {API_KEY_IN_OPTIONS}")
     try:
         return model.model_validate(dict(raw or {}))
     except ValidationError as e:
@@ -214,6 +217,6 @@ def parse_options(judge: str, model: type[OptionsT], raw: Mapping[str, Any] | Op
         where = ".".join(str(p) for p in err["loc"] if not isinstance(p, int)) or "options"
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(sorted(model.model_fields))
-            raise ConfigError(f"judges.{judge}.{where}: unknown option; allowed: {allowed}") from None
+            raise ConfigError(f"judge.options.{judge}.{where}: unknown option; allowed: {allowed}") from None
         msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ConfigError(f"judges.{judge}.{where}: {msg}, got {err.get('input')!r}") from None
+        raise ConfigError(f"judge.options.{judge}.{where}: {msg}, got {err.get('input')!r}") from None

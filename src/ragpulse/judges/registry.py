@@ -10,7 +10,7 @@ options of every configured built-in judge are validated (:mod:`ragpulse.judges.
 backend and whether or not it is enabled. Every key of ``settings.judge.checklists`` is a judge too
 (:class:`~ragpulse.judges.checklist.judge.ChecklistJudge`). Plugins: entry points of the group
 ``ragpulse.judges`` named after the judge, whose object is ``factory(settings, options) -> Judge`` (normally
-a :class:`ragpulse.judges.frame.Judge`); built-in names cannot be taken over.
+a :class:`ragpulse.judges.JudgeBase`); built-in names cannot be taken over.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class ModelClients:
         """The client for a judge with ``options`` (``None``: no model at all — the offline backend).
 
         Args:
-            name: the judge name; ``where``: the options' place under ``judges.<name>`` (errors).
+            name: the judge name; ``where``: the options' place under ``judge.options.<name>`` (errors).
 
         Raises:
             ConfigError: ``base_url``/``api_key_env`` without any model, or an ``api_key_env`` that is not set.
@@ -150,7 +150,7 @@ class ModelClients:
         if not any(options.get(k) for k in MODEL_OPTIONS):
             return self.default()
         j = self._settings.judge
-        at = f"judges.{name}{where}"
+        at = f"judge.options.{name}{where}"
         model = options.get("model") or j.model
         if not model:
             raise ConfigError(f"{at}: base_url/api_key_env without a model (set {at}.model)")
@@ -183,7 +183,7 @@ class ModelClients:
 def _build_cascade(
     settings: Settings, name: str, spec: JudgeSpec, options: Mapping[str, Any], clients: ModelClients
 ) -> Judge:
-    """The :class:`~ragpulse.judges.cascade.CascadeJudge` of ``judges.<name>.cascade`` (options validated)."""
+    """The :class:`~ragpulse.judges.cascade.CascadeJudge` of ``judge.options.<name>.cascade`` (options validated)."""
     from ragpulse.judges.cascade import CascadeJudge
 
     cascade = options["cascade"]
@@ -191,22 +191,22 @@ def _build_cascade(
     client = clients.for_options(name, main_options) if spec.llm is not None else None
     if spec.llm is None or client is None:
         raise ConfigError(
-            f"judges.{name}.cascade: the main stage needs a judge model (RAGPULSE_JUDGE_MODEL or judges.{name}.model)"
+            f"judge.options.{name}.cascade: the main stage needs a judge model (RAGPULSE_JUDGE_MODEL or judge.options.{name}.model)"
         )
     main = _load_class(spec.llm, name)(settings, main_options, client=client)
     first_raw = cascade.get("first", "heuristic")
     if first_raw == "heuristic":
         if spec.heuristic is None or spec.heuristic == spec.llm:
-            raise ConfigError(f"judges.{name}.cascade.first: {name!r} has no separate offline judge")
+            raise ConfigError(f"judge.options.{name}.cascade.first: {name!r} has no separate offline judge")
         first = _load_class(spec.heuristic, name)(settings, {})
     else:
-        # checked here so that an error names judges.<name>.cascade.first.<option>
+        # checked here so that an error names judge.options.<name>.cascade.first.<option>
         if name in OPTIONS_BY_JUDGE:
             parse_options(f"{name}.cascade.first", OPTIONS_BY_JUDGE[name], first_raw)
         first_client = clients.for_options(name, first_raw, ".cascade.first")
         if first_client is None:
             raise ConfigError(
-                f"judges.{name}.cascade.first: needs a model (its own model option or the judge's)"
+                f"judge.options.{name}.cascade.first: needs a model (its own model option or the judge's)"
             )
         first = _load_class(spec.llm, name)(settings, dict(first_raw), client=first_client)
     low, high = cascade["band"]
@@ -215,7 +215,7 @@ def _build_cascade(
 
 @dataclass(frozen=True)
 class ShadowSpec:
-    """A judge's shadow configuration (``judges.<name>.shadow``): the judge it builds and the share of judged
+    """A judge's shadow configuration (``judge.options.<name>.shadow``): the judge it builds and the share of judged
     traces it runs on (0–1; which traces: :func:`ragpulse.engine.engine.shadow_hit`)."""
 
     judge: Judge
@@ -223,7 +223,7 @@ class ShadowSpec:
 
 
 def shadow_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
-    """``(options, share)`` of the shadow in a judge's ``options`` (``judges.<name>``): the main options
+    """``(options, share)`` of the shadow in a judge's ``options`` (``judge.options.<name>``): the main options
     without ``shadow``, overlaid by the shadow's (without ``share``) — what the shadow judge is built with, and
     what the main options become when the shadow is promoted (``ragpulse judges promote``)."""
     raw = dict(options["shadow"])
@@ -234,20 +234,20 @@ def shadow_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], float]:
 def _build_shadow(
     settings: Settings, name: str, main: Judge, options: Mapping[str, Any], clients: ModelClients
 ) -> ShadowSpec:
-    """Build ``judges.<name>.shadow``: this judge with the main options overlaid by the shadow's (its own version)."""
+    """Build ``judge.options.<name>.shadow``: this judge with the main options overlaid by the shadow's (its own version)."""
     promoted, share = shadow_options(options)
-    shadow_settings = settings.replaced(judges={**settings.judge.options, name: promoted})
+    shadow_settings = settings.replaced(judge_options={**settings.judge.options, name: promoted})
     try:
         shadow = build_judges(shadow_settings, [name], clients=clients)[name]
     except ConfigError as e:
-        # the main options built, so the shadow's are at fault: say judges.<name>.shadow…
+        # the main options built, so the shadow's are at fault: say judge.options.<name>.shadow…
         said = str(e)
-        for head in (f"judges.{name}.", f"judges.{name}:"):
-            if said.startswith(head) and not said.startswith(f"judges.{name}.shadow"):
-                raise ConfigError(f"judges.{name}.shadow{said[len(head) - 1 :]}") from e
+        for head in (f"judge.options.{name}.", f"judge.options.{name}:"):
+            if said.startswith(head) and not said.startswith(f"judge.options.{name}.shadow"):
+                raise ConfigError(f"judge.options.{name}.shadow{said[len(head) - 1 :]}") from e
         raise
     if shadow.version == main.version:
-        raise ConfigError(f"judges.{name}.shadow: same version as the main judge (change an option)")
+        raise ConfigError(f"judge.options.{name}.shadow: same version as the main judge (change an option)")
     return ShadowSpec(judge=shadow, share=share)
 
 
@@ -314,7 +314,7 @@ def build_judges(
     )
     if stray:
         raise ConfigError(
-            f"judges: options for unknown judge(s) {', '.join(stray)}; available: {', '.join(available_judges())}"
+            f"judge.options: options for unknown judge(s) {', '.join(stray)}; available: {', '.join(available_judges())}"
         )
     for name, raw in settings.judge.options.items():
         if name in OPTIONS_BY_JUDGE:

@@ -7,23 +7,32 @@ apart from the result writes so that each module keeps one responsibility.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from ragpulse.errors import StoreError
 from ragpulse.model import RunRecord, RunStatus, TestCase, TestSet
+from ragpulse.owner import OWNER_HOST
 from ragpulse.protocols import CaseSource
 from ragpulse.store.migrate import Conn
-from ragpulse.store.process import OWNER_HOST
 from ragpulse.store.rows import Row, clean, run_from_row, utc
 
 __all__ = [
+    "CaseImport",
+    "CaseWrite",
+    "case_page",
     "create_run",
+    "delete_case",
     "finish_run",
+    "get_case",
     "get_run",
     "get_test_set",
     "heartbeat_run",
+    "import_cases",
+    "insert_case",
     "list_runs",
+    "put_case",
     "test_set_hash",
     "upsert_test_set",
 ]
@@ -188,16 +197,182 @@ async def iter_test_cases(conn: Conn, name: str, chunk: int) -> AsyncGenerator[T
             return
 
 
+# -- one case at a time (the portal and the API) ---------------------------------------------------------------
+# Every write below is one short transaction that first locks the test set's row (``FOR UPDATE``): writes to one
+# set are serialised (no lost update, ``case_count`` stays exact), writes to other sets and all reads go on. A
+# write touches only its own rows — never the whole set — so its cost does not grow with the set's size.
+
+_LOCK_SET = "SELECT case_count FROM test_sets WHERE name = $1 FOR UPDATE"
+_NEXT_POSITION = "SELECT coalesce(max(position), -1) + 1 FROM test_cases WHERE test_set = $1"
+_CASE_EXISTS = "SELECT 1 FROM test_cases WHERE test_set = $1 AND case_id = $2"
+
+#: What a one-case write did: ``no_set`` (no such test set), ``exists`` (:func:`insert_case`: the id is taken),
+#: ``full`` (the set holds ``max_cases`` already), ``created``, ``updated``.
+CaseWrite = Literal["no_set", "exists", "full", "created", "updated"]
+
+
+async def get_case(conn: Conn, name: str, case_id: str) -> TestCase | None:
+    """Case ``case_id`` of test set ``name`` (one primary-key lookup), or ``None``."""
+    row = await conn.fetchrow("SELECT * FROM test_cases WHERE test_set = $1 AND case_id = $2", name, case_id)
+    return _case_from_row(row) if row is not None else None
+
+
+async def case_page(conn: Conn, name: str, after: int | None, limit: int) -> list[tuple[int, TestCase]]:
+    """Up to ``limit`` cases of test set ``name`` as ``(position, case)``, in order, after position ``after``
+    (keyset on the ``(test_set, position)`` index: a page costs the same at the start and the end of a large set).
+    """
+    rows = await conn.fetch(
+        "SELECT * FROM test_cases WHERE test_set = $1 AND position > $2 ORDER BY position LIMIT $3",
+        name,
+        -1 if after is None else after,
+        limit,
+    )
+    return [(int(r["position"]), _case_from_row(r)) for r in rows]
+
+
+async def insert_case(
+    conn: Conn, name: str, case: TestCase, *, max_cases: int, auto_id: bool = False
+) -> tuple[CaseWrite, str]:
+    """Append ``case`` to test set ``name`` (position after the last); ``auto_id``: ignore ``case.id`` and use
+    the first free ``case-N`` from N = case count + 1. Returns ``(outcome, case id)``: ``created``, ``exists``,
+    ``full`` or ``no_set``."""
+    async with conn.transaction():
+        count = await conn.fetchval(_LOCK_SET, name)
+        if count is None:
+            return "no_set", case.id
+        cid = case.id
+        if auto_id:
+            n = int(count) + 1
+            while await conn.fetchval(_CASE_EXISTS, name, f"case-{n}") is not None:
+                n += 1
+            cid = f"case-{n}"
+        elif await conn.fetchval(_CASE_EXISTS, name, clean(cid)) is not None:
+            return "exists", cid
+        if int(count) >= max_cases:
+            return "full", cid
+        pos = await conn.fetchval(_NEXT_POSITION, name)
+        await conn.execute(_UPSERT_CASE, *_case_args(name, int(pos), case.model_copy(update={"id": cid})))
+        await conn.execute(
+            "UPDATE test_sets SET case_count = case_count + 1, updated_at = now() WHERE name = $1", name
+        )
+        return "created", cid
+
+
+async def put_case(conn: Conn, name: str, case: TestCase, *, max_cases: int) -> CaseWrite:
+    """Create or replace case ``case.id`` of test set ``name`` (a replaced case keeps its position). Returns
+    ``created``, ``updated``, ``full`` or ``no_set``."""
+    async with conn.transaction():
+        count = await conn.fetchval(_LOCK_SET, name)
+        if count is None:
+            return "no_set"
+        pos = await conn.fetchval(
+            "SELECT position FROM test_cases WHERE test_set = $1 AND case_id = $2", name, clean(case.id)
+        )
+        created = pos is None
+        if created:
+            if int(count) >= max_cases:
+                return "full"
+            pos = await conn.fetchval(_NEXT_POSITION, name)
+        await conn.execute(_UPSERT_CASE, *_case_args(name, int(pos), case))
+        await conn.execute(
+            "UPDATE test_sets SET case_count = case_count + $2, updated_at = now() WHERE name = $1",
+            name,
+            1 if created else 0,
+        )
+        return "created" if created else "updated"
+
+
+async def delete_case(conn: Conn, name: str, case_id: str) -> CaseWrite | Literal["deleted", "no_case"]:
+    """Delete case ``case_id`` of test set ``name``: ``deleted``, ``no_case`` or ``no_set``."""
+    async with conn.transaction():
+        if await conn.fetchval(_LOCK_SET, name) is None:
+            return "no_set"
+        done = await conn.execute(
+            "DELETE FROM test_cases WHERE test_set = $1 AND case_id = $2", name, case_id
+        )
+        if done == "DELETE 0":
+            return "no_case"
+        await conn.execute(
+            "UPDATE test_sets SET case_count = case_count - 1, updated_at = now() WHERE name = $1", name
+        )
+        return "deleted"
+
+
+@dataclass(frozen=True)
+class CaseImport:
+    """What :func:`import_cases` did: ``outcome`` (``no_set``, ``full`` or ``created``), the ids ``created``
+    and ``updated`` (in input order) and the set's ``case_count`` afterwards (for ``full``: what it would
+    have been)."""
+
+    outcome: CaseWrite
+    created: frozenset[str]
+    updated: frozenset[str]
+    case_count: int
+
+
+async def import_cases(
+    conn: Conn, name: str, cases: Sequence[TestCase], *, replace: bool, max_cases: int
+) -> CaseImport:
+    """Write ``cases`` into test set ``name`` in one transaction, :data:`CASE_CHUNK` per statement.
+
+    ``replace``: the cases become the whole set (positions from 0); else they are appended (a case whose id
+    exists replaces it in its position). A later case with the same id as an earlier one replaces it. Nothing
+    is written when the set would hold more than ``max_cases`` (``full``).
+    """
+    last: dict[str, TestCase] = {}
+    for c in cases:
+        last[clean(c.id) or ""] = c
+    async with conn.transaction():
+        count = await conn.fetchval(_LOCK_SET, name)
+        if count is None:
+            return CaseImport("no_set", frozenset(), frozenset(), 0)
+        ids = list(last)
+        positions: dict[str, int] = {}
+        if not replace:
+            rows = await conn.fetch(
+                "SELECT case_id, position FROM test_cases WHERE test_set = $1 AND case_id = ANY($2::text[])",
+                name,
+                ids,
+            )
+            positions = {r["case_id"]: int(r["position"]) for r in rows}
+        new_ids = [i for i in ids if i not in positions]
+        total = len(ids) if replace else int(count) + len(new_ids)
+        created, updated = frozenset(new_ids), frozenset(positions)
+        if total > max_cases:
+            return CaseImport("full", created, updated, total)
+        if replace:
+            await conn.execute("DELETE FROM test_cases WHERE test_set = $1", name)
+            nxt = 0
+        else:
+            nxt = int(await conn.fetchval(_NEXT_POSITION, name))
+        chunk: list[tuple[Any, ...]] = []
+        for cid, c in last.items():
+            pos = positions.get(cid)
+            if pos is None:
+                pos, nxt = nxt, nxt + 1
+            chunk.append(_case_args(name, pos, c))
+            if len(chunk) >= CASE_CHUNK:
+                await conn.executemany(_UPSERT_CASE, chunk)
+                chunk = []
+        if chunk:
+            await conn.executemany(_UPSERT_CASE, chunk)
+        await conn.execute(
+            "UPDATE test_sets SET case_count = $2, updated_at = now() WHERE name = $1", name, total
+        )
+        return CaseImport("created", created, updated, total)
+
+
 async def create_run(conn: Conn, run: RunRecord, *, replace: bool = False) -> None:
     """Insert run ``run.run_id``; re-using an id resets it to ``run``'s values (status ``running``, no finish
     time, no report by default; ``heartbeat_at`` is now while ``running``). The owner is ``run.owner_host`` /
-    ``run.owner_pid`` when set, else this process (:data:`~ragpulse.store.process.OWNER_HOST`, ``os.getpid()``).
+    ``run.owner_pid`` when set, else this process (:data:`~ragpulse.owner.OWNER_HOST`, ``os.getpid()``).
 
-    ``replace``: the run id is re-used for other cases, so the old run's trace links (``run_cases``) are
-    deleted first (its traces and judgements stay, as history outside the run).
+    ``replace``: the run id is re-used for other cases, so the old run's trace links (``run_cases``) and pinned
+    case rows (``run_judgements``) are deleted first (its traces and judgements stay, as history outside the run).
     """
     async with conn.transaction():
         if replace:
+            await conn.execute("DELETE FROM run_judgements WHERE run_id = $1", run.run_id)
             await conn.execute("DELETE FROM run_cases WHERE run_id = $1", run.run_id)
         await conn.execute(
             _UPSERT_RUN,

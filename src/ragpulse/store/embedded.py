@@ -45,7 +45,7 @@ from typing import Any
 from ragpulse.config import StoreSettings
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
-from ragpulse.store.process import pid_alive
+from ragpulse.owner import pid_alive
 
 __all__ = ["default_data_dir", "embedded_url", "prune_dead_users", "start_embedded"]
 
@@ -161,7 +161,7 @@ def _get_server_url(ep: Any, pgdata: Path, cleanup: str | None, budget_s: float)
                 raise StoreError(
                     f"embedded PostgreSQL in {pgdata} did not become ready within {budget_s:g} s "
                     f"(pg_ctl start timed out {attempts} time(s); see {pgdata / 'log'}). The machine may be "
-                    "overloaded: raise RAGPULSE_DATABASE_EMBEDDED_START_TIMEOUT_S or use RAGPULSE_DATABASE_URL.",
+                    "overloaded: raise RAGPULSE_STORE_EMBEDDED_START_TIMEOUT_S or use RAGPULSE_STORE_DATABASE_URL.",
                     retriable=False,
                 ) from e
             # ready (get_server reuses it) or no server process (get_server runs pg_ctl again)

@@ -6,7 +6,7 @@ function on a pooled connection through the store's error mapping (asyncpg/OS er
 :class:`~ragpulse.errors.StoreError`). Indexes: ``migrations/012_portal.sql``.
 
 Shapes: rows come back as plain dicts (column name → value; ``jsonb`` decoded, times UTC-aware); the service
-layer (:mod:`ragpulse.services`) turns them into its typed models.
+layer (:mod:`ragpulse.portal`) turns them into its typed models.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from ragpulse.model import RunRecord
+from ragpulse.model import RunRecord, TestCase
+from ragpulse.owner import OWNER_HOST
+from ragpulse.store import catalog
 from ragpulse.store.migrate import Conn
-from ragpulse.store.process import OWNER_HOST
 from ragpulse.store.rows import clean, run_from_row, utc
 
 __all__ = ["JudgeFilter", "PortalQueries", "TraceQuery"]
@@ -29,10 +30,11 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class JudgeFilter:
-    """Traces with a judgement of ``judge`` (any version) matching ``outcome`` (``pass``/``fail``/``error``/
-    ``skipped``) and a score in [``min_score``, ``max_score``] (each optional)."""
+    """Traces with a judgement of ``judge`` (any version; of any judge when ``None``) matching ``outcome``
+    (``pass``/``fail``/``error``/``abstained``/``skipped``, as :attr:`ragpulse.model.Judgement.outcome`) and a
+    score in [``min_score``, ``max_score``] (each optional)."""
 
-    judge: str
+    judge: str | None = None
     outcome: str | None = None
     min_score: float | None = None
     max_score: float | None = None
@@ -41,20 +43,28 @@ class JudgeFilter:
 @dataclass(frozen=True)
 class TraceQuery:
     """Filters of the trace list (every field optional; ``None`` = no filter). Times are UTC; ``until`` is
-    exclusive. ``q`` matches a substring of the question (case-insensitive). ``after`` is the keyset cursor
+    exclusive. ``q`` matches a substring of the question (case-insensitive); each of ``words`` must be a
+    substring of the question or of the answer (case-insensitive; trigram indexes, migrations 170 and 221);
+    ``min_latency_s``/``max_latency_s`` bound the trace's latency (seconds, inclusive). ``after`` is the keyset cursor
     ``(received_at, trace_id)`` of the last row of the previous page."""
 
     app: str | None = None
     scenario: str | None = None
     outcome: str | None = None
     source: str | None = None
-    exclude_source: str | None = None
+    #: sources left out (live traffic leaves out ``replay`` and ``api``)
+    exclude_sources: tuple[str, ...] = ()
     run_id: str | None = None
+    session_id: str | None = None
     since: datetime | None = None
     until: datetime | None = None
     q: str | None = None
     judge: JudgeFilter | None = None
     after: tuple[datetime, str] | None = None
+    words: tuple[str, ...] = ()
+    model: str | None = None
+    min_latency_s: float | None = None
+    max_latency_s: float | None = None
 
 
 def _like(text: str) -> str:
@@ -78,28 +88,43 @@ def _trace_where(f: TraceQuery, p: _Params) -> str:
         ("outcome", f.outcome),
         ("source", f.source),
         ("run_id", f.run_id),
+        ("model", f.model),
+        ("session_id", f.session_id),
     ):
         if val is not None:
             cond.append(f"t.{col} = {p.add(val)}")
-    if f.exclude_source is not None:
-        cond.append(f"t.source <> {p.add(f.exclude_source)}")
+    if f.exclude_sources:
+        cond.append(f"t.source <> ALL({p.add(list(f.exclude_sources))}::text[])")
     if f.since is not None:
         cond.append(f"t.received_at >= {p.add(utc(f.since))}")
     if f.until is not None:
         cond.append(f"t.received_at < {p.add(utc(f.until))}")
     if f.q:
         cond.append(f"t.question ILIKE {p.add(_like(f.q))}")
+    for word in f.words:
+        w = p.add(_like(word))
+        cond.append(f"(t.question ILIKE {w} OR t.answer ILIKE {w})")
+    if f.min_latency_s is not None:
+        cond.append(f"t.latency_s >= {p.add(f.min_latency_s)}")
+    if f.max_latency_s is not None:
+        cond.append(f"t.latency_s <= {p.add(f.max_latency_s)}")
     if f.after is not None:
         cond.append(f"(t.received_at, t.trace_id) < ({p.add(utc(f.after[0]))}, {p.add(f.after[1])})")
     if f.judge is not None:
-        jc = [f"j.judge = {p.add(f.judge.judge)}"]
+        jc = ["TRUE"] if f.judge.judge is None else [f"j.judge = {p.add(f.judge.judge)}"]
         o = f.judge.outcome
         if o == "pass":
             jc.append("j.status = 'ok' AND j.passed")
         elif o == "fail":
             jc.append("j.status = 'ok' AND NOT j.passed")
-        elif o in ("error", "skipped"):
-            jc.append(f"j.status = {p.add(o)}")
+        elif o == "error":
+            jc.append("j.status = 'error'")
+        elif o in (
+            "abstained",
+            "skipped",
+        ):  # a skip whose reason code is `abstained` is the outcome `abstained`
+            eq = "=" if o == "abstained" else "<>"
+            jc.append(f"j.status = 'skipped' AND btrim(split_part(j.reason, ':', 1)) {eq} 'abstained'")
         if f.judge.min_score is not None:
             jc.append(f"j.score >= {p.add(f.judge.min_score)}")
         if f.judge.max_score is not None:
@@ -109,6 +134,14 @@ def _trace_where(f: TraceQuery, p: _Params) -> str:
         )
     return " AND ".join(cond) if cond else "TRUE"
 
+
+#: A judgement's status, ``abstained`` for a skip whose reason code is ``abstained`` (the outcome of
+#: :attr:`ragpulse.model.Judgement.outcome`): the score statistics and their hourly rollup count abstentions apart.
+#: Rollup hours stored before this count them as ``skipped``.
+_STATUS_OR_ABSTAINED = (
+    "CASE WHEN status = 'skipped' AND btrim(split_part(reason, ':', 1)) = 'abstained' THEN 'abstained'"
+    " ELSE status END"
+)
 
 #: Name of the score rollup in ``judgement_rollup_state`` and the key of its refresh lock.
 _ROLLUP = "scores_hourly"
@@ -236,24 +269,71 @@ class PortalQueries:
 
         return await self._q("knowledge_bases", q)
 
+    # -- cases, one at a time (SQL in :mod:`ragpulse.store.catalog`) ----------------------------------------
+    async def get_case(self, name: str, case_id: str) -> TestCase | None:
+        """Case ``case_id`` of test set ``name``, or ``None``."""
+        return await self._q("get_case", lambda c: catalog.get_case(c, name, case_id))
+
+    async def case_page(self, name: str, *, after: int | None, limit: int) -> list[tuple[int, TestCase]]:
+        """Up to ``limit`` ``(position, case)`` of test set ``name`` after position ``after``, in order."""
+        return await self._q("case_page", lambda c: catalog.case_page(c, name, after, limit))
+
+    async def insert_case(
+        self, name: str, case: TestCase, *, max_cases: int, auto_id: bool = False
+    ) -> tuple[catalog.CaseWrite, str]:
+        """Append one case (:func:`ragpulse.store.catalog.insert_case`)."""
+        return await self._q(
+            "insert_case", lambda c: catalog.insert_case(c, name, case, max_cases=max_cases, auto_id=auto_id)
+        )
+
+    async def put_case(self, name: str, case: TestCase, *, max_cases: int) -> catalog.CaseWrite:
+        """Create or replace one case (:func:`ragpulse.store.catalog.put_case`)."""
+        return await self._q("put_case", lambda c: catalog.put_case(c, name, case, max_cases=max_cases))
+
+    async def delete_case(self, name: str, case_id: str) -> str:
+        """Delete one case: ``deleted``, ``no_case`` or ``no_set``."""
+        return await self._q("delete_case", lambda c: catalog.delete_case(c, name, case_id))
+
+    async def import_cases(
+        self, name: str, cases: Sequence[TestCase], *, replace: bool, max_cases: int
+    ) -> catalog.CaseImport:
+        """Write imported cases in one transaction (:func:`ragpulse.store.catalog.import_cases`)."""
+        return await self._q(
+            "import_cases",
+            lambda c: catalog.import_cases(c, name, cases, replace=replace, max_cases=max_cases),
+        )
+
     # -- traces ---------------------------------------------------------------------------------------------
-    async def list_trace_rows(self, f: TraceQuery, limit: int) -> list[dict[str, Any]]:
+    async def list_trace_rows(
+        self, f: TraceQuery, limit: int, *, in_session_order: bool = False
+    ) -> list[dict[str, Any]]:
         """Trace rows matching ``f``, newest first (``received_at DESC, trace_id DESC``), at most ``limit``,
-        each with ``question`` cut to 300 characters and ``judgements``: the latest judgement per judge
-        (``judge``, ``status``, ``score``, ``passed``, ``threshold``)."""
+        each with ``question`` cut to 300 characters, the session id, the app's model and token usage
+        (``usage`` per model) and ``judgements``: the latest judgement per judge (``judge``, ``status``,
+        ``score``, ``passed``, ``threshold``, ``reason_code`` unless ``ok``). ``in_session_order``: oldest first
+        instead, by start time (else time received), the order of a session's turns (``f.after`` is not used
+        then)."""
         p = _Params()
         where = _trace_where(f, p)
+        order = (
+            "COALESCE(t.start_time, t.received_at), t.received_at, t.trace_id"
+            if in_session_order
+            else "t.received_at DESC, t.trace_id DESC"
+        )
         sql = f"""SELECT t.trace_id, t.app, t.scenario, t.source, t.outcome, t.outcome_reason, t.received_at,
-                         left(t.question, 300) AS question, t.redacted, t.run_id, t.test_case_id, t.latency_s
+                         left(t.question, 300) AS question, t.redacted, t.run_id, t.test_case_id, t.latency_s,
+                         t.session_id, t.start_time, t.model, t.prompt_tokens, t.completion_tokens,
+                         t.total_prompt_tokens, t.total_completion_tokens, t.usage
                   FROM traces t WHERE {where}
-                  ORDER BY t.received_at DESC, t.trace_id DESC LIMIT {p.add(limit)}"""
+                  ORDER BY {order} LIMIT {p.add(limit)}"""
 
         async def q(conn: Conn) -> list[dict[str, Any]]:
             rows = [dict(r) for r in await conn.fetch(sql, *p.values)]
             if not rows:
                 return rows
             js = await conn.fetch(
-                """SELECT DISTINCT ON (trace_id, judge) trace_id, judge, status, score, passed, threshold
+                """SELECT DISTINCT ON (trace_id, judge) trace_id, judge, status, score, passed, threshold,
+                          CASE WHEN status <> 'ok' THEN btrim(split_part(reason, ':', 1)) END AS reason_code
                    FROM judgements WHERE trace_id = ANY($1::text[])
                    ORDER BY trace_id, judge, updated_at DESC, created_at DESC""",
                 [r["trace_id"] for r in rows],
@@ -278,24 +358,25 @@ class PortalQueries:
         judge: str | None,
         app: str | None,
         source: str | None,
-        exclude_source: str | None,
+        exclude_sources: Sequence[str],
         by_app: bool,
     ) -> list[dict[str, Any]]:
         """Judgement counts created in [``since``, ``until``) grouped by ``judge`` (and ``app`` when
-        ``by_app``), ``status``, ``passed`` and ``k`` = how many of ``bounds`` (ascending upper bounds) are
+        ``by_app``), ``status`` (``abstained`` for a ``skipped`` judgement whose answer abstained), ``passed`` and
+        ``k`` = how many of ``bounds`` (ascending upper bounds) are
         ``>= score`` (``None`` unless ``status = ok``); each row also has ``n`` and ``score_sum``.
 
         Whole hours already in the hourly rollup (:meth:`refresh_score_rollup`, same ``bounds``) are read from
         it; the rest of the window from ``judgements``. Rows of both parts are returned (callers add them up).
         """
         neg = sorted(-b for b in bounds)
-        raw = f"""SELECT judge, {"app" if by_app else "NULL::text AS app"}, status, passed,
+        raw = f"""SELECT judge, {"app" if by_app else "NULL::text AS app"}, {_STATUS_OR_ABSTAINED} AS status, passed,
                          width_bucket(-score, $3::float8[]) AS k, count(*)::bigint AS n, sum(score) AS score_sum
                   FROM judgements
                   WHERE created_at >= $1 AND created_at < $2
                     AND ($4::text IS NULL OR judge = $4) AND ($5::text IS NULL OR app = $5)
                     AND ($6::text IS NULL OR source = $6)
-                    AND ($7::text IS NULL OR source IS DISTINCT FROM $7)
+                    AND (source IS NULL OR source <> ALL($7::text[]))
                   GROUP BY 1, 2, 3, 4, 5"""
         rolled = f"""SELECT judge, {"nullif(app, '')" if by_app else "NULL::text"} AS app, status,
                             CASE passed WHEN 1 THEN true WHEN 0 THEN false END AS passed,
@@ -305,7 +386,7 @@ class PortalQueries:
                      WHERE hour >= $1 AND hour < $2
                        AND ($3::text IS NULL OR judge = $3) AND ($4::text IS NULL OR app = coalesce($4, ''))
                        AND ($5::text IS NULL OR source = $5)
-                       AND ($6::text IS NULL OR source IS DISTINCT FROM $6)
+                       AND (source IS NULL OR source <> ALL($6::text[]))
                      GROUP BY 1, 2, 3, 4, 5"""
 
         async def q(conn: Conn) -> list[dict[str, Any]]:
@@ -319,7 +400,8 @@ class PortalQueries:
             rows: list[dict[str, Any]] = []
             if upto is not None and h0 < h1:
                 rows += [
-                    dict(r) for r in await conn.fetch(rolled, h0, h1, judge, app, source, exclude_source)
+                    dict(r)
+                    for r in await conn.fetch(rolled, h0, h1, judge, app, source, list(exclude_sources))
                 ]
                 parts = [(start, h0), (h1, end)]
             else:
@@ -327,7 +409,8 @@ class PortalQueries:
             for a, b in parts:
                 if a < b:
                     rows += [
-                        dict(r) for r in await conn.fetch(raw, a, b, neg, judge, app, source, exclude_source)
+                        dict(r)
+                        for r in await conn.fetch(raw, a, b, neg, judge, app, source, list(exclude_sources))
                     ]
             return rows
 
@@ -356,9 +439,9 @@ class PortalQueries:
                         "DELETE FROM judgement_rollup WHERE hour >= $1 AND hour < $2", start, target
                     )
                     await conn.execute(
-                        """INSERT INTO judgement_rollup (hour, judge, app, source, status, passed, k, n, score_sum)
+                        f"""INSERT INTO judgement_rollup (hour, judge, app, source, status, passed, k, n, score_sum)
                            SELECT date_trunc('hour', created_at), judge, coalesce(app, ''), coalesce(source, ''),
-                                  status, CASE WHEN passed THEN 1 WHEN NOT passed THEN 0 ELSE -1 END,
+                                  {_STATUS_OR_ABSTAINED}, CASE WHEN passed THEN 1 WHEN NOT passed THEN 0 ELSE -1 END,
                                   coalesce(width_bucket(-score, $3::float8[]), -1), count(*),
                                   coalesce(sum(score), 0)
                            FROM judgements WHERE created_at >= $1 AND created_at < $2
@@ -389,10 +472,10 @@ class PortalQueries:
         judge: str | None,
         app: str | None,
         source: str | None,
-        exclude_source: str | None,
+        exclude_sources: Sequence[str],
     ) -> list[dict[str, Any]]:
         """Per ``judge`` and interval start ``bucket`` (``since + k × interval``, as ``date_bin(interval,
-        created_at, since)``): ``total``, ``ok``, ``passed`` counts and ``mean_score`` (of ``ok`` judgements),
+        created_at, since)``): ``total``, ``ok``, ``passed``, ``errors`` counts and ``mean_score`` (of ``ok`` judgements),
         oldest first; intervals without judgements are absent.
 
         Each interval is aggregated on its own (a lateral join over the intervals): the whole hours inside it
@@ -424,35 +507,39 @@ class PortalQueries:
             rows = await conn.fetch(
                 """SELECT s.judge, b.bucket, sum(s.total)::bigint AS total, coalesce(sum(s.ok), 0)::bigint AS ok,
                           coalesce(sum(s.passed), 0)::bigint AS passed,
+                          coalesce(sum(s.errors), 0)::bigint AS errors,
                           CASE WHEN sum(s.ok) > 0 THEN sum(s.score_sum) / sum(s.ok)::float8 END AS mean_score
                    FROM unnest($1::timestamptz[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[],
                                $5::timestamptz[]) AS b(bucket, lo, h0, h1, hi)
                    CROSS JOIN LATERAL (
                        SELECT judge, count(*) AS total, count(*) FILTER (WHERE status = 'ok') AS ok,
-                              count(*) FILTER (WHERE passed) AS passed, coalesce(sum(score), 0) AS score_sum
+                              count(*) FILTER (WHERE passed) AS passed,
+                              count(*) FILTER (WHERE status = 'error') AS errors,
+                              coalesce(sum(score), 0) AS score_sum
                        FROM judgements
                        WHERE created_at >= b.lo AND created_at < b.h0
                          AND ($6::text IS NULL OR judge = $6) AND ($7::text IS NULL OR app = $7)
                          AND ($8::text IS NULL OR source = $8)
-                         AND ($9::text IS NULL OR source IS DISTINCT FROM $9)
+                         AND (source IS NULL OR source <> ALL($9::text[]))
                        GROUP BY judge
                        UNION ALL
                        SELECT judge, count(*), count(*) FILTER (WHERE status = 'ok'),
-                              count(*) FILTER (WHERE passed), coalesce(sum(score), 0)
+                              count(*) FILTER (WHERE passed), count(*) FILTER (WHERE status = 'error'),
+                              coalesce(sum(score), 0)
                        FROM judgements
                        WHERE created_at >= b.h1 AND created_at < b.hi
                          AND ($6::text IS NULL OR judge = $6) AND ($7::text IS NULL OR app = $7)
                          AND ($8::text IS NULL OR source = $8)
-                         AND ($9::text IS NULL OR source IS DISTINCT FROM $9)
+                         AND (source IS NULL OR source <> ALL($9::text[]))
                        GROUP BY judge
                        UNION ALL
                        SELECT judge, sum(n), sum(n) FILTER (WHERE status = 'ok'), sum(n) FILTER (WHERE passed = 1),
-                              sum(score_sum)
+                              sum(n) FILTER (WHERE status = 'error'), sum(score_sum)
                        FROM judgement_rollup
                        WHERE hour >= b.h0 AND hour < b.h1
                          AND ($6::text IS NULL OR judge = $6) AND ($7::text IS NULL OR app = $7)
                          AND ($8::text IS NULL OR source = $8)
-                         AND ($9::text IS NULL OR source IS DISTINCT FROM $9)
+                         AND (source IS NULL OR source <> ALL($9::text[]))
                        GROUP BY judge) AS s
                    GROUP BY 1, 2
                    ORDER BY 1, 2""",
@@ -460,7 +547,7 @@ class PortalQueries:
                 judge,
                 app,
                 source,
-                exclude_source,
+                list(exclude_sources),
             )
             return [dict(r) for r in rows]
 
@@ -660,3 +747,51 @@ class PortalQueries:
             )
 
         await self._q("set_run_status", q)
+
+    # -- sign-in sessions (migrations/190_portal_sessions.sql) ------------------------------------------------
+    async def portal_key(self, candidate: bytes) -> bytes:
+        """The database's portal key: ``candidate`` (random, ≥ 32 bytes) when none was stored yet, else the
+        stored one (so every replica uses the same key)."""
+
+        async def q(conn: Conn) -> bytes:
+            await conn.execute(
+                "INSERT INTO portal_key (key) VALUES ($1) ON CONFLICT (singleton) DO NOTHING", candidate
+            )
+            key: bytes = await conn.fetchval("SELECT key FROM portal_key")
+            return key
+
+        return await self._q("portal_key", q)
+
+    async def create_portal_session(self, id_hash: bytes, token_mac: bytes, expires_at: datetime) -> None:
+        """Store a session (and drop the expired ones)."""
+
+        async def q(conn: Conn) -> None:
+            async with conn.transaction():
+                await conn.execute("DELETE FROM portal_sessions WHERE expires_at <= now()")
+                await conn.execute(
+                    "INSERT INTO portal_sessions (id_hash, token_mac, expires_at) VALUES ($1, $2, $3)",
+                    id_hash,
+                    token_mac,
+                    expires_at,
+                )
+
+        await self._q("create_portal_session", q)
+
+    async def portal_session_mac(self, id_hash: bytes) -> bytes | None:
+        """The ``token_mac`` of the unexpired session ``id_hash``; ``None`` when there is none."""
+
+        async def q(conn: Conn) -> bytes | None:
+            mac: bytes | None = await conn.fetchval(
+                "SELECT token_mac FROM portal_sessions WHERE id_hash = $1 AND expires_at > now()", id_hash
+            )
+            return mac
+
+        return await self._q("portal_session", q)
+
+    async def delete_portal_session(self, id_hash: bytes) -> None:
+        """End the session ``id_hash`` (sign-out); nothing when it does not exist."""
+
+        async def q(conn: Conn) -> None:
+            await conn.execute("DELETE FROM portal_sessions WHERE id_hash = $1", id_hash)
+
+        await self._q("delete_portal_session", q)

@@ -9,6 +9,8 @@ connection loss, timeouts, server shutdown, serialization failures; ``False`` fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
-from ragpulse.config import StoreSettings
+from ragpulse.config import StoreSettings, env_name
 from ragpulse.errors import StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import (
@@ -28,16 +30,18 @@ from ragpulse.model import (
     TestSet,
     Trace,
     TraceResult,
+    Turn,
     normalize_trace_id,
 )
 from ragpulse.protocols import CaseSource, PendingStore, ResultStore, WriteReport
-from ragpulse.store import calibrations, catalog, run_rows, shadows
-from ragpulse.store.errors import to_store_error
+from ragpulse.store import calibrations, catalog, reviews, run_rows, shadows
+from ragpulse.store.errors import is_connection_error, to_store_error
 from ragpulse.store.migrate import Conn, migrate
 from ragpulse.store.portal import PortalQueries
 from ragpulse.store.rows import (
     clean,
     dumps,
+    judgement_from_row,
     judgement_row,
     result_from_rows,
     trace_from_row,
@@ -48,7 +52,10 @@ from ragpulse.store.sql import (
     FINAL_JUDGEMENTS,
     JUDGEMENT_STAGE,
     JUDGEMENT_UPSERT,
+    OUTRANKED_TRACES,
+    RUN_CASES_LINK,
     RUN_CASES_UPSERT,
+    RUN_JUDGEMENTS_PIN,
     STAGE_TABLES,
     TRACE_STAGE,
     TRACE_UPSERT,
@@ -65,7 +72,8 @@ PAGE_SIZE = 500
 PRUNE_CHUNK = 5000
 
 #: One chunk of :meth:`PostgresStore.prune`: the oldest ``$2`` traces received before ``$1`` (after the keyset
-#: ``($3, $4)`` of the previous chunk, in ``(received_at, trace_id)`` order), deleted with their cascades;
+#: ``($3, $4)`` of the previous chunk, in ``(received_at, trace_id)`` order), deleted with their cascades and
+#: the runs' pinned case rows of them;
 #: returns how many it found and deleted (fewer when another replica's prune took some) and the last key.
 _PRUNE_TRACES = """
 WITH doomed AS (
@@ -74,6 +82,9 @@ WITH doomed AS (
     ORDER BY received_at, trace_id LIMIT $2
 ), gone AS (
     DELETE FROM traces t USING doomed d WHERE t.trace_id = d.trace_id RETURNING t.trace_id, t.received_at
+), unpinned AS (  -- the runs' case rows of those traces (run_judgements has no foreign key, migration 241)
+    DELETE FROM run_judgements rj USING run_cases rc, doomed d
+    WHERE rc.trace_id = d.trace_id AND rj.run_id = rc.run_id AND rj.trace_id = rc.trace_id
 )
 SELECT (SELECT count(*) FROM gone) AS deleted, count(*) AS found, max(received_at) AS last_at,
        (array_agg(trace_id ORDER BY received_at DESC, trace_id DESC))[1] AS last_id
@@ -98,6 +109,24 @@ async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
     ~0.03 ms CPU per trace on each side at 30 traces per write)."""
 
 
+def _where(url: str) -> str:
+    """``host:port`` part of a PostgreSQL URL, without user or password (``?host=`` for a Unix socket)."""
+    rest = url.partition("://")[2]
+    netloc = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+    if netloc:
+        return netloc
+    query = rest.partition("?")[2]
+    sockets = [kv.partition("=")[2] for kv in query.split("&") if kv.startswith("host=")]
+    return sockets[0] if sockets else "the default host (localhost:5432)"
+
+
+def _discard(conn: Any) -> None:
+    """Terminate a pooled connection (the pool replaces it); nothing when the pool already took it back (a
+    connection the server closed is released by asyncpg itself)."""
+    with contextlib.suppress(asyncpg.InterfaceError):
+        conn.terminate()
+
+
 class _PublishFailed(StoreError):
     """Carries the publisher's exception through :meth:`PostgresStore._run` unwrapped."""
 
@@ -108,6 +137,24 @@ class _PublishFailed(StoreError):
 
 #: ``info()`` gives the planner's row estimate instead of ``count(*)`` for tables estimated above this.
 ESTIMATE_COUNTS_ABOVE = 1_000_000
+
+
+_DEAD_LETTER_PENDING = """INSERT INTO dead_letters (source, reason, payload, meta)
+   SELECT $1, $3, string_agg(payload, ''::bytea ORDER BY id), jsonb_build_object('key', $2::text)
+   FROM pending_inputs WHERE source = $1 AND key = $2
+   HAVING count(*) > 0"""
+#: The same under ``redact_text``: the concatenated payloads' size and SHA-256, not their text.
+_DEAD_LETTER_PENDING_REDACTED = """INSERT INTO dead_letters (source, reason, payload, meta)
+   SELECT $1, $3, ''::bytea, jsonb_build_object('key', $2::text, 'redacted', true,
+     'payload_bytes', length(p), 'payload_sha256', encode(sha256(p), 'hex'))
+   FROM (SELECT string_agg(payload, ''::bytea ORDER BY id) AS p FROM pending_inputs
+         WHERE source = $1 AND key = $2 HAVING count(*) > 0) agg"""
+
+
+def redacted_payload_meta(data: bytes) -> dict[str, Any]:
+    """What a dead letter keeps of ``data`` under ``redact_text``: ``redacted``, ``payload_bytes``,
+    ``payload_sha256`` (hex)."""
+    return {"redacted": True, "payload_bytes": len(data), "payload_sha256": hashlib.sha256(data).hexdigest()}
 
 
 class PostgresStore(PortalQueries):
@@ -179,7 +226,14 @@ class PostgresStore(PortalQueries):
                 reset=_keep_session,
             )
         except Exception as e:
-            raise to_store_error(e, "connect") from e
+            err = to_store_error(e, "connect")
+            if err.retriable:  # refused, unreachable, timed out, shutting down: name the setting to fix
+                err = StoreError(
+                    f"{err} — no PostgreSQL answers at {_where(url)}; check the database URL "
+                    f"({env_name('store', 'database_url')}, store.database_url)",
+                    retriable=True,
+                )
+            raise err from e
         store = cls(
             pool,
             redact_text=s.redact_text,
@@ -271,29 +325,59 @@ class PostgresStore(PortalQueries):
         return await self._run("info", q)
 
     async def _run(self, action: str, fn: Callable[[Conn], Awaitable[_T]]) -> _T:
-        """Run ``fn(conn)`` on a pooled connection, mapping failures to :class:`StoreError`."""
+        """Run ``fn(conn)`` on a pooled connection, mapping failures to :class:`StoreError`.
+
+        A connection that failed with a connection error (:func:`~ragpulse.store.errors.is_connection_error`)
+        or whose operation was cancelled is terminated, not given back: the pool opens a fresh one for the
+        next caller, and the caller's retry runs the whole operation again there. Giving it back would make
+        the pool roll back an open transaction on a broken protocol, whose error ("another operation is in
+        progress") used to replace the retriable one. A failure while giving back a connection after ``fn``
+        finished (the pool's reset) never changes ``fn``'s outcome: the pool has terminated that connection.
+        """
         try:
-            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
-                return await fn(conn)
+            conn = await self._pool.acquire(timeout=self._acquire_timeout)
+        except Exception as e:
+            raise self._store_error(e, action) from e
+        try:
+            return await fn(conn)
         except StoreError:
             raise
+        except asyncio.CancelledError:
+            _discard(conn)  # an operation may still be running on it: never reuse it
+            raise
         except Exception as e:
-            err = to_store_error(e, action)
-            _log.warning("store_error", action=action, retriable=err.retriable, error=str(err))
-            raise err from e
+            if is_connection_error(e):
+                _discard(conn)
+            raise self._store_error(e, action) from e
+        finally:
+            try:
+                await self._pool.release(conn)
+            except Exception as e:  # the pool's reset failed and it terminated the connection
+                _log.info("store_connection_discarded", action=action, error=f"{type(e).__name__}: {e}"[:300])
+
+    @staticmethod
+    def _store_error(e: BaseException, action: str) -> StoreError:
+        err = to_store_error(e, action)
+        _log.warning("store_error", action=action, retriable=err.retriable, error=str(err))
+        return err
 
     # -- results ------------------------------------------------------------------------------------------------
     async def write_results(self, results: Sequence[TraceResult]) -> WriteReport:
         """Upsert traces and their judgements in one transaction: each batch is copied (binary ``COPY``) into
         the connection's staging tables and upserted from there, one statement per table.
 
-        Traces are keyed by ``trace_id`` (a later result in the batch wins), judgements by
+        Traces are keyed by ``trace_id``; of two versions of a trace the one of higher
+        :attr:`~ragpulse.model.Trace.version_rank` is kept (complete with an answer > incomplete > no answer yet),
+        of equal rank the later (in the batch, or the new one over the stored one). An outranked version is
+        written nowhere: not its trace row, judgements or run link. Judgements are keyed by
         ``(trace_id, judge, version)``. A judgement counts as changed when it was inserted or its verdict
         (status, score, passed, threshold, backend, model, declared version) differs from the stored one; only
-        then are its other columns rewritten. Traces with a ``run_id`` are linked in ``run_cases``.
+        then are its other columns rewritten. Traces with a ``run_id`` are linked in ``run_cases``, and while that run
+        is ``running`` their judgements are pinned as its case rows (``run_judgements``, migration 240).
 
         Returns:
-            :class:`WriteReport` with ``changed`` = keys of inserted/changed judgements and ``trace_inserted``.
+            :class:`WriteReport` with ``changed`` = keys of inserted/changed judgements, ``trace_inserted`` and
+            ``outranked``.
 
         Raises:
             StoreError: nothing of the batch was written; ``retriable=True`` on connection loss/timeouts.
@@ -302,7 +386,9 @@ class PostgresStore(PortalQueries):
             return WriteReport()
         by_trace: dict[str, TraceResult] = {}
         for r in results:
-            by_trace[r.trace.trace_id] = r
+            had = by_trace.get(r.trace.trace_id)
+            if had is None or r.trace.replaces(had.trace):
+                by_trace[r.trace.trace_id] = r
         judgements: dict[tuple[str, str, str], tuple[Any, ...]] = {}
         published_at = None if self.results_outbox else datetime.now(UTC)
         run_links: dict[tuple[str, str], str | None] = {}
@@ -325,23 +411,26 @@ class PostgresStore(PortalQueries):
                 # binary COPY into the connection's staging tables (emptied at commit), then one upsert each
                 await conn.copy_records_to_table(TRACE_STAGE, records=trace_rows, schema_name="pg_temp")
                 trows = await conn.fetch(TRACE_UPSERT)
+                outranked = frozenset(r["trace_id"] for r in await conn.fetch(OUTRANKED_TRACES))
                 jrows: list[Any] = []
-                if judgement_rows:
-                    await conn.copy_records_to_table(
-                        JUDGEMENT_STAGE, records=judgement_rows, schema_name="pg_temp"
-                    )
+                jwrite = [row for row in judgement_rows if row[0] not in outranked]
+                if jwrite:
+                    await conn.copy_records_to_table(JUDGEMENT_STAGE, records=jwrite, schema_name="pg_temp")
                     jrows = await conn.fetch(JUDGEMENT_UPSERT)
-                if run_links:
-                    keys = sorted(run_links)
+                links = {k: v for k, v in run_links.items() if k[1] not in outranked}
+                if links:
+                    keys = sorted(links)
                     await conn.execute(
                         RUN_CASES_UPSERT,
                         [k[0] for k in keys],
                         [k[1] for k in keys],
-                        [run_links[k] for k in keys],
+                        [links[k] for k in keys],
                     )
+                    await conn.execute(RUN_JUDGEMENTS_PIN, [k[0] for k in keys], [k[1] for k in keys])
             return WriteReport(
                 changed=frozenset((r["trace_id"], r["judge"], r["version"]) for r in jrows),
                 trace_inserted=frozenset(r["trace_id"] for r in trows if r["inserted"]),
+                outranked=outranked,
             )
 
         return await self._run("write_results", tx)
@@ -387,9 +476,33 @@ class PostgresStore(PortalQueries):
 
         return await self._run("get_trace", q)
 
+    async def session_turns(
+        self, session_id: str, *, before: datetime | None, exclude: str, limit: int
+    ) -> list[Turn]:
+        """The last ``limit`` earlier turns of session ``session_id`` (oldest first): the question and answer of
+        its stored traces that started before ``before`` (any time when ``None``), ``exclude`` (the trace being
+        judged) left out, and traces stored redacted too (their texts are hashes, no conversation). Uses the
+        ``traces_session_idx`` index (migration 200)."""
+
+        async def q(conn: Conn) -> list[Turn]:
+            rows = await conn.fetch(
+                """SELECT question, answer FROM traces
+                   WHERE session_id = $1 AND trace_id <> $2 AND NOT redacted AND question IS NOT NULL
+                     AND ($3::timestamptz IS NULL OR COALESCE(start_time, received_at) < $3)
+                   ORDER BY COALESCE(start_time, received_at) DESC, trace_id DESC LIMIT $4""",
+                session_id,
+                exclude,
+                before,
+                limit,
+            )
+            return [Turn(question=r["question"], answer=r["answer"]) for r in reversed(rows)]
+
+        return await self._run("session_turns", q)
+
     async def get_run_results(self, run_id: str) -> list[TraceResult]:
         """Traces linked to run ``run_id`` (replay or replayed through Kafka/OTLP with that run id), each
-        with only its latest judgement per judge name (latest = most recently inserted/changed).
+        with the judgements that run produced, one per judge name (``run_judgements``: pinned while the run ran,
+        so a later ``rejudge`` never changes them).
 
         Ordered by the test case's position in its test set when known, then by arrival.
         """
@@ -405,10 +518,8 @@ class PostgresStore(PortalQueries):
                 run_id,
             )
             jrows = await conn.fetch(
-                """SELECT DISTINCT ON (j.trace_id, j.judge) j.* FROM run_cases rc
-                   JOIN judgements j ON j.trace_id = rc.trace_id
-                   WHERE rc.run_id = $1
-                   ORDER BY j.trace_id, j.judge, j.updated_at DESC, j.created_at DESC, j.version""",
+                """SELECT j.*, NULL::text AS raw_output FROM run_judgements j WHERE j.run_id = $1
+                   ORDER BY j.trace_id, j.judge""",
                 run_id,
             )
             by_trace: dict[str, list[Any]] = {}
@@ -429,7 +540,7 @@ class PostgresStore(PortalQueries):
     ) -> list[tuple[RunCaseKey, TraceResult]]:
         """One page of run ``run_id``'s results in run order (:mod:`ragpulse.store.run_rows`): up to ``limit``
         ``(key, result)`` pairs after ``after`` (keyset) skipping ``offset`` more; ``failing``: only the cases
-        that did not pass. Each result has its latest judgement per judge (no raw model output) and of its trace
+        that did not pass. Each result has the run's judgement per judge (no raw model output) and of its trace
         only the ids, routing fields and ``test_set`` attribute (no texts). The first page of a 100,000-case
         run costs its own rows (an index walk in test-set position, migration 140); the last page also looks
         for cases outside the test set (one pass over the run).
@@ -479,7 +590,7 @@ class PostgresStore(PortalQueries):
 
     async def iter_run_results(self, run_id: str, *, chunk: int = 1000) -> AsyncGenerator[TraceResult, None]:
         """Every result of run ``run_id`` in run order, read through one server-side cursor ``chunk`` rows at a
-        time (memory stays bounded for a 100,000-case run); each with its latest judgement per judge (no raw
+        time (memory stays bounded for a 100,000-case run); each with the run's judgement per judge (no raw
         model output) and only the trace's ids, routing fields and ``test_set`` attribute. Holds one pooled
         connection until exhausted or closed.
 
@@ -491,7 +602,7 @@ class PostgresStore(PortalQueries):
                 cur = await conn.cursor(run_rows.ALL_ROWS, run_id)
                 while True:
                     rows = await cur.fetch(chunk)
-                    for _, result in await run_rows.with_judgements(conn, rows):
+                    for _, result in await run_rows.with_judgements(conn, run_id, rows):
                         yield result
                     if len(rows) < chunk:
                         return
@@ -561,6 +672,23 @@ class PostgresStore(PortalQueries):
         """Insert or replace test set ``ts.name`` and its cases (cases no longer in ``ts`` are deleted); the
         cases are read from ``ts`` in chunks."""
         await self._run("upsert_test_set", lambda c: catalog.upsert_test_set(c, ts))
+
+    async def link_run_cases(self, run_id: str) -> int:
+        """Link run ``run_id``'s stored traces whose case is in its stored test set (the rule of a result write,
+        :data:`~ragpulse.store.sql.RUN_CASES_LINK`; index ``traces_run_idx``) and pin their judgements as the
+        run's case rows (:data:`~ragpulse.store.sql.RUN_JUDGEMENTS_PIN`, as a result write does), in one
+        transaction; returns the links added."""
+
+        async def link(c: Conn) -> int:
+            async with c.transaction():
+                rows = await c.fetch(RUN_CASES_LINK, run_id)
+                if rows:
+                    await c.execute(
+                        RUN_JUDGEMENTS_PIN, [r["run_id"] for r in rows], [r["trace_id"] for r in rows]
+                    )
+                return len(rows)
+
+        return await self._run("link_run_cases", link)
 
     async def get_test_set(self, name: str) -> TestSet | None:
         """The stored test set ``name`` with its cases in their original order, or ``None``."""
@@ -694,6 +822,31 @@ class PostgresStore(PortalQueries):
             "window_pass_counts", lambda c: calibrations.window_pass_counts(c, judge_versions, window)
         )
 
+    # -- review labels and queue (migration 222) ---------------------------------------------------------------
+    async def review_queue(self, q: reviews.QueueQuery, limit: int) -> list[dict[str, Any]]:
+        """A page of the review queue (:func:`ragpulse.store.reviews.queue_page`)."""
+        return await self._run("review_queue", lambda c: reviews.queue_page(c, q, limit))
+
+    async def save_review_label(
+        self, trace_id: str, judge: str, version: str, *, agree: bool, reviewer: str
+    ) -> dict[str, Any] | None:
+        """Store a review label (:func:`ragpulse.store.reviews.upsert_label`); ``None``: no such judgement."""
+        return await self._run(
+            "save_review_label",
+            lambda c: reviews.upsert_label(c, trace_id, judge, version, agree=agree, reviewer=reviewer),
+        )
+
+    async def review_label_counts(self, judge: str, version: str) -> reviews.LabelCounts:
+        """Confusion counts of a judge version against its review labels."""
+        return await self._run("review_label_counts", lambda c: reviews.label_counts(c, judge, version))
+
+    async def labelled_judgements(self, judge: str, version: str) -> list[tuple[Judgement, bool]]:
+        """The labelled judgements of a judge version with their human labels (``True`` = good)."""
+        rows = await self._run(
+            "labelled_judgements", lambda c: reviews.labelled_judgements(c, judge, version)
+        )
+        return [(judgement_from_row(r), label) for r, label in rows]
+
     # -- results stream outbox (migration 061) -------------------------------------------------------------------
     async def publish_pending(
         self, publish: Callable[[list[dict[str, Any]]], Awaitable[None]], limit: int = 500
@@ -711,7 +864,9 @@ class PostgresStore(PortalQueries):
             async with conn.transaction():
                 rows = await conn.fetch(
                     """SELECT j.trace_id, j.judge, j.version, j.app, t.scenario, j.status, j.score, j.passed,
-                              j.reason, j.flags, j.updated_at AS time
+                              j.reason, j.flags, j.updated_at AS time, t.session_id, t.model AS trace_model,
+                              t.prompt_tokens, t.completion_tokens, t.total_prompt_tokens,
+                              t.total_completion_tokens, t.usage
                        FROM judgements j JOIN traces t ON t.trace_id = j.trace_id
                        WHERE j.published_at IS NULL
                        ORDER BY j.updated_at
@@ -783,8 +938,15 @@ class PostgresStore(PortalQueries):
         self, source: str, reason: str, payload: bytes | str, meta: dict[str, Any] | None = None
     ) -> None:
         """Keep an input that could not be processed: ``source`` (``kafka``/``otlp``/…), a ``reason``, the
-        raw ``payload`` (``str`` is stored UTF-8 encoded) and JSON-able ``meta`` (topic, partition, offset…)."""
+        raw ``payload`` (``str`` is stored UTF-8 encoded) and JSON-able ``meta`` (topic, partition, offset…).
+
+        Under ``redact_text`` the payload (production text) is not stored: an empty payload and, in ``meta``,
+        ``redacted: true``, ``payload_bytes`` (its size) and ``payload_sha256`` (hex of its SHA-256).
+        """
         data = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
+        if self._redact:
+            meta = {**(meta or {}), **redacted_payload_meta(data)}
+            data = b""
 
         async def q(conn: Conn) -> None:
             await conn.execute(
@@ -880,15 +1042,14 @@ class PostgresStore(PortalQueries):
         await self._run("remove_pending", q)
 
     async def dead_letter_pending(self, source: str, key: str, reason: str) -> None:
-        """Move the pending payloads of ``key`` into one dead letter (payloads concatenated, ``meta.key``)."""
+        """Move the pending payloads of ``key`` into one dead letter (payloads concatenated, ``meta.key``; under
+        ``redact_text`` only their size and SHA-256, as :meth:`write_dead_letter`)."""
+        sql = _DEAD_LETTER_PENDING_REDACTED if self._redact else _DEAD_LETTER_PENDING
 
         async def q(conn: Conn) -> None:
             async with conn.transaction():
                 await conn.execute(
-                    """INSERT INTO dead_letters (source, reason, payload, meta)
-                       SELECT $1, $3, string_agg(payload, ''::bytea ORDER BY id), jsonb_build_object('key', $2::text)
-                       FROM pending_inputs WHERE source = $1 AND key = $2
-                       HAVING count(*) > 0""",
+                    sql,
                     source,
                     key,
                     clean(reason) or "",

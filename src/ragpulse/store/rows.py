@@ -29,7 +29,7 @@ from ragpulse.model import (
     TraceOutcome,
     TraceResult,
 )
-from ragpulse.store.process import OWNER_HOST, pid_alive
+from ragpulse.owner import OWNER_HOST, pid_alive
 from ragpulse.store.redaction import redact, redact_attributes, redact_reason
 from ragpulse.textclean import clean_text, needs_cleaning
 
@@ -88,6 +88,13 @@ TRACE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("answer_span_id", "text", False),
     ("answer_candidates", "text", True),
     ("error", "text", False),
+    ("session_id", "text", False),
+    ("turns", "text", True),
+    ("prompt_tokens", "int4", False),
+    ("completion_tokens", "int4", False),
+    ("total_prompt_tokens", "int4", False),
+    ("total_completion_tokens", "int4", False),
+    ("usage", "text", True),
     ("received_at", "timestamptz", False),
 )
 
@@ -113,6 +120,7 @@ JUDGEMENT_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("source", "text", False),
     ("content_hash", "text", False),
     ("published_at", "timestamptz", False),
+    ("prompt", "text", False),
 )
 
 
@@ -192,6 +200,7 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
         attributes = redact_attributes(attributes)
     q_chars, a_chars, c_chars = _chars(question), _chars(answer), _chars(context)
     references = [clean(r) or "" for r in t.reference_contexts]
+    turns = [{"question": clean(u.question) or "", "answer": clean(u.answer)} for u in t.turns]
     labelled = [clean(c) or "" for c in t.labelled_contexts] if t.labelled_contexts is not None else None
     if redact_text:
         question, answer, context, expected = (
@@ -202,6 +211,7 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
         )
         references = [redact(r) or "" for r in references]
         labelled = [redact(c) or "" for c in labelled] if labelled is not None else None
+        turns = [{"question": redact(u["question"]) or "", "answer": redact(u["answer"])} for u in turns]
     return (
         t.trace_id,
         t.span_id,
@@ -237,6 +247,13 @@ def trace_row(result: TraceResult, *, redact_text: bool) -> tuple[Any, ...]:
         t.answer_span_id,
         dumps(list(t.answer_candidates)),
         clean(t.error),
+        clean(t.session_id),  # an id, never redacted
+        dumps(turns),
+        t.prompt_tokens,
+        t.completion_tokens,
+        t.total_prompt_tokens,
+        t.total_completion_tokens,
+        dumps([u.model_dump() for u in t.usage]),
         utc(result.received_at),
     )
 
@@ -276,6 +293,7 @@ def judgement_row(
         trace.source.value,
         content_hash if content_hash is not None else trace.content_hash,
         published_at,
+        None if redact_text else clean(j.prompt),
     )
 
 
@@ -311,6 +329,13 @@ def trace_from_row(row: Row) -> Trace:
         answer_span_id=row["answer_span_id"],
         answer_candidates=row["answer_candidates"] or (),
         error=row["error"],
+        session_id=row.get("session_id"),
+        turns=row.get("turns") or (),
+        prompt_tokens=row.get("prompt_tokens"),
+        completion_tokens=row.get("completion_tokens"),
+        total_prompt_tokens=row.get("total_prompt_tokens"),
+        total_completion_tokens=row.get("total_completion_tokens"),
+        usage=row.get("usage") or (),
     )
 
 
@@ -332,6 +357,7 @@ def judgement_from_row(row: Row) -> Judgement:
         prompt_tokens=row["prompt_tokens"],
         completion_tokens=row["completion_tokens"],
         declared_version=row["declared_version"],
+        prompt=row.get("prompt"),
     )
 
 
@@ -348,7 +374,7 @@ def result_from_rows(row: Row, judgements: Sequence[Row]) -> TraceResult:
 
 def run_interrupted(row: Row) -> bool:
     """Whether a ``runs`` row says ``running`` but its process is gone: the owner pid no longer exists on this
-    host (:data:`~ragpulse.store.process.OWNER_HOST`), or the heartbeat is older than
+    host (:data:`~ragpulse.owner.OWNER_HOST`), or the heartbeat is older than
     :data:`~ragpulse.model.RUN_STALE_AFTER_S` (by the database clock ``db_now`` when the query selected it).
     Runs without an owner pid (from before migration 013, or the portal's queue) are never judged stale here."""
     if row["status"] != RunStatus.RUNNING.value:

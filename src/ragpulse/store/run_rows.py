@@ -3,8 +3,9 @@
 Order: the case's position in the run's test set (cases whose test case is not stored — runs sent with a run id
 through Kafka/OTLP, or a test set changed since — last), then the trace id. A page's key is
 ``(position, trace_id)`` with position :data:`NO_POSITION` for those cases (keyset pagination: the next page
-starts after the last key). Each result carries the latest judgement per judge name (as
-:meth:`~ragpulse.store.PostgresStore.get_run_results`), without the judge's raw output, and of its trace only
+starts after the last key). Each result carries the judgements the run produced, one per judge name
+(``run_judgements``, pinned while the run ran: a later ``rejudge`` never changes them), without the judge's raw
+output, and of its trace only
 what a report row needs (ids, app, scenario, source, ``test_set`` attribute; no texts:
 ``ragpulse trace ID`` shows those).
 """
@@ -34,13 +35,14 @@ NO_POSITION = 2147483647
 #: ``(position, trace_id)``: where a case is in its run's order.
 RunCaseKey = tuple[int, str]
 
-# A case passes when it has a scored judgement, every scored one passed and none is an error (the report's
-# definition, services.reports.case_row), over the latest judgement per judge.
+# A case passes when it has a scored judgement, every scored one passed, none is an error and none was skipped
+# for want of an answer or because the answer abstained (the report's definition, runs.reports.case_row), over
+# the run's own judgement per judge (run_judgements, migration 240).
 _PASSED = """coalesce((
   SELECT bool_or(l.status = 'ok')
-     AND bool_and(CASE l.status WHEN 'ok' THEN l.passed WHEN 'error' THEN false ELSE true END)
-  FROM (SELECT DISTINCT ON (j.judge) j.status, j.passed FROM judgements j WHERE j.trace_id = rc.trace_id
-        ORDER BY j.judge, j.updated_at DESC, j.created_at DESC, j.version) l), false)"""
+     AND bool_and(CASE l.status WHEN 'ok' THEN l.passed WHEN 'error' THEN false
+                  ELSE btrim(split_part(l.reason, ':', 1)) NOT IN ('abstained', 'no_answer') END)
+  FROM run_judgements l WHERE l.run_id = rc.run_id AND l.trace_id = rc.trace_id), false)"""
 
 _FROM = """
 FROM run_cases rc
@@ -102,19 +104,22 @@ WHERE tc.test_set = {_TEST_SET}
 
 _TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces t WHERE t.trace_id = ANY($1::text[])"
 
-_JUDGEMENTS = """SELECT DISTINCT ON (j.trace_id, j.judge) j.trace_id, j.judge, j.version, j.app, j.declared_version,
-  j.backend, j.model, j.score, j.passed, j.threshold, j.status, j.reason, j.flags, NULL::text AS raw_output,
-  j.latency_s, j.prompt_tokens, j.completion_tokens, j.created_at, j.updated_at
-FROM judgements j WHERE j.trace_id = ANY($1::text[])
-ORDER BY j.trace_id, j.judge, j.updated_at DESC, j.created_at DESC, j.version"""
+_JUDGEMENTS = """SELECT j.trace_id, j.judge, j.version, j.app, j.declared_version, j.backend, j.model, j.score,
+  j.passed, j.threshold, j.status, j.reason, j.flags, NULL::text AS raw_output, j.latency_s, j.prompt_tokens,
+  j.completion_tokens, j.created_at, j.updated_at
+FROM run_judgements j WHERE j.run_id = $1 AND j.trace_id = ANY($2::text[])
+ORDER BY j.trace_id, j.judge"""
 
 
-async def with_judgements(conn: Conn, rows: Sequence[Row]) -> list[tuple[RunCaseKey, TraceResult]]:
-    """``rows`` (``traces`` rows with ``case_pos``) as keyed results with their latest judgements (one query)."""
+async def with_judgements(
+    conn: Conn, run_id: str, rows: Sequence[Row]
+) -> list[tuple[RunCaseKey, TraceResult]]:
+    """``rows`` (``traces`` rows with ``case_pos``) of run ``run_id`` as keyed results with the judgements that
+    run produced (one query)."""
     if not rows:
         return []
     by_trace: dict[str, list[Any]] = {}
-    for j in await conn.fetch(_JUDGEMENTS, [r["trace_id"] for r in rows]):
+    for j in await conn.fetch(_JUDGEMENTS, run_id, [r["trace_id"] for r in rows]):
         by_trace.setdefault(j["trace_id"], []).append(j)
     return [((int(r["case_pos"]), r["trace_id"]), _result(r, by_trace.get(r["trace_id"], []))) for r in rows]
 
@@ -155,7 +160,7 @@ async def fetch_page(
             for r in await conn.fetch(_PAGE_PLACED, *args, failing, limit, offset)
         ]
         if len(keys) == limit:
-            return await _results(conn, keys)
+            return await _results(conn, run_id, keys)
         if offset and not keys:  # the offset may reach into the other cases
             offset = max(0, offset - int(await conn.fetchval(_COUNT_PLACED, *args, failing)))
         else:
@@ -168,14 +173,14 @@ async def fetch_page(
         limit - len(keys),
         offset,
     )
-    return await _results(conn, keys + [(r["trace_id"], r["case_pos"]) for r in rest])
+    return await _results(conn, run_id, keys + [(r["trace_id"], r["case_pos"]) for r in rest])
 
 
 async def fetch_by_case(conn: Conn, run_id: str, case_ids: Sequence[str]) -> list[TraceResult]:
     """The results of run ``run_id`` whose case id is one of ``case_ids`` (every result of a case id that several
-    traces share), in run order, with their latest judgements."""
+    traces share), in run order, with the run's judgements."""
     rows = await conn.fetch(_BY_CASE, run_id, sorted(set(case_ids)))
-    return [r for _, r in await with_judgements(conn, rows)]
+    return [r for _, r in await with_judgements(conn, run_id, rows)]
 
 
 async def fetch_case_keys(conn: Conn, run_id: str, case_ids: Sequence[str]) -> list[tuple[str, str]]:
@@ -184,13 +189,15 @@ async def fetch_case_keys(conn: Conn, run_id: str, case_ids: Sequence[str]) -> l
     return [(r["id"], r["trace_id"]) for r in await conn.fetch(_KEYS_BY_CASE, run_id, sorted(set(case_ids)))]
 
 
-async def _results(conn: Conn, keys: Sequence[tuple[str, int]]) -> list[tuple[RunCaseKey, TraceResult]]:
-    """The traces of ``keys`` (``(trace_id, position)`` in page order) with their latest judgements."""
+async def _results(
+    conn: Conn, run_id: str, keys: Sequence[tuple[str, int]]
+) -> list[tuple[RunCaseKey, TraceResult]]:
+    """The traces of ``keys`` (``(trace_id, position)`` in page order) with the run's judgements."""
     if not keys:
         return []
     rows = {r["trace_id"]: r for r in await conn.fetch(_TRACES, [k[0] for k in keys])}
     pos = dict(keys)
-    got = await with_judgements(conn, [_Placed(rows[k[0]], pos[k[0]]) for k in keys if k[0] in rows])
+    got = await with_judgements(conn, run_id, [_Placed(rows[k[0]], pos[k[0]]) for k in keys if k[0] in rows])
     return got
 
 

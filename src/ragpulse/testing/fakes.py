@@ -28,8 +28,8 @@ from ragpulse.model import (
     Trace,
     TraceResult,
 )
+from ragpulse.owner import OWNER_HOST
 from ragpulse.protocols import CaseSource, WriteReport
-from ragpulse.store.process import OWNER_HOST
 
 __all__ = ["MemoryExporter", "MemoryStore", "ScriptedJudge"]
 
@@ -41,7 +41,7 @@ def _comparable(j: Judgement) -> dict[str, Any]:
 
 
 def _passed(r: TraceResult) -> bool:
-    """The report's definition of a passed case (``services.reports.case_row``)."""
+    """The report's definition of a passed case (``runs.reports.case_row``)."""
     scored = [j for j in r.judgements if j.status is JudgementStatus.OK]
     errored = any(j.status is JudgementStatus.ERROR for j in r.judgements)
     return bool(scored) and all(j.passed for j in scored) and not errored
@@ -60,6 +60,8 @@ class MemoryStore:
         self.judgements: dict[tuple[str, str, str], Judgement] = {}
         self.test_sets: dict[str, TestSet] = {}
         self.runs: dict[str, RunRecord] = {}
+        self.run_judgements: dict[tuple[str, str], tuple[Judgement, ...]] = {}
+        """``(run_id, trace_id)`` → the judgements pinned as that run's case row while it ran."""
         self.calibrations: list[CalibrationProfile] = []
         self.writes: list[int] = []
         self.write_delay_s = 0.0
@@ -87,9 +89,18 @@ class MemoryStore:
         self.writes.append(len(results))
         changed: set[tuple[str, str, str]] = set()
         inserted: set[str] = set()
-        by_trace = {r.trace.trace_id: r for r in results}  # a later copy in the batch wins, as in PostgreSQL
+        by_trace: dict[str, TraceResult] = {}
+        for r in results:  # the higher version rank wins, else the later copy in the batch, as in PostgreSQL
+            had = by_trace.get(r.trace.trace_id)
+            if had is None or r.trace.replaces(had.trace):
+                by_trace[r.trace.trace_id] = r
+        outranked: set[str] = set()
         for tid, r in by_trace.items():
-            if tid not in self.traces:
+            stored = self.traces.get(tid)
+            if stored is not None and not r.trace.replaces(stored.trace):
+                outranked.add(tid)  # the stored version ranks higher: nothing of this one is written
+                continue
+            if stored is None:
                 inserted.add(tid)
             self.traces[tid] = r
             for j in r.judgements:
@@ -98,7 +109,12 @@ class MemoryStore:
                 if old is None or _comparable(old) != _comparable(j):
                     changed.add(key)
                 self.judgements[key] = j
-        return WriteReport(changed=frozenset(changed), trace_inserted=frozenset(inserted))
+            run = self.runs.get(r.trace.run_id or "")
+            if r.trace.run_id and (run is None or run.status is RunStatus.RUNNING):
+                self.run_judgements[(r.trace.run_id, tid)] = self._latest(tid)
+        return WriteReport(
+            changed=frozenset(changed), trace_inserted=frozenset(inserted), outranked=frozenset(outranked)
+        )
 
     async def upsert_test_set(self, ts: CaseSource) -> None:
         """Keep ``ts``'s cases by name."""
@@ -108,6 +124,10 @@ class MemoryStore:
             description=ts.description,
             cases=tuple(ts.iter_cases()),
         )
+
+    async def link_run_cases(self, run_id: str) -> int:
+        """Nothing to link: a run's results are the traces carrying its run id (0)."""
+        return 0
 
     async def get_test_set(self, name: str) -> TestSet | None:
         """The test set kept as ``name``, or ``None``."""
@@ -194,9 +214,9 @@ class MemoryStore:
         return max(mine, key=lambda p: p.created_at) if mine else None
 
     async def get_run_results(self, run_id: str) -> list[TraceResult]:
-        """Traces of the run, each with its latest judgement per judge name."""
+        """Traces of the run, each with the judgements pinned while it ran (else the latest per judge name)."""
         return [
-            r.model_copy(update={"judgements": self._latest(tid)})
+            r.model_copy(update={"judgements": self._pinned(run_id, tid)})
             for tid, r in self.traces.items()
             if r.trace.run_id == run_id
         ]
@@ -211,7 +231,11 @@ class MemoryStore:
             if r.trace.run_id == run_id
         ]
         keyed.sort(key=lambda x: x[0])
-        return [(k, r.model_copy(update={"judgements": self._latest(k[1])})) for k, r in keyed]
+        return [(k, r.model_copy(update={"judgements": self._pinned(run_id, k[1])})) for k, r in keyed]
+
+    def _pinned(self, run_id: str, tid: str) -> tuple[Judgement, ...]:
+        got = self.run_judgements.get((run_id, tid))
+        return self._latest(tid) if got is None else got
 
     async def run_results_page(
         self,

@@ -6,22 +6,31 @@ real ``openai`` client, its transport (httpx or aiohttp), its retry machinery an
 exercised. It is thread-safe: tests script it and read its records from any thread or event loop.
 
 Endpoints: ``POST /v1/chat/completions`` (and ``/chat/completions``) and ``POST /v1/embeddings`` (and
-``/embeddings``, answered from :attr:`ScriptedOpenAIServer.embeddings`, a ``{text: vector}`` map).
+``/embeddings``, answered from :attr:`ScriptedOpenAIServer.embeddings`, a ``{text: vector}`` map). A chat
+request with ``"stream": true`` is answered as server-sent events (``chat.completion.chunk`` objects: a role
+chunk, the content in pieces of :attr:`ScriptedOpenAIServer.stream_chunk_chars` characters, a finish chunk,
+a usage chunk when ``stream_options.include_usage`` is true, then ``data: [DONE]``), as the OpenAI API does.
 
 How a chat request is answered, first match wins:
 
 1. the **schedule** (:meth:`ScriptedOpenAIServer.set_schedule`): the current :class:`Phase` may answer HTTP 429
-   with ``Retry-After`` (a seeded share of requests) and adds its latency to every reply;
-2. the **queue** of scripted replies (:meth:`~ScriptedOpenAIServer.script`, FIFO);
-3. the **rules** (:meth:`~ScriptedOpenAIServer.on`): match on prompt text (substring or regex) and/or model,
+   with ``Retry-After`` (a seeded share of requests) and adds its latency to every reply; a phase ends after a
+   number of requests or when the test calls :meth:`~ScriptedOpenAIServer.next_phase`;
+2. the **refused parameters** (:meth:`~ScriptedOpenAIServer.refuse`): a request carrying one (e.g.
+   ``max_tokens`` to a reasoning model, a temperature other than 1, ``response_format``) gets OpenAI's HTTP 400
+   (:func:`parameter_refusal`);
+3. the **queue** of scripted replies (:meth:`~ScriptedOpenAIServer.script`, FIFO);
+4. the **rules** (:meth:`~ScriptedOpenAIServer.on`): match on prompt text (substring or regex) and/or model,
    optionally a limited number of times, in the order they were added;
-4. the **responder**, a callable of the :class:`RecordedRequest` (e.g. a :class:`LabelOracle`, or
+5. the **responder**, a callable of the :class:`RecordedRequest` (e.g. a :class:`LabelOracle`, or
    :func:`judge_responder`);
-5. otherwise HTTP 400 ``unscripted request`` (a status the openai client does not retry).
+6. otherwise HTTP 400 ``unscripted request`` (a status the openai client does not retry).
 
 A reply (:class:`Reply`) can carry any text, any HTTP status with an OpenAI error body (message, type, code —
 see :func:`context_length_exceeded`), a ``Retry-After`` header, a delay, no ``usage`` block
-(``include_usage=False``), an arbitrary JSON body, raw bytes, or a normal completion encoded in another
+(``include_usage=False``), content as a list of content blocks, ``reasoning_content``/``reasoning`` beside the
+content, ``completion_tokens_details.reasoning_tokens`` (inside or beside ``completion_tokens``), an arbitrary
+JSON body, raw bytes, or a normal completion encoded in another
 charset than UTF-8 (``encoding="gbk"``, so the body is not valid UTF-8). Every request is recorded with its
 arrival time, the phase it fell in and the status it got (:attr:`ScriptedOpenAIServer.requests`), the most
 requests in flight at once is tracked (:attr:`~ScriptedOpenAIServer.max_in_flight`), and tests can wait for a
@@ -45,10 +54,16 @@ Example::
     with ScriptedOpenAIServer(oracle) as server:
         ...
 
-    # 2 s at 50 ms latency, then 100 requests of which 30 % get 429 (Retry-After 1 s), then calm again.
-    server.set_schedule(Phase(duration_s=2, latency_s=0.05),
+    # 50 ms latency until the test says so, then 100 requests of which 30 % get 429 (Retry-After 1 s), then calm.
+    server.set_schedule(Phase(latency_s=0.05),
                         Phase(requests=100, rate_429=0.3, retry_after_s=1.0),
                         Phase(), seed=1)
+    ...
+    server.next_phase()  # the storm starts with the next request
+
+A phase that ends by itself after ``duration_s`` seconds exists for benches that shape load over time; a test
+that asserts an outcome switches phases by request count or :meth:`~ScriptedOpenAIServer.next_phase`, so a slow
+machine changes how long it takes, not what happens.
 
 Units: ``delay_s``, ``latency_s``, ``retry_after``, ``retry_after_s`` and arrival times are seconds (arrival
 times are ``time.monotonic()``). Token counts default to ``ceil(characters / 4)`` of the prompt (all message
@@ -79,6 +94,7 @@ from fastapi.responses import JSONResponse, Response
 __all__ = [
     "LabelOracle",
     "OracleAnswer",
+    "ParameterRefusal",
     "Phase",
     "RecordedRequest",
     "Reply",
@@ -87,6 +103,7 @@ __all__ = [
     "ScriptedOpenAIServer",
     "context_length_exceeded",
     "judge_responder",
+    "parameter_refusal",
     "verdict_reply",
 ]
 
@@ -113,6 +130,19 @@ class Reply:
         encoding: charset the normal completion body is encoded in (``"utf-8"`` by default); e.g. ``"gbk"``
             or ``"latin-1"`` with non-ASCII ``content`` gives a 200 body that is not valid UTF-8.
         content_type: the ``Content-Type`` of a ``raw_body`` or re-encoded body.
+        content_blocks: when not ``None``, ``message.content`` is this list of content blocks instead of
+            ``content`` (e.g. ``({"type": "thinking", "thinking": [...]}, {"type": "text", "text": "YES"})``, as
+            Mistral Magistral answers).
+        reasoning_content / reasoning: ``message.reasoning_content`` (DeepSeek, vLLM) / ``message.reasoning``
+            (OpenRouter, Ollama) beside the content; ``None`` = the field is absent.
+        reasoning_tokens: ``usage.completion_tokens_details.reasoning_tokens`` (``None`` = no details block).
+        reasoning_in_completion: the reasoning tokens are part of ``completion_tokens`` (OpenAI's convention;
+            the default ``completion_tokens`` then adds them); ``False`` counts them beside it (``total_tokens``
+            = prompt + completion + reasoning, as xAI does).
+        error_param: ``error.param`` of a non-200 body (the refused request parameter), ``None`` → JSON null.
+        tool_calls: function calls the assistant asks for, each ``{"name": str, "arguments": dict | str}``
+            (ids ``call_<n>``); sent as ``message.tool_calls`` (``content`` null when empty, ``finish_reason``
+            ``tool_calls`` unless another than ``stop`` is given), or streamed as ``delta.tool_calls``.
     """
 
     content: str = ""
@@ -130,6 +160,66 @@ class Reply:
     raw_body: bytes | None = None
     encoding: str = "utf-8"
     content_type: str = "application/json"
+    content_blocks: tuple[Mapping[str, Any], ...] | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
+    reasoning_in_completion: bool = True
+    error_param: str | None = None
+    tool_calls: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class ParameterRefusal:
+    """A request parameter the server refuses with HTTP 400 (see :meth:`ScriptedOpenAIServer.refuse`).
+
+    Attributes:
+        param: the body key (``max_tokens``, ``temperature``, ``response_format`` …).
+        allowed: values it still takes (e.g. ``(1,)`` for a temperature; empty: refused whenever present).
+        model: only requests for this model (``None``: any).
+        reply: the 400 sent (OpenAI's wording, ``error.param`` and ``error.code``).
+    """
+
+    param: str
+    allowed: tuple[Any, ...] = ()
+    model: str | None = None
+    reply: Reply = field(default_factory=Reply)
+
+    def refuses(self, req: RecordedRequest) -> bool:
+        """Whether ``req`` carries the parameter with a value not in :attr:`allowed`."""
+        if self.model is not None and req.model != self.model:
+            return False
+        return self.param in req.body and req.body[self.param] not in self.allowed
+
+
+def parameter_refusal(param: str, allowed: tuple[Any, ...] = ()) -> Reply:
+    """The HTTP 400 OpenAI answers to a parameter a model does not take, in its wording.
+
+    ``max_tokens`` (reasoning models): code ``unsupported_parameter``, "Use 'max_completion_tokens' instead.";
+    a parameter with allowed values (``temperature`` of a reasoning model, ``allowed=(1,)``): code
+    ``unsupported_value``, "Only the default (1) value is supported."; anything else (``response_format`` on
+    a server without structured output): code ``unsupported_parameter``.
+    """
+    if allowed:
+        shown = ", ".join(f"{a:g}" if isinstance(a, float) else str(a) for a in allowed)
+        return Reply(
+            status=400,
+            error_message=(
+                f"Unsupported value: '{param}' does not support the given value with this model. Only the "
+                f"default ({shown}) value is supported."
+            ),
+            error_type="invalid_request_error",
+            error_code="unsupported_value",
+            error_param=param,
+        )
+    hint = " Use 'max_completion_tokens' instead." if param == "max_tokens" else ""
+    return Reply(
+        status=400,
+        error_message=f"Unsupported parameter: '{param}' is not supported with this model.{hint}",
+        error_type="invalid_request_error",
+        error_code="unsupported_parameter",
+        error_param=param,
+    )
 
 
 def context_length_exceeded(max_tokens: int = 8192, requested: int = 9000) -> Reply:
@@ -251,12 +341,13 @@ class Rule:
 class Phase:
     """One phase of a latency / rate-limit schedule (see :meth:`ScriptedOpenAIServer.set_schedule`).
 
-    A phase lasts ``duration_s`` seconds or ``requests`` requests (give at most one); a phase with neither
-    lasts forever, and the last phase always does.
+    A phase lasts ``requests`` requests, or ``duration_s`` seconds (give at most one), or, with neither, until
+    :meth:`ScriptedOpenAIServer.next_phase` is called; the last phase never ends.
 
     Attributes:
-        duration_s: length in seconds, counted from the end of the previous phase.
-        requests: length in requests (every request that arrives counts, including the 429s).
+        duration_s: length in seconds, counted from the start of the phase (for benches: a test's outcome
+            must not depend on how many requests a loaded machine gets through in that time).
+        requests: length in requests that fall in the phase (every one counts, including the 429s).
         latency_s: seconds added before every reply in the phase (on top of :attr:`Reply.delay_s`).
         rate_429: share in [0, 1] of requests answered 429 (seeded, reproducible by arrival number).
         retry_after_s: ``Retry-After`` seconds sent with those 429s (``None`` = no header).
@@ -443,6 +534,8 @@ class ScriptedOpenAIServer:
         self.responder = responder
         #: ``{input text: vector}`` answered by ``/v1/embeddings``; an unknown text is an HTTP 400.
         self.embeddings: dict[str, list[float]] = {}
+        #: characters per content chunk of a streamed (``"stream": true``) reply.
+        self.stream_chunk_chars = 16
         self._host = host
         self._prompt_tokens = prompt_tokens
         self._completion_tokens = completion_tokens
@@ -450,10 +543,12 @@ class ScriptedOpenAIServer:
         self._arrived = threading.Condition(self._lock)
         self._queue: deque[Reply | str] = deque()
         self._rules: list[Rule] = []
+        self._refusals: list[ParameterRefusal] = []
         self._phases: tuple[Phase, ...] = ()
         self._schedule_seed = 0
-        self._schedule_start = 0.0
-        self._schedule_first_index = 0
+        self._phase = 0  # index of the current phase
+        self._phase_requests = 0  # requests that fell in the current phase
+        self._phase_starts: list[float] = []  # start of each phase reached so far (time.monotonic())
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         self._max_in_flight = 0
@@ -554,31 +649,74 @@ class ScriptedOpenAIServer:
             self._rules.append(rule)
         return rule
 
-    def set_schedule(self, *phases: Phase, seed: int = 0) -> None:
-        """Change latency and the rate of 429-with-Retry-After over time or request count.
+    def refuse(
+        self,
+        param: str,
+        *,
+        allowed: tuple[Any, ...] = (),
+        model: str | None = None,
+        reply: Reply | None = None,
+    ) -> ParameterRefusal:
+        """Answer HTTP 400 to every chat request carrying ``param`` with a value not in ``allowed`` (checked
+        after the schedule, before the queue: a refused request consumes no queued reply or rule).
 
-        The schedule starts now: time-bounded phases count from this call, request-bounded phases from the
-        next request. With no phases the schedule is removed. Whether a request in a phase with
-        ``rate_429`` gets a 429 depends only on ``seed`` and the request's arrival number, so a run is
-        reproducible; a 429 from the schedule consumes no queued reply or rule.
+        Args:
+            param: the request body key, e.g. ``max_tokens``, ``temperature``, ``response_format``.
+            allowed: values still taken (``(1,)``: a reasoning model's temperature); empty = any value refused.
+            model: only for this requested model.
+            reply: the 400 to send (default :func:`parameter_refusal`, OpenAI's wording).
+        """
+        refusal = ParameterRefusal(param, allowed, model, reply or parameter_refusal(param, allowed))
+        with self._lock:
+            self._refusals.append(refusal)
+        return refusal
+
+    def set_schedule(self, *phases: Phase, seed: int = 0) -> None:
+        """Change latency and the rate of 429-with-Retry-After by request count or on the test's signal.
+
+        The schedule starts now, in its first phase; each phase ends as its :class:`Phase` says (after its
+        requests, on :meth:`next_phase`, or after ``duration_s``). With no phases the schedule is removed.
+        Whether a request in a phase with ``rate_429`` gets a 429 depends only on ``seed`` and the request's
+        arrival number, so a run is reproducible; a 429 from the schedule consumes no queued reply or rule.
         """
         with self._lock:
             self._phases = tuple(phases)
             self._schedule_seed = seed
-            self._schedule_start = time.monotonic()
-            self._schedule_first_index = len(self._requests)
+            self._phase = 0
+            self._phase_requests = 0
+            self._phase_starts = [time.monotonic()] if phases else []
+
+    def next_phase(self) -> int:
+        """End the current schedule phase now, whatever bounds it: the next request falls in the following
+        phase. Returns the index of the phase now current (the last phase never ends: calling this in it
+        changes nothing).
+
+        Raises:
+            RuntimeError: no schedule is set.
+        """
+        with self._lock:
+            if not self._phases:
+                raise RuntimeError("next_phase() without a schedule (set_schedule)")
+            now = time.monotonic()
+            self._roll(now)
+            if self._phase < len(self._phases) - 1:
+                self._enter(self._phase + 1, now)
+            return self._phase
 
     def phase_started_at(self, phase: int) -> float | None:
-        """``time.monotonic()`` when schedule phase ``phase`` began: its start for time-bounded schedules,
-        else the arrival time of its first request (``None`` while no request has reached it)."""
+        """``time.monotonic()`` when schedule phase ``phase`` began: the :meth:`set_schedule` call for the first,
+        the :meth:`next_phase` call or the arrival of the first request for one that followed a phase that
+        ended by a call or a request count, the end of the ``duration_s`` before it otherwise (known ahead of
+        time). ``None`` for a phase not reached yet whose start is not known."""
         with self._lock:
-            if phase == 0:
-                return self._schedule_start
-            first = next((r for r in self._requests if r.phase is not None and r.phase >= phase), None)
-            start = self._schedule_start
-            for p in self._phases[:phase]:
+            if phase < len(self._phase_starts):
+                return self._phase_starts[phase]
+            if not self._phase_starts or phase >= len(self._phases):
+                return None
+            start = self._phase_starts[-1]
+            for p in self._phases[len(self._phase_starts) - 1 : phase]:
                 if p.duration_s is None:
-                    return first.received_at if first is not None else None
+                    return None
                 start += p.duration_s
             return start
 
@@ -594,7 +732,11 @@ class ScriptedOpenAIServer:
         with self._lock:
             self._queue.clear()
             self._rules.clear()
+            self._refusals.clear()
             self._phases = ()
+            self._phase = 0
+            self._phase_requests = 0
+            self._phase_starts = []
             self._requests.clear()
             self._in_flight = 0
             self._max_in_flight = 0
@@ -638,23 +780,33 @@ class ScriptedOpenAIServer:
         return await asyncio.to_thread(self.wait_for_requests, n, timeout_s)
 
     # -- serving ---------------------------------------------------------------------------------------
-    def _phase_of(self, index: int, now: float) -> tuple[int, Phase] | None:
+    def _enter(self, phase: int, started: float) -> None:
+        self._phase = phase
+        self._phase_requests = 0
+        del self._phase_starts[phase:]
+        self._phase_starts.append(started)
+
+    def _roll(self, now: float) -> None:
+        """Leave every phase whose ``duration_s`` has run out by ``now`` (with the lock held)."""
+        while self._phase < len(self._phases) - 1:
+            p = self._phases[self._phase]
+            if p.duration_s is None or now < self._phase_starts[self._phase] + p.duration_s:
+                return
+            self._enter(self._phase + 1, self._phase_starts[self._phase] + p.duration_s)
+
+    def _phase_of(self, now: float) -> tuple[int, Phase] | None:
+        """The phase a request arriving at ``now`` falls in, counted in it (with the lock held)."""
         if not self._phases:
             return None
-        t = now - self._schedule_start
-        k = index - self._schedule_first_index
-        for i, p in enumerate(self._phases[:-1]):
-            if p.duration_s is not None:
-                if t < p.duration_s:
-                    return i, p
-                t -= p.duration_s
-            elif p.requests is not None:
-                if k < p.requests:
-                    return i, p
-                k -= p.requests
-            else:
-                return i, p
-        return len(self._phases) - 1, self._phases[-1]
+        last = len(self._phases) - 1
+        while True:
+            self._roll(now)
+            p = self._phases[self._phase]
+            if p.requests is None or self._phase_requests < p.requests or self._phase == last:
+                break
+            self._enter(self._phase + 1, now)
+        self._phase_requests += 1
+        return self._phase, self._phases[self._phase]
 
     def _throttled(self, index: int, phase: Phase) -> bool:
         if phase.rate_429 <= 0.0:
@@ -665,7 +817,7 @@ class ScriptedOpenAIServer:
         with self._lock:
             generation = self._generation
             rec.index = len(self._requests)
-            current = self._phase_of(rec.index, rec.received_at)
+            current = self._phase_of(rec.received_at)
             self._requests.append(rec)
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
@@ -681,6 +833,8 @@ class ScriptedOpenAIServer:
                         retry_after=phase.retry_after_s,
                         error_message="Rate limit reached (scripted schedule).",
                     )
+            if item is None:
+                item = next((r.reply for r in self._refusals if r.refuses(rec)), None)
             if item is None and self._queue:
                 item = self._queue.popleft()
             if item is None:
@@ -786,7 +940,7 @@ class ScriptedOpenAIServer:
                 "error": {
                     "message": reply.error_message,
                     "type": reply.error_type or _ERROR_TYPES.get(reply.status, "server_error"),
-                    "param": None,
+                    "param": reply.error_param,
                     "code": reply.error_code,
                 }
             }
@@ -795,10 +949,21 @@ class ScriptedOpenAIServer:
             (n for n in (reply.prompt_tokens, self._prompt_tokens) if n is not None),
             _approx_tokens(rec.prompt_text),
         )
+        reasoning_tokens = reply.reasoning_tokens or 0
         completion_tokens = next(
             (n for n in (reply.completion_tokens, self._completion_tokens) if n is not None),
-            _approx_tokens(reply.content),
+            _approx_tokens(reply.content) + (reasoning_tokens if reply.reasoning_in_completion else 0),
         )
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.content_blocks is not None:
+            message["content"] = [dict(b) for b in reply.content_blocks]
+        if reply.reasoning_content is not None:
+            message["reasoning_content"] = reply.reasoning_content
+        if reply.reasoning is not None:
+            message["reasoning"] = reply.reasoning
+        if reply.tool_calls:
+            message["content"] = reply.content or None
+            message["tool_calls"] = self._tool_calls(reply)
         payload: dict[str, Any] = {
             "id": f"chatcmpl-scripted-{next(self._ids)}",
             "object": "chat.completion",
@@ -807,19 +972,83 @@ class ScriptedOpenAIServer:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply.content},
-                    "finish_reason": reply.finish_reason,
+                    "message": message,
+                    "finish_reason": _finish(reply),
                     "logprobs": None,
                 }
             ],
         }
+        if rec.body.get("stream") is True and reply.encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+            return self._render_stream(payload, reply, rec, headers, prompt_tokens, completion_tokens)
         if reply.include_usage:
-            payload["usage"] = {
+            total = prompt_tokens + completion_tokens
+            usage: dict[str, Any] = {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
+                "total_tokens": total if reply.reasoning_in_completion else total + reasoning_tokens,
             }
+            if reply.reasoning_tokens is not None:
+                usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+            payload["usage"] = usage
         if reply.encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
             return JSONResponse(payload, headers=headers)
         body = json.dumps(payload, ensure_ascii=False).encode(reply.encoding)
         return Response(body, headers=headers, media_type=reply.content_type)
+
+    def _render_stream(
+        self,
+        payload: dict[str, Any],
+        reply: Reply,
+        rec: RecordedRequest,
+        headers: dict[str, str],
+        prompt_tokens: int,
+        completion_tokens: int,
+    ) -> Response:
+        """The completion ``payload`` as server-sent ``chat.completion.chunk`` events (see the module docstring)."""
+        base = {k: payload[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return base | {
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+            }
+
+        step = max(1, self.stream_chunk_chars)
+        events = [chunk({"role": "assistant", "content": ""})]
+        events += [
+            chunk({"content": reply.content[i : i + step]}) for i in range(0, len(reply.content), step)
+        ]
+        if reply.tool_calls:
+            calls = [{"index": i, **call} for i, call in enumerate(self._tool_calls(reply))]
+            events.append(chunk({"tool_calls": calls}))
+        events.append(chunk({}, _finish(reply)))
+        options = rec.body.get("stream_options")
+        if reply.include_usage and isinstance(options, dict) and options.get("include_usage") is True:
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }
+            events.append(base | {"choices": [], "usage": usage})
+        body = "".join(f"data: {json.dumps(e, ensure_ascii=False)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return Response(body.encode("utf-8"), headers=headers, media_type="text/event-stream")
+
+    def _tool_calls(self, reply: Reply) -> list[dict[str, Any]]:
+        """``reply.tool_calls`` in the API's form (``id``, ``type: function``, ``function.arguments`` as JSON)."""
+        out = []
+        for call in reply.tool_calls:
+            args = call.get("arguments", {})
+            function = {
+                "name": call["name"],
+                "arguments": args if isinstance(args, str) else json.dumps(args),
+            }
+            out.append(
+                {"id": call.get("id") or f"call_{next(self._ids)}", "type": "function", "function": function}
+            )
+        return out
+
+
+def _finish(reply: Reply) -> str:
+    """``tool_calls`` for a reply that calls tools (unless a finish reason other than ``stop`` was given)."""
+    if reply.tool_calls and reply.finish_reason == "stop":
+        return "tool_calls"
+    return reply.finish_reason

@@ -9,6 +9,8 @@ import json
 import re
 from typing import Any
 
+import pytest
+
 from ragpulse.config import Settings
 from ragpulse.judges.answer.attribution import missed_references
 from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
@@ -49,7 +51,7 @@ def _settings(server: ScriptedOpenAIServer, **options: Any) -> Settings:
         judge_model="judge-test",
         judge_api_key="sk-test",
         judge_max_retries=0,
-        judges={"faithfulness": options} if options else {},
+        judge_options={"faithfulness": options} if options else {},
     )
 
 
@@ -174,6 +176,7 @@ async def test_a_passing_judgement_is_not_attributed(openai_server: ScriptedOpen
     assert all("cause" not in c for c in _extra(j)["claims"])
 
 
+@pytest.mark.integration  # slow check (attribution calls failing with retries through the scripted server, ~1.2 s): the integration lane, docs/dev/testing.md
 async def test_a_failed_attribution_call_keeps_the_judgement_with_undecided_causes(
     openai_server: ScriptedOpenAIServer,
 ) -> None:

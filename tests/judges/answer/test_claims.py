@@ -42,7 +42,7 @@ def _settings(server: ScriptedOpenAIServer, **options: Any) -> Settings:
         judge_model="bespoke-minicheck",
         judge_api_key="sk-test",
         judge_max_retries=0,
-        judges={"faithfulness": {"mode": "sentence_check", **options}},
+        judge_options={"faithfulness": {"mode": "sentence_check", **options}},
     )
 
 
@@ -106,7 +106,7 @@ async def test_sentence_check_caps_calls_and_says_so(openai_server: ScriptedOpen
 async def test_sentence_check_custom_template_and_redact_text(openai_server: ScriptedOpenAIServer) -> None:
     openai_server.reset(lambda req: Reply("Yes"))
     s = _settings(openai_server, template="Premise: {document}\nHypothesis: {claim}").replaced(
-        redact_text=True
+        store_redact_text=True
     )
     async with LLMClient(s) as client:
         j = await build_judges(s, ["faithfulness"], client=client)["faithfulness"].judge(EN)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.calibration import calibrate
+from ragpulse.calibration.agreement import calibrate
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
@@ -53,16 +53,20 @@ def test_faithfulness_fully_supported_english() -> None:
 
 
 def test_faithfulness_wrong_number_weighs_double() -> None:
-    # sentence 2: completed (weight 1, found) + 1925 (weight 2, not found) → 1/3; mean (1 + 1/3) / 2 = 2/3
+    # sentence 2: completed (weight 1, found) + 1925 (weight 2, not found) → 1/3; mean (1 + 1/3) / 2 = 2/3,
+    # capped at the least supported sentence + 0.2 = 1/3 + 0.2 (sentence_support/v3): the wrong year fails
     score, reason, _ = faith(
         "Where is the Eiffel Tower?", "The Eiffel Tower is in Paris. It was completed in 1925.", [PARIS_CTX]
     )
-    assert score == pytest.approx(2 / 3)
+    assert score == pytest.approx(1 / 3 + 0.2)
+    assert reason.startswith(
+        "mean support 0.67 (capped at the least supported + 0.20: 0.53) over 2 sentence(s)"
+    )
     assert "least supported (0.33): It was completed in 1925." in reason
 
 
 def test_redact_text_keeps_answer_text_out_of_reasons() -> None:
-    settings = Settings(redact_text=True)
+    settings = Settings(store_redact_text=True)
     trace = Trace(
         trace_id="t",
         question="Where is the Eiffel Tower?",
@@ -239,10 +243,11 @@ def test_relevancy_english() -> None:
 def test_relevancy_chinese_and_no_question() -> None:
     # question terms 删除, 集群 (如何 is a question word): both in the answer → 1.0
     assert rel("如何删除集群？", "删除集群需要在计算页面点击删除按钮，然后确认操作即可完成。")[1] == 1.0
-    # terms 订单, 延迟, 退款 (什么, 时候 are left out): 订单 and 延迟 found, 退款 absent → 2/3
+    # terms 订单, 延迟, 退款 (什么, 时候 are left out): 订单 and 延迟 found, 退款 absent → (2 − ½)/(3 − ½) = 0.6;
+    # 什么时候 asks for a time and "10个工作日" is one → 0.5 + 0.5 × 0.6 = 0.8
     assert rel("订单延迟了什么时候退款？", "订单延迟超过10个工作日的，您可以取消订单并领取优惠券。")[
         1
-    ] == pytest.approx(2 / 3)
+    ] == pytest.approx(0.8)
     status, score, reason = rel(None, "Some answer.")
     assert status is JudgementStatus.SKIPPED
     assert score is None

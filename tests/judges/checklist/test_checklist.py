@@ -155,7 +155,7 @@ def test_checklists_setting_from_config_file(tmp_path: Path) -> None:
     (tmp_path / "cl.yaml").write_text(
         "version: 3\nitems:\n  - {id: a, kind: contains, any: [x]}\n", encoding="utf-8"
     )
-    cfg.write_text("checklists:\n  mine: cl.yaml\n", encoding="utf-8")
+    cfg.write_text("judge_checklists:\n  mine: cl.yaml\n", encoding="utf-8")
     s = load_settings(cfg)
     cls = load_checklists(s.judge.checklists)  # the loader made the path absolute (the file is beside cfg)
     assert cls["mine"].version == "3"

@@ -62,9 +62,11 @@ async def test_two_clients_on_one_database_share_one_budget(
             assert ca.stats.requests + cb.stats.requests == sent
             assert ca.stats.requests > 0
             assert cb.stats.requests > 0
-            # the last client to touch the ledger knows the whole day's total
-            assert max(ca.tokens_spent_today("faithfulness"), cb.tokens_spent_today("faithfulness")) == (
-                sent * per_call
+            # each client knows its own spending and the other's as of its last ledger round trip
+            assert (
+                sent * per_call - 2 * per_call
+                <= max(ca.tokens_spent_today("faithfulness"), cb.tokens_spent_today("faithfulness"))
+                <= sent * per_call
             )
     finally:
         await a.close()
@@ -91,6 +93,7 @@ async def test_a_failed_call_gives_its_reservation_back(
                 )
             assert err.value.code == "judge_unavailable"
             assert client.tokens_spent_today("relevancy") == 0
-            assert await store.charge_tokens("relevancy", datetime.now(UTC).date().isoformat(), 0) == 0
+        # the block reserved for the call is given back when the client closes
+        assert await store.charge_tokens("relevancy", datetime.now(UTC).date().isoformat(), 0) == 0
     finally:
         await store.close()

@@ -80,6 +80,7 @@ async def test_5xx_retried_and_400_not(openai_server: ScriptedOpenAIServer, llm_
     assert "HTTP 400 after 1 attempt" in str(ei.value)
 
 
+@pytest.mark.integration  # slow check (two 0.2 s judge timeouts and a retry backoff, ~0.9 s): the integration lane, docs/dev/testing.md
 async def test_timeout_is_retried_then_unavailable(openai_server: ScriptedOpenAIServer) -> None:
     settings = Settings(
         judge_base_url=openai_server.base_url,
@@ -99,6 +100,7 @@ async def test_timeout_is_retried_then_unavailable(openai_server: ScriptedOpenAI
 async def test_cache_hit_makes_no_request(openai_server: ScriptedOpenAIServer, llm_client: LLMClient) -> None:
     openai_server.script("YES")
     first = await llm_client.complete(judge="j", version="v", messages=MSG)
+    llm_client.keep(first)  # the judge accepted it (an ok judgement)
     second = await llm_client.complete(judge="j", version="v", messages=MSG)
     assert len(openai_server.requests) == 1
     assert second.cached
@@ -117,7 +119,7 @@ async def test_cache_is_bounded_lru(openai_server: ScriptedOpenAIServer) -> None
     openai_server.reset(lambda req: "YES")
     async with LLMClient(settings) as client:
         for v in ("a", "b", "a", "c", "a", "b"):  # b is evicted by c; a stays (recently used)
-            await client.complete(judge="j", version=v, messages=MSG)
+            client.keep(await client.complete(judge="j", version=v, messages=MSG))
     assert len(openai_server.requests) == 4
     assert client.stats.cache_hits == 2
 

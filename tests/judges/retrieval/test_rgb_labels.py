@@ -57,6 +57,7 @@ async def test_rgb_full_sample_mean_precision() -> None:
     assert sum(s for s in scores if s is not None) / 300 == pytest.approx(0.718462963, abs=1e-8)
 
 
+@pytest.mark.integration  # slow check (300 RGB rows through the heuristic judge, ~0.6 s CPU): the integration lane, docs/dev/testing.md
 async def test_heuristic_usefulness_agrees_with_rgb_labels() -> None:
     """Offline precision's chunk usefulness (no labels) against RGB's positive/negative labels.
 

@@ -40,6 +40,7 @@ def _use_every_helper(text: str) -> None:
     lexical.swapped_slot("Tom Varga was appointed chief risk officer.", text)  # _names of the chunk
 
 
+@pytest.mark.integration  # slow check (~1 s CPU): the integration lane, docs/dev/testing.md
 def test_a_huge_text_is_computed_but_kept_in_no_cache() -> None:
     huge = _text_of(2_000_000)
     _use_every_helper(huge)

@@ -3,10 +3,15 @@
 Spans of one trace may arrive in several requests, out of order (a child before its parent). The assembler
 keeps the spans of each open trace (keyed by trace id, deduplicated by span id) and releases a trace:
 
-- ``otlp_root_grace_s`` seconds after its root span (no parent) arrived — children such as a retriever span
-  may be exported after the root; or
+- ``otlp_root_grace_s`` seconds after its root span (no parent, or a remote parent) arrived — children such
+  as a retriever span may be exported after the root — provided a convention mapper recognises its spans:
+  the root of a front service (a gateway calling the RAG service with W3C ``traceparent``) often arrives
+  seconds before the RAG service's spans (the SDK's batch delay is 5 s), so a trace holding only spans no
+  mapper recognises waits for more (each further root restarts the grace), up to the idle timeout; or
 - ``otlp_idle_timeout_s`` seconds after its last span arrived without a root: released with
-  ``incomplete=True``.
+  ``incomplete=True`` — except a trace a mapper recognises that has no answer yet (only its retriever span
+  arrived while the model call runs): it is held up to :data:`SLOW_ANSWER_FACTOR` idle timeouts after its
+  last span, so a slow answer (longer than the idle timeout) is not lost.
 
 Accepting spans is two steps, so a receiver can make them durable before it answers:
 :meth:`TraceAssembler.plan` decides what is taken (and reserves room), :meth:`TraceAssembler.commit` adds it
@@ -55,12 +60,28 @@ from ragpulse.protocols import AckCallback, TraceSink
 if TYPE_CHECKING:
     from ragpulse.ingest.otlp.journal import PendingJournal
 
-__all__ = ["AssemblerStats", "Clock", "Plan", "TraceAssembler"]
+__all__ = [
+    "NOT_TAKEN_REASONS",
+    "SLOW_ANSWER_FACTOR",
+    "SPANS_NOT_TAKEN",
+    "AssemblerStats",
+    "Clock",
+    "Plan",
+    "TraceAssembler",
+]
+
+#: A rootless trace that a mapper recognises but that has no answer yet is held this many idle timeouts after
+#: its last span (in total) before it is released ``incomplete``: slow model calls (longer than the idle
+#: timeout) end, and their spans and the root arrive, after the retriever's span was exported.
+SLOW_ANSWER_FACTOR = 5
 
 #: A monotonic clock in seconds.
 Clock = Callable[[], float]
 
 log = get_logger(__name__)
+
+#: The ``reason`` labels of ``ragpulse_otlp_spans_not_taken_total``.
+NOT_TAKEN_REASONS = ("late", "over_limit", "no_room")
 
 SPANS_NOT_TAKEN = telemetry.meter.create_counter(
     "ragpulse_otlp_spans_not_taken",
@@ -127,6 +148,7 @@ class _Pending:
     root_seen_at: float | None = None
     planned: int = 0  # spans planned and not yet committed/aborted
     holds: int = 0  # plans touching this trace not yet committed/aborted
+    hold_until: float | None = None  # rootless and unanswered at the idle timeout: waited for until then
 
 
 class TraceAssembler:
@@ -215,7 +237,7 @@ class TraceAssembler:
         self.stats.late_spans += plan.late
         self.stats.spans_over_limit += plan.over_limit
         self.stats.spans_no_room += plan.no_room
-        for reason, n in (("late", plan.late), ("over_limit", plan.over_limit), ("no_room", plan.no_room)):
+        for reason, n in zip(NOT_TAKEN_REASONS, (plan.late, plan.over_limit, plan.no_room), strict=True):
             if n:
                 SPANS_NOT_TAKEN.add(n, {"reason": reason})
         return plan
@@ -228,8 +250,9 @@ class TraceAssembler:
             p.planned -= 1
             p.spans[span.span_id] = span
             p.last_seen = now
-            if span.is_root and p.root_seen_at is None:
-                p.root_seen_at = now
+            if span.is_root:  # every root: a second service's entry span (remote parent) restarts the grace
+                if p.root_seen_at is None:
+                    p.root_seen_at = now
                 heapq.heappush(self._due, (now + self._grace, span.trace_id))
                 self._wake.set()
         for tid in plan.traces:
@@ -284,6 +307,8 @@ class TraceAssembler:
                 continue
             if p.holds:
                 recheck.append(tid)
+            elif not self._recognised(p):
+                continue  # only a front service's spans so far: wait for the RAG service (or the idle timeout)
             else:
                 out.append(self._release(tid, incomplete=False))
         for tid in recheck:
@@ -295,8 +320,33 @@ class TraceAssembler:
                 p.last_seen = t
                 self._pending.move_to_end(tid)
                 continue
+            if p.root_seen_at is None:
+                if p.hold_until is None and self._awaits_answer(p):
+                    p.hold_until = p.last_seen + self._idle * SLOW_ANSWER_FACTOR
+                if p.hold_until is not None and t < p.hold_until:
+                    continue  # a slow answer: its root and model call are still running
             out.append(self._release(tid, incomplete=p.root_seen_at is None))
         return out
+
+    def _awaits_answer(self, p: _Pending) -> bool:
+        """True for a rootless trace a mapper recognises and that has no answer yet (e.g. only its retriever
+        span arrived: the model call and the root span are still running)."""
+        spans = list(p.spans.values())
+        try:
+            if not any(m.match(spans) for m in self._builder.mappers):
+                return False
+            fields = self._builder.merge(spans)
+        except Exception:  # a broken mapper: release as before
+            return False
+        return fields.get("answer") is None and not fields.get("not_evaluable")
+
+    def _recognised(self, p: _Pending) -> bool:
+        """True when a convention mapper recognises the trace's spans (it holds the RAG service's part)."""
+        spans = list(p.spans.values())
+        try:
+            return any(m.match(spans) for m in self._builder.mappers)
+        except Exception:  # a broken custom mapper: release as before rather than hold the trace
+            return True
 
     def release_due(self, now: float | None = None) -> list[tuple[str, Trace | None]]:
         """Like :meth:`poll`, with each trace's id; ``None`` for a trace that could not be mapped (for sources
@@ -338,8 +388,12 @@ class TraceAssembler:
         times = []
         if self._due:
             times.append(self._due[0][0])
-        if self._pending:
-            times.append(next(iter(self._pending.values())).last_seen + self._idle)
+        for p in self._pending.values():  # least recently updated first; held slow traces wait longer
+            if p.hold_until is not None and p.root_seen_at is None:
+                times.append(p.hold_until)
+                continue
+            times.append(p.last_seen + self._idle)
+            break
         return min(times) if times else None
 
     def _ack_for(self, tid: str) -> AckCallback:

@@ -37,14 +37,14 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from ragpulse.errors import IngestError
+from ragpulse.errors import IngestError, PayloadTooLarge
+from ragpulse.jsonutil import TooDeep, check_depth
 from ragpulse.textclean import decode_utf8, has_escaped_surrogate, repair_json, repair_text
 
 __all__ = [
     "SPAN_ID_BYTES",
     "TRACE_ID_BYTES",
     "DecodeResult",
-    "PayloadTooLarge",
     "decode_json",
     "decode_protobuf",
     "decompress",
@@ -54,10 +54,6 @@ __all__ = [
 
 TRACE_ID_BYTES = 16
 SPAN_ID_BYTES = 8
-
-
-class PayloadTooLarge(IngestError):
-    """The (decompressed) payload is larger than the configured limit (HTTP 413 / RESOURCE_EXHAUSTED)."""
 
 
 @dataclass
@@ -96,7 +92,9 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     enc = (encoding or "identity").strip().lower()
     if enc in ("", "identity"):
         if len(body) > limit:
-            raise PayloadTooLarge(f"payload of {len(body)} bytes exceeds the limit of {limit} bytes")
+            raise PayloadTooLarge(
+                f"payload of {len(body)} bytes exceeds the limit of {limit} bytes", limit=limit
+            )
         return body
     if enc == "gzip":
         wbits = 16 + zlib.MAX_WBITS
@@ -110,7 +108,7 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     except zlib.error as e:
         raise IngestError(f"corrupt {enc} body: {e}") from e
     if len(out) > limit:
-        raise PayloadTooLarge(f"decompressed payload exceeds the limit of {limit} bytes")
+        raise PayloadTooLarge(f"decompressed payload exceeds the limit of {limit} bytes", limit=limit)
     if not d.eof:
         raise IngestError(f"truncated {enc} body")
     return out
@@ -273,6 +271,13 @@ def _time_or_unset(value: Any) -> Any:
     return n if 0 <= n < 2**64 else 0
 
 
+def _event_time_checked(event: dict[str, Any]) -> dict[str, Any]:
+    """A span event with its time under the one JSON name ``timeUnixNano`` (either key style accepted), range-checked
+    as :func:`_time_or_unset` does; the proto-style key is dropped so the parser never sees the unchecked value."""
+    rest = {k: v for k, v in event.items() if k not in ("timeUnixNano", "time_unix_nano")}
+    return {**rest, "timeUnixNano": _time_or_unset(event.get("timeUnixNano", event.get("time_unix_nano", 0)))}
+
+
 def _span_from_json(obj: Any) -> Span:
     """Parse one OTLP/JSON span object (ids converted first). Raises ValueError/ParseError."""
     if not isinstance(obj, dict):
@@ -283,12 +288,7 @@ def _span_from_json(obj: Any) -> Span:
             d[key] = _time_or_unset(d[key])
     events = d.get("events")
     if isinstance(events, list):
-        d["events"] = [
-            {**e, "timeUnixNano": _time_or_unset(e.get("timeUnixNano", e.get("time_unix_nano", 0)))}
-            if isinstance(e, dict)
-            else e
-            for e in events
-        ]
+        d["events"] = [_event_time_checked(e) if isinstance(e, dict) else e for e in events]
     trace_id = id_to_bytes(d.get("traceId"), TRACE_ID_BYTES)
     span_id = id_to_bytes(d.get("spanId"), SPAN_ID_BYTES)
     if not trace_id or not any(trace_id):
@@ -405,13 +405,16 @@ def decode_json(data: bytes | str) -> DecodeResult:
     ``json_format`` also accepts. Spans that fail to decode are dropped and counted.
 
     Raises:
-        IngestError: the payload is not JSON, is nested deeper than Python's recursion limit, or its top
-            level / resource / scope structure is malformed.
+        IngestError: the payload is not JSON, is nested deeper than
+            :data:`~ragpulse.jsonutil.MAX_JSON_DEPTH` (the message starts ``too_deep``), or its top level /
+            resource / scope structure is malformed.
     """
     try:
         return _decode_json(data)
-    except RecursionError as e:  # e.g. "[[[[…" or 5,000 nested arrayValues: bad input, not a server fault
-        raise IngestError("malformed JSON payload: nested too deeply") from e
+    except TooDeep as e:  # e.g. "[[[[…" or 5,000 nested arrayValues: bad input, not a server fault
+        raise IngestError(str(e)) from e
+    except RecursionError as e:
+        raise IngestError(str(TooDeep())) from e
 
 
 def _decode_json(data: bytes | str) -> DecodeResult:
@@ -423,7 +426,9 @@ def _decode_json(data: bytes | str) -> DecodeResult:
     else:
         text = repair_text(data)
     try:
-        doc = json.loads(text)
+        doc = check_depth(json.loads(text))
+    except TooDeep:
+        raise
     except ValueError as e:
         raise IngestError(f"malformed JSON payload: {e}") from e
     if has_escaped_surrogate(text):

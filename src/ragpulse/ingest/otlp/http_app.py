@@ -1,4 +1,6 @@
-"""OTLP/HTTP trace receiver: ``POST /v1/traces`` as a FastAPI app.
+"""OTLP/HTTP receiver: ``POST /v1/traces`` and ``POST /v1/logs`` (``gen_ai`` event log records, joined to
+their spans: :mod:`ragpulse.ingest.otlp.logs`) as a FastAPI app. Both paths follow the same rules below;
+``/v1/logs`` answers ``ExportLogsServiceResponse``.
 
 Bodies: ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), optionally ``Content-Encoding: gzip``
 (or ``deflate``). Answers follow the OTLP/HTTP spec, encoded like the request:
@@ -10,6 +12,8 @@ Bodies: ``application/x-protobuf`` or ``application/json`` (OTLP/JSON), optional
 - 401 with ``WWW-Authenticate: Bearer`` when a token is configured and the request lacks
   ``Authorization: Bearer <token>`` (checked before the body is read);
 - 415 for another content type;
+- 403 for a request from a web page (an ``Origin`` header, or ``Sec-Fetch-Site`` other than ``none``): no
+  browser is an OTLP exporter here, and a page must not post traces to a receiver it can reach;
 - 503 with ``Retry-After: 1`` while ``otlp_max_pending_traces`` traces are held (back-pressure; OTLP
   exporters retry).
 
@@ -26,8 +30,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from starlette.requests import ClientDisconnect
 
-from ragpulse.errors import IngestError
-from ragpulse.ingest.otlp.decode import PayloadTooLarge
+from ragpulse.errors import IngestError, PayloadTooLarge
 from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, bearer_matches, count_rejected
 from ragpulse.logging import get_logger
 
@@ -62,8 +65,23 @@ def build_http_app(intake: OtlpIntake, max_request_bytes: int, token: str | None
 
     @app.post("/v1/traces")
     async def export_traces(request: Request) -> Response:
+        return await _export(request, logs=False)
+
+    @app.post("/v1/logs")
+    async def export_logs(request: Request) -> Response:
+        return await _export(request, logs=True)
+
+    async def _export(request: Request, *, logs: bool) -> Response:
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         as_json = ctype == JSON
+        if (
+            request.headers.get("origin") is not None
+            or request.headers.get("sec-fetch-site", "none") != "none"
+        ):
+            count_rejected("cross_site")
+            return _status(
+                code_pb2.PERMISSION_DENIED, "requests from web pages are not accepted", as_json, 403
+            )
         if token is not None and not bearer_matches(request.headers.get("authorization"), token):
             count_rejected("unauthenticated")
             denied = _status(code_pb2.UNAUTHENTICATED, "missing or wrong bearer token", as_json, 401)
@@ -90,8 +108,9 @@ def build_http_app(intake: OtlpIntake, max_request_bytes: int, token: str | None
         except ClientDisconnect:  # the exporter gave up (timeout, shutdown): nothing was taken
             log.debug("otlp_client_disconnected", transport="http", received_bytes=size)
             return Response(status_code=499)
+        handle = intake.handle_logs if logs else intake.handle
         try:
-            resp = await intake.handle(
+            resp: Message = await handle(
                 b"".join(chunks),
                 json=as_json,
                 encoding=request.headers.get("content-encoding"),

@@ -9,19 +9,20 @@ import asyncio
 import hmac
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse import telemetry
-from ragpulse.errors import IngestError, StoreError
+from ragpulse.errors import IngestError, PayloadTooLarge, StoreError
 from ragpulse.ingest.otlp.assembly import TraceAssembler
 from ragpulse.ingest.otlp.decode import (
     DecodeResult,
-    PayloadTooLarge,
     decode_json,
     decode_protobuf,
     decompress,
 )
 from ragpulse.ingest.otlp.journal import PendingJournal, split_by_trace
+from ragpulse.ingest.otlp.logs import decode_logs_json, decode_logs_protobuf
 from ragpulse.ingest.otlp.spans import SplitResult, request_to_spans
 from ragpulse.logging import get_logger
 from ragpulse.protocols import DeadLetterSink
@@ -29,6 +30,7 @@ from ragpulse.protocols import DeadLetterSink
 __all__ = [
     "DEAD_LETTER_MAX_BYTES",
     "OFFLOAD_BYTES",
+    "OTLP_REJECT_REASONS",
     "OWN_SPANS_IGNORED",
     "OtlpIntake",
     "Overloaded",
@@ -50,12 +52,21 @@ OWN_SPANS_IGNORED = telemetry.meter.create_counter(
 )
 
 
+#: The ``reason`` labels of ``ragpulse_traces_rejected_total{source="otlp"}`` (:func:`count_rejected`, and
+#: ``unmappable`` from the trace assembler).
+OTLP_REJECT_REASONS = (
+    "bad_span", "not_taken", "malformed", "too_large", "unsupported_media_type", "unauthenticated", "cross_site",
+    "overloaded", "unmappable",
+)  # fmt: skip
+
+
 def count_rejected(reason: str, n: int = 1) -> None:
     """Count ``n`` rejected OTLP inputs on ``ragpulse_traces_rejected{source=otlp, reason}``.
 
     Reasons: ``bad_span`` (one undecodable span), ``not_taken`` (a span the assembler did not take: its
     trace was already released, over the per-trace span limit, or no room), ``malformed`` (whole request),
-    ``too_large``, ``unsupported_media_type``, ``unauthenticated``, ``overloaded`` (refused for back-pressure
+    ``too_large``, ``unsupported_media_type``, ``unauthenticated``, ``cross_site`` (OTLP/HTTP from a web page),
+    ``overloaded`` (refused for back-pressure
     or while the journal is unavailable; the client retries).
     """
     if n:
@@ -147,13 +158,48 @@ class OtlpIntake:
             raise
         except IngestError as e:
             self.dead_letter(
-                f"malformed: {e}",
+                str(e) if str(e).startswith("too_deep") else f"malformed: {e}",
                 body[:DEAD_LETTER_MAX_BYTES],
                 {"transport": transport, "format": "json" if json else "protobuf", "encoding": encoding,
                  "bytes": len(body), "truncated": len(body) > DEAD_LETTER_MAX_BYTES},
             )  # fmt: skip
             raise
         return await self.accept(result, transport, split, offload=big)
+
+    async def handle_logs(
+        self, body: bytes, *, json: bool, encoding: str | None, limit: int, transport: str
+    ) -> ExportLogsServiceResponse:
+        """Decompress and decode one OTLP **logs** request; its ``gen_ai`` event records become carrier spans
+        (:mod:`ragpulse.ingest.otlp.logs`) taken like any span (same backlog, journal and partial-success
+        rules). Records that cannot be joined to a span are ignored.
+
+        Raises:
+            Overloaded / PayloadTooLarge / IngestError: as :meth:`handle`.
+        """
+        if self._assembler.saturated:
+            count_rejected("overloaded")
+            raise Overloaded("too many traces pending; retry later")
+        try:
+            raw = decompress(body, encoding, limit)
+            logs = decode_logs_json(raw) if json else decode_logs_protobuf(raw)
+        except PayloadTooLarge:
+            raise
+        except IngestError as e:
+            self.dead_letter(
+                f"malformed: {e}",
+                body[:DEAD_LETTER_MAX_BYTES],
+                {"transport": transport, "signal": "logs", "format": "json" if json else "protobuf",
+                 "encoding": encoding, "bytes": len(body), "truncated": len(body) > DEAD_LETTER_MAX_BYTES},
+            )  # fmt: skip
+            raise
+        resp = await self.accept(logs.traces, transport)
+        out = ExportLogsServiceResponse()
+        rejected = logs.rejected_log_records + resp.partial_success.rejected_spans
+        if rejected:
+            out.partial_success.rejected_log_records = rejected
+            errors = [*logs.errors, resp.partial_success.error_message]
+            out.partial_success.error_message = "; ".join(e for e in errors if e)[:1000]
+        return out
 
     async def accept(
         self,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import socket
 import ssl
 import time
 from collections.abc import Sequence
@@ -44,8 +45,8 @@ from typing import Self
 
 import grpc
 
-from ragpulse.asgi_server import EmbeddedAsgiServer, parse_address
-from ragpulse.config import OtlpSettings
+from ragpulse.asgi_server import EmbeddedAsgiServer, bind_error, parse_address
+from ragpulse.config import OtlpSettings, env_name
 from ragpulse.errors import ConfigError, IngestError
 from ragpulse.ingest.otlp.assembly import Clock, TraceAssembler
 from ragpulse.ingest.otlp.conventions import ConventionMapper, TraceBuilder
@@ -58,7 +59,7 @@ from ragpulse.ingest.otlp.spans import request_to_spans
 from ragpulse.logging import get_logger
 from ragpulse.protocols import DeadLetterSink, PendingStore, TraceSink
 
-__all__ = ["OtlpReceivers", "parse_address"]
+__all__ = ["OtlpReceivers"]
 
 log = get_logger(__name__)
 
@@ -71,6 +72,10 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+#: Time a gRPC connection past ``otlp.grpc_max_connection_age_s`` has to finish its calls, milliseconds.
+GRPC_AGE_GRACE_MS = 30_000
 
 
 class OtlpReceivers:
@@ -87,6 +92,8 @@ class OtlpReceivers:
         clock: monotonic clock for the assembler (tests).
         pending: durable store for accepted traces (at-least-once across restarts); ``None`` keeps them in
             memory only.
+        allowed_hosts: host names the OTLP/HTTP receiver accepts in ``Host`` besides loopback names and (on
+            a non-loopback bind) IP literals (``RAGPULSE_HTTP_ALLOWED_HOSTS``, :mod:`ragpulse.httpguard`).
 
     Raises:
         ConfigError: (on enter) an invalid address or ``otlp_attributes``, or a port that cannot be bound.
@@ -103,7 +110,9 @@ class OtlpReceivers:
         mappers: Sequence[ConventionMapper] | None = None,
         clock: Clock = time.monotonic,
         pending: PendingStore | None = None,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
+        self._allowed_hosts = tuple(allowed_hosts)
         self._settings = settings
         self._own_service = own_service
         self._shutdown_deadline_s = shutdown_deadline_s
@@ -222,10 +231,24 @@ class OtlpReceivers:
         host, port = parse_address(address)
         limit = self._settings.max_request_bytes
         server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)]
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.so_reuseport", 0),
+                # slow or idle clients cannot hold a connection for ever (docs/portal.md, "Listeners")
+                ("grpc.max_connection_idle_ms", int(self._settings.grpc_max_connection_idle_s * 1000)),
+                ("grpc.max_connection_age_ms", int(self._settings.grpc_max_connection_age_s * 1000)),
+                ("grpc.max_connection_age_grace_ms", GRPC_AGE_GRACE_MS),
+            ]
         )
         add_receiver(server, TraceServiceReceiver(self.intake, self._token))
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if port:  # gRPC says only "Failed to bind … set GRPC_VERBOSITY=debug": find the real cause first
+            try:
+                socket.create_server(
+                    (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET
+                ).close()
+            except OSError as e:
+                raise bind_error("OTLP/gRPC", address, env_name("otlp", "grpc_address"), e) from e
         try:
             if self._tls_pem is not None:
                 cert, key = self._tls_pem
@@ -245,7 +268,14 @@ class OtlpReceivers:
         app = build_http_app(self.intake, self._settings.max_request_bytes, self._token)
         cert, key = self._tls if self._tls is not None else (None, None)
         self._http = EmbeddedAsgiServer(
-            app, address, what="OTLP/HTTP", task_name="otlp-http", ssl_certfile=cert, ssl_keyfile=key
+            app,
+            address,
+            what="OTLP/HTTP",
+            task_name="otlp-http",
+            ssl_certfile=cert,
+            ssl_keyfile=key,
+            allowed_hosts=self._allowed_hosts,
+            setting=env_name("otlp", "http_address"),
         )
         await self._http.start()
         self.http_port = self._http.port

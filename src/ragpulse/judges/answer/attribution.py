@@ -28,7 +28,7 @@ of ``max_calls_per_trace``, and the heuristic judge uses its own lexical support
 
 ``flags.attribution`` = ``{"retrieval_misses", "generation_errors", "undecided", "reason"}`` (claim counts;
 ``reason`` ``None`` when every cause was decided). Run reports sum the first two
-(:mod:`ragpulse.services.reports`).
+(:mod:`ragpulse.runs.reports`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import JudgeError
 from ragpulse.judges.answer.similarity import Similarity, similarity_from_settings
 from ragpulse.judges.formulas import answer_correctness, factual_f1
-from ragpulse.judges.frame import REPLY_PROTOCOL, UNREADABLE_SCRIPTS, CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, UNREADABLE_SCRIPTS, CallLog, Decision, JudgeBase
 from ragpulse.judges.model.parsing import extract_json
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
 from ragpulse.judges.options import AnswerCorrectnessOptions
@@ -29,7 +29,7 @@ from ragpulse.model import Judgement, Trace
 __all__ = ["AnswerCorrectnessJudge"]
 
 
-class AnswerCorrectnessJudge(Judge):
+class AnswerCorrectnessJudge(JudgeBase):
     """Ragas answer correctness (see the module docstring). Default threshold 0.5. ``similarity`` replaces the
     one the settings name (embeddings or lexical)."""
 

@@ -24,13 +24,13 @@ from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.answer import attribution
 from ragpulse.judges.answer.attribution import UNCHECKED, Pool
 from ragpulse.judges.answer.claims import Claim, Verdict, claims_flag, evidence_of, locate
-from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.judges.frame import CallLog, Decision, JudgeBase
 from ragpulse.judges.model.client import ModelUnavailableError
 from ragpulse.judges.model.context import fit_context, format_chunks
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word, parse_verdict
 from ragpulse.judges.model.prompts import defuse
 from ragpulse.judges.options import FaithfulnessOptions
-from ragpulse.judges.text import lexical
+from ragpulse.judges.text import checks, lexical
 from ragpulse.judges.text.scripts import unreadable_script
 from ragpulse.judges.text.tokens import content_tokens
 from ragpulse.logging import get_logger
@@ -67,7 +67,7 @@ def _fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def _references_too_long(judge: Judge, trace: Trace) -> str | None:
+def _references_too_long(judge: JudgeBase, trace: Trace) -> str | None:
     """``attribution_failed: text_too_long: …`` when finding the trace's missed ground-truth contexts would read
     a text over ``judge.max_text_chars`` (they are matched with the retrieved contexts lexically, and
     ``sentence_check`` sends each one whole to the model), else ``None``."""
@@ -81,13 +81,14 @@ def _references_too_long(judge: Judge, trace: Trace) -> str | None:
     return None
 
 
-class LLMFaithfulnessJudge(Judge):
+class LLMFaithfulnessJudge(JudgeBase):
     """Faithfulness of the answer to the retrieved context, decided by the judge model (score 0–1)."""
 
     name = "faithfulness"
     Options = FaithfulnessOptions
     options: FaithfulnessOptions
     needs_context = True
+    READS_HISTORY = True
     #: Default thresholds per mode.
     THRESHOLDS: ClassVar[dict[str, float]] = {"claims": 0.8, "binary": 0.5, "sentence_check": 0.8}
 
@@ -98,11 +99,11 @@ class LLMFaithfulnessJudge(Judge):
         self.literal_min_chars = o.literal_min_chars
         self.short_answer_tokens = o.short_answer_tokens
         if self.mode != "binary" and self.literal_match:
-            raise ConfigError("judges.faithfulness.literal_match applies to mode binary only")
+            raise ConfigError("judge.options.faithfulness.literal_match applies to mode binary only")
         self.fact_check_template = o.template or FACT_CHECK_TEMPLATE
         missing = [p for p in ("{document}", "{claim}") if p not in self.fact_check_template]
         if missing:
-            raise ConfigError(f"judges.faithfulness.template: lacks {' and '.join(missing)}")
+            raise ConfigError(f"judge.options.faithfulness.template: lacks {' and '.join(missing)}")
 
     def template_names(self) -> Sequence[str]:
         if self.mode == "claims":
@@ -129,6 +130,9 @@ class LLMFaithfulnessJudge(Judge):
     def default_threshold(self) -> float:
         return self.THRESHOLDS[self.mode]
 
+    def reads_history(self) -> bool:
+        return self.mode != "sentence_check"  # its fact-check template has no question
+
     async def decide(self, trace: Trace, log: CallLog) -> Decision | Judgement:
         chunks = self.context(trace.contexts, log)
         lang = self.lang(trace)
@@ -141,10 +145,18 @@ class LLMFaithfulnessJudge(Judge):
     # -- claims ----------------------------------------------------------------------------------------
     async def _claims(self, trace: Trace, chunks: list[str], lang: str, log: CallLog) -> Decision | Judgement:
         question, answer = trace.question or "", trace.answer or ""
+        history = self.history(trace)
         text = await self.ask(
-            log, "faithfulness_claims", lang, question=question, answer=answer, context=format_chunks(chunks)
+            log,
+            "faithfulness_claims",
+            lang,
+            history,
+            question=question,
+            answer=answer,
+            context=format_chunks(chunks),
         )
-        obj = extract_json(text, required=("claims", "statements"), untrusted=[question, answer, *chunks])
+        untrusted = [question, answer, *chunks, *(t.question for t in history)]
+        obj = extract_json(text, required=("claims", "statements"), untrusted=untrusted)
         items = obj.get("claims", obj.get("statements"))
         if not isinstance(items, list):
             raise JudgeError("unparseable", "'claims' is not a list")
@@ -210,6 +222,7 @@ class LLMFaithfulnessJudge(Judge):
         if pool is None or not pool.missed:
             return attribution.attribute(claims, pool, None, unchecked_refs=unseen)
         texts = [claims[i].text for i in attribution.targets(claims)]
+        accepted = len(log.replies)
         try:
             if self.mode == "claims":
                 found, cut = await self._attribution_call(log, lang, texts, pool)
@@ -222,6 +235,7 @@ class LLMFaithfulnessJudge(Judge):
         except JudgeError as e:
             if isinstance(e, ModelUnavailableError):
                 log.retries += e.retries
+            del log.replies[accepted:]  # a reply that failed the check is never cached (the verdict stands)
             return attribution.attribute(
                 claims, pool, None, failure=f"attribution_failed: {str(e) or e.code}"
             )
@@ -331,7 +345,10 @@ class LLMFaithfulnessJudge(Judge):
     async def _binary(self, trace: Trace, chunks: list[str], lang: str, log: CallLog) -> Decision:
         claim = self._claim_text(trace, lang)
         untrusted = [trace.question or "", trace.answer or "", *chunks]
-        text = await self.ask(log, "faithfulness_binary", lang, claim=claim, context=format_chunks(chunks))
+        history = self.history(trace)
+        text = await self.ask(
+            log, "faithfulness_binary", lang, history, claim=claim, context=format_chunks(chunks)
+        )
         score = parse_verdict(text, untrusted=untrusted)
         if score > 0:  # yes, or a graded score the model gave instead
             return Decision(score, "supported by the retrieved context", "whole_context")
@@ -349,16 +366,23 @@ class LLMFaithfulnessJudge(Judge):
         return Decision(0.0, "not supported by the retrieved context", "unsupported")
 
 
-class HeuristicFaithfulnessJudge(Judge):
-    """Faithfulness by sentence-level lexical support (``sentence_support/v2``; see ``docs/judges.md``).
+class HeuristicFaithfulnessJudge(JudgeBase):
+    """Faithfulness by sentence-level lexical support (``sentence_support/v3``; see ``docs/judges.md``).
 
     An answer that only restates the question scores 0. Per sentence (:func:`lexical.sentence_spans`): a meta
-    statement about the context scores 0, a courtesy sentence is left out, any other scores the weighted share
-    of its new content tokens (not from the question, not yes/no words) found in the single best chunk
+    statement about the context scores 0, a courtesy sentence or chat talk (:func:`checks.is_chat_talk`: a
+    question, short exclamation or first-person sentence that names nothing) is left out, any other — its
+    leading or trailing hedge stripped (:func:`checks.strip_hedge`) — scores the weighted share of its new
+    content tokens (not from the question, not yes/no words; all its tokens when every one is from the question,
+    as the question is never evidence) found in the single best chunk
     (:func:`lexical.best_chunk_support`; for Chinese the mean with character-bigram support), halved
     (:data:`SWAP_PENALTY`) when a name or number of it stands in another's slot of the context
-    (:func:`lexical.swapped_slot`). score = mean sentence support; ``flags.claims`` has one entry per sentence.
-    The idea is Ragas/TruLens faithfulness (Es et al., 2023) with token support instead of an LLM verdict.
+    (:func:`lexical.swapped_slot`) or it copies a context sentence with a negation, name or number edited
+    (:func:`checks.context_edit`). score = mean sentence support, at most the least support +
+    :data:`WORST_MARGIN`; ``flags.claims`` has one entry per sentence. The idea is Ragas/TruLens faithfulness
+    (Es et al., 2023) with token support instead of an LLM verdict; the edits are FactCC's perturbation types
+    (Kryściński et al., 2020); chat talk is the non-claim part of knowledge-grounded dialogue (FaithDial,
+    Dziri et al., 2022).
 
     Options: ``threshold`` (default :data:`DEFAULT_THRESHOLD`); the LLM modes' options are valid and ignored.
     """
@@ -368,10 +392,14 @@ class HeuristicFaithfulnessJudge(Judge):
     needs_context = True
     #: Pass threshold shipped by default (mean sentence support, 0–1).
     DEFAULT_THRESHOLD = 0.65
-    METHOD = "sentence_support/v2"
+    METHOD = "sentence_support/v3"
+    READS_HISTORY = True
+    #: The score is at most the least-supported sentence's support plus this: one sentence with less than
+    #: half of its words supported (a partial hallucination) fails the answer at the default threshold.
+    WORST_MARGIN = 0.2
 
     def method_settings(self) -> dict[str, Any]:
-        return {"attribution": attribution.ATTRIBUTION}
+        return {"attribution": attribution.ATTRIBUTION, "worst_margin": self.WORST_MARGIN}
 
     def _attribute(
         self,
@@ -408,6 +436,8 @@ class HeuristicFaithfulnessJudge(Judge):
         self.require_readable(answer, *trace.contexts)
         chunks = [lexical.chunk_index(c) for c in trace.contexts]
         q_tokens = set(content_tokens(trace.question))
+        # words of the conversation's earlier questions are not new claims either (never evidence)
+        history_tokens = {t for turn in self.history(trace) for t in content_tokens(turn.question)}
         q_grams: set[str] | None = (
             None  # the question's character bigrams, made for the first Chinese sentence
         )
@@ -421,15 +451,30 @@ class HeuristicFaithfulnessJudge(Judge):
         ) -> tuple[float, int]:
             """The sentence's support in the best of ``texts`` (0–1) and that text's index (-1: none)."""
             nonlocal q_grams
-            new = [t for t in content_tokens(sentence) if t not in q_tokens and t not in _POLARITY]
+            claim = checks.strip_hedge(sentence)
+            words = [t for t in content_tokens(claim) if t not in _POLARITY]
+            # Words taken from the question are not new claims, but the question is never evidence: a sentence
+            # made only of question words (a question that wrongly carries the passages, issue 23) is checked
+            # on all its words.
+            new = [t for t in words if t not in q_tokens and t not in history_tokens] or words
             value, chunk_i = lexical.best_chunk_support(new, index, salient)
             if lexical.has_cjk(sentence):
                 if q_grams is None:
                     q_grams = set(lexical.char_bigrams(trace.question or ""))
-                grams = [g for g in lexical.char_bigrams(sentence) if g not in q_grams]
+                all_grams = lexical.char_bigrams(sentence)
+                grams = [g for g in all_grams if g not in q_grams] or all_grams
                 value = (value + lexical.best_chunk_bigram_support(grams, index)) / 2
-            if chunk_i >= 0 and value >= self.threshold and lexical.swapped_slot(sentence, texts[chunk_i]):
-                value *= SWAP_PENALTY  # every word is in the context, but an entity or number sits in another's place
+            if (
+                chunk_i >= 0
+                and value >= self.threshold
+                and (
+                    lexical.swapped_slot(sentence, texts[chunk_i])
+                    or checks.context_edit(claim, texts[chunk_i])
+                )
+            ):
+                # every word is in the context, but an entity or number sits in another's place, or the
+                # sentence copies a context sentence with a negation, name or number edited
+                value *= SWAP_PENALTY
             return value, chunk_i
 
         supports: list[tuple[float, str, int]] = []
@@ -440,7 +485,7 @@ class HeuristicFaithfulnessJudge(Judge):
                 supports.append((0.0, sentence, -1))
                 claims.append(Claim(sentence, start, end, "unsupported"))
                 continue
-            if lexical.is_courtesy(sentence):
+            if lexical.is_courtesy(sentence) or checks.is_chat_talk(sentence):
                 claims.append(Claim(sentence, start, end, "unchecked"))
                 continue
             value, chunk_i = support(sentence, trace.contexts, chunks)
@@ -451,7 +496,9 @@ class HeuristicFaithfulnessJudge(Judge):
         if not supports:
             flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
             return Decision(1.0, "no content words to check", "sentence_support", flags)
-        score = sum(s for s, _, _ in supports) / len(supports)
+        mean = sum(s for s, _, _ in supports) / len(supports)
+        lowest = min(s for s, _, _ in supports)
+        score = min(mean, lowest + self.WORST_MARGIN)
         extra: dict[str, Any] = {}
         cause = ""
         if score < self.threshold and attribution.targets(claims):
@@ -463,8 +510,11 @@ class HeuristicFaithfulnessJudge(Judge):
         unsupported = sum(1 for s, _, _ in supports if s < self.threshold)
         # With redact_text the store keeps no answer text, so the reason names the sentence by position only.
         where = f"sentence {worst_i + 1}" if self.settings.store.redact_text else _snippet(worst[1])
+        capped = (
+            f" (capped at the least supported + {self.WORST_MARGIN:.2f}: {score:.2f})" if score < mean else ""
+        )
         reason = (
-            f"mean support {score:.2f} over {len(supports)} sentence(s), {unsupported} below "
+            f"mean support {mean:.2f}{capped} over {len(supports)} sentence(s), {unsupported} below "
             f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}{cause}"
         )
         return Decision(min(1.0, max(0.0, score)), reason, "sentence_support", flags)

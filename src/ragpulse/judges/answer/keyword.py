@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragpulse.judges.frame import Decision, Judge
+from ragpulse.judges.frame import Decision, JudgeBase
 from ragpulse.judges.options import KeywordOptions
 from ragpulse.judges.text.lexical import has_cjk
 from ragpulse.judges.text.tokens import content_tokens, tokens
@@ -53,7 +53,7 @@ def keyword_matches(keyword: str, answer_folded: str, answer_tokens: frozenset[s
     return bool(needed) and all(t in answer_tokens for t in needed)
 
 
-class KeywordJudge(Judge):
+class KeywordJudge(JudgeBase):
     """Keyword overlap between the reference keywords and the answer (``backend=heuristic``).
 
     Options (``settings.judge.options["keyword"]``): ``threshold`` (0–1, default :data:`DEFAULT_THRESHOLD`).

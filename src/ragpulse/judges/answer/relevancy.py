@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ragpulse.judges.frame import CallLog, Decision, Judge
+from ragpulse.judges.frame import CallLog, Decision, JudgeBase
 from ragpulse.judges.model.context import format_chunks
 from ragpulse.judges.model.parsing import parse_score, parse_verdict
 from ragpulse.judges.options import RelevancyOptions
-from ragpulse.judges.text import lexical
+from ragpulse.judges.text import answer_type, forms, lexical
 from ragpulse.judges.text.tokens import content_tokens
 from ragpulse.model import Judgement, Trace
 
@@ -27,23 +27,19 @@ __all__ = ["HeuristicRelevancyJudge", "LLMRelevancyJudge"]
 _GRADED_MAX = 3.0
 
 
-def _stem_key(token: str, prefix: int) -> str:
-    """Token key for loose matching: English tokens cut to their first ``prefix`` characters."""
-    return token if lexical.has_cjk(token) else token[:prefix]
-
-
 def _tail(text: str) -> str:
     """The reply after its first line (the explanation that follows a YES/NO), whitespace-collapsed."""
     _, _, rest = text.strip().partition("\n")
     return " ".join(rest.split())
 
 
-class LLMRelevancyJudge(Judge):
+class LLMRelevancyJudge(JudgeBase):
     """Relevancy of the answer to the question, decided by the judge model (score 0–1, default threshold 0.5)."""
 
     name = "relevancy"
     Options = RelevancyOptions
     options: RelevancyOptions
+    READS_HISTORY = True
 
     def configure(self) -> None:
         self.mode = self.options.mode
@@ -64,12 +60,13 @@ class LLMRelevancyJudge(Judge):
         if not question.strip():
             return self.skipped("no_question: relevancy needs the question")
         values = {"question": question, "answer": answer}
-        untrusted = [question, answer]
+        history = self.history(trace)
+        untrusted = [question, answer, *(t for turn in history for t in (turn.question, turn.answer or ""))]
         if self.needs_context:
             chunks = self.context(trace.contexts, log)
             values["context"] = format_chunks(chunks)
             untrusted.extend(chunks)
-        text = await self.ask(log, self.template, self.lang(trace), **values)
+        text = await self.ask(log, self.template, self.lang(trace), history, **values)
         if self.graded:
             rating, reason = parse_score(text, scale_max=_GRADED_MAX, untrusted=untrusted)
             return Decision(score=rating / _GRADED_MAX, reason=f"rating {rating:g}/3: {reason}".rstrip(": "))
@@ -79,26 +76,42 @@ class LLMRelevancyJudge(Judge):
         return Decision(score=score, reason=f"{verdict}: {tail}" if tail else verdict)
 
 
-class HeuristicRelevancyJudge(Judge):
-    """Answer relevancy by lexical engagement with the question (``question_coverage/v1``; see
+class HeuristicRelevancyJudge(JudgeBase):
+    """Answer relevancy by lexical engagement with the question (``question_coverage/v3``; see
     ``docs/judges.md``).
 
-    An echo of the question, or an answer made only of questions, scores 0; a short direct answer (at most
-    :data:`SHORT_ANSWER_TOKENS` distinct content tokens, some new, no meta statement) scores 1; otherwise score
-    = share of the question's content tokens (interrogatives left out, English compared on their first
-    :data:`STEM_PREFIX` characters, Chinese also as substrings) that the answer repeats × (1 − share of meta
+    An echo of the question, or an answer made only of questions, scores 0. A question term (content token,
+    interrogatives left out) is covered by a form of it in the answer (:mod:`ragpulse.judges.text.forms`:
+    Snowball stems and simplemma lemmas for English, text and character bigrams for Chinese). A short answer (at most
+    :data:`SHORT_ANSWER_TOKENS` distinct content tokens, some new, no meta statement) that covers no term and is
+    not a whole sentence missing the asked-for answer type scores 1; otherwise coverage = (covered −
+    :data:`FREE_TERMS`) / (terms − :data:`FREE_TERMS`), raised to 0.5 + 0.5 × coverage when the answer gives the
+    kind of answer the question asks for (:mod:`ragpulse.judges.text.answer_type`), × (1 − share of meta
     statements among its sentences). Options: ``threshold``; the LLM options are valid and ignored.
+
+    A follow-up question (the trace has earlier turns, the last ``judge.history_turns`` read): a term of an
+    earlier question that the answer takes up, and the follow-up does not repeat, counts as a covered question
+    term (it adds to the covered terms and to the terms); one the answer leaves out does not count against it.
+    So "Does that apply to contractors?" answered "Contractors get no paid parental leave." engages with the
+    conversation about parental leave.
     """
 
     name = "relevancy"
     Options = RelevancyOptions
-    METHOD = "question_coverage/v1"
-    STEM_PREFIX = 6
+    METHOD = "question_coverage/v3"
+    READS_HISTORY = True
+    #: Question terms an answer gets no credit for: coverage = (covered − this) / (terms − this).
+    FREE_TERMS = 0.5
     #: An answer with at most this many distinct content tokens, some new, is a direct (factoid) answer.
     SHORT_ANSWER_TOKENS = 4
 
     def method_settings(self) -> dict[str, Any]:
-        return {"stem_prefix": self.STEM_PREFIX, "short_answer_tokens": self.SHORT_ANSWER_TOKENS}
+        return {
+            "word_forms": "snowball_english+simplemma_lemmas",
+            "answer_type": True,
+            "free_terms": self.FREE_TERMS,
+            "short_answer_tokens": self.SHORT_ANSWER_TOKENS,
+        }
 
     def decide_now(self, trace: Trace) -> Decision | Judgement:
         """Score how much the answer engages with the question (0–1). Pure CPU, no I/O."""
@@ -114,25 +127,65 @@ class HeuristicRelevancyJudge(Judge):
         sents = lexical.sentences(answer)
         if sents and all(s.rstrip().endswith(("?", "？")) for s in sents):
             return Decision(0.0, "answers with a question", "question_back")
-        # key → the question's own word (the first with that key), for the reason: "missing: question", not "questi"
+        # key → the question's own word (the first with that key), for the reason: "missing: question", not "question"'s stem
         q_words: dict[str, str] = {}
         for t in q_tokens:
             if t not in lexical.QUESTION_WORDS:
-                q_words.setdefault(_stem_key(t, self.STEM_PREFIX), t)
+                q_words.setdefault(forms.form_key(t), t)
         q_keys = set(q_words)
-        a_keys = {_stem_key(t, self.STEM_PREFIX) for t in a_tokens}
+        a_keys = {forms.form_key(t) for t in a_tokens}
+        a_lemmas = {forms.lemma_key(t) for t in a_tokens}
         folded = answer.casefold()
-        # Chinese question words also count when they occur inside the answer's text (jieba may cut it
-        # differently): 延迟 is found in "订单延迟超过".
-        a_keys |= {k for k in q_keys if lexical.has_cjk(k) and k in folded}
+
+        # A question word is covered by a form of it in the answer (Snowball stems, or the stems of their
+        # dictionary lemmas for irregular forms such as paid/pay, :mod:`forms`); a Chinese one
+        # also inside the answer's text or by one of its character bigrams (jieba may cut it differently):
+        # 延迟 is found in "订单延迟超过", 报销款 in "报销的费用".
+        def found(key: str, word: str) -> bool:
+            if lexical.has_cjk(key):
+                return forms.zh_found(key, folded)
+            return any(forms.forms_match(key, a) for a in a_keys) or forms.lemma_key(word) in a_lemmas
+
+        covered = {k for k in q_keys if found(k, q_words[k])}
+        # earlier questions of the conversation: their terms the answer takes up count as covered terms
+        h_words: dict[str, str] = {}
+        for turn in self.history(trace):
+            for t in content_tokens(turn.question):
+                if t not in lexical.QUESTION_WORDS:
+                    h_words.setdefault(forms.form_key(t), t)
+        from_history = {k for k, w in h_words.items() if k not in q_keys and found(k, w)}
         meta = sum(1 for s in sents if lexical.is_meta_statement(s))
         meta_share = meta / len(sents) if sents else 0.0
-        if len(set(a_keys)) <= self.SHORT_ANSWER_TOKENS and a_keys - q_keys and not meta:
+        asked = answer_type.asked_type(trace.question or "")
+        typed = asked is not None and answer_type.gives_type(asked, answer)
+        # A short answer that repeats none of the question's words is a direct (factoid) answer ("Delhi",
+        # "12人"); one that repeats some is judged by coverage like any other ("Backups are encrypted with
+        # AES-256." for "How often are backups taken?"), and so is a whole sentence (3+ content words and a
+        # full stop) that does not give the kind of answer the question asks for.
+        sentence_like = len(a_keys) >= 3 and answer.rstrip().endswith((".", "。", "!", "！"))
+        if (
+            len(a_keys) <= self.SHORT_ANSWER_TOKENS
+            and a_keys - q_keys
+            and not meta
+            and not covered
+            and (typed or not sentence_like)
+        ):
             return Decision(1.0, "short direct answer", "short_answer")
-        coverage = len(q_keys & a_keys) / len(q_keys) if q_keys else 1.0
+        # (covered − ½) / (terms − ½): more than half of the question's terms are needed to reach 0.5 (one of
+        # two terms is a shared topic word, not an answer); all of them still give 1
+        n, c = len(q_keys) + len(from_history), len(covered) + len(from_history)
+        coverage = max(0.0, (c - self.FREE_TERMS) / (n - self.FREE_TERMS)) if n else 1.0
+        if typed:
+            # the answer gives the kind of answer the question asks for (answer_type): that engages with the
+            # question as much as repeating half of its words
+            coverage = 0.5 + 0.5 * coverage
         score = min(1.0, max(0.0, coverage * (1.0 - meta_share)))
-        missing = sorted(q_words[k] for k in q_keys - a_keys)[:8]
-        reason = f"covers {len(q_keys & a_keys)}/{len(q_keys)} question terms"
+        missing = sorted(q_words[k] for k in q_keys - covered)[:8]
+        reason = f"covers {len(covered)}/{len(q_keys)} question terms"
+        if from_history:
+            reason += f" and {len(from_history)} of the conversation's"
+        if typed:
+            reason += f"; gives the asked-for {asked}"
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
         if missing and not self.settings.store.redact_text:

@@ -17,7 +17,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.checklist.rules import check_rule
 from ragpulse.judges.checklist.spec import Checklist, RubricItem, load_checklists
-from ragpulse.judges.frame import REPLY_PROTOCOL, CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, CallLog, Decision, JudgeBase
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
 from ragpulse.model import Backend, Judgement, Trace
@@ -25,8 +25,8 @@ from ragpulse.model import Backend, Judgement, Trace
 __all__ = ["ChecklistJudge", "build_checklist_judge"]
 
 
-class ChecklistJudge(Judge):
-    """Judge named after its checklist (see the module docstring).
+class ChecklistJudge(JudgeBase):
+    """JudgeBase named after its checklist (see the module docstring).
 
     Args:
         checklist: the parsed checklist.

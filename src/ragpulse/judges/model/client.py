@@ -6,18 +6,31 @@ described in ``docs/llm-judges.md`` ("The judge-model layer"):
 
 - retries: the openai client's own (408/409/429/5xx, timeouts, connection errors; backoff, ``Retry-After``),
   ``judge_max_retries`` times; attempts counted by a request hook (:attr:`LLMResult.retries`);
-- limits shared by all judges: an adaptive number of calls in flight (:class:`AdaptiveLimit`, AIMD between
-  ``judge_min_concurrency`` and ``judge_max_concurrency``, the pool size; ``Retry-After`` of a 429/503 holds
-  every new attempt until it has elapsed) and an optional ``judge_requests_per_minute`` sliding 60 s window;
+- limits shared by all judges: an adaptive number of calls in flight
+  (:class:`~ragpulse.judges.model.concurrency.AdaptiveLimit`, AIMD between ``judge_min_concurrency`` and
+  ``judge_max_concurrency``, the pool size, lowered on congestion only — 429, 503, timeouts, refused
+  connections, rising latency — never on a fast bad answer; ``Retry-After`` holds every new attempt until it
+  has elapsed) and an optional ``judge_requests_per_minute`` sliding 60 s window;
 - an in-process LRU cache (``judge_cache_size``) keyed by (judge version, model, messages); an identical
-  request in flight is awaited; failures are not cached;
+  request in flight is awaited. Only replies the caller accepted are cached (:meth:`LLMClient.keep`: the judges
+  keep the replies of an ``ok`` judgement): a failed call, and a reply that became an ``error`` (empty output,
+  unparseable, truncated) or ``skipped`` judgement, is never served again — the next identical call asks the
+  model;
 - the daily token budget per judge (UTC days), taken after the concurrency slot: the prompt's estimate
   (:func:`estimate_tokens`) is reserved and replaced by the reply's ``usage``; a reply without ``usage`` is
   charged the estimate (:attr:`LLMResult.tokens_estimated`); over budget → ``JudgeError("over_budget")``;
-  with a :class:`~ragpulse.protocols.TokenLedger` (the store, in ``serve``/``replay``) the ledger table is the
-  source of truth, so replicas on one database share one budget; without one the budget is per process;
+  with a :class:`~ragpulse.protocols.TokenLedger` (the store, in ``serve``/``replay``) replicas on one database
+  share one budget, reserved in blocks — no ledger round trip per call, none at all on the call path without a
+  budget, and a ledger failure never fails a call (:mod:`ragpulse.judges.model.ledger`); without a ledger the
+  budget is per process;
 - replies that are not UTF-8 JSON or not a chat completion → ``JudgeError("bad_reply")``; an HTTP 4xx that is
-  not retried keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason.
+  not retried keeps the provider's message (first 200 characters) in the ``judge_unavailable`` reason;
+- request parameters servers disagree on (:mod:`ragpulse.judges.model.params`): ``max_completion_tokens`` or
+  ``max_tokens`` (plus ``judge_reasoning_tokens`` of room for a reasoning model), a temperature or none, the
+  judge's JSON schema as ``response_format`` (``judge_structured_output``) — by model family, else learnt from
+  the server's 400 (one retry per parameter, remembered per base URL and model);
+- reply shapes (:mod:`ragpulse.judges.model.reply`): content blocks, reasoning beside the content, reasoning
+  tokens counted in the completion tokens (and so in the budget).
 
 Nothing here blocks the event loop. The openai client, semaphore and limiter are bound to the event loop that
 first uses them; a client used from another loop (e.g. another test) builds fresh ones.
@@ -26,8 +39,7 @@ first uses them; a client used from another loop (e.g. another test) builds fres
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
+import dataclasses
 import hashlib
 import json
 import math
@@ -36,20 +48,30 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ragpulse.config import Settings
 from ragpulse.errors import ConfigError, JudgeError
+from ragpulse.judges.model.concurrency import AdaptiveLimit, retry_after_seconds
+from ragpulse.judges.model.ledger import TokenAccounts
+from ragpulse.judges.model.params import PARAMETERS, EndpointParams, TokenParam, refused_parameter
+from ragpulse.judges.model.reply import Usage, read_completion
 from ragpulse.logging import get_logger
 from ragpulse.protocols import TokenLedger
-from ragpulse.telemetry import JUDGE_CONCURRENCY_LIMIT
 
 if TYPE_CHECKING:  # openai takes ~0.4 s to import: loaded when a client is built, not by every CLI command
     import openai
 
-__all__ = ["AdaptiveLimit", "LLMClient", "LLMResult", "LLMStats", "ModelUnavailableError", "estimate_tokens"]
+__all__ = [
+    "AdaptiveLimit",
+    "LLMClient",
+    "LLMResult",
+    "LLMStats",
+    "ModelUnavailableError",
+    "estimate_tokens",
+    "retry_after_seconds",
+]
 
 _log = get_logger("ragpulse.judges.model.client")
 
@@ -76,14 +98,23 @@ class LLMResult:
     """One judge-model reply.
 
     Attributes:
-        text: ``choices[0].message.content`` ("" when the model sent none).
-        finish_reason: ``stop``, ``length`` (hit ``max_tokens``: the output is truncated), … or ``None``.
-        prompt_tokens / completion_tokens: from the API's ``usage``; the estimate (:func:`estimate_tokens`)
-            when the reply had none; 0 when cached.
+        text: the answer text: ``choices[0].message.content``, or its text blocks joined by newlines ("" when
+            the model sent none; reasoning inside it, ``<think>…</think>``, is split off by the judge frame).
+        reasoning: reasoning the model sent beside the answer (``reasoning_content``/``reasoning`` fields,
+            thinking blocks; "" when none), never read as a verdict (:mod:`ragpulse.judges.model.reply`).
+        finish_reason: ``stop``, ``length`` (hit the completion cap: the output is truncated),
+            ``content_filter`` … or ``None``.
+        prompt_tokens / completion_tokens: from the API's ``usage``, completion tokens including reasoning
+            tokens; the estimate (:func:`estimate_tokens`) when the reply had none; 0 when cached.
+        reasoning_tokens: ``usage.completion_tokens_details.reasoning_tokens`` (part of ``completion_tokens``).
+        max_completion_tokens: the completion cap the request sent (tokens; the judge's cap plus
+            ``judge.reasoning_tokens`` for a reasoning model), 0 when cached.
         tokens_estimated: the reply had no ``usage``: the token counts are estimates.
         retries: retries the openai client took for this call (0 for a cache hit).
         latency_s: wall time of the call including retries and waiting for the limits, seconds.
         cached: served from the in-process cache, no request made.
+        cache_key: the cache key of a reply the model sent (``""`` for a cache hit or with the cache off);
+            :meth:`LLMClient.keep` caches the reply under it.
     """
 
     text: str
@@ -94,6 +125,10 @@ class LLMResult:
     latency_s: float = 0.0
     cached: bool = False
     tokens_estimated: bool = False
+    reasoning: str = ""
+    reasoning_tokens: int = 0
+    max_completion_tokens: int = 0
+    cache_key: str = field(default="", repr=False, compare=False)
 
 
 @dataclass
@@ -139,178 +174,6 @@ class _RateLimiter:
                 await asyncio.sleep(self._window - (now - self._starts[0]))
 
 
-class AdaptiveLimit:
-    """The adaptive limit on judge-model calls in flight (AIMD with slow start, as TCP Reno; docs/llm-judges.md).
-
-    Control law, ``L`` = the limit (a float; ``floor(L)`` calls may be in flight), within
-    ``[minimum, maximum]``, starting at ``initial``:
-
-    - a 2xx answer whose latency is at most ``latency_tolerance`` × the base latency (the lowest recently
-      seen, drifting up by 1 % of the gap per answer so a model that slows down for everyone is followed),
-      while the limit is in use (calls waiting or ``floor(L)`` in flight): ``L += 1`` below the slow-start
-      threshold (doubling per round trip), else ``L += 1/L`` (+1 per window of ``L`` answers);
-      a slower answer holds ``L``;
-    - a 429, 5xx, timeout or connection failure: ``L = max(minimum, L × decrease)`` and the slow-start
-      threshold becomes the new ``L``; at most once per base latency (one decrease per round trip);
-    - a ``Retry-After`` (seconds or an HTTP date, on any answer): no new attempt — first try or retry — is
-      sent before it has elapsed (:meth:`wait_clear`, called from the HTTP client's request hook).
-
-    Every change is published to the ``ragpulse_judge_concurrency_limit`` gauge. With ``adaptive`` off the
-    limit stays at ``maximum`` (``Retry-After`` is still honoured). Bound to one event loop.
-
-    Args:
-        minimum / maximum: bounds of the limit, calls (``minimum`` is clamped to ``maximum``).
-        initial: starting limit, calls (clamped to the bounds).
-        adaptive: adapt; ``False`` = fixed at ``maximum``.
-        decrease: multiplicative decrease factor in (0, 1).
-        latency_tolerance: answers slower than this multiple of the base latency do not raise the limit.
-    """
-
-    def __init__(
-        self,
-        minimum: int,
-        maximum: int,
-        initial: int = 16,
-        *,
-        adaptive: bool = True,
-        decrease: float = 0.5,
-        latency_tolerance: float = 2.0,
-    ) -> None:
-        self.maximum = maximum
-        self.minimum = min(minimum, maximum)
-        self.adaptive = adaptive
-        self._decrease = decrease
-        self._tolerance = latency_tolerance
-        self._limit = float(min(max(initial, self.minimum), maximum) if adaptive else maximum)
-        self._threshold = float(maximum)  # slow start until the first overload
-        self._in_flight = 0
-        self._waiting = 0
-        self._base_latency: float | None = None
-        self._last_decrease = -math.inf
-        self._blocked_until = 0.0
-        self._cond = asyncio.Condition()
-        self.decreases = 0
-        #: The latest ``Retry-After`` holds, ``(monotonic time the answer was read, held until)``, seconds.
-        self.holds: deque[tuple[float, float]] = deque(maxlen=256)
-        JUDGE_CONCURRENCY_LIMIT.set(self.limit)
-
-    @property
-    def limit(self) -> int:
-        """Calls allowed in flight now."""
-        return max(self.minimum, int(self._limit))
-
-    @property
-    def in_flight(self) -> int:
-        """Calls holding a slot now."""
-        return self._in_flight
-
-    async def acquire(self) -> None:
-        """Wait for a slot (and for any ``Retry-After`` to elapse)."""
-        async with self._cond:
-            self._waiting += 1
-            try:
-                while True:
-                    delay = self._blocked_until - time.monotonic()
-                    if delay > 0:
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(delay):
-                                await self._cond.wait()
-                        continue
-                    if self._in_flight < self.limit:
-                        break
-                    await self._cond.wait()
-            finally:
-                self._waiting -= 1
-            self._in_flight += 1
-
-    async def release(self) -> None:
-        """Give a slot back."""
-        async with self._cond:
-            self._in_flight -= 1
-            self._cond.notify_all()
-
-    async def wait_clear(self) -> None:
-        """Return once no ``Retry-After`` is pending (every attempt, first or retry, waits here)."""
-        while True:  # the deadline may move later while we sleep (another Retry-After)
-            delay = self._blocked_until - time.monotonic()
-            if delay <= 0:
-                return
-            await asyncio.sleep(delay)
-
-    def on_success(self, latency_s: float) -> None:
-        """A 2xx answer after ``latency_s`` seconds (one attempt: request sent → answer headers)."""
-        base = self._base_latency
-        if base is None or latency_s < base:
-            base = latency_s
-        else:
-            base += (latency_s - base) * 0.01
-        self._base_latency = base
-        if not self.adaptive or latency_s > self._tolerance * max(base, 1e-3):
-            return
-        if self._waiting == 0 and self._in_flight < self.limit:
-            return  # the limit is not what holds calls back: raising it says nothing about the model
-        before = self.limit
-        self._limit = min(
-            float(self.maximum), self._limit + (1.0 if self._limit < self._threshold else 1.0 / self._limit)
-        )
-        if self.limit != before:
-            self._changed()
-
-    def on_overload(self, retry_after_s: float | None) -> None:
-        """A 429/5xx answer, a timeout or a connection failure; ``retry_after_s`` from its ``Retry-After``."""
-        now = time.monotonic()
-        if retry_after_s is not None and retry_after_s > 0:
-            self._blocked_until = max(self._blocked_until, now + retry_after_s)
-            self.holds.append((now, now + retry_after_s))
-        if not self.adaptive or now - self._last_decrease < (self._base_latency or 0.0):
-            return
-        self._last_decrease = now
-        self._limit = max(float(self.minimum), self._limit * self._decrease)
-        self._threshold = self._limit
-        self.decreases += 1
-        self._changed()
-
-    def _changed(self) -> None:
-        JUDGE_CONCURRENCY_LIMIT.set(self.limit)
-        if self._cond.locked():
-            return
-        loop_task = asyncio.get_running_loop().create_task(self._notify())
-        _BACKGROUND.add(loop_task)
-        loop_task.add_done_callback(_BACKGROUND.discard)
-
-    async def _notify(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
-
-
-#: Tasks kept alive until done (asyncio holds only weak references to tasks).
-_BACKGROUND: set[asyncio.Task[None]] = set()
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Seconds of a ``retry-after-ms`` or ``Retry-After`` header (seconds or an HTTP date); ``None`` without."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - datetime.now(UTC)).total_seconds()
-
-
 @dataclass
 class _LoopState:
     """Everything bound to one event loop."""
@@ -330,12 +193,13 @@ class LLMClient:
 
     Args:
         settings: reads ``judge_base_url``, ``judge_model``, ``judge_api_key``, ``judge_timeout_s``,
-            ``judge_max_tokens``, ``judge_temperature``, ``judge_max_retries``, ``judge_max_concurrency``,
-            ``judge_requests_per_minute``, ``judge_cache_size``, ``judge_daily_token_budget`` and
-            ``judge_http_transport``.
+            ``judge_max_tokens``, ``judge_reasoning_tokens``, ``judge_temperature``, ``judge_structured_output``,
+            ``judge_max_retries``, ``judge_max_concurrency``, ``judge_requests_per_minute``,
+            ``judge_cache_size``, ``judge_daily_token_budget`` and ``judge_http_transport``.
 
         ledger: where the daily token budget is kept across processes (the store); ``None`` keeps it in this
-            process. A ledger that cannot be reached fails the call as ``judge_unavailable``.
+            process. A ledger that cannot be reached is logged; the call goes on against this process's view
+            of the budget.
         budget_suffix: appended to the judge name for the budget, the ledger and token statistics (``""`` for
             the judge section's model; ``"@<model>"`` for a judge's own model, so that a cheap stage's tokens
             neither spend nor are refused by the main model's budget).
@@ -354,7 +218,7 @@ class LLMClient:
         self.budget_suffix = budget_suffix
         self.stats = LLMStats()
         self._cache: OrderedDict[str, LLMResult] = OrderedDict()
-        self._spent: dict[str, tuple[str, int]] = {}  # judge -> (UTC day, tokens), as last known
+        self._accounts = TokenAccounts(ledger)
         self._ledger = ledger
         self._state: _LoopState | None = None
         self._closed = False
@@ -412,6 +276,7 @@ class LLMClient:
         """Close the HTTP connection pool (idempotent). The client cannot be used afterwards."""
         self._closed = True
         state, self._state = self._state, None
+        await self._accounts.aclose()
         if state is not None and state.loop is asyncio.get_running_loop():
             await state.client.close()
 
@@ -421,63 +286,39 @@ class LLMClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # -- budget ----------------------------------------------------------------------------------------
+    # -- budget (ragpulse.judges.model.ledger) ---------------------------------------------------------
     def tokens_spent_today(self, judge: str) -> int:
         """Prompt + completion tokens ``judge`` spent on the current UTC day (with a ledger: by every process,
-        as of this client's last ledger update)."""
-        day = datetime.now(UTC).date().isoformat()
-        d, n = self._spent.get(judge, (day, 0))
-        return n if d == day else 0
+        as of this client's last ledger round trip, plus what it counted since)."""
+        return self._accounts.spent_today(judge)
 
-    def _charge(self, judge: str, tokens: int) -> None:
-        day = datetime.now(UTC).date().isoformat()
-        self._spent[judge] = (day, self.tokens_spent_today(judge) + tokens)
+    @property
+    def ledger_calls(self) -> int:
+        """Round trips made to the token ledger (reservations of budget blocks, background flushes)."""
+        return self._accounts.ledger_calls
 
     def _refuse_over_budget(self, judge: str, budget: int | None) -> None:
-        if budget is not None and self.tokens_spent_today(judge) >= budget:
-            self._over_budget(judge, budget)
-
-    def _over_budget(self, judge: str, budget: int | None) -> None:
-        self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
-        raise JudgeError("over_budget", f"daily token budget of {budget} spent")
+        try:
+            self._accounts.refuse_over_budget(judge, budget)
+        except JudgeError:
+            self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
+            raise
 
     async def _reserve(self, judge: str, tokens: int, budget: int | None) -> str:
-        """Reserve ``tokens`` of today's budget (ledger or process); returns the UTC day charged.
+        """Reserve ``tokens`` of today's budget (:class:`TokenAccounts`); returns the UTC day charged.
 
         Raises:
-            JudgeError: ``over_budget``; ``judge_unavailable`` when the ledger cannot be reached.
+            JudgeError: ``over_budget``.
         """
-        day = datetime.now(UTC).date().isoformat()
-        if self._ledger is None:
-            self._refuse_over_budget(judge, budget)
-            self._charge(judge, tokens)
-            return day
         try:
-            total = await self._ledger.reserve_tokens(judge, day, tokens, budget)
-        except Exception as e:  # the store's errors; no call without the shared budget
-            _log.warning("judge_token_ledger_unavailable", judge=judge, error=f"{type(e).__name__}: {e}")
-            raise ModelUnavailableError(f"token ledger unavailable: {type(e).__name__}", retries=0) from e
-        if total is None:
-            self._spent[judge] = (day, max(budget or 0, self.tokens_spent_today(judge)))
-            self._over_budget(judge, budget)
-        else:
-            self._spent[judge] = (day, total)
-        return day
+            return await self._accounts.reserve(judge, tokens, budget)
+        except JudgeError:
+            self.stats.over_budget[judge] = self.stats.over_budget.get(judge, 0) + 1
+            raise
 
     async def _adjust(self, judge: str, day: str, tokens: int) -> None:
         """Correct a reservation of ``day`` by ``tokens`` (usage − estimate, or −estimate for a failed call)."""
-        if self._ledger is None:
-            self._charge(judge, tokens)
-            return
-        if not tokens:
-            return
-        try:
-            total = await self._ledger.charge_tokens(judge, day, tokens)
-        except Exception as e:  # the reservation stands (the budget errs on the safe side)
-            _log.warning("judge_token_ledger_unavailable", judge=judge, error=f"{type(e).__name__}: {e}")
-            return
-        if day == datetime.now(UTC).date().isoformat():
-            self._spent[judge] = (day, total)
+        self._accounts.adjust(judge, day, tokens)
 
     # -- calls -----------------------------------------------------------------------------------------
     @staticmethod
@@ -493,6 +334,8 @@ class LLMClient:
         messages: Sequence[Mapping[str, str]],
         max_tokens: int | None = None,
         daily_token_budget: int | None = None,
+        temperature: float | None = None,
+        response_format: Mapping[str, Any] | None = None,
     ) -> LLMResult:
         """Send one chat-completions request (or answer it from the cache).
 
@@ -500,8 +343,13 @@ class LLMClient:
             judge: judge name (budget and token accounting, logs; with :attr:`budget_suffix` appended).
             version: judge version (part of the cache key).
             messages: chat messages (``role``/``content``).
-            max_tokens: completion limit, default ``settings.judge.max_tokens``.
+            max_tokens: completion limit (tokens), default ``settings.judge.max_tokens``; a reasoning model
+                gets ``settings.judge.reasoning_tokens`` more (:attr:`LLMResult.max_completion_tokens`).
             daily_token_budget: this judge's daily budget in tokens, default ``settings.judge.daily_token_budget``.
+            temperature: sampling temperature, default ``settings.judge.temperature``; not sent to a model that
+                takes only its default (:mod:`ragpulse.judges.model.params`).
+            response_format: the ``response_format`` to send where the server takes it
+                (``settings.judge.structured_output``), e.g. ``{"type": "json_schema", "json_schema": …}``.
 
         Returns:
             The reply; a ``finish_reason`` of ``length`` is returned as is (callers report
@@ -520,12 +368,19 @@ class LLMClient:
             if hit is not None:
                 self._cache.move_to_end(key)
                 self.stats.cache_hits += 1
-                return LLMResult(text=hit.text, finish_reason=hit.finish_reason, cached=True)
+                return LLMResult(
+                    text=hit.text, finish_reason=hit.finish_reason, cached=True, reasoning=hit.reasoning
+                )
         budget = daily_token_budget or self.settings.judge.daily_token_budget
+        request = _Request(
+            max_tokens=max_tokens or self.settings.judge.max_tokens,
+            temperature=self.settings.judge.temperature if temperature is None else temperature,
+            response_format=response_format if self.settings.judge.structured_output != "off" else None,
+        )
         self._refuse_over_budget(judge, budget)  # spent already: refuse without waiting for a slot
         state = self._loop_state()
         if not key:
-            return await self._send(state, judge, messages, max_tokens, budget)
+            return await self._send(state, judge, messages, request, budget)
         # The same request already in flight (a trace redelivered while it is being judged): wait for it.
         pending = state.inflight.get(key)
         if pending is not None:
@@ -537,11 +392,13 @@ class LLMClient:
                 # the first caller was cancelled: make the call ourselves (below)
             else:
                 self.stats.cache_hits += 1
-                return LLMResult(text=first.text, finish_reason=first.finish_reason, cached=True)
+                return LLMResult(
+                    text=first.text, finish_reason=first.finish_reason, cached=True, reasoning=first.reasoning
+                )
         fut: asyncio.Future[LLMResult] = state.loop.create_future()
         state.inflight[key] = fut
         try:
-            result = await self._send(state, judge, messages, max_tokens, budget)
+            result = await self._send(state, judge, messages, request, budget)
         except asyncio.CancelledError:
             fut.cancel()
             raise
@@ -553,17 +410,26 @@ class LLMClient:
             if state.inflight.get(key) is fut:
                 del state.inflight[key]
         fut.set_result(result)
-        self._cache[key] = result
+        return dataclasses.replace(result, cache_key=key)
+
+    def keep(self, result: LLMResult) -> None:
+        """Cache ``result`` (a reply :meth:`complete` returned) for identical later calls: called once the reply
+        proved good (the judges: for the replies of an ``ok`` judgement). Cache hits and replies made with the
+        cache off are ignored."""
+        cache_size = self.settings.judge.cache_size
+        if not result.cache_key or result.cached or not cache_size:
+            return
+        self._cache[result.cache_key] = dataclasses.replace(result, cache_key="")
+        self._cache.move_to_end(result.cache_key)
         while len(self._cache) > cache_size:
             self._cache.popitem(last=False)
-        return result
 
     async def _send(
         self,
         state: _LoopState,
         judge: str,
         messages: Sequence[Mapping[str, str]],
-        max_tokens: int | None,
+        request: _Request,
         budget: int | None,
     ) -> LLMResult:
         """One request under the concurrency and rate limits and the budget; accounts tokens and retries."""
@@ -581,22 +447,11 @@ class LLMClient:
             day = await self._reserve(judge, reserved, budget)
             self.stats.requests += 1
             try:
-                # The documented generic-request path of the openai client: same retries, timeouts and
-                # errors as ``chat.completions.create`` without its per-call TypedDict transformation
-                # (≈ 0.7 ms CPU per call here).
-                data = await state.client.post(
-                    "/chat/completions",
-                    cast_to=object,
-                    body={
-                        "model": self.model,
-                        "messages": [dict(m) for m in messages],
-                        "temperature": self.settings.judge.temperature,
-                        "max_tokens": max_tokens or self.settings.judge.max_tokens,
-                    },
-                )
+                data, cap = await self._post(state, messages, request)
             except openai.APIError as e:
                 if isinstance(e, openai.APITimeoutError | openai.APIConnectionError):
-                    state.concurrency.on_overload(None)
+                    timeout = isinstance(e, openai.APITimeoutError) and _socket_error(e) is None
+                    state.concurrency.on_congestion("timeout" if timeout else "connection")
                 await self._adjust(judge, day, -reserved)
                 retries = max(attempts.count - 1, 0)
                 self.stats.retries += retries
@@ -617,23 +472,103 @@ class LLMClient:
         retries = max(attempts.count - 1, 0)
         self.stats.retries += retries
         try:
-            text, finish_reason, usage = _read_completion(data)
+            reply = read_completion(data)
         except JudgeError:
             await self._adjust(judge, day, -reserved)
             raise
-        pt, ct = usage or (reserved, estimate_tokens([text]))
+        usage = reply.usage
+        if usage is None:
+            usage = Usage(reserved, estimate_tokens([reply.text, reply.reasoning]))
+        pt, ct = usage.prompt_tokens, usage.completion_tokens
         self.stats.prompt_tokens[judge] = self.stats.prompt_tokens.get(judge, 0) + pt
         self.stats.completion_tokens[judge] = self.stats.completion_tokens.get(judge, 0) + ct
         await self._adjust(judge, day, pt + ct - reserved)
+        if reply.reasoning or usage.reasoning_tokens:
+            self._learn_reasoning()
         return LLMResult(
-            text=text,
-            finish_reason=finish_reason,
+            text=reply.text,
+            finish_reason=reply.finish_reason,
             prompt_tokens=pt,
             completion_tokens=ct,
             retries=retries,
             latency_s=time.perf_counter() - started,
-            tokens_estimated=usage is None,
+            tokens_estimated=reply.usage is None,
+            reasoning=reply.reasoning,
+            reasoning_tokens=usage.reasoning_tokens,
+            max_completion_tokens=cap,
         )
+
+    # -- request parameters ----------------------------------------------------------------------------
+    @property
+    def endpoint(self) -> str:
+        """The base URL the parameter memory is keyed by (OpenAI's default when ``judge.base_url`` is unset)."""
+        return (self.settings.judge.base_url or _OPENAI_BASE_URL).rstrip("/")
+
+    @property
+    def params(self) -> EndpointParams:
+        """What this client's requests send now (:data:`~ragpulse.judges.model.params.PARAMETERS`)."""
+        return PARAMETERS.get(
+            self.endpoint, self.model, structured_output=self.settings.judge.structured_output
+        )
+
+    def _learn_reasoning(self) -> None:
+        params = self.params
+        if not params.reasoning:
+            PARAMETERS.learn(self.endpoint, self.model, replace(params, reasoning=True))
+
+    async def _post(
+        self, state: _LoopState, messages: Sequence[Mapping[str, str]], request: _Request
+    ) -> tuple[object, int]:
+        """POST one chat completion with the parameters this endpoint and model take; returns ``(body, cap)``.
+
+        ``cap`` is the completion-token limit sent: ``request.max_tokens`` plus ``judge.reasoning_tokens`` for a
+        reasoning model; a 400 saying the prompt and that cap exceed the context window is retried once with
+        ``request.max_tokens`` alone (not remembered: it depends on the prompt). A 400 that refuses the token parameter, the temperature or (with
+        ``judge.structured_output: auto``) the response format is retried at once with the other token
+        parameter, or without the refused one; the answer is remembered per (base URL, model) for the life of
+        the process (:mod:`ragpulse.judges.model.params`), so the next call sends the right request first.
+
+        Raises:
+            openai.APIError: any other failure (as the openai client raises it).
+        """
+        import openai
+
+        s = self.settings.judge
+        params = self.params
+        room = s.reasoning_tokens
+        while True:
+            cap = request.max_tokens + (room if params.reasoning else 0)
+            body: dict[str, Any] = {"model": self.model, "messages": [dict(m) for m in messages]}
+            body[params.token_param] = cap
+            if params.temperature:
+                body["temperature"] = request.temperature
+            if request.response_format is not None and params.response_format:
+                body["response_format"] = request.response_format
+            try:
+                # The documented generic-request path of the openai client: same retries, timeouts and
+                # errors as ``chat.completions.create`` without its per-call TypedDict transformation
+                # (≈ 0.7 ms CPU per call here).
+                return await state.client.post("/chat/completions", cast_to=object, body=body), cap
+            except openai.APIStatusError as e:
+                adjustable = {
+                    k: v
+                    for k, v in body.items()
+                    if k in _ADJUSTABLE
+                    and k not in params.learnt
+                    and not (k == "response_format" and s.structured_output == "json_schema")
+                }
+                refused = refused_parameter(e.status_code, e.body, adjustable)
+                if refused is None:
+                    if room and params.reasoning and _context_exceeded(e.status_code, e.body):
+                        room = 0  # the room for reasoning does not fit this prompt: once without it
+                        _log.info("judge_reasoning_room_dropped", model=self.model, status=e.status_code)
+                        continue
+                    raise
+                params = _without(params, refused)
+                PARAMETERS.learn(self.endpoint, self.model, params)
+                _log.info(
+                    "judge_parameter_refused", model=self.model, parameter=refused, status=e.status_code
+                )
 
 
 @dataclass
@@ -664,38 +599,48 @@ async def _observe_answer(response: Any) -> None:
     holder = _ATTEMPTS.get()
     if holder is None:
         return
-    status = int(response.status_code)
-    if status == 429 or status >= 500:
-        holder.concurrency.on_overload(retry_after_seconds(response.headers))
-    elif status < 300:
-        holder.concurrency.on_success(time.monotonic() - holder.sent_at)
+    # congestion (429, 503, 504, slow 5xx, rising latency) lowers the limit; a fast bad answer does not
+    latency = time.monotonic() - holder.sent_at
+    holder.concurrency.on_answer(int(response.status_code), latency, retry_after_seconds(response.headers))
 
 
-def _read_completion(data: object) -> tuple[str, str | None, tuple[int, int] | None]:
-    """``(text, finish_reason, (prompt_tokens, completion_tokens) or None without usage)`` of a body.
+#: OpenAI's API, the openai client's base URL when ``judge.base_url`` is unset.
+_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
-    Raises:
-        JudgeError: ``bad_reply``: the body is not a chat completion.
-    """
-    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-        raise JudgeError("bad_reply", "the reply is not a chat completion")
-    choices = data["choices"]
-    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    text = content if isinstance(content, str) else ""
-    finish = choice.get("finish_reason")
-    usage = data.get("usage")
-    counts = (
-        (_int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens")))
-        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int)
-        else None
+#: Request parameters a refusal may change (:func:`~ragpulse.judges.model.params.refused_parameter`).
+_ADJUSTABLE = frozenset({"max_tokens", "max_completion_tokens", "temperature", "response_format"})
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What one call asks for besides the messages: completion cap (tokens, before any reasoning room),
+    temperature, and the ``response_format`` to send where the server takes it (``None``: none)."""
+
+    max_tokens: int
+    temperature: float
+    response_format: Mapping[str, Any] | None = None
+
+
+def _context_exceeded(status: int, body: object) -> bool:
+    """Whether an HTTP error says the prompt plus the completion cap exceed the model's context window
+    (OpenAI's ``context_length_exceeded``, vLLM's "maximum context length is … you requested …")."""
+    if status not in (400, 422) or not isinstance(body, dict):
+        return False
+    message = body.get("message")
+    return body.get("code") == "context_length_exceeded" or (
+        isinstance(message, str) and "maximum context length" in message.lower()
     )
-    return text, finish if isinstance(finish, str) else None, counts
 
 
-def _int(v: object) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+def _without(params: EndpointParams, refused: str) -> EndpointParams:
+    """``params`` after the server refused parameter ``refused`` (each is learnt once, never flipped back)."""
+    learnt = params.learnt | {refused}
+    if refused in ("max_tokens", "max_completion_tokens"):
+        other: TokenParam = "max_tokens" if refused == "max_completion_tokens" else "max_completion_tokens"
+        return replace(params, token_param=other, learnt=learnt | {other})
+    if refused == "temperature":
+        return replace(params, temperature=False, learnt=learnt)
+    return replace(params, response_format=False, learnt=learnt)
 
 
 def _describe(e: openai.APIError, retries: int) -> str:

@@ -40,6 +40,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from json_repair import repair_json
+
 from ragpulse.errors import JudgeError
 
 __all__ = [
@@ -48,11 +50,14 @@ __all__ = [
     "normalize_verdict_word",
     "parse_score",
     "parse_verdict",
+    "split_reasoning",
     "strip_reasoning",
     "to_score",
 ]
 
-_THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_THINK_RE = re.compile(r"<(think|thinking|reasoning)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
+_OPEN_RE = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
+_CLOSE_RE = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 _DECOR_RE = re.compile(r"[*_`#>\"'“”‘’「」『』\[\]()（）【】]+")
 _LABEL_KEYS = ("verdict", "label", "answer", "judgement", "judgment", "decision", "result", "relevant")
@@ -70,11 +75,26 @@ _REFUSAL_RE = re.compile(
     r"|对不起|抱歉|无法判断|无法确定|无法评估|难以判断|不确定|不清楚|需要更多信息|信息不足",
     re.IGNORECASE,
 )
-_NUMBER_RE = re.compile(r"^\s*[*_]*(?P<value>\d+(?:\.\d+)?)[*_]*\s*$")
+#: A score given with its scale: ``2/3``, ``4 / 5``, ``2 out of 3``, ``2 of 3``, ``2分（满分3分）``.
+_FRACTION = r"[-+]?\d+(?:\.\d+)?\s*(?:/|／|out\s+of|of)\s*\d+(?:\.\d+)?"
+_FRACTION_RE = re.compile(
+    r"(?P<value>[-+]?\d+(?:\.\d+)?)\s*(?:/|／|out\s+of|of)\s*(?P<max>\d+(?:\.\d+)?)(?![\d.]*\s*[-–—]\s*\d)",
+    re.IGNORECASE,
+)
+#: A stated scale: ``on a 0–3 scale``, ``1-5 scale``, ``scale of 0 to 3``, ``0到3分``, ``满分3分`` (lo 0).
+_SCALE_RE = re.compile(
+    r"(?P<lo>\d+)\s*(?:-|–|—|to|~|～|至|到)\s*(?P<hi>\d+)(?:\s*-?\s*point)?\s*(?:scale|分制|分)"
+    r"|scale\s+(?:of|from)\s+(?P<lo2>\d+)\s*(?:-|–|—|to)\s*(?P<hi2>\d+)"
+    r"|满分\s*(?P<hi3>\d+)",
+    re.IGNORECASE,
+)
 _SCORE_LINE_RE = re.compile(
-    r"^\s*[*_#>\-\s]*(?:score|rating|评分|分数|得分)[*_\s]*[:：]\s*[*_\s]*(?P<value>[-+]?[\w.]+)",
+    r"^\s*[*_#>\-\s]*(?:score|rating|评分|分数|得分)[*_\s]*[:：]\s*[*_\s]*"
+    rf"(?P<value>{_FRACTION}|[-+]?[\w.]+)",
     re.IGNORECASE | re.MULTILINE,
 )
+_NUMBER_RE = re.compile(rf"^\s*[*_]*(?P<value>{_FRACTION}|\d+(?:\.\d+)?)[*_]*\s*$", re.IGNORECASE)
+_FIRST_NUMBER_RE = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w.]*\d)")
 _YES_WORDS = frozenset(
     {
         "yes",
@@ -104,12 +124,35 @@ _VERDICT_WORDS: tuple[tuple[re.Pattern[str], bool], ...] = tuple(
 )
 
 
+def split_reasoning(text: str) -> tuple[str, str]:
+    """Split a reply into ``(reasoning, answer)``: the verdict is read from ``answer`` only.
+
+    Reasoning is every ``<think>…</think>`` block (also ``<thinking>``, ``<reasoning>``); everything before a
+    closing tag whose opening tag is missing (servers that put the opening tag in the prompt, e.g. DeepSeek-R1
+    and Qwen3 chat templates, send ``reasoning…</think>answer``); and everything after an opening tag that is
+    never closed (the model ran out of room). Reasoning parts are joined by ``\n``, stripped.
+    """
+    parts: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        parts.append(m.group(2).strip())
+        return ""
+
+    out = _THINK_RE.sub(keep, text)
+    closing = list(_CLOSE_RE.finditer(out))
+    if closing:
+        parts.insert(0, _OPEN_RE.sub("", out[: closing[-1].start()]).strip())
+        out = out[closing[-1].end() :]
+    m = _OPEN_RE.search(out)
+    if m is not None:
+        parts.append(out[m.end() :].strip())
+        out = out[: m.start()]
+    return "\n".join(p for p in parts if p), out
+
+
 def strip_reasoning(text: str) -> str:
-    """Remove ``<think>…</think>`` (also ``<thinking>``, ``<reasoning>``) blocks that reasoning models put
-    before their answer; an unclosed opening block swallows the rest (the model ran out of room)."""
-    out = _THINK_RE.sub("", text)
-    m = re.search(r"<(think|thinking|reasoning)>", out, re.IGNORECASE)
-    return out[: m.start()] if m else out
+    """The answer of a reply without its reasoning (:func:`split_reasoning`)."""
+    return split_reasoning(text)[1]
 
 
 def _squash(text: str) -> str:
@@ -138,10 +181,54 @@ def _objects_in(text: str) -> Iterable[tuple[dict[str, Any], str]]:
             i = text.find("{", i + 1)
 
 
+#: Object starts tried by the lenient pass per text, and characters of the text repaired from each start.
+_MAX_REPAIRS = 16
+_REPAIR_CHARS = 8192
+
+
+def _repaired_objects(text: str) -> Iterable[tuple[dict[str, Any], str]]:
+    """Yield ``(object, source_text)`` for every ``{`` of ``text`` where strict JSON fails but ``json-repair``
+    finds a non-empty object (Python literals, raw newlines or unescaped quotes in strings, trailing commas,
+    single quotes, a missing closing brace …); ``source_text`` runs from the ``{`` to the end of the text."""
+    starts = [m.start() for m in re.finditer(r"\{", text)][:_MAX_REPAIRS]
+    decoder = json.JSONDecoder()
+    for i in starts:
+        try:
+            decoder.raw_decode(text, i)
+            continue  # strict JSON here: the strict pass had it
+        except ValueError:
+            pass
+        segment = text[i : i + _REPAIR_CHARS]
+        try:
+            found = repair_json(segment, return_objects=True, skip_json_loads=True)
+        except (ValueError, RecursionError):
+            continue
+        for obj in found if isinstance(found, list) else [found]:
+            if isinstance(obj, dict) and obj:
+                yield obj, segment
+
+
+def _quoted_objects(untrusted: Sequence[str]) -> list[dict[str, Any]]:
+    """Every JSON object in the judged texts, strict or as ``json-repair`` reads it (the lenient pass skips a
+    repaired reply object equal to one of them: a judged text cannot vote for itself in broken JSON). Only
+    computed when the lenient pass has a candidate."""
+    out: list[dict[str, Any]] = []
+    for u in untrusted:
+        if u and "{" in u:
+            out.extend(obj for obj, _ in _objects_in(u))
+            out.extend(obj for obj, _ in _repaired_objects(u))
+    return out
+
+
 def find_json_object(
     text: str, *, required: Sequence[str] = (), untrusted: Sequence[str] = ()
 ) -> dict[str, Any] | None:
     """Return the judge's JSON object in ``text``, or ``None``.
+
+    Strict JSON first (fenced blocks, then the text); when no strict object qualifies, a lenient pass through
+    the ``json-repair`` library (:func:`_repaired_objects`). The injection defence stands in front of both: an
+    object whose source text appears in an ``untrusted`` text is skipped, and so is a repaired object equal to
+    an object found (strictly or repaired) in one.
 
     Args:
         text: the model output.
@@ -156,6 +243,17 @@ def find_json_object(
         if required and not any(k in obj for k in required):
             continue
         if _is_untrusted(src, untrusted):
+            continue
+        return obj
+    quoted: list[dict[str, Any]] | None = None
+    for obj, src in _repaired_objects(text):
+        if required and not any(k in obj for k in required):
+            continue
+        if _is_untrusted(_squash(src)[:200], untrusted):
+            continue
+        if quoted is None:
+            quoted = _quoted_objects(untrusted)
+        if obj in quoted:
             continue
         return obj
     return None
@@ -257,6 +355,9 @@ def to_score(value: Any, *, scale_max: float) -> float:
         raise JudgeError("unparseable", f"score is a boolean: {value!r}")
     if isinstance(value, str):
         s = value.strip().rstrip("*_").strip()
+        stated = _FRACTION_RE.fullmatch(s)
+        if stated is not None:
+            return _on_scale(float(stated.group("value")), 0.0, float(stated.group("max")), scale_max, value)
         try:
             num = float(s)
         except ValueError as e:
@@ -270,8 +371,32 @@ def to_score(value: Any, *, scale_max: float) -> float:
     return num
 
 
+def _on_scale(value: float, lo: float, hi: float, scale_max: float, raw: Any) -> float:
+    """``value`` stated on ``[lo, hi]`` carried to ``[0, scale_max]``.
+
+    Raises:
+        JudgeError: ``out_of_range``: the value is outside its stated scale, or the scale is empty.
+    """
+    if not (math.isfinite(value) and hi > lo and lo <= value <= hi):
+        raise JudgeError("out_of_range", f"score {raw!r} is outside its stated scale [{lo:g}, {hi:g}]")
+    return (value - lo) * scale_max / (hi - lo)
+
+
+def _stated_scale(body: str) -> tuple[float, float, str] | None:
+    """``(lo, hi, body without the scale statement)`` when the reply states its scale, else ``None``."""
+    m = _SCALE_RE.search(body)
+    if m is None:
+        return None
+    lo = m.group("lo") or m.group("lo2") or "0"
+    hi = m.group("hi") or m.group("hi2") or m.group("hi3")
+    return float(lo), float(hi), body[: m.start()] + " " + body[m.end() :]
+
+
 def parse_score(text: str, *, scale_max: float, untrusted: Sequence[str] = ()) -> tuple[float, str]:
     """Parse a numeric score on ``[0, scale_max]`` and the reason given with it.
+
+    A score given with its scale is carried to ``[0, scale_max]``: ``"4/5"``, ``2 out of 3`` (value / max),
+    ``on a 1–5 scale … 4`` ((value − lo) / (hi − lo)); the numbers of the scale are never read as the score.
 
     Returns:
         ``(score_on_the_scale, reason)``; ``reason`` is the JSON ``reason``/``explanation`` member or the text
@@ -286,10 +411,26 @@ def parse_score(text: str, *, scale_max: float, untrusted: Sequence[str] = ()) -
         raw = obj.get("score", obj.get("rating"))
         reason = obj.get("reason") or obj.get("explanation") or ""
         return to_score(raw, scale_max=scale_max), str(reason)
-    m = _SCORE_LINE_RE.search(body)
+    stated = _stated_scale(body)
+    scan = stated[2] if stated is not None else body
+    m = _SCORE_LINE_RE.search(scan)
     if m is not None:
-        rest = body[m.end() :].strip(" \n.*:：-")
-        return to_score(m.group("value"), scale_max=scale_max), rest
+        rest = scan[m.end() :].strip(" \n.*:：-")
+        value = m.group("value")
+        if stated is not None and _FRACTION_RE.fullmatch(value) is None:
+            return _on_scale(_number(value), stated[0], stated[1], scale_max, value), rest
+        return to_score(value, scale_max=scale_max), rest
+    fraction = _FRACTION_RE.search(scan)
+    if fraction is not None:
+        return to_score(fraction.group(0), scale_max=scale_max), scan[fraction.end() :].strip(" \n.,;:*")
+    if stated is not None:
+        number = _FIRST_NUMBER_RE.search(scan)
+        if number is None:
+            raise JudgeError("unparseable", f"no score in: {_excerpt(body)}")
+        value = number.group(0)
+        return _on_scale(float(value), stated[0], stated[1], scale_max, value), scan[number.end() :].strip(
+            " \n.,;:*"
+        )
     first = _DECOR_RE.sub(" ", body).split()
     if first:
         try:
@@ -298,6 +439,14 @@ def parse_score(text: str, *, scale_max: float, untrusted: Sequence[str] = ()) -
             if e.code == "out_of_range":
                 raise
     raise JudgeError("unparseable", f"no score in: {_excerpt(body)}")
+
+
+def _number(value: str) -> float:
+    """The number a score token starts with (``2``, ``2.5``, ``2分``)."""
+    m = re.match(r"[-+]?\d+(?:\.\d+)?(?=分|[*_.]*$)", value.strip())
+    if m is None:
+        raise JudgeError("unparseable", f"score is not a number: {_excerpt(value)}")
+    return float(m.group(0))
 
 
 def _excerpt(text: str, n: int = 120) -> str:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from ragpulse.errors import ConfigError, JudgeError
 from ragpulse.judges.formulas import average_precision, share
-from ragpulse.judges.frame import REPLY_PROTOCOL, UNREADABLE_SCRIPTS, CallLog, Decision, Judge
+from ragpulse.judges.frame import REPLY_PROTOCOL, UNREADABLE_SCRIPTS, CallLog, Decision, JudgeBase
 from ragpulse.judges.model.context import format_chunks
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word
 from ragpulse.judges.model.prompts import JSON_SYSTEM, prompt_pair_text
@@ -101,7 +101,7 @@ def _passage_verdicts(verdicts: Any, key: str, n: int) -> list[bool]:
     return [out[i] for i in range(1, n + 1)]
 
 
-class _ContextJudge(Judge):
+class _ContextJudge(JudgeBase):
     """Shared set-up: method selection, model, prompts, top-k."""
 
     Options = ContextOptions

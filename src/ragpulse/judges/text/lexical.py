@@ -71,14 +71,14 @@ _META_EN = re.compile(
 )
 _COURTESY_RE = re.compile(
     r"\b(?:sorry|apologi[sz]e|apologies|thank you|thanks|hope (?:this|that) helps|(?:glad|happy) to help|"
-    r"rest assured)\b|抱歉|对不起|感谢|谢谢|带来不便|请放心|希望对您有(?:所)?帮助|很高兴为您",
+    r"rest assured|(?:great|good|interesting|excellent) question)\b|抱歉|对不起|感谢|谢谢|带来不便|请放心|希望对您有(?:所)?帮助|很高兴为您",
     re.IGNORECASE,
 )
 
 #: Interrogative words: they ask, they are not topic words an answer should repeat (English ones are
 #: stop words already).
 QUESTION_WORDS = frozenset(
-    "怎样 怎么 怎么样 如何 什么 什么样 时候 谁 哪 哪里 哪儿 哪些 哪个 多少 几 为什么 为何 是否 多久 能否 可否".split()
+    "怎样 怎么 怎么样 怎么办 会怎样 多大 如何 什么 什么样 时候 谁 哪 哪里 哪儿 哪些 哪个 多少 几 为什么 为何 是否 多久 能否 可否".split()
 )
 
 _META_ZH = re.compile(
@@ -328,6 +328,19 @@ def _kind(token: str, text: str, names: frozenset[str] | None = None) -> str | N
     return None
 
 
+@text_cache(max_entries=256)
+def _slot_index(chunk: str) -> tuple[list[str], dict[str, list[int]], str]:
+    """The chunk's content words, where each one stands among them, and the chunk case-folded — built once
+    per chunk (cached as :func:`chunk_index`): every look-up of :func:`swapped_slot` is then by token, so its
+    work is linear in the lengths of sentence and context (a 100,000-character Chinese answer without
+    sentence punctuation is one sentence; an English one is hundreds, each checked against the same chunk)."""
+    ctx = content_tokens(chunk)
+    at: dict[str, list[int]] = {}
+    for k, t in enumerate(ctx):
+        at.setdefault(t, []).append(k)
+    return ctx, at, chunk.casefold()
+
+
 def swapped_slot(sentence: str, chunk: str) -> str | None:
     """An entity or number of ``sentence`` standing where ``chunk`` has another one, or ``None``.
 
@@ -339,12 +352,12 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
     ``a`` there. Returns the swapped token (for the reason), else ``None``.
     """
     words = content_tokens(sentence)
-    ctx = content_tokens(chunk)
-    folded_chunk = chunk.casefold()
+    ctx, at, folded_chunk = _slot_index(chunk)
     in_sentence = set(words)
     both = sentence + "\n" + chunk
     kinds: dict[tuple[str, str], str | None] = {}  # _kind per (token, text), each computed once
     names: dict[str, frozenset[str] | None] = {both: _names_joined(sentence, chunk)}
+    in_chunk: dict[str, bool] = {}
 
     def kind_of(token: str, text: str) -> str | None:
         key = (token, text)
@@ -355,7 +368,10 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
         return kinds[key]
 
     for i, a in enumerate(words):
-        if a not in folded_chunk:
+        seen = in_chunk.get(a)
+        if seen is None:
+            seen = in_chunk[a] = a in at or a in folded_chunk
+        if not seen:
             continue
         kind = kind_of(a, both)
         if kind is None:
@@ -366,11 +382,12 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
                 continue
             w = words[j]
             # a slot is a word the context uses rarely: common words of a long context have many neighbours
-            if ctx.count(w) > MAX_SLOT_USES or _adjacent(a, w, side, ctx, folded_chunk):
+            w_at = at.get(w, ())
+            if len(w_at) > MAX_SLOT_USES or _adjacent(a, w, side, ctx, folded_chunk, w_at):
                 continue
             if not has_cjk(w) and kind_of(w, sentence) is not None:  # a slot is a relation word, not a name
                 continue
-            fillers = {ctx[k - side] for k, t in enumerate(ctx) if t == w and 0 <= k - side < len(ctx)}
+            fillers = {ctx[k - side] for k in w_at if 0 <= k - side < len(ctx)}
             if any(
                 b != a and b not in in_sentence and kind_of(b, chunk) == kind and a not in b and b not in a
                 for b in fillers
@@ -379,17 +396,41 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
     return None
 
 
-def _adjacent(a: str, w: str, side: int, ctx: Sequence[str], folded: str) -> bool:
+def _adjacent(
+    a: str, w: str, side: int, ctx: Sequence[str], folded: str, w_at: Sequence[int] | None = None
+) -> bool:
     """``a`` next to ``w`` on ``side`` in the context: within :data:`SLOT_WINDOW` content words, or (Chinese)
-    within 8 characters of the same sentence."""
+    within 8 characters of the same sentence. ``w_at``: the positions of ``w`` in ``ctx`` (found when not
+    given); the cost is proportional to their number, not to the context's length."""
     n = len(ctx)
-    for k, t in enumerate(ctx):
-        if t == a:
-            for d in range(1, SLOT_WINDOW + 1):
-                j = k + side * d
-                if 0 <= j < n and ctx[j] == w:
-                    return True
+    if w_at is None:
+        w_at = [k for k, t in enumerate(ctx) if t == w]
+    for j in w_at:  # w at j, a at j - side * d
+        for d in range(1, SLOT_WINDOW + 1):
+            k = j - side * d
+            if 0 <= k < n and ctx[k] == a:
+                return True
     if has_cjk(a) or has_cjk(w):
-        first, second = (a, w) if side == 1 else (w, a)
-        return re.search(re.escape(first) + r"[^。！？；]{0,8}" + re.escape(second), folded) is not None
+        return _near(a, w, side, folded)
+    return False
+
+
+def _near(a: str, w: str, side: int, folded: str) -> bool:
+    """``a`` then ``w`` (``side`` 1; ``w`` then ``a`` for -1) within 8 characters and no sentence end (。！？；)
+    in ``folded``: ``re.search(first + "[^。！？；]{0,8}" + second)``, looked for around each occurrence of the
+    slot word ``w`` only (rare by then: at most :data:`MAX_SLOT_USES` in the context's words)."""
+    if side == 1:  # a … w: a ends at most 8 characters before w
+        pattern = re.compile(re.escape(a) + r"[^。！？；]{0,8}\Z")
+    else:  # w … a: a starts at most 8 characters after w
+        pattern = re.compile(r"[^。！？；]{0,8}" + re.escape(a))
+    p = folded.find(w)
+    while p >= 0:
+        if side == 1:
+            found = pattern.search(folded, max(0, p - 8 - len(a)), p) is not None
+        else:
+            end = p + len(w)
+            found = pattern.match(folded, end, end + 8 + len(a)) is not None
+        if found:
+            return True
+        p = folded.find(w, p + 1)
     return False

@@ -48,11 +48,13 @@ from ragpulse.ingest.otlp.conventions.genai import GenAiMapper
 from ragpulse.ingest.otlp.conventions.langfuse import LangfuseMapper
 from ragpulse.ingest.otlp.conventions.openinference import OpenInferenceMapper
 from ragpulse.ingest.otlp.conventions.openllmetry import OpenLlmetryMapper
+from ragpulse.ingest.otlp.logs import fold_carriers
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.ingest.timestamps import plausible_times
-from ragpulse.model import Source, Trace
+from ragpulse.model import Source, Trace, id_problem
 
 __all__ = [
+    "SPAN_OUTLINE_MAX",
     "AttributeMapper",
     "ConventionMapper",
     "GenAiMapper",
@@ -63,10 +65,24 @@ __all__ = [
     "TraceBuilder",
     "default_mappers",
     "jsonable",
+    "span_outline",
 ]
 
-_SCALARS = ("question", "context", "model_context", "model", "app", "scenario")
-_ANSWER_GROUP = ("answer", "answer_span_id", "answer_candidates", "not_evaluable")
+_SCALARS = (
+    "question",
+    "context",
+    "model_context",
+    "model",
+    "app",
+    "scenario",
+    "turns",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_prompt_tokens",
+    "total_completion_tokens",
+    "usage",
+)
+_ANSWER_GROUP = ("answer", "answer_span_id", "answer_candidates", "not_evaluable", "reasoning")
 
 
 def default_mappers(settings: OtlpSettings) -> list[ConventionMapper]:
@@ -119,11 +135,67 @@ def _root_error(root: SpanData) -> str:
     return line[:300] if line else "status ERROR"
 
 
+def _replay_id(spans: list[SpanData], key: str, attrs: dict[str, Any]) -> str | None:
+    """The replay id under attribute ``key`` when :func:`ragpulse.model.id_problem` finds nothing wrong with it.
+
+    Ids are data, never path segments: a refused one (``../x``, a control or bidirectional character) is not
+    used — the trace keeps its OTLP trace id, or links to no test case — and ``attrs["id_refused"]`` records
+    ``{key: reason}`` so the trace says why."""
+    value = as_text(_replay_value(spans, key))
+    if value is None:
+        return None
+    problem = id_problem(value)
+    if problem is None:
+        return value
+    attrs.setdefault("id_refused", {})[key] = f"{value[:100]!r} {problem}"
+    return None
+
+
 def _replay_value(spans: list[SpanData], key: str) -> Any:
     for s in spans:
         if key in s.attributes and s.attributes[key] not in (None, ""):
             return s.attributes[key]
     return None
+
+
+#: Most spans kept in a trace's span outline (``attributes.spans``); the first ones by start time.
+SPAN_OUTLINE_MAX = 500
+
+_KIND_NAMES = {1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
+
+
+def span_outline(spans: Sequence[SpanData]) -> list[dict[str, Any]]:
+    """The span tree of a trace for the portal's timeline: per span (by start time, at most
+    :data:`SPAN_OUTLINE_MAX`) ``{"span_id", "parent_span_id", "name", "kind", "start_ms", "duration_ms",
+    "error"}`` — ``start_ms`` from the earliest span's start, milliseconds; ``kind`` the span's role
+    (``openinference.span.kind`` such as ``RETRIEVER``/``LLM``, ``gen_ai.operation.name`` such as ``chat``,
+    ``traceloop.span.kind``, else the OTLP span kind); ``error`` when its status is ERROR. No texts."""
+    timed = [s for s in spans if s.start_unix_nano > 0]
+    t0 = min((s.start_unix_nano for s in timed), default=0)
+    out: list[dict[str, Any]] = []
+    for s in spans_in_start_order(spans)[:SPAN_OUTLINE_MAX]:
+        role = next(
+            (
+                as_text(s.attributes.get(k))
+                for k in ("openinference.span.kind", "gen_ai.operation.name", "traceloop.span.kind")
+                if as_text(s.attributes.get(k))
+            ),
+            None,
+        )
+        start = s.start_unix_nano
+        end = s.end_unix_nano
+        out.append(
+            {
+                "span_id": s.span_id,
+                "parent_span_id": s.parent_span_id,
+                "name": s.name[:200],
+                "kind": (role or _KIND_NAMES.get(s.kind, ""))[:40],
+                "start_ms": round((start - t0) / 1e6, 3) if start > 0 else None,
+                "duration_ms": round((end - start) / 1e6, 3) if start > 0 and end >= start else None,
+                "error": s.status_code == 2,
+            }
+        )
+    return out
 
 
 class TraceBuilder:
@@ -141,6 +213,7 @@ class TraceBuilder:
 
     def merge(self, spans: Sequence[SpanData]) -> MappedFields:
         """The merged fields of every matching mapper (first mapper wins per field)."""
+        spans = fold_carriers(spans)
         merged: MappedFields = {}
         attrs: dict[str, Any] = {}
         conventions: list[str] = []
@@ -166,6 +239,8 @@ class TraceBuilder:
                     attrs.setdefault(k, v)
         if conventions:
             attrs["conventions"] = conventions
+        if merged.get("reasoning"):  # kept on the trace (attributes.reasoning), never judged as the answer
+            attrs["reasoning"] = merged["reasoning"]
         merged["attributes"] = attrs
         return merged
 
@@ -177,6 +252,7 @@ class TraceBuilder:
             spans: the trace's spans; may be empty only for a trace whose spans were all invalid.
             incomplete: set after an idle timeout without a finished root span.
         """
+        spans = fold_carriers(spans)  # log records (gen_ai events) onto their spans
         fields = self.merge(spans)
         context = fields.get("context")
         if context is None and (fields.get("documents") or not fields.get("retrieval_seen")):
@@ -187,6 +263,8 @@ class TraceBuilder:
         attrs: dict[str, Any] = fields["attributes"]
         if first is not None and first.service_name:
             attrs.setdefault("service.name", first.service_name)
+        if spans:
+            attrs["spans"] = span_outline(spans)
         error = _root_error(root) if root is not None and root.status_code == 2 else None
         app = fields.get("app") or (first.service_name if first else None)
         if root is not None:
@@ -198,7 +276,8 @@ class TraceBuilder:
         keywords = maybe_json(_replay_value(ordered, "ragpulse.keywords"))
         if keywords is not None and not isinstance(keywords, list | str):
             keywords = None
-        original_id = as_text(_replay_value(ordered, "ragpulse.trace.id"))
+        original_id = _replay_id(ordered, "ragpulse.trace.id", attrs)
+        test_case_id = _replay_id(ordered, "ragpulse.test_case.id", attrs)
         start_dt, end_dt, time_replaced = plausible_times(
             _ns_to_dt(start), _ns_to_dt(end), datetime.now(UTC), latency
         )
@@ -230,7 +309,13 @@ class TraceBuilder:
             source=Source.OTLP,
             incomplete=incomplete,
             run_id=as_text(_replay_value(ordered, "ragpulse.run.id")),
-            test_case_id=as_text(_replay_value(ordered, "ragpulse.test_case.id")),
+            test_case_id=test_case_id,
             expected_answer=as_text(_replay_value(ordered, "ragpulse.expected_answer")),
             keywords=keywords,
+            turns=tuple(fields.get("turns") or ()),
+            prompt_tokens=fields.get("prompt_tokens"),
+            completion_tokens=fields.get("completion_tokens"),
+            total_prompt_tokens=fields.get("total_prompt_tokens"),
+            total_completion_tokens=fields.get("total_completion_tokens"),
+            usage=tuple(fields.get("usage") or ()),
         )

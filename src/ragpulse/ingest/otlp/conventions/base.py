@@ -30,6 +30,7 @@ from ragpulse.model import Document
 
 __all__ = [
     "AMBIGUOUS_ANSWER",
+    "OUTPUT_ROLES",
     "AnswerChoice",
     "ConventionMapper",
     "LlmCall",
@@ -37,9 +38,11 @@ __all__ = [
     "answer_text",
     "as_float",
     "as_text",
+    "call_of",
     "choose_answer_call",
     "doc_id_from_metadata",
     "indexed",
+    "is_object_repr",
     "is_streaming_repr",
     "last_ended",
     "last_text",
@@ -48,10 +51,14 @@ __all__ = [
     "message_text",
     "parse_messages",
     "ranked",
+    "reasoning_text",
     "resolve_answer",
     "spans_in_start_order",
+    "split_prompt",
     "tool_documents",
     "top_span",
+    "turns_of",
+    "usage_of",
 ]
 
 MappedFields = dict[str, Any]
@@ -80,9 +87,29 @@ def spans_in_start_order(spans: Sequence[SpanData]) -> list[SpanData]:
     return sorted(spans, key=lambda s: (s.start_unix_nano, s.end_unix_nano, s.span_id))
 
 
+#: Attribute prefixes of the RAG/LLM conventions ragpulse reads: a span carrying one belongs to the RAG service.
+_RAG_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "langfuse.", "retrieval.", "ragpulse.")
+
+
+def _is_rag_span(span: SpanData) -> bool:
+    return any(k.startswith(_RAG_PREFIXES) for k in span.attributes)
+
+
 def top_span(spans: Sequence[SpanData]) -> SpanData | None:
-    """The trace's root span if present, else ``None``."""
+    """The root of what is judged: the earliest root span (no parent, or a remote parent) of the RAG service,
+    else ``None``.
+
+    In a trace that spans several services (a gateway calls the RAG service with W3C ``traceparent``), the
+    gateway's root and the RAG service's entry span (remote parent) are both roots; roots of a service that
+    emitted RAG/LLM spans (:data:`_RAG_PREFIXES`) win over the others, so the front service's span never
+    replaces the RAG service's entry span.
+    """
     roots = [s for s in spans if s.is_root]
+    if len(roots) > 1:
+        rag_services = {s.service_name for s in spans if _is_rag_span(s)}
+        preferred = [r for r in roots if r.service_name in rag_services]
+        if preferred:
+            roots = preferred
     return spans_in_start_order(roots)[0] if roots else None
 
 
@@ -219,11 +246,12 @@ def parse_messages(value: Any) -> list[tuple[str, str]]:
     return out
 
 
-_ID_KEYS = ("id", "doc_id", "document_id", "chunk_id", "_id")
+_ID_KEYS = ("id", "doc_id", "document_id", "chunk_id", "_id", "source")
 
 
 def doc_id_from_metadata(metadata: Any) -> str | None:
-    """A document id from retriever metadata (``id``, ``doc_id``, ``document_id``, ``chunk_id``, ``_id``)."""
+    """A document id from retriever metadata (``id``, ``doc_id``, ``document_id``, ``chunk_id``, ``_id``, else
+    ``source``: LangChain loaders set it, and OpenLLMetry does not export ``Document.id``)."""
     md = maybe_json(metadata)
     if isinstance(md, Mapping):
         for key in _ID_KEYS:
@@ -265,6 +293,10 @@ def last_text(messages: Sequence[tuple[str, str]], roles: Sequence[str]) -> str 
     return picked[-1] if picked else None
 
 
+#: Roles an output (completion) message may carry: ``assistant``; none; ``unknown`` (OpenLLMetry's
+#: LangChain instrumentation for a streamed ``AIMessageChunk``); ``model`` (Gemini).
+OUTPUT_ROLES = ("assistant", "", "unknown", "model")
+
 _STREAM_RE = re.compile(r"^\s*<(?:async_)?generator object .+ at 0x[0-9a-fA-F]+>\s*$", re.DOTALL)
 
 #: ``not_evaluable`` reason when two or more model calls could have produced the answer.
@@ -278,11 +310,82 @@ def is_streaming_repr(text: Any) -> bool:
     return isinstance(text, str) and len(text) < 500 and _STREAM_RE.match(text) is not None
 
 
-def answer_text(text: str | None) -> str | None:
-    """``text`` unless it is blank or a streaming repr (:func:`is_streaming_repr`), then ``None``."""
-    if not isinstance(text, str) or not text.strip() or is_streaming_repr(text):
+_THINK_RE = re.compile(r"^\s*<(think|thinking|reasoning)>.*?</\1>\s*", re.DOTALL | re.IGNORECASE)
+
+
+_OBJECT_REPR_RE = re.compile(r"^\s*[A-Z][A-Za-z0-9_]*\([a-z_][a-z0-9_]*=")
+
+
+def is_object_repr(text: Any) -> bool:
+    """True for the repr of a Python object recorded instead of a text output, e.g. LlamaIndex workflows'
+    ``StopEvent(result=AgentOutput(response=ChatMessage(…)))`` (often cut, so no closing parenthesis is
+    required): a capitalised name directly followed by ``(`` and a keyword argument."""
+    return isinstance(text, str) and _OBJECT_REPR_RE.match(text) is not None
+
+
+def reasoning_text(text: Any) -> str | None:
+    """The content of the inline reasoning block ``text`` starts with (``<think>…</think>`` …), else ``None``."""
+    if not isinstance(text, str) or text.lstrip()[:1] != "<":
         return None
+    m = _THINK_RE.match(text)
+    if m is None:
+        return None
+    inner = re.sub(r"^\s*<[^>]+>|</[^>]+>\s*$", "", m.group(0))
+    return inner.strip() or None
+
+
+def call_of(span: SpanData, inputs: list[tuple[str, str]], *outputs: Any) -> LlmCall:
+    """A :class:`LlmCall` whose output is the first of ``outputs`` that :func:`answer_text` keeps, with the
+    reasoning block that output started with."""
+    for raw in outputs:
+        text = answer_text(raw)
+        if text is not None:
+            return LlmCall(span, inputs, text, reasoning_text(raw))
+    return LlmCall(span, inputs, None)
+
+
+def answer_text(text: str | None) -> str | None:
+    """``text`` without a leading inline reasoning block (``<think>…</think>``, ``<thinking>``,
+    ``<reasoning>``: the final answer only), unless it is blank, a streaming repr (:func:`is_streaming_repr`)
+    or an object repr (:func:`is_object_repr`), then ``None``."""
+    if not isinstance(text, str) or not text.strip() or is_streaming_repr(text) or is_object_repr(text):
+        return None
+    if text.lstrip()[:1] == "<":
+        text = _THINK_RE.sub("", text, count=1)
+        if not text.strip():
+            return None
     return text
+
+
+_LABEL_RE = re.compile(
+    r"(?:^|\n)[ \t]*(?:question|query|user question|q)[ \t]*:[ \t]*(?P<q>[^\n]+?)[ \t]*"
+    r"(?:\n[ \t]*answer[ \t]*:[ \t]*)?\s*$",
+    re.IGNORECASE,
+)
+
+
+def split_prompt(user_text: str | None, question: str | None) -> tuple[str | None, str | None]:
+    """``(question, passages)`` of a user message that carries passages besides the question (prompt-stuffed
+    RAG: LlamaIndex's QA template, "Context: … Question: …").
+
+    With a known ``question`` contained in a longer message, the passages are the message without it. Else a
+    last line labelled ``Question:`` / ``Query:`` / ``Q:`` (optionally followed by ``Answer:``) is the
+    question — unless one is known (the user's; the labelled one may be a condensed rewrite) — and the text
+    before it the passages. Otherwise ``(user_text, None)``: the message is the
+    question and no passages are claimed.
+    """
+    if not user_text:
+        return question, None
+    text = user_text.strip()
+    if question and question.strip() and question.strip() in text and text != question.strip():
+        rest = text.replace(question.strip(), "").strip()
+        return question, rest or None
+    m = _LABEL_RE.search(text)
+    if m and m.start() > 0:
+        passages = text[: m.start()].strip()
+        # a question found outside the model call (the user's) wins over the labelled one (maybe rewritten)
+        return question or m.group("q").strip(), passages or None
+    return question or user_text, None
 
 
 @dataclass
@@ -293,12 +396,14 @@ class LlmCall:
         span: the span.
         inputs: its input messages as ``(role, text)`` pairs (roles ``system``, ``user``, ``assistant``,
             ``tool`` …).
-        output: its completion text (``None`` when absent or only a streaming repr).
+        output: its completion text (``None`` when absent or only a streaming repr), without reasoning.
+        reasoning: the inline reasoning block (``<think>…</think>``) its completion started with, if any.
     """
 
     span: SpanData
     inputs: list[tuple[str, str]] = field(default_factory=list)
     output: str | None = None
+    reasoning: str | None = None
 
 
 @dataclass
@@ -383,8 +488,111 @@ def choose_answer_call(
     return AnswerChoice(candidates=candidates, ambiguous=True)
 
 
+#: Token-count attributes of a model call: (prompt, completion) key pairs, first pair found wins —
+#: OpenInference, OTel GenAI (current and the older names OpenLLMetry used).
+_TOKEN_KEYS = (
+    ("llm.token_count.prompt", "llm.token_count.completion"),
+    ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+    ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
+)
+#: Keys of Langfuse's ``langfuse.observation.usage_details`` (a JSON object): (prompt, completion) pairs.
+_LANGFUSE_USAGE_KEYS = (("input", "output"), ("prompt_tokens", "completion_tokens"))
+
+
+def _count(v: Any) -> int | None:
+    f = as_float(v)
+    return int(f) if f is not None and f >= 0 and f == int(f) else None
+
+
+def usage_of(span: SpanData) -> tuple[int, int] | None:
+    """``(prompt_tokens, completion_tokens)`` a model-call span reports, or ``None`` when it reports none.
+
+    Read from OpenInference ``llm.token_count.prompt``/``.completion``, OTel GenAI
+    ``gen_ai.usage.input_tokens``/``.output_tokens`` (or the older ``prompt_tokens``/``completion_tokens``), or
+    Langfuse's ``langfuse.observation.usage_details`` (``input``/``output`` or ``prompt_tokens``/
+    ``completion_tokens``). A missing half counts 0 when the other is reported.
+    """
+    a = span.attributes
+    for pk, ck in _TOKEN_KEYS:
+        p, c = _count(a.get(pk)), _count(a.get(ck))
+        if p is not None or c is not None:
+            return p or 0, c or 0
+    details = maybe_json(a.get("langfuse.observation.usage_details"))
+    if isinstance(details, Mapping):
+        for pk, ck in _LANGFUSE_USAGE_KEYS:
+            p, c = _count(details.get(pk)), _count(details.get(ck))
+            if p is not None or c is not None:
+                return p or 0, c or 0
+    return None
+
+
+def turns_of(inputs: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The conversation's earlier turns in a model call's input messages: every ``user`` message before the
+    last one, with the ``assistant`` text that followed it (``None`` when none did), oldest first."""
+    users = [i for i, (role, _) in enumerate(inputs) if role == "user"]
+    if len(users) < 2:
+        return []
+    out: list[dict[str, Any]] = []
+    for i in users[:-1]:
+        answer = None
+        for role, text in inputs[i + 1 :]:
+            if role == "user":
+                break
+            if role == "assistant":
+                answer = text
+        out.append({"question": inputs[i][1], "answer": answer})
+    return out
+
+
+def _usage_fields(
+    out: MappedFields,
+    calls: Sequence[LlmCall],
+    call: LlmCall | None,
+    model_of: Callable[[SpanData], str | None],
+) -> None:
+    """Token usage: the answering ``call``'s tokens, the sums over ``calls`` and the per-model usage."""
+    by_model: dict[str | None, list[int]] = {}
+    for c in calls:
+        u = usage_of(c.span)
+        if u is None:
+            continue
+        entry = by_model.setdefault(model_of(c.span), [0, 0, 0])
+        entry[0] += u[0]
+        entry[1] += u[1]
+        entry[2] += 1
+    if not by_model:
+        return
+    if call is not None and (u := usage_of(call.span)) is not None:
+        out["prompt_tokens"], out["completion_tokens"] = u
+    out["total_prompt_tokens"] = sum(e[0] for e in by_model.values())
+    out["total_completion_tokens"] = sum(e[1] for e in by_model.values())
+    out["usage"] = [
+        {"model": m, "prompt_tokens": e[0], "completion_tokens": e[1], "calls": e[2]}
+        for m, e in by_model.items()
+    ]
+
+
 _TEXT_KEYS = ("text", "content", "page_content", "snippet")
 _TOOL_ID_KEYS = ("id", "doc_id")
+
+
+def _tool_message_content(out: Any) -> Any:
+    """The content of a serialized LangChain ``ToolMessage`` (``{"type": "tool", "data": {"content": …}}``, or
+    the ``lc`` constructor form ``{"lc": 1, "kwargs": {"content": …}}``, possibly wrapped as
+    ``{"output": …, "kwargs": …}``), else ``out`` as is."""
+    v = maybe_json(out)
+    if isinstance(v, Mapping) and isinstance(v.get("output"), Mapping) and len(v) <= 2:
+        v = v["output"]  # OpenLLMetry's tool span: {"output": <ToolMessage>, "kwargs": {...}}
+    if isinstance(v, Mapping) and "tool_name" in v and ("raw_output" in v or "blocks" in v):
+        # LlamaIndex ToolOutput: the tool's own return value, else its text blocks
+        if v.get("raw_output") is not None:
+            return v["raw_output"]
+        return message_text(v.get("blocks")) or out
+    if isinstance(v, Mapping):
+        inner = v.get("data") if v.get("type") == "tool" else v.get("kwargs") if v.get("lc") else None
+        if isinstance(inner, Mapping) and inner.get("content") is not None:
+            return inner["content"]
+    return out
 
 
 def tool_documents(outputs: Sequence[Any]) -> list[Document]:
@@ -392,11 +600,17 @@ def tool_documents(outputs: Sequence[Any]) -> list[Document]:
 
     An output that is a JSON list of objects with a text field (``text``, ``content``, ``page_content``,
     ``snippet``; id from ``id`` / ``doc_id``, score from ``score``, the rest as metadata) gives one document
-    per object; any other non-blank output gives one document holding the whole output.
+    per object, a JSON list of non-blank strings one document per string; a serialized LangChain
+    ``ToolMessage`` is read through its ``content``; any other non-blank output gives one document holding
+    the whole output.
     """
     docs: list[Document] = []
     for out in outputs:
+        out = _tool_message_content(out)
         v = maybe_json(out)
+        if isinstance(v, list) and v and all(isinstance(i, str) and i.strip() for i in v):
+            docs.extend(Document(content=i) for i in v)  # a list of passages: one document each
+            continue
         if isinstance(v, list) and v and all(isinstance(i, Mapping) for i in v):
             items = [i for i in v if any(as_text(i.get(k)) for k in _TEXT_KEYS)]
             if items:
@@ -441,8 +655,10 @@ def resolve_answer(
     call's ``tool`` messages; ranked), ``retrieval_seen`` when tool documents were used, ``question`` (when
     still missing: the chosen call's last user message), ``answer`` (``answer``, else the chosen call's
     output; ``None`` and ``not_evaluable = ambiguous_answer`` when the choice is ambiguous),
-    ``answer_span_id``, ``answer_candidates``, ``model_context`` (the chosen call's system messages) and
-    ``model`` (``model_of`` the chosen call).
+    ``answer_span_id``, ``answer_candidates``, ``model_context`` (the chosen call's system messages),
+    ``model`` (``model_of`` the chosen call), ``turns`` (the earlier turns in the chosen call's messages,
+    :func:`turns_of`) and the token usage (:func:`usage_of`): ``prompt_tokens``/``completion_tokens`` of the
+    chosen call, ``total_prompt_tokens``/``total_completion_tokens`` over every call, ``usage`` per model.
 
     Args:
         out: the mapper's fields so far (``question`` may be set).
@@ -467,19 +683,29 @@ def resolve_answer(
         if docs:
             out["retrieval_seen"] = True
     out["documents"] = ranked(docs)
-    if out.get("question") is None and call is not None:
-        out["question"] = last_text(call.inputs, ("user",))
+    passages = None
+    if call is not None:
+        question, passages = split_prompt(last_text(call.inputs, ("user",)), out.get("question"))
+        out["question"] = question
     if answer is None:
         if choice.ambiguous:
             out["not_evaluable"] = AMBIGUOUS_ANSWER
         elif call is not None:
             answer = call.output
+            if call.reasoning:
+                out["reasoning"] = call.reasoning
     out["answer"] = answer
     if choice.call is not None:
         out["answer_span_id"] = choice.call.span.span_id
     if choice.candidates:
         out["answer_candidates"] = choice.candidates
     if call is not None:
-        system = [t for role, t in call.inputs if role == "system"]
+        system = [t for role, t in call.inputs if role in ("system", "developer")]
+        if passages and not docs:
+            system.append(passages)
         out["model_context"] = "\n\n".join(system) if system else None
         out["model"] = model_of(call.span)
+        turns = turns_of(call.inputs)
+        if turns:
+            out["turns"] = turns
+    _usage_fields(out, calls, call, model_of)

@@ -22,10 +22,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
+    OUTPUT_ROLES,
     LlmCall,
     MappedFields,
     answer_text,
     as_text,
+    call_of,
     last_text,
     make_document,
     maybe_json,
@@ -56,8 +58,11 @@ def is_model_call(span: SpanData) -> bool:
     return "gen_ai.request.model" in span.attributes or "gen_ai.response.model" in span.attributes
 
 
+#: Per-message events (``gen_ai.{role}.message``: opentelemetry-instrumentation-openai-v2 names them after the
+#: request's role, so an o-series ``developer`` message arrives as ``gen_ai.developer.message``).
 _ROLE_EVENTS = {
     "gen_ai.system.message": "system",
+    "gen_ai.developer.message": "developer",
     "gen_ai.user.message": "user",
     "gen_ai.assistant.message": "assistant",
     "gen_ai.tool.message": "tool",
@@ -80,7 +85,7 @@ def call_messages(span: SpanData, direction: str) -> list[tuple[str, str]]:
 
     Current form: ``gen_ai.input.messages`` / ``gen_ai.output.messages``. Older forms, as span events:
     ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` with a JSON ``gen_ai.prompt`` /
-    ``gen_ai.completion`` message list (v1.26-1.27), and ``gen_ai.{system,user,assistant,tool}.message`` /
+    ``gen_ai.completion`` message list (v1.26-1.27), and ``gen_ai.{system,developer,user,assistant,tool}.message`` /
     ``gen_ai.choice`` with ``content`` or ``message`` (v1.28-1.36).
     """
     msgs = parse_messages(span.attributes.get(f"gen_ai.{direction}.messages"))
@@ -139,8 +144,7 @@ def _call(span: SpanData) -> LlmCall:
     last assistant output message."""
     inputs = [("system", t) for _, t in parse_messages(span.attributes.get("gen_ai.system_instructions"))]
     inputs += call_messages(span, "input")
-    output = answer_text(last_text(call_messages(span, "output"), ("assistant", "")))
-    return LlmCall(span, inputs, output)
+    return call_of(span, inputs, last_text(call_messages(span, "output"), OUTPUT_ROLES))
 
 
 class GenAiMapper:
@@ -177,7 +181,7 @@ class GenAiMapper:
         answer = None
         if root is not None and not is_model_call(root):
             answer = answer_text(
-                last_text(parse_messages(root.attributes.get("gen_ai.output.messages")), ("assistant", ""))
+                last_text(parse_messages(root.attributes.get("gen_ai.output.messages")), OUTPUT_ROLES)
             )
 
         docs: list[Document] = []

@@ -2,7 +2,7 @@
 
 Reads ``langfuse.trace.input`` / ``langfuse.trace.output`` (JSON or text), ``langfuse.trace.name``,
 ``langfuse.trace.metadata`` (JSON, or flattened ``langfuse.trace.metadata.<key>``; ``app`` and ``scenario``
-keys are used), ``langfuse.observation.type`` (``generation``, ``retriever``, ``span`` …),
+keys are used), ``langfuse.trace.tags`` (``app:<name>`` / ``scenario:<name>``), ``langfuse.observation.type`` (``generation``, ``retriever``, ``span`` …),
 ``langfuse.observation.input`` / ``.output``, ``langfuse.observation.model.name`` and ``session.id`` /
 ``user.id``.
 
@@ -11,8 +11,9 @@ message list), else the answering generation's input. Answer: the trace output l
 generation's output (:func:`~ragpulse.ingest.otlp.conventions.base.resolve_answer`). Documents: the output of
 ``retriever`` observations — a list of documents or ``{"documents": [...]}``, each a string or ``{id,
 content|page_content|text, score, metadata}`` — else the output of ``tool`` observations, else the
-answering generation's ``tool`` messages. Scenario:
-metadata ``scenario``, else the trace name.
+answering generation's ``tool`` messages. App: metadata ``app``, else a tag ``app:<name>``, else the resource
+``service.name`` unless it is the SDK's default ``unknown_service:…``, else the trace name, else the root
+observation's name. Scenario: metadata ``scenario``, else a tag ``scenario:<name>``, else the trace name.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ragpulse.ingest.otlp.conventions.base import (
     MappedFields,
     answer_text,
     as_text,
+    call_of,
     last_text,
     make_document,
     maybe_json,
@@ -87,7 +89,9 @@ def _metadata(span: SpanData, key: str) -> str | None:
     md = maybe_json(span.attributes.get("langfuse.trace.metadata"))
     if isinstance(md, Mapping) and as_text(md.get(key)):
         return as_text(md.get(key))
-    return as_text(span.attributes.get(f"langfuse.trace.metadata.{key}"))
+    # SDK 4+ JSON-encodes each flattened metadata value ("\"checkout\""): decode a JSON string literal
+    flat = maybe_json(span.attributes.get(f"langfuse.trace.metadata.{key}"))
+    return as_text(flat)
 
 
 def _call(span: SpanData) -> LlmCall:
@@ -100,8 +104,49 @@ def _call(span: SpanData) -> LlmCall:
     if not inputs:
         text = _text(raw, _QUESTION_KEYS, "user")
         inputs = [("user", text)] if text else []
-    output = answer_text(_text(span.attributes.get("langfuse.observation.output"), _ANSWER_KEYS, "assistant"))
-    return LlmCall(span, inputs, output)
+    return call_of(
+        span, inputs, _text(span.attributes.get("langfuse.observation.output"), _ANSWER_KEYS, "assistant")
+    )
+
+
+def _tagged(ordered: Sequence[SpanData], key: str) -> str | None:
+    """The value of the first Langfuse trace tag ``<key>:<value>`` (or ``<key>=<value>``) in
+    ``langfuse.trace.tags`` (a list of strings, or its JSON text)."""
+    for s in ordered:
+        tags = maybe_json(s.attributes.get("langfuse.trace.tags"))
+        for tag in tags if isinstance(tags, list | tuple) else ():
+            name, sep, value = str(tag).partition(":") if ":" in str(tag) else str(tag).partition("=")
+            if sep and name.strip().lower() == key and value.strip():
+                return value.strip()
+    return None
+
+
+def _app_fallback(ordered: Sequence[SpanData], root: SpanData | None) -> str | None:
+    """The app when no metadata ``app`` is set: a trace tag ``app:<name>``, else the resource ``service.name``
+    when the app set one, else (the SDK's default ``unknown_service:python``) the Langfuse trace name, else the
+    root observation's name."""
+    tagged = _tagged(ordered, "app")
+    if tagged:
+        return tagged
+    service = next((s.service_name for s in ordered if s.service_name), None)
+    if service and not service.startswith("unknown_service"):
+        return service
+    name = next((as_text(s.attributes.get("langfuse.trace.name")) for s in ordered), None)
+    return name or (root.name if root is not None and root.name else None)
+
+
+#: Trace attribute → the Langfuse attributes it is read from, first found wins: the SDK's ``session.id`` /
+#: ``user.id``, the ``langfuse.session.id`` / ``langfuse.user.id`` form, and a ``sessionId`` / ``userId`` in the
+#: trace metadata (``langfuse.trace.metadata.*``).
+_ID_ATTRIBUTES = (
+    ("session_id", "session.id"),
+    ("session_id", "langfuse.session.id"),
+    ("session_id", "langfuse.trace.metadata.sessionId"),
+    ("session_id", "langfuse.trace.metadata.session_id"),
+    ("user_id", "user.id"),
+    ("user_id", "langfuse.user.id"),
+    ("user_id", "langfuse.trace.metadata.userId"),
+)
 
 
 class LangfuseMapper:
@@ -150,9 +195,11 @@ class LangfuseMapper:
             for field in ("app", "scenario"):
                 if out.get(field) is None:
                     out[field] = _metadata(s, field)
-            for key, attr in (("session_id", "session.id"), ("user_id", "user.id")):
+            for key, attr in _ID_ATTRIBUTES:
                 if key not in attrs and as_text(s.attributes.get(attr)):
                     attrs[key] = s.attributes[attr]
+        if out.get("scenario") is None:
+            out["scenario"] = _tagged(ordered, "scenario")
         if out.get("scenario") is None:
             out["scenario"] = next(
                 (
@@ -162,5 +209,7 @@ class LangfuseMapper:
                 ),
                 None,
             )
+        if out.get("app") is None:
+            out["app"] = _app_fallback(ordered, root)
         out["attributes"] = attrs
         return {k: v for k, v in out.items() if v is not None}

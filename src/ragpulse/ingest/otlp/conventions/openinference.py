@@ -23,10 +23,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
+    OUTPUT_ROLES,
     LlmCall,
     MappedFields,
     answer_text,
     as_text,
+    call_of,
     indexed,
     last_text,
     make_document,
@@ -43,13 +45,21 @@ from ragpulse.model import Document
 __all__ = ["OpenInferenceMapper"]
 
 KIND = "openinference.span.kind"
-_QUESTION_KEYS = ("question", "query", "input", "user_input", "text", "prompt")
+# "message": LlamaIndex chat engines (`CondenseQuestionChatEngine.chat` input `{"message": …}`)
+_QUESTION_KEYS = ("question", "query", "input", "user_input", "message", "text", "prompt")
 _ANSWER_KEYS = ("answer", "result", "output", "response", "text", "content")
 _NON_TOP_KINDS = {"RETRIEVER", "RERANKER", "EMBEDDING", "LLM", "TOOL", "GUARDRAIL", "EVALUATOR", "PROMPT"}
 
 
 def _kind(span: SpanData) -> str:
     return str(span.attributes.get(KIND, "")).upper()
+
+
+#: Keys under which instrumentations wrap a call's arguments (``input.value`` = ``{"input_args": {...}}``).
+_ARG_WRAPPERS = frozenset({"input_args", "kwargs", "inputs"})
+
+#: Tools that only end an agent loop (DSPy ReAct's ``finish``): their output ("Completed.") is no document.
+_LOOP_END_TOOLS = frozenset({"finish", "finish.__call__"})
 
 
 def _value_text(span: SpanData, key: str, fields: tuple[str, ...]) -> str | None:
@@ -63,6 +73,10 @@ def _value_text(span: SpanData, key: str, fields: tuple[str, ...]) -> str | None
     parsed = maybe_json(raw)
     if isinstance(parsed, str):
         return as_text(parsed)
+    if isinstance(parsed, Mapping) and len(parsed) == 1:
+        inner = next(iter(parsed.values()))
+        if next(iter(parsed)) in _ARG_WRAPPERS and isinstance(inner, Mapping):
+            parsed = inner  # DSPy: {"input_args": {"question": …}}; wrapped keyword arguments
     if isinstance(parsed, Mapping):
         for f in fields:
             t = as_text(parsed.get(f))
@@ -75,6 +89,10 @@ def _value_text(span: SpanData, key: str, fields: tuple[str, ...]) -> str | None
     return as_text(raw)
 
 
+#: ``message_content.type`` values of reasoning parts (never judged as the answer).
+_REASONING_PARTS = frozenset({"reasoning", "thinking", "redacted_thinking"})
+
+
 def _messages(span: SpanData, prefix: str) -> list[tuple[str, str]]:
     out = []
     for m in indexed(span.attributes, prefix):
@@ -84,7 +102,10 @@ def _messages(span: SpanData, prefix: str) -> list[tuple[str, str]]:
             parts = [
                 {"type": "text", "text": v}
                 for k, v in sorted(m.items())
-                if k.startswith("message.contents.") and k.endswith("message_content.text")
+                if k.startswith("message.contents.")
+                and k.endswith("message_content.text")
+                # reasoning/thinking parts are the model's thoughts, not its answer
+                and str(m.get(k[: -len("text")] + "type", "text")).lower() not in _REASONING_PARTS
             ]
             text = message_text(parts)
         if text:
@@ -92,16 +113,60 @@ def _messages(span: SpanData, prefix: str) -> list[tuple[str, str]]:
     return out
 
 
-def _documents(span: SpanData, prefix: str) -> list[Document]:
+def _output_ids(span: SpanData) -> list[tuple[str | None, str | None]]:
+    """``(id, page_content)`` of the documents in a retriever's JSON ``output.value`` (LangChain puts
+    ``Document.id`` there but not in ``retrieval.documents.*``)."""
+    out = maybe_json(span.attributes.get("output.value"))
+    items = out.get("documents") if isinstance(out, Mapping) else out
+    if not isinstance(items, list):
+        return []
+    return [
+        (as_text(i.get("id")), as_text(i.get("page_content")) or as_text(i.get("text")))
+        if isinstance(i, Mapping)
+        else (None, None)
+        for i in items
+    ]
+
+
+def _output_documents(span: SpanData) -> list[Document]:
+    """Documents from a retriever's JSON ``output.value`` (``{"documents": [{id, page_content|text|content,
+    metadata}]}`` or a bare list), for a retriever span without ``retrieval.documents.*`` (an instrumentation
+    version that names them differently): the documents are still the ones the retriever returned."""
+    out = maybe_json(span.attributes.get("output.value"))
+    items = out.get("documents") if isinstance(out, Mapping) else out
+    if not isinstance(items, list):
+        return []
     return [
         make_document(
-            doc_id=d.get("document.id"),
-            content=[d.get("document.content")],
-            score=d.get("document.score"),
-            metadata=d.get("document.metadata"),
+            doc_id=i.get("id"),
+            content=[i.get("page_content"), i.get("text"), i.get("content")],
+            score=i.get("score"),
+            metadata=i.get("metadata"),
         )
-        for d in indexed(span.attributes, prefix)
+        for i in items
+        if isinstance(i, Mapping)
     ]
+
+
+def _documents(span: SpanData, prefix: str) -> list[Document]:
+    """The span's documents; an id missing from the attributes is taken from the same document (same
+    position and text) of the JSON ``output.value``, else from its metadata (:func:`make_document`)."""
+    raw = indexed(span.attributes, prefix)
+    given = _output_ids(span) if any(as_text(d.get("document.id")) is None for d in raw) else []
+    docs = []
+    for i, d in enumerate(raw):
+        doc_id = d.get("document.id")
+        if as_text(doc_id) is None and i < len(given) and given[i][1] == as_text(d.get("document.content")):
+            doc_id = given[i][0]
+        docs.append(
+            make_document(
+                doc_id=doc_id,
+                content=[d.get("document.content")],
+                score=d.get("document.score"),
+                metadata=d.get("document.metadata"),
+            )
+        )
+    return docs
 
 
 def _model(span: SpanData) -> str | None:
@@ -120,10 +185,30 @@ def _call(span: SpanData) -> LlmCall:
     if not inputs:
         text = _value_text(span, "input.value", _QUESTION_KEYS)
         inputs = [("user", text)] if text else []
-    output = answer_text(last_text(_messages(span, "llm.output_messages"), ("assistant", "")))
-    if output is None:
-        output = answer_text(_value_text(span, "output.value", _ANSWER_KEYS))
-    return LlmCall(span, inputs, output)
+    return call_of(
+        span,
+        inputs,
+        last_text(_messages(span, "llm.output_messages"), OUTPUT_ROLES),
+        _value_text(span, "output.value", _ANSWER_KEYS),
+    )
+
+
+def _innermost(llms: list[SpanData], spans: Sequence[SpanData]) -> list[SpanData]:
+    """The LLM spans that have no LLM span below them: a wrapper (LlamaIndex's ``OpenAI.predict`` around
+    ``OpenAI.chat``, ``OpenAI.stream`` around ``OpenAI.stream_chat``) is not a model call of its own, and its
+    input is a prompt template's repr rather than the messages the model got."""
+    if len(llms) < 2:
+        return llms
+    parent = {s.span_id: s.parent_span_id for s in spans}
+    ids = {s.span_id for s in llms}
+    wrappers: set[str] = set()
+    for s in llms:
+        p, seen = parent.get(s.span_id), 0
+        while p is not None and seen < 1000:  # bounded walk: a malformed trace may hold a parent cycle
+            if p in ids:
+                wrappers.add(p)
+            p, seen = parent.get(p), seen + 1
+    return [s for s in llms if s.span_id not in wrappers]
 
 
 class OpenInferenceMapper:
@@ -145,8 +230,8 @@ class OpenInferenceMapper:
             top = chains[0] if chains else None
         retrievers = [s for s in ordered if _kind(s) == "RETRIEVER"]
         rerankers = [s for s in ordered if _kind(s) == "RERANKER"]
-        llms = [s for s in ordered if _kind(s) == "LLM"]
-        tools = [s for s in ordered if _kind(s) == "TOOL"]
+        llms = _innermost([s for s in ordered if _kind(s) == "LLM"], spans)
+        tools = [s for s in ordered if _kind(s) == "TOOL" and s.name not in _LOOP_END_TOOLS]
         out: MappedFields = {}
         attrs: dict[str, Any] = {"convention": self.name}
 
@@ -165,7 +250,7 @@ class OpenInferenceMapper:
                 break
         if not docs:
             for r in retrievers:
-                docs.extend(_documents(r, "retrieval.documents"))
+                docs.extend(_documents(r, "retrieval.documents") or _output_documents(r))
         out["retrieval_seen"] = bool(retrievers or rerankers)
 
         resolve_answer(

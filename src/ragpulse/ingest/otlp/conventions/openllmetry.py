@@ -23,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragpulse.ingest.otlp.conventions.base import (
-    LlmCall,
+    OUTPUT_ROLES,
     MappedFields,
     answer_text,
     as_text,
+    call_of,
     doc_id_from_metadata,
     indexed,
     last_text,
@@ -66,7 +67,10 @@ def _entity_question(span: SpanData) -> str | None:
             for a in v.get("args") or []:
                 if as_text(a):
                     return str(a)
-            for src in (v.get("kwargs"), v):
+            inputs = v.get("inputs")  # LangChain runnables: {"inputs": {...} | "text", "kwargs": {...}}
+            if isinstance(inputs, str) and as_text(inputs):
+                return inputs
+            for src in (inputs, v.get("kwargs"), v):
                 if isinstance(src, Mapping):
                     for f in _QUESTION_KEYS:
                         t = as_text(src.get(f))
@@ -196,10 +200,8 @@ class OpenLlmetryMapper:
         resolve_answer(
             out,
             [
-                LlmCall(
-                    s,
-                    _call_messages(s, "prompt"),
-                    answer_text(last_text(_call_messages(s, "completion"), ("assistant", ""))),
+                call_of(
+                    s, _call_messages(s, "prompt"), last_text(_call_messages(s, "completion"), OUTPUT_ROLES)
                 )
                 for s in calls
             ],

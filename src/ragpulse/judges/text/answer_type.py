@@ -1,0 +1,99 @@
+"""What kind of answer a question asks for, and whether an answer gives that kind.
+
+The expected answer type is the classic first step of question answering (Moldovan et al., 2000; Li & Roth,
+2002): "how many" asks for a number, "how long" for a duration, "when" for a time, "why" for a reason, a
+question opening with an auxiliary ("Can I …?", "Does …?") or ending in 吗 for yes or no. An answer that
+gives the asked-for kind engages with the question even when it shares no word with it ("Staff get 12 days of
+paid illness absence annually." for "How many sick days are employees allowed per year?").
+
+"How do I …?" and 怎么/如何 ask for a procedure: an instruction ("Click …", "You can …", "请…", "在…页面…").
+"What", "which" and "who" questions have no type here.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["asked_type", "gives_type"]
+
+_EN_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("frequency", re.compile(r"^\s*how often\b", re.I)),
+    ("duration", re.compile(r"^\s*how long\b", re.I)),
+    ("number", re.compile(r"^\s*how (?:many|much)\b", re.I)),
+    ("time", re.compile(r"^\s*(?:when|what time|what date|by when)\b", re.I)),
+    ("reason", re.compile(r"^\s*(?:why|what causes|what is the reason)\b", re.I)),
+    (
+        "procedure",
+        re.compile(r"^\s*(?:how (?:do|can|should|could) (?:i|we|you)|what should (?:i|we) do)\b", re.I),
+    ),
+    ("yesno", re.compile(r"^\s*(?:can|could|does|do|is|are|will|should|may|did|has|have|was|were)\b", re.I)),
+)
+_ZH_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("frequency", re.compile(r"多久[^？?]{0,6}一次|多长时间[^？?]{0,6}一次")),
+    ("duration", re.compile(r"多久|多长时间|几天|几个月|多少天")),
+    ("time", re.compile(r"什么时候|何时|几点|哪天|哪一天|截止日期是")),
+    ("number", re.compile(r"多少|几")),
+    ("reason", re.compile(r"为什么|为何|什么原因|是什么原因")),
+    ("procedure", re.compile(r"怎么(?!样)|如何|怎样(?!$)|怎么办")),
+    ("yesno", re.compile(r"[吗么][？?]?\s*$|能否|是否|可否|有没有|是不是")),
+)
+_NUM = r"(?:\d+(?:[.,]\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|a|an|half|[一二两三四五六七八九十百千万半]+)"
+_EN_UNIT = r"(?:second|minute|hour|day|week|fortnight|month|quarter|year)s?"
+_GIVES: dict[str, re.Pattern[str]] = {
+    "number": re.compile(
+        r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+        r"hundred|thousand|million|none|no)\b|[一二两三四五六七八九十百千万]",
+        re.I,
+    ),
+    "duration": re.compile(
+        rf"\b{_NUM}\s*(?:-|to)?\s*(?:{_NUM}\s*)?(?:business |working )?{_EN_UNIT}\b|"
+        rf"{_NUM}\s*(?:个)?(?:秒|分钟|小时|天|周|星期|个月|月|年|工作日)",
+        re.I,
+    ),
+    "frequency": re.compile(
+        rf"\b(?:every|each|daily|weekly|monthly|yearly|annually|nightly|hourly|once|twice|"
+        rf"per {_EN_UNIT})\b|每(?:天|周|月|年|晚|小时)|{_NUM}\s*次",
+        re.I,
+    ),
+    "time": re.compile(
+        rf"\d|\b(?:after|before|until|within|by|on|at|next|once|when|today|tomorrow|"
+        rf"{_EN_UNIT}|january|february|march|april|may|june|july|august|september|october|"
+        rf"november|december|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|"
+        rf"[一二两三四五六七八九十]+(?:月|日|号|点)|之后|以后|之前|以前|后|前|内|下次|下个|明天|今天",
+        re.I,
+    ),
+    "reason": re.compile(
+        r"\b(?:because|due to|caused|causes|since|as a result|so that|reason)\b|因为|由于|"
+        r"原因|导致|造成|是因为",
+        re.I,
+    ),
+    # an instruction: a sentence opening with a verb of doing in the imperative, or "you can/need to/should"
+    "procedure": re.compile(
+        r"(?:^|[.;!]\s+)(?:please\s+)?(?:click|go|open|select|choose|use|install|download|add|enter|submit|fill|"
+        r"tell|contact|report|raise|ask|send|update|log|sign|press|tap|bring|call|visit|follow|type|set|enable|"
+        r"restart|run|invite|book|register|upload|reboot)\b|\byou (?:can|need to|must|should|have to)\b|"
+        r"(?:^|[。；，,]\s*)(?:请|点击|点|在[^。，]{1,12}(?:中|里|页面|设置|菜单|系统)|联系|登录|下载|安装|提交|填写|打开|"
+        r"输入|选择|发|给|找|带上|由)",
+        re.I,
+    ),
+    "yesno": re.compile(
+        r"^\s*(?:yes|no|yeah|nope|sure|certainly|not)\b|^\s*(?:可以|不可以|不行|能|不能|是的|是|"
+        r"不是|会|不会|有|没有|方便|不方便|对|不对)",
+        re.I,
+    ),
+}
+
+
+def asked_type(question: str) -> str | None:
+    """The kind of answer ``question`` asks for (``number``, ``duration``, ``frequency``, ``time``,
+    ``reason``, ``yesno``), or ``None``."""
+    table = _ZH_TYPES if re.search(r"[\u4e00-\u9fff]", question) else _EN_TYPES
+    for kind, pattern in table:
+        if pattern.search(question):
+            return kind
+    return None
+
+
+def gives_type(kind: str, answer: str) -> bool:
+    """True when ``answer`` holds an answer of ``kind`` (a number, a duration, a yes or no opening, …)."""
+    return _GIVES[kind].search(answer) is not None
