@@ -50,11 +50,13 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was baf7a19f2bcf (main 828428b): sentence_support/v3, chat talk, context edits, weakest cap (issue 29)
     # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
-    ("heuristic", "faithfulness", {}, "426d48162a83"),
+    # was 426d48162a83: sentence_support/v4, a Chinese clause's dropped middle is not a swap
+    ("heuristic", "faithfulness", {}, "8435c4b5f324"),
     # LLM-only options leave the offline judge's version alone.
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes (issue 14 §1)
     # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
-    ("heuristic", "faithfulness", {"mode": "binary"}, "426d48162a83"),
+    # was 426d48162a83: sentence_support/v4
+    ("heuristic", "faithfulness", {"mode": "binary"}, "8435c4b5f324"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {}, "0603ef760474"),
     # was 1ec92fa6a325 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -74,7 +76,8 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 7e1dd962a85c (main 6f8c9fc): claim causes (issue 14 §1)
     # was d4e750356fde (main 828428b): sentence_support/v3 (issue 29)
     # was 0b7ccfbbfa94: reads the last judge.history_turns earlier turns of a conversation (issue 28)
-    ("heuristic", "faithfulness", {"threshold": 0.7}, "5f123a8a14c6"),
+    # was 5f123a8a14c6: sentence_support/v4
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "d92c332eebec"),
     # was 5a6e472cfd52 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {"threshold": 0.5}, "db860ab2d8a6"),
     # was 3846d703ebae (main 0a55620): skips scripts it cannot segment (issue 10 item 7)

@@ -171,6 +171,35 @@ def test_faithfulness_chinese_tokens_and_bigrams() -> None:
     assert score == 0.0
 
 
+REIMBURSE_ZH = (
+    "员工需在费用发生后30天内通过 Ledgerly 报销系统提交报销申请，单项超过25欧元的费用须附明细发票。"
+)
+APPOINT_ZH = "董事会在三月的例会上正式任命李明为首席风险官，王芳为副总裁。"
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "context", "passed"),
+    [
+        # a shortened answer drops the clause's middle (通过 Ledgerly 报销系统): the words left beside 提交
+        # are not a swap (was 0.50, "提交" taken for a word standing in 通过's place)
+        ("报销申请需要在多长时间内提交？", "员工需在费用发生后30天内提交报销申请。", REIMBURSE_ZH, True),
+        ("报销申请需要在多长时间内提交？", "费用发生后30天内要提交报销申请。", REIMBURSE_ZH, True),
+        ("报销申请需要在多长时间内提交？", "员工需在费用发生后60天内提交报销申请。", REIMBURSE_ZH, False),
+        ("谁被任命为首席风险官？", "董事会任命李明为首席风险官。", APPOINT_ZH, True),
+        # 王芳 follows 任命 in the context too, but in the next clause (after the comma): still a swap
+        ("谁被任命为首席风险官？", "董事会任命王芳为首席风险官。", APPOINT_ZH, False),
+    ],
+    ids=["shortened", "shortened-reworded", "number-changed", "appointee-kept", "appointee-swapped"],
+)
+def test_faithfulness_chinese_shortened_answers_pass_and_swaps_still_fail(
+    question: str, answer: str, context: str, passed: bool
+) -> None:
+    score, reason, _ = faith(question, answer, [context])
+    assert (score >= 0.65) is passed, reason
+    if passed:
+        assert score > 0.9, reason
+
+
 def test_faithfulness_shared_rules() -> None:
     j = HeuristicFaithfulnessJudge(S, {})
     no_ctx = j.evaluate(Trace(trace_id="t", question="q?", answer="Two days."))

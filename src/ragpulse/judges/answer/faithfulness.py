@@ -367,7 +367,7 @@ class LLMFaithfulnessJudge(JudgeBase):
 
 
 class HeuristicFaithfulnessJudge(JudgeBase):
-    """Faithfulness by sentence-level lexical support (``sentence_support/v3``; see ``docs/judges.md``).
+    """Faithfulness by sentence-level lexical support (``sentence_support/v4``; see ``docs/judges.md``).
 
     An answer that only restates the question scores 0. Per sentence (:func:`lexical.sentence_spans`): a meta
     statement about the context scores 0, a courtesy sentence or chat talk (:func:`checks.is_chat_talk`: a
@@ -392,7 +392,7 @@ class HeuristicFaithfulnessJudge(JudgeBase):
     needs_context = True
     #: Pass threshold shipped by default (mean sentence support, 0–1).
     DEFAULT_THRESHOLD = 0.65
-    METHOD = "sentence_support/v3"
+    METHOD = "sentence_support/v4"
     READS_HISTORY = True
     #: The score is at most the least-supported sentence's support plus this: one sentence with less than
     #: half of its words supported (a partial hallucination) fails the answer at the default threshold.

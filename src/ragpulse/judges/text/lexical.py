@@ -415,22 +415,34 @@ def _adjacent(
     return False
 
 
+#: Chinese: ``a`` counts as next to ``w`` within this many characters of one clause (no comma, colon or
+#: sentence end between): a shortened answer drops a clause's middle ("30天内[通过 Ledgerly 报销系统]提交").
+CLAUSE_GAP = 24
+_SENTENCE_GAP = r"[^。！？；]{0,8}"  # within 8 characters, no sentence end
+_CLAUSE_GAP = rf"[^。！？；，、：,;:.!?]{{0,{CLAUSE_GAP}}}"  # within CLAUSE_GAP characters of one clause
+
+
 def _near(a: str, w: str, side: int, folded: str) -> bool:
-    """``a`` then ``w`` (``side`` 1; ``w`` then ``a`` for -1) within 8 characters and no sentence end (。！？；)
-    in ``folded``: ``re.search(first + "[^。！？；]{0,8}" + second)``, looked for around each occurrence of the
-    slot word ``w`` only (rare by then: at most :data:`MAX_SLOT_USES` in the context's words)."""
-    if side == 1:  # a … w: a ends at most 8 characters before w
-        pattern = re.compile(re.escape(a) + r"[^。！？；]{0,8}\Z")
-    else:  # w … a: a starts at most 8 characters after w
-        pattern = re.compile(r"[^。！？；]{0,8}" + re.escape(a))
+    """``a`` then ``w`` (``side`` 1; ``w`` then ``a`` for -1) in ``folded``: within 8 characters and no
+    sentence end (。！？；) between, or within :data:`CLAUSE_GAP` characters of one clause. Looked for
+    around each occurrence of the slot word ``w`` only (rare by then: at most :data:`MAX_SLOT_USES` in the
+    context's words). A word left out of the clause's middle is a shortening, not a swap: the swap of
+    another word into ``a``'s place is still caught from ``a``'s other side, where the context's neighbour
+    differs."""
+    reach = max(8, CLAUSE_GAP)
+    if side == 1:  # a … w: a ends shortly before w
+        patterns = [re.compile(re.escape(a) + gap + r"\Z") for gap in (_SENTENCE_GAP, _CLAUSE_GAP)]
+    else:  # w … a: a starts shortly after w
+        patterns = [re.compile(gap + re.escape(a)) for gap in (_SENTENCE_GAP, _CLAUSE_GAP)]
     p = folded.find(w)
     while p >= 0:
-        if side == 1:
-            found = pattern.search(folded, max(0, p - 8 - len(a)), p) is not None
-        else:
-            end = p + len(w)
-            found = pattern.match(folded, end, end + 8 + len(a)) is not None
-        if found:
-            return True
+        for pattern in patterns:
+            if side == 1:
+                found = pattern.search(folded, max(0, p - reach - len(a)), p) is not None
+            else:
+                end = p + len(w)
+                found = pattern.match(folded, end, end + reach + len(a)) is not None
+            if found:
+                return True
         p = folded.find(w, p + 1)
     return False
