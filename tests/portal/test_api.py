@@ -238,10 +238,13 @@ def test_traces_stats_and_copy(portal: Portal) -> None:
             json={"test_set": "from-traffic", "expected_answer": "A."},
         )
         assert r.status_code == 201
-        assert r.json()["contexts"] == ["chunk"]
+        assert (r.json()["id"], r.json()["contexts"]) == (f"trace-{1001:032x}", ["chunk"])
         problem_detail(
             c.post(f"/api/v1/traces/{1001:032x}/copy-to-test-set", json={"test_set": "from-traffic"}), 409
         )
+        # another trace whose id shares the first 16 characters is its own case (was a 409: trace-<16 chars>)
+        r = c.post(f"/api/v1/traces/{1003:032x}/copy-to-test-set", json={"test_set": "from-traffic"})
+        assert (r.status_code, r.json()["id"]) == (201, f"trace-{1003:032x}")
         problem_detail(
             c.post(f"/api/v1/traces/{1001:032x}/copy-to-test-set", json={"test_set": "missing-set"}), 404
         )

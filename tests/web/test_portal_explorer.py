@@ -232,6 +232,23 @@ def test_model_and_latency_filters(portal: Portal, found: dict[str, str]) -> Non
     assert "min_latency_s is above max_latency_s" in bad.json()["detail"]
     assert many.status_code == 422
     assert "at most 8 words" in many.json()["detail"]
+    # the Live traffic page refuses them as the API does (it used to list every trace without the text and
+    # latency filters, answering 200), and a cursor it did not make
+    with portal.client() as c:
+        pages = [
+            c.get("/traffic", params={"app": "find-shop", "text": "courier", **extra})
+            for extra in (
+                {"min_latency_s": "3", "max_latency_s": "1"},
+                {"text": "a b c d e f g h i"},
+                {"cursor": "not-a-cursor"},
+            )
+        ]
+    for page, why in zip(
+        pages, ["min_latency_s is above max_latency_s", "at most 8 words", "cursor"], strict=True
+    ):
+        assert page.status_code == 422, why
+        assert why in page.text
+        assert not any(tid in page.text for tid in found.values()), why
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

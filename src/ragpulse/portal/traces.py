@@ -607,7 +607,7 @@ async def copy_to_test_set(
     keep_answer: bool = True,
     max_cases: int = DEFAULT_MAX_CASES,
 ) -> dict[str, Any]:
-    """Add trace ``trace_id`` to ``test_set`` as a case: its question, retrieved contexts (with ids), answer
+    """Add trace ``trace_id`` to ``test_set`` as case ``case_id`` (default ``trace-<trace id>``): its question, retrieved contexts (with ids), answer
     (unless ``keep_answer`` is false: then replay asks the RAG endpoint), keywords, the given
     ``expected_answer`` (else the trace's), and ``app``/``scenario``/``source_trace_id`` as metadata.
 
@@ -625,7 +625,7 @@ async def copy_to_test_set(
         question = require_question(detail.question)
     except ValueError as e:
         raise BadRequest(f"the trace cannot be a test case: {e}") from e
-    cid = case_id or f"trace-{detail.trace_id[:16]}"
+    cid = case_id or f"trace-{detail.trace_id}"  # the whole id: prefixes of similar ids collide
     problem = id_problem(cid)
     if problem is not None:
         raise BadRequest(f"case id {cid[:100]!r} {problem}")
@@ -720,7 +720,7 @@ async def copy_traces_to_test_set(
                 store,
                 item.trace_id,
                 test_set,
-                case_id=item.case_id or f"trace-{item.trace_id}",  # whole id: prefixes of similar ids collide
+                case_id=item.case_id,
                 expected_answer=(item.expected_answer or "").strip() or None,
                 keep_answer=keep_answer,
                 max_cases=max_cases,

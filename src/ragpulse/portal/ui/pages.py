@@ -710,8 +710,9 @@ async def traffic_page(
 ) -> HTMLResponse:
     """The Live traffic page for the filters in ``query`` (``extra``: ``msg``/``err``/``rejected`` to show).
 
-    A filter value the API refuses (a score that is not a number, an unknown outcome …) is answered as the API
-    answers it, 422, with the page saying which and listing no trace (the form keeps what was typed)."""
+    A filter value the API refuses (a score that is not a number, an unknown outcome, a minimum latency above the
+    maximum, a cursor it did not make …) is answered as the API answers it, 422, with the page saying which and
+    listing no trace (the form keeps what was typed); never a list under fewer filters than were asked for."""
     f, filters, err = traffic_filters(query)
     start, end = filters.since, filters.until
     assert start is not None
@@ -725,17 +726,9 @@ async def traffic_page(
             page = await traces.list_traces(
                 ui.ctx.store, filters, limit=50, cursor=cursor, redact_text=ui.ctx.redact_text
             )
-    except BadRequest as e:
-        err = str(e)
-        page = await traces.list_traces(
-            ui.ctx.store,
-            filters.model_copy(
-                update={"text": None, "q": None, "min_latency_s": None, "max_latency_s": None}
-            ),
-            limit=50,
-            cursor=cursor,
-            redact_text=ui.ctx.redact_text,
-        )
+    except BadRequest as e:  # the filters together (min latency above max, …) or the cursor: as the API, 422
+        err, status = str(e), 422
+        page = Page(items=[])
     more_params = {k: v for k, v in f.items() if v}
     more_url = None
     if page.next_cursor:
