@@ -243,12 +243,14 @@ def test_model_and_latency_filters(portal: Portal, found: dict[str, str]) -> Non
                 {"cursor": "not-a-cursor"},
             )
         ]
+        zh_page = c.get("/traffic", params={"min_latency_s": "3", "max_latency_s": "1", "lang": "zh"})
     for page, why in zip(
         pages, ["min_latency_s is above max_latency_s", "at most 8 words", "cursor"], strict=True
     ):
         assert page.status_code == 422, why
         assert why in page.text
         assert not any(tid in page.text for tid in found.values()), why
+    assert (zh_page.status_code, "min_latency_s 大于 max_latency_s" in zh_page.text) == (422, True)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -293,6 +293,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "ep_not_a_number": "{0} is not a number",
         "ep_not_one_of": "{0} is not one of {1}",
         "ep_http_not_found": "Not Found",
+        "ep_invalid_cursor": "invalid cursor {0}",
+        "ep_latency_order": "min_latency_s is above max_latency_s",
+        "ep_at_most_words": "at most {0} words",
+        "ep_text_search_off": "text search is off: texts are stored redacted (redact_text)",
         "diag_summary_retrieval": "retrieval is the weak side: {r} case(s) with low context recall/precision or answer claims found only in a reference context that was not retrieved (vs {g} with good retrieval but a weak answer); look at the retriever and the knowledge base",
         "diag_summary_generation": "generation is the weak side: {g} case(s) had good retrieval but a weak answer (vs {r} with weak retrieval); look at the prompt and the model",
         "diag_summary_both": "both sides are weak in {r} case(s) each",
@@ -640,6 +644,10 @@ MESSAGES: dict[str, dict[str, str]] = {
         "ep_not_a_number": "{0} 不是数字",
         "ep_not_one_of": "{0} 不是以下之一：{1}",
         "ep_http_not_found": "未找到",
+        "ep_invalid_cursor": "无效的分页游标 {0}",
+        "ep_latency_order": "min_latency_s 大于 max_latency_s",
+        "ep_at_most_words": "最多 {0} 个词",
+        "ep_text_search_off": "文本搜索已关闭：文本以脱敏形式存储（redact_text）",
         "diag_summary_retrieval": "检索是薄弱环节：{r} 个用例的上下文召回率/精度偏低，或答案中的论断只出现在未被检索到的参考上下文中（另有 {g} 个用例检索良好但答案较弱）；请检查检索器和知识库",
         "diag_summary_generation": "生成是薄弱环节：{g} 个用例检索良好但答案较弱（另有 {r} 个用例检索较弱）；请检查提示词和模型",
         "diag_summary_both": "两个环节都薄弱：各有 {r} 个用例",
@@ -852,6 +860,10 @@ ERROR_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"{_QUOTED} is not a number", "ep_not_a_number"),
         (rf"{_QUOTED} is not one of ([a-z_, ]+)", "ep_not_one_of"),
         (r"Not Found", "ep_http_not_found"),
+        (rf"invalid cursor {_QUOTED}", "ep_invalid_cursor"),
+        (r"min_latency_s is above max_latency_s", "ep_latency_order"),
+        (r"at most (\d+) words", "ep_at_most_words"),
+        (r"text search is off: texts are stored redacted \(redact_text\)", "ep_text_search_off"),
     )
 )
 
