@@ -40,9 +40,11 @@ def test_a_span_since_is_measured_back_from_until() -> None:
 def test_source_choices() -> None:
     assert source_scope(None).excluded == ("replay", "api")
     assert source_scope("live").excluded == ("replay", "api")
-    assert source_scope("all").model_dump() == {"only": None, "excluded": ()}
-    assert source_scope("replay").model_dump() == {"only": "replay", "excluded": ()}
-    assert source_scope(None, run_id="r1").model_dump() == {"only": None, "excluded": ()}
-    assert source_scope(None, include_api=True).model_dump() == {"only": None, "excluded": ()}
+    assert source_scope("live").no_runs  # replay --via traces carry a run id, whatever their source
+    assert source_scope("all").model_dump() == {"only": None, "excluded": (), "no_runs": False}
+    assert source_scope("otlp").model_dump() == {"only": "otlp", "excluded": (), "no_runs": False}
+    assert source_scope("replay").model_dump() == {"only": "replay", "excluded": (), "no_runs": False}
+    assert source_scope(None, run_id="r1").model_dump() == {"only": None, "excluded": (), "no_runs": False}
+    assert source_scope(None, include_api=True).model_dump() == {"only": None, "excluded": (), "no_runs": False}
     with pytest.raises(BadRequest, match="unknown source 'mqtt': one of live, kafka, otlp, replay, api, all"):
         source_scope("mqtt")

@@ -532,6 +532,24 @@ class Trace(BaseModel):
         return value
 
     @property
+    def is_test_traffic(self) -> bool:
+        """A replay case (``source`` ``replay``, or a live transport carrying a run id: ``replay --via``) or a
+        draft judged on request (``source`` ``api``): always judged, and kept out of the live views and of the
+        sidecar's quality metrics."""
+        return self.source in (Source.REPLAY, Source.API) or self.run_id is not None
+
+    @property
+    def traffic_source(self) -> str:
+        """The source its judgements are counted under (``judgements.source``, the statistics' ``source``):
+        ``replay`` for a trace of a run whatever its transport (``replay --via kafka|otlp``), else
+        :attr:`source`."""
+        return (
+            Source.REPLAY.value
+            if self.run_id is not None and self.source is not Source.API
+            else self.source.value
+        )
+
+    @property
     def version_rank(self) -> int:
         """How complete this version of the trace is, for choosing between two versions of one trace id
         (the store keeps the higher; see :data:`ragpulse.store.sql.TRACE_UPSERT`): ``2`` complete (not

@@ -166,7 +166,8 @@ def window(since: str | None, until: str | None, default: timedelta) -> tuple[da
 # Sources of traces
 
 #: What ``source`` may say in the API and the UI: ``live`` (the default: traffic from the RAG services, Kafka
-#: and OTLP), one source, or ``all`` (replays and ``/evaluate`` calls too).
+#: and OTLP, without the traces of replay runs sent through them), one source, or ``all`` (replays and
+#: ``/evaluate`` calls too).
 SOURCE_CHOICES = ("live", "kafka", "otlp", "replay", "api", "all")
 #: The sources of live traffic.
 LIVE_SOURCES = ("kafka", "otlp")
@@ -178,6 +179,8 @@ class SourceScope(BaseModel):
 
     only: str | None = None
     excluded: tuple[str, ...] = ()
+    #: ``live``: traces of a run are left out too, whatever their transport (``replay --via kafka|otlp``)
+    no_runs: bool = False
 
 
 def source_scope(source: str | None, *, include_api: bool = False, run_id: str | None = None) -> SourceScope:
@@ -196,5 +199,5 @@ def source_scope(source: str | None, *, include_api: bool = False, run_id: str |
     if source == "all":
         return SourceScope()
     if source == "live":
-        return SourceScope(excluded=("replay", "api"))
+        return SourceScope(excluded=("replay", "api"), no_runs=True)
     return SourceScope(only=source)

@@ -183,6 +183,29 @@ def test_api_drafts_stay_out_of_quality_metrics(metrics_runtime: MetricsRuntime)
     assert value(text, "ragpulse_judge_tokens_total", judge=judge, kind="prompt") == 40
 
 
+def test_the_sidecar_keeps_test_traffic_out_of_quality_metrics(metrics_runtime: MetricsRuntime) -> None:
+    """``live_quality_only`` (serve): a ``replay --via otlp`` trace (source otlp, a run id) and a portal run's
+    case (source replay) count like drafts; a live OTLP trace counts. A replay process (default) counts its run."""
+    judge = f"via_{uuid.uuid4().hex[:8]}"
+    sidecar = MetricsExporter(clock=lambda: NOW, live_quality_only=True)
+    via = result("via-app", ok(judge, 0.9, latency=0.3), source=Source.OTLP)
+    via = via.model_copy(update={"trace": via.trace.model_copy(update={"run_id": "via-1"})})
+    case = result("via-app", ok(judge, 0.2, latency=0.3), source=Source.REPLAY)
+    live = result("via-app", ok(judge, 0.8, latency=0.3), source=Source.OTLP)
+    for r in (via, case, live):
+        sidecar.on_stored(r, r.judgements)
+    text = render_metrics().decode()
+    assert (
+        value(text, "ragpulse_judgements_total", judge=judge, app="via-app", outcome="pass") == 1
+    )  # live only
+    assert series(text, "ragpulse_judgements_total", judge=judge, outcome="fail") == []
+    assert value(text, "ragpulse_judge_score_count", judge=judge, app="via-app", backend="llm") == 1
+    assert value(text, "ragpulse_judge_latency_seconds_count", judge=judge) == 3
+    MetricsExporter(clock=lambda: NOW).on_stored(case, case.judgements)  # ragpulse replay: its own run counts
+    text = render_metrics().decode()
+    assert value(text, "ragpulse_judgements_total", judge=judge, app="via-app", outcome="fail") == 1
+
+
 @pytest.mark.integration  # slow check (10,000 apps through the exporter, ~1.3 s CPU): the integration lane, docs/dev/testing.md
 def test_ten_thousand_apps_stay_under_the_label_limit(metrics_runtime: MetricsRuntime) -> None:
     telemetry.configure_app_label_limit(50)

@@ -247,6 +247,26 @@ async def test_score_stats_use_prometheus_buckets(store: PostgresStore) -> None:
     assert stats.auto_interval(since, since + timedelta(days=7)) == timedelta(hours=6)
 
 
+async def test_traces_of_runs_sent_through_otlp_stay_out_of_live_views(store: PostgresStore) -> None:
+    """``replay --via otlp`` traces (source otlp, a run id) are test traffic: left out of the live trace list
+    and the live statistics, counted under ``source=replay``, listed with ``run_id``/``source=all``."""
+    live = [_r(i, _j("faithfulness", 0.9)) for i in (60, 61)]
+    via = [_r(i, _j("faithfulness", 0.1), source=Source.OTLP) for i in (62, 63, 64)]
+    via = [r.model_copy(update={"trace": r.trace.model_copy(update={"run_id": "via-1"})}) for r in via]
+    await store.write_results(live + via)
+    listed = await traces.list_traces(store, traces.TraceFilters())
+    assert {t.trace_id for t in listed.items} == {f"{i:032x}" for i in (60, 61)}
+    of_run = await traces.list_traces(store, traces.TraceFilters(run_id="via-1"))
+    assert {t.trace_id for t in of_run.items} == {f"{i:032x}" for i in (62, 63, 64)}
+    every = await traces.list_traces(store, traces.TraceFilters(source="all"))
+    assert len(every.items) == 5
+    since, until = NOW - timedelta(hours=1), NOW + timedelta(hours=1)
+    [fs] = await stats.score_stats(store, since=since, until=until)
+    assert (fs.count, fs.passed, fs.failed) == (2, 2, 0)  # was 5, 2, 3: the run's fails moved the live rate
+    [replays] = await stats.score_stats(store, since=since, until=until, source="replay")
+    assert (replays.count, replays.failed) == (3, 3)
+
+
 async def test_dead_letters_page(store: PostgresStore) -> None:
     for i in range(3):
         await store.write_dead_letter(

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragpulse.errors import ConfigError
-from ragpulse.model import Source, Trace
+from ragpulse.model import Trace
 
 __all__ = [
     "Predicate",
@@ -200,7 +200,7 @@ class SamplingPolicy:
 
     def decide(self, trace: Trace) -> SamplingDecision:
         """Whether ``trace`` is judged, and why."""
-        if trace.source in (Source.REPLAY, Source.API) or trace.run_id is not None:
+        if trace.is_test_traffic:
             return SamplingDecision(True, "test_traffic", 1.0)
         for predicate in self.always_judge:
             if predicate(trace):

@@ -47,10 +47,13 @@ __all__ = [
 _log = get_logger(__name__)
 
 
-def build_exporters(settings: ExportSettings, *, redact_text: bool = False) -> list[Exporter]:
+def build_exporters(
+    settings: ExportSettings, *, redact_text: bool = False, live_quality_only: bool = False
+) -> list[Exporter]:
     """Install the metrics SDK (idempotent) and return the exporters for the engine.
 
-    Always a :class:`MetricsExporter`; plus an :class:`EvaluationEventExporter` when an OTLP logs endpoint is
+    Always a :class:`MetricsExporter` (``live_quality_only``: test traffic stays out of the quality metrics, as
+    the sidecar wants); plus an :class:`EvaluationEventExporter` when an OTLP logs endpoint is
     configured (``OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``), and an
     :class:`EvaluationSpanExporter` when ``settings.evaluation_spans`` is on and an OTLP traces endpoint is set.
 
@@ -58,7 +61,7 @@ def build_exporters(settings: ExportSettings, *, redact_text: bool = False) -> l
         ExportError: the OTLP configuration is unusable (e.g. an unsupported protocol).
     """
     install_metrics(settings)
-    exporters: list[Exporter] = [MetricsExporter(settings)]
+    exporters: list[Exporter] = [MetricsExporter(settings, live_quality_only=live_quality_only)]
     events = build_event_exporter(settings, redact_text=redact_text)
     if events is not None:
         exporters.append(events)

@@ -22,7 +22,11 @@ Per changed judgement:
 
 Judgements of ``source=api`` traces (drafts judged on request by the portal's ``POST /evaluate``) record only
 the judge's latency and tokens: they stay out of ``ragpulse_judgements_total``, ``ragpulse_judge_score`` and
-``ragpulse_judge_errors_total``, so failing drafts never fire the quality alerts nor move the dashboards.
+``ragpulse_judge_errors_total``, so failing drafts never fire the quality alerts nor move the dashboards. With
+``live_quality_only`` (``ragpulse serve``: its metrics describe production) every test trace
+(:attr:`ragpulse.model.Trace.is_test_traffic`: replay cases, ``replay --via`` traces carrying a run id, portal
+runs) is treated the same way, and its app tokens are not counted; a ``ragpulse replay`` process records its own
+run's quality metrics (pushed to ``export.pushgateway_url``).
 
 Per trace stored for the first time (:meth:`MetricsExporter.on_traces_inserted`; a redelivery counts nothing),
 the app's own token usage beside the judge's: ``ragpulse_app_tokens_total{app,model,kind}`` += prompt /
@@ -63,8 +67,13 @@ class MetricsExporter:
     """
 
     def __init__(
-        self, settings: ExportSettings | None = None, *, clock: Callable[[], datetime] | None = None
+        self,
+        settings: ExportSettings | None = None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        live_quality_only: bool = False,
     ) -> None:
+        self._live_only = live_quality_only
         if settings is not None:
             telemetry.configure_app_label_limit(settings.metrics_app_label_limit)
         self._prices = dict(settings.model_prices) if settings is not None else {}
@@ -109,7 +118,7 @@ class MetricsExporter:
         try:
             for result in results:
                 t = result.trace
-                if not t.usage:
+                if not t.usage or (self._live_only and t.is_test_traffic):
                     continue
                 app = telemetry.app_label(t.app)
                 for u in t.usage:
@@ -130,7 +139,8 @@ class MetricsExporter:
             return
         try:
             app = telemetry.app_label(result.trace.app)
-            draft = result.trace.source is Source.API
+            t = result.trace
+            draft = t.source is Source.API or (self._live_only and t.is_test_traffic)
             for j in changed:
                 self._record(j, app, quality=not draft, sums=sums)
             end = result.trace.end_time

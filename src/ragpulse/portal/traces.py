@@ -484,6 +484,7 @@ async def list_traces(
         outcome=f.trace_outcome,
         source=scope.only,
         exclude_sources=scope.excluded,
+        no_runs=scope.no_runs,
         run_id=f.run_id,
         session_id=f.session,
         since=f.since,

@@ -221,7 +221,9 @@ async def run_serve(
             header_timeout_s=settings.http.header_timeout_s, max_connections=settings.http.max_connections
         )
     )
-    exporters = build_exporters(settings.export, redact_text=settings.store.redact_text)
+    exporters = build_exporters(
+        settings.export, redact_text=settings.store.redact_text, live_quality_only=True
+    )
     extra = dict(sources or {})
     running_sources: dict[str, Source] = {}
     stopping = False

@@ -54,6 +54,8 @@ class TraceQuery:
     source: str | None = None
     #: sources left out (live traffic leaves out ``replay`` and ``api``)
     exclude_sources: tuple[str, ...] = ()
+    #: leave out the traces of runs (live traffic)
+    no_runs: bool = False
     run_id: str | None = None
     session_id: str | None = None
     since: datetime | None = None
@@ -95,6 +97,8 @@ def _trace_where(f: TraceQuery, p: _Params) -> str:
             cond.append(f"t.{col} = {p.add(val)}")
     if f.exclude_sources:
         cond.append(f"t.source <> ALL({p.add(list(f.exclude_sources))}::text[])")
+    if f.no_runs:
+        cond.append("t.run_id IS NULL")
     if f.since is not None:
         cond.append(f"t.received_at >= {p.add(utc(f.since))}")
     if f.until is not None:

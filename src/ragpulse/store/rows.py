@@ -290,7 +290,7 @@ def judgement_row(
         j.latency_s,
         j.prompt_tokens,
         j.completion_tokens,
-        trace.source.value,
+        trace.traffic_source,
         content_hash if content_hash is not None else trace.content_hash,
         published_at,
         None if redact_text else clean(j.prompt),
