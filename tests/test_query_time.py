@@ -45,6 +45,10 @@ def test_source_choices() -> None:
     assert source_scope("otlp").model_dump() == {"only": "otlp", "excluded": (), "no_runs": False}
     assert source_scope("replay").model_dump() == {"only": "replay", "excluded": (), "no_runs": False}
     assert source_scope(None, run_id="r1").model_dump() == {"only": None, "excluded": (), "no_runs": False}
-    assert source_scope(None, include_api=True).model_dump() == {"only": None, "excluded": (), "no_runs": False}
+    assert source_scope(None, include_api=True).model_dump() == {
+        "only": None,
+        "excluded": (),
+        "no_runs": False,
+    }
     with pytest.raises(BadRequest, match="unknown source 'mqtt': one of live, kafka, otlp, replay, api, all"):
         source_scope("mqtt")

@@ -27,8 +27,11 @@ def histogram_svg(
     s: JudgeScores, threshold: float | None = None, t: Mapping[str, str] = _NO_LABELS
 ) -> Markup:
     """Bars of ``s.buckets`` (count per score bucket, each as wide as its score range) on a 0–1 score axis,
-    300×150 view box; bars at or below ``threshold`` in red, above it in blue, the threshold a dashed line
-    labelled with its value. ``t``: the page's labels (``threshold``)."""
+    300×150 view box; a bar whose every score fails (its upper bound below ``threshold``) in red, one whose every
+    score passes (its lower bound at or above it) in blue, and the bar the threshold falls in — ``(lower, upper]``
+    with lower < threshold ≤ upper holds failing scores and, at the threshold itself, passing ones — in amber with
+    a title saying so; the threshold a dashed line labelled with its value. ``t``: the page's labels
+    (``threshold``, ``hist_mixed``)."""
     w, h, pad = 300, 150, 18
     base = h - pad - 10
     top = max((b.count for b in s.buckets), default=0) or 1
@@ -41,11 +44,17 @@ def histogram_svg(
     for b in s.buckets:
         bh = (base - pad) * b.count / top
         x0, x1 = pad + span * prev, pad + span * b.le
-        bad = threshold is not None and b.le <= threshold
-        color = "#b3261e" if bad else "#2457c5"
+        note = ""
+        if threshold is None or prev >= threshold:
+            color = "#2457c5"  # passes
+        elif b.le < threshold:
+            color = "#b3261e"  # fails
+        else:
+            color = "#b7791f"  # the threshold's bucket: fails below it, passes at it
+            note = f" ({escape(t.get('hist_mixed', 'fails below the threshold, passes at it'))})"
         parts.append(
             f'<rect x="{x0 + 0.5:.1f}" y="{base - bh:.1f}" width="{max(x1 - x0 - 1, 0.5):.1f}" height="{bh:.1f}" '
-            f'fill="{color}"><title>{prev:g}–{b.le:g}: {b.count}</title></rect>'
+            f'fill="{color}"><title>{prev:g}–{b.le:g}: {b.count}{note}</title></rect>'
         )
         prev = b.le
     parts.append(f'<line x1="{pad}" y1="{base}" x2="{w - pad}" y2="{base}" stroke="#999"/>')

@@ -240,6 +240,9 @@ class Ui:
         self.env.globals["hist"] = histogram_svg
         self.env.filters["st"] = lambda value, t: t.get(f"st_{value}", t.get(str(value), str(value)))
         self.env.filters["reason"] = reason_html
+        self.env.filters["error"] = (
+            error_text  # ``{{ message | error(t) }}``: ragpulse's own phrases translated
+        )
         #: an id (case, trace, run, test set) or cursor as one URL path segment or query value: every character
         #: but the unreserved ones encoded (``/`` → ``%2F``), so no id can become another path
         self.env.filters["seg"] = _seg
