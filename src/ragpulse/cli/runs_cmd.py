@@ -72,7 +72,7 @@ def runs_show(
     offset: int = typer.Option(0, "--offset", min=0, help="Skip this many case rows first."),
 ) -> None:
     """Show a run's report with a per-case table (reasons included), a page of rows at a time (read from the
-    store page by page); ``--json`` streams the whole report, every case included."""
+    store page by page); '--json' streams the whole report, every case included."""
     from ragpulse.runs import stored as run_service
 
     s = _common.settings()
@@ -99,7 +99,7 @@ def runs_compare(
     ),
 ) -> None:
     """Averages of two runs side by side, the cases that flipped pass → fail (and back), and the cases that
-    failed in both runs with a judge's score down by ``--score-drop`` or more. Runs that ran different judges
+    failed in both runs with a judge's score down by '--score-drop' or more. Runs that ran different judges
     are compared on the judges both ran (a warning names the others); exit 2 when the runs share no case or no
     judge (every figure n/a). The runs' case rows are read a page at a time and the listed cases spooled to
     temporary files, so memory does not grow with the runs."""
@@ -171,9 +171,11 @@ def trace(
         help="Print the whole question and answer (default: the first 2,000 characters of each).",
     ),
 ) -> None:
-    """Show one trace and every judgement made on it (all judge versions), with reasons; the claims of the
-    newest judgement of each judge (ranks and indices from 1). A long question or answer is cut to 2,000
-    characters (``--full``: all of it; ``--json`` always has all of it)."""
+    """Show one trace and every judgement made on it, with reasons.
+
+    All judge versions are listed; the claims of the newest judgement of each judge (ranks and indices from 1).
+    A long question or answer is cut to 2,000 characters ('--full': all of it; '--json' always has all of it).
+    """
     from ragpulse.model import normalize_trace_id
 
     s = _common.settings()
@@ -210,7 +212,7 @@ def rejudge(
     """Re-evaluate stored traces with the current judge versions (backfill after a prompt or model change).
 
     A judge version that already judged a trace (a stored ok/skipped judgement of the same content) is not
-    run again: nothing is spent, and the summary says so (``already judged by <version>``) unless ``--force``.
+    run again: nothing is spent, and the summary says so ('already judged by <version>') unless '--force'.
     Only stored judgements are counted."""
     from ragpulse.judges.selection import split_names
     from ragpulse.runs import stored as run_service
