@@ -10,6 +10,8 @@ error, 3 runtime failure, 130/143 interrupted; see ``docs/cli.md``).
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from ragpulse.cli import _common
@@ -71,6 +73,10 @@ _register()
 def main() -> None:
     """Console-script entry point (SIGTERM is handled like SIGINT, see
     :func:`ragpulse.cli._common.handle_sigterm_like_sigint`)."""
+    # gRPC's fork handlers print a plain-text line ("fork_posix.cc … skipping fork() handlers") to stderr when
+    # a subprocess starts beside its threads (the embedded PostgreSQL's pg_ctl at shutdown), breaking the
+    # one-JSON-object-per-line log; no child process of ragpulse uses gRPC. Read when grpc is first imported.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     _common.handle_sigterm_like_sigint()
     _common.STATE.whole_process = True
     app()
