@@ -45,8 +45,9 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 30fab55c1578 (main 828428b): question_coverage/v2, word forms, answer types (issue 29)
     # was 7594c4d7d8c2 (issue 29 merge): question_coverage/v3, irregular forms by simplemma lemmas
     # was 9eb0fa8081f8: reads the last judge.history_turns earlier turns of a conversation (issue 28)
-    # was 031535aaaa6c: question_coverage/v4, a stance on a yes/no question is no echo, no answer-type bonus without a question term
-    ("heuristic", "relevancy", {}, "bff772a693ac"),
+    # was 031535aaaa6c: question_coverage/v4, a stance on a yes/no question is no echo, no answer-type bonus without a
+    # question term (but for yes/no and procedure answers)
+    ("heuristic", "relevancy", {}, "9390f7185ec2"),
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes, retrieval_miss / generation_error (issue 14 §1)
     # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was baf7a19f2bcf (main 828428b): sentence_support/v3, chat talk, context edits, weakest cap (issue 29)
@@ -75,7 +76,7 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 41de9a39ca2b: question_coverage/v3
     # was 0900c981281a: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was a9249b925653: question_coverage/v4
-    ("heuristic", "relevancy", {"threshold": 0.6}, "c274e2af3155"),
+    ("heuristic", "relevancy", {"threshold": 0.6}, "585ba9a12ce7"),
     # was e731a6ecbc22 (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was 7e1dd962a85c (main 6f8c9fc): claim causes (issue 14 §1)
     # was d4e750356fde (main 828428b): sentence_support/v3 (issue 29)
