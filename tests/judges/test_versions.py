@@ -45,18 +45,22 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 30fab55c1578 (main 828428b): question_coverage/v2, word forms, answer types (issue 29)
     # was 7594c4d7d8c2 (issue 29 merge): question_coverage/v3, irregular forms by simplemma lemmas
     # was 9eb0fa8081f8: reads the last judge.history_turns earlier turns of a conversation (issue 28)
-    ("heuristic", "relevancy", {}, "031535aaaa6c"),
+    # was 031535aaaa6c: question_coverage/v4, a stance on a yes/no question is no echo, no answer-type bonus without a
+    # question term (but for yes/no and procedure answers)
+    ("heuristic", "relevancy", {}, "9390f7185ec2"),
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes, retrieval_miss / generation_error (issue 14 §1)
     # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was baf7a19f2bcf (main 828428b): sentence_support/v3, chat talk, context edits, weakest cap (issue 29)
     # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was 426d48162a83: sentence_support/v4, a Chinese clause's dropped middle is not a swap
-    ("heuristic", "faithfulness", {}, "8435c4b5f324"),
+    # was 8435c4b5f324: sentence_support/v5, a stance on a yes/no question is no echo, answer clauses in swaps
+    ("heuristic", "faithfulness", {}, "b9f0022fd9e0"),
     # LLM-only options leave the offline judge's version alone.
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes (issue 14 §1)
     # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was 426d48162a83: sentence_support/v4
-    ("heuristic", "faithfulness", {"mode": "binary"}, "8435c4b5f324"),
+    # was 8435c4b5f324: sentence_support/v5
+    ("heuristic", "faithfulness", {"mode": "binary"}, "b9f0022fd9e0"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {}, "0603ef760474"),
     # was 1ec92fa6a325 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -71,13 +75,15 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 79c56ea1bd02 (main 828428b): question_coverage/v2 (issue 29)
     # was 41de9a39ca2b: question_coverage/v3
     # was 0900c981281a: reads the last judge.history_turns earlier turns of a conversation (issue 28)
-    ("heuristic", "relevancy", {"threshold": 0.6}, "a9249b925653"),
+    # was a9249b925653: question_coverage/v4
+    ("heuristic", "relevancy", {"threshold": 0.6}, "585ba9a12ce7"),
     # was e731a6ecbc22 (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was 7e1dd962a85c (main 6f8c9fc): claim causes (issue 14 §1)
     # was d4e750356fde (main 828428b): sentence_support/v3 (issue 29)
     # was 0b7ccfbbfa94: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was 5f123a8a14c6: sentence_support/v4
-    ("heuristic", "faithfulness", {"threshold": 0.7}, "d92c332eebec"),
+    # was d92c332eebec: sentence_support/v5
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "95b5d4c8232b"),
     # was 5a6e472cfd52 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {"threshold": 0.5}, "db860ab2d8a6"),
     # was 3846d703ebae (main 0a55620): skips scripts it cannot segment (issue 10 item 7)

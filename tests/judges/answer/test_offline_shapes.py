@@ -39,13 +39,17 @@ def faith(question: str, answer: str, context: str) -> tuple[float, bool, str]:
 # -- relevancy: the HR shapes --------------------------------------------------------------------------------
 
 
-def test_hr_correct_answer_sharing_no_question_term_passes_by_its_answer_type() -> None:
-    # was "covers 0/6 question terms" → 0.0; "How many" asks for a number and "25" is one → 0.5 + 0.5 × 0
+def test_hr_correct_answer_sharing_no_question_term_no_longer_passes_by_its_answer_type() -> None:
+    # question_coverage/v3 passed it at 0.5 + 0.5 × 0 ("covers 0/6 question terms; gives the asked-for number");
+    # v4 gives the answer-type bonus only to an answer that takes up a question term: lexically this correct
+    # paraphrase is the off-topic "Staff parking permits cost 40 EUR per month." (a known loss, docs/judges.md)
     score, passed, reason = rel(
         "How many vacation days do new hires get?", "In their first year, staff receive 25 paid holidays."
     )
-    assert (score, passed) == (0.5, True)
-    assert reason.startswith("covers 0/6 question terms; gives the asked-for number; missing: days, get,")
+    assert (score, passed) == (0.0, False)
+    assert reason.startswith(
+        "covers 0/6 question terms; gives the asked-for number but takes up no question term; missing: days,"
+    )
 
 
 def test_hr_loss_meets_lost() -> None:
@@ -136,3 +140,166 @@ def test_dialogue_partial_hallucination_fails() -> None:
 )
 def test_summary_sentence_edits(answer: str, score: float) -> None:
     assert faith("Summarise the passage.", answer, AIRLINE)[0] == pytest.approx(score)
+
+
+# -- the new-user trial (fix-judges): confident wrong verdicts ------------------------------------------------
+
+LEAVE_EN = "Contractors are not eligible for parental leave."
+LEAVE_Q = "Are contractors eligible for parental leave?"
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "context"),
+    [
+        # "no", "not" are stop words, so the answer's words were a subset of the question's: scored an echo (0.0)
+        (LEAVE_Q, "No, contractors are not eligible for parental leave.", LEAVE_EN),
+        (LEAVE_Q, "Contractors are not eligible for parental leave.", LEAVE_EN),
+        ("外包人员享受育儿假吗？", "不，外包人员不享受育儿假。", "外包人员不享受育儿假。"),
+        ("育儿假带薪吗？", "是的，育儿假带薪。", "育儿假为带薪假期，共16周。"),
+    ],
+    ids=["en-no", "en-negation", "zh-bu", "zh-shide"],
+)
+def test_trial_stance_on_a_yes_no_question_is_an_answer_not_an_echo(
+    question: str, answer: str, context: str
+) -> None:
+    r_score, r_passed, r_reason = rel(question, answer)
+    assert (r_score, r_passed) == (1.0, True), r_reason
+    assert not r_reason.startswith("restates_question")
+    f_score, f_passed, f_reason = faith(question, answer, context)
+    assert f_passed is True, f_reason
+    assert f_score >= 0.7, f_reason
+    assert not f_reason.startswith("restates_question")
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "context"),
+    [
+        # the stance contradicts the context: the dropped negation (context_edit) halves the support
+        (LEAVE_Q, "Yes, contractors are eligible for parental leave.", LEAVE_EN),
+        ("外包人员享受育儿假吗？", "是的，外包人员享受育儿假。", "外包人员不享受育儿假。"),
+        ("育儿假带薪吗？", "不，育儿假不带薪。", "育儿假为带薪假期，共16周。"),
+    ],
+    ids=["en-yes-wrong", "zh-yes-wrong", "zh-no-wrong"],
+)
+def test_trial_stance_against_the_context_fails_faithfulness(
+    question: str, answer: str, context: str
+) -> None:
+    score, passed, reason = faith(question, answer, context)
+    assert passed is False, reason
+    assert score <= 0.5, reason
+
+
+def test_trial_restating_a_yes_no_question_without_a_stance_is_still_an_echo() -> None:
+    score, passed, reason = rel(LEAVE_Q, "Contractors are eligible for parental leave.")
+    assert (score, passed) == (0.0, False)
+    assert reason.startswith("restates_question")
+
+
+def test_trial_bare_yes_no_keeps_passing_relevancy() -> None:
+    # no words of its own: the asked-for answer itself (0.5 + 0.5 × 0)
+    assert rel(LEAVE_Q, "No.")[:2] == (0.5, True)
+    assert rel(LEAVE_Q, "Yes.")[:2] == (1.0, True)
+
+
+WEEKS_EN = "How many weeks of parental leave do employees get?"
+WEEKS_ZH = "育儿假有多少周？"
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "reason"),
+    [
+        # was 0.545 "covers 1/6 question terms; gives the asked-for number": parking ~ parental by the stem rule
+        # (park/parent share "par"), and the bonus 0.5 + 0.5 × coverage
+        (
+            WEEKS_EN,
+            "Staff parking permits cost 40 EUR per month.",
+            "covers 0/6 question terms; gives the asked-for number but takes up no question term; missing:",
+        ),
+        # was 0.5: "no" read as a number
+        (WEEKS_EN, "No idea, our canteen serves pizza on Fridays.", "covers 0/6 question terms; missing:"),
+        # was 0.5 with "covers 0/4 question terms"
+        (
+            WEEKS_ZH,
+            "员工停车证每月40欧元。",
+            "covers 0/3 question terms; gives the asked-for number but takes up no question term; missing:",
+        ),
+        # was 0.5: 一 inside 一起 read as a number
+        (WEEKS_ZH, "我们一起去吃午饭吧，食堂今天有饺子。", "covers 0/3 question terms; missing:"),
+    ],
+    ids=["en-parking", "en-no-idea", "zh-parking", "zh-yiqi"],
+)
+def test_trial_off_topic_answer_gets_no_answer_type_bonus(question: str, answer: str, reason: str) -> None:
+    score, passed, got = rel(question, answer)
+    assert (score, passed) == (0.0, False), got
+    assert got.startswith(reason), got
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "score"),
+    [
+        (WEEKS_EN, "16 weeks.", 0.5 + 0.5 * 0.5 / 5.5),  # weeks covered, 1 of 6 terms, the asked-for number
+        (WEEKS_EN, "Employees get 16 weeks of paid parental leave.", 0.5 + 0.5 * 4.5 / 5.5),
+        (WEEKS_ZH, "16周。", 0.5 + 0.5 * 0.5 / 2.5),  # 周 covered, 1 of 3 terms
+        (WEEKS_ZH, "十六周。", 0.5 + 0.5 * 0.5 / 2.5),  # 十六 is a number word
+    ],
+)
+def test_trial_correct_short_answers_to_how_many_keep_passing(
+    question: str, answer: str, score: float
+) -> None:
+    got, passed, reason = rel(question, answer)
+    assert got == pytest.approx(score), reason
+    assert passed is True
+
+
+def test_trial_chinese_numerals_only_as_number_words() -> None:
+    from ragpulse.judges.text.answer_type import gives_type
+
+    assert gives_type("number", "共十六周。")
+    assert gives_type("number", "三个月。")
+    assert not gives_type("number", "我们一起去吃午饭吧。")
+    assert not gives_type("number", "有一些员工。")
+    assert not gives_type("number", "No idea.")
+
+
+def test_trial_stems_differing_in_more_than_a_last_letter_do_not_match() -> None:
+    from ragpulse.judges.text.forms import form_key, forms_match
+
+    assert not forms_match(form_key("parking"), form_key("parental"))
+    assert forms_match(form_key("loss"), form_key("lost"))
+    assert forms_match(form_key("apply"), form_key("application"))
+    assert forms_match(form_key("deliver"), form_key("delivery"))
+
+
+LEAVE_ZH_CTX = "员工可享受16周带薪育儿假。需提前8周在Workday提交申请。"
+
+
+@pytest.mark.parametrize(
+    "answer", ["16周带薪，提前8周在Workday申请。", "16周带薪。", "提前8周在Workday申请。"]
+)
+def test_trial_two_clauses_of_an_answer_are_not_neighbours_in_the_swap_check(answer: str) -> None:
+    # was 0.48 for the joined answer (each half alone passes): 带薪 and 提前, neighbours only across the comma,
+    # were read as 带薪 standing in 提前's slot of the context (sentence_support/v5: one clause at a time)
+    score, passed, reason = faith("育儿假有多少周，怎么申请？", answer, LEAVE_ZH_CTX)
+    assert passed is True, reason
+    assert score > 0.9, reason
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "context"),
+    [
+        # the numbers exchanged between the two clauses: each still stands in the other's slot within its clause
+        ("育儿假有多少周，怎么申请？", "8周带薪，提前16周在Workday申请。", LEAVE_ZH_CTX),
+        # a name swapped inside the second clause of a two-clause answer
+        (
+            "谁被任命了？",
+            "三月的例会上，董事会任命王芳为首席风险官。",
+            "董事会在三月的例会上正式任命李明为首席风险官，王芳为副总裁。",
+        ),
+    ],
+    ids=["numbers-exchanged", "name-in-second-clause"],
+)
+def test_trial_swaps_within_a_clause_of_a_longer_answer_still_fail(
+    question: str, answer: str, context: str
+) -> None:
+    _, passed, reason = faith(question, answer, context)
+    assert passed is False, reason

@@ -30,7 +30,7 @@ from ragpulse.judges.model.context import fit_context, format_chunks
 from ragpulse.judges.model.parsing import extract_json, normalize_verdict_word, parse_verdict
 from ragpulse.judges.model.prompts import defuse
 from ragpulse.judges.options import FaithfulnessOptions
-from ragpulse.judges.text import checks, lexical
+from ragpulse.judges.text import answer_type, checks, lexical
 from ragpulse.judges.text.scripts import unreadable_script
 from ragpulse.judges.text.tokens import content_tokens
 from ragpulse.logging import get_logger
@@ -367,9 +367,11 @@ class LLMFaithfulnessJudge(JudgeBase):
 
 
 class HeuristicFaithfulnessJudge(JudgeBase):
-    """Faithfulness by sentence-level lexical support (``sentence_support/v4``; see ``docs/judges.md``).
+    """Faithfulness by sentence-level lexical support (``sentence_support/v5``; see ``docs/judges.md``).
 
-    An answer that only restates the question scores 0. Per sentence (:func:`lexical.sentence_spans`): a meta
+    An answer that only restates the question scores 0 — not one that takes a stance on a yes/no question
+    (:func:`answer_type.takes_stance`: "No, contractors are not eligible …"), whose opening reply word is
+    stripped before the check (:func:`answer_type.strip_stance`). Per sentence (:func:`lexical.sentence_spans`): a meta
     statement about the context scores 0, a courtesy sentence or chat talk (:func:`checks.is_chat_talk`: a
     question, short exclamation or first-person sentence that names nothing) is left out, any other — its
     leading or trailing hedge stripped (:func:`checks.strip_hedge`) — scores the weighted share of its new
@@ -392,7 +394,7 @@ class HeuristicFaithfulnessJudge(JudgeBase):
     needs_context = True
     #: Pass threshold shipped by default (mean sentence support, 0–1).
     DEFAULT_THRESHOLD = 0.65
-    METHOD = "sentence_support/v4"
+    METHOD = "sentence_support/v5"
     READS_HISTORY = True
     #: The score is at most the least-supported sentence's support plus this: one sentence with less than
     #: half of its words supported (a partial hallucination) fails the answer at the default threshold.
@@ -442,7 +444,11 @@ class HeuristicFaithfulnessJudge(JudgeBase):
             None  # the question's character bigrams, made for the first Chinese sentence
         )
         a_tokens = content_tokens(answer)
-        if lexical.restates_question(q_tokens, a_tokens):
+        # an answer that takes a stance on a yes/no question ("No, contractors are not eligible …") is a claim
+        # to check, not an echo
+        if lexical.restates_question(q_tokens, a_tokens) and not answer_type.takes_stance(
+            trace.question or "", answer
+        ):
             return Decision(0.0, lexical.ECHO_REASON, "echo")
         salient = lexical.salient_terms(answer)
 
@@ -451,7 +457,9 @@ class HeuristicFaithfulnessJudge(JudgeBase):
         ) -> tuple[float, int]:
             """The sentence's support in the best of ``texts`` (0–1) and that text's index (-1: none)."""
             nonlocal q_grams
-            claim = checks.strip_hedge(sentence)
+            # the reply word opening a yes/no answer ("No, …", "是的，…") is its stance, not a claim: a leading
+            # "No," would read as a negation added to the context's sentence
+            claim = checks.strip_hedge(answer_type.strip_stance(sentence))
             words = [t for t in content_tokens(claim) if t not in _POLARITY]
             # Words taken from the question are not new claims, but the question is never evidence: a sentence
             # made only of question words (a question that wrongly carries the passages, issue 23) is checked
@@ -461,7 +469,7 @@ class HeuristicFaithfulnessJudge(JudgeBase):
             if lexical.has_cjk(sentence):
                 if q_grams is None:
                     q_grams = set(lexical.char_bigrams(trace.question or ""))
-                all_grams = lexical.char_bigrams(sentence)
+                all_grams = lexical.char_bigrams(claim)
                 grams = [g for g in all_grams if g not in q_grams] or all_grams
                 value = (value + lexical.best_chunk_bigram_support(grams, index)) / 2
             if (

@@ -77,16 +77,19 @@ class LLMRelevancyJudge(JudgeBase):
 
 
 class HeuristicRelevancyJudge(JudgeBase):
-    """Answer relevancy by lexical engagement with the question (``question_coverage/v3``; see
+    """Answer relevancy by lexical engagement with the question (``question_coverage/v4``; see
     ``docs/judges.md``).
 
-    An echo of the question, or an answer made only of questions, scores 0. A question term (content token,
+    An echo of the question (not an answer taking a stance on a yes/no question,
+    :func:`answer_type.takes_stance`), or an answer made only of questions, scores 0. A question term (content token,
     interrogatives left out) is covered by a form of it in the answer (:mod:`ragpulse.judges.text.forms`:
     Snowball stems and simplemma lemmas for English, text and character bigrams for Chinese). A short answer (at most
     :data:`SHORT_ANSWER_TOKENS` distinct content tokens, some new, no meta statement) that covers no term and is
     not a whole sentence missing the asked-for answer type scores 1; otherwise coverage = (covered −
     :data:`FREE_TERMS`) / (terms − :data:`FREE_TERMS`), raised to 0.5 + 0.5 × coverage when the answer gives the
-    kind of answer the question asks for (:mod:`ragpulse.judges.text.answer_type`), × (1 − share of meta
+    kind of answer the question asks for (:mod:`ragpulse.judges.text.answer_type`) and takes up a question term
+    (or has no content word of its own, a bare "No."; or the kind is one of :data:`SPECIFIC_CUES`, whose cue — a
+    yes/no opening, an instruction — no unrelated text gives by chance, unlike a digit), × (1 − share of meta
     statements among its sentences). Options: ``threshold``; the LLM options are valid and ignored.
 
     A follow-up question (the trace has earlier turns, the last ``judge.history_turns`` read): a term of an
@@ -98,12 +101,14 @@ class HeuristicRelevancyJudge(JudgeBase):
 
     name = "relevancy"
     Options = RelevancyOptions
-    METHOD = "question_coverage/v3"
+    METHOD = "question_coverage/v4"
     READS_HISTORY = True
     #: Question terms an answer gets no credit for: coverage = (covered − this) / (terms − this).
     FREE_TERMS = 0.5
     #: An answer with at most this many distinct content tokens, some new, is a direct (factoid) answer.
     SHORT_ANSWER_TOKENS = 4
+    #: Answer kinds whose cue is specific enough to count without a question term (see the class docstring).
+    SPECIFIC_CUES = frozenset({"yesno", "procedure"})
 
     def method_settings(self) -> dict[str, Any]:
         return {
@@ -111,6 +116,7 @@ class HeuristicRelevancyJudge(JudgeBase):
             "answer_type": True,
             "free_terms": self.FREE_TERMS,
             "short_answer_tokens": self.SHORT_ANSWER_TOKENS,
+            "specific_cues": sorted(self.SPECIFIC_CUES),
         }
 
     def decide_now(self, trace: Trace) -> Decision | Judgement:
@@ -122,7 +128,11 @@ class HeuristicRelevancyJudge(JudgeBase):
         answer = trace.answer or ""
         q_tokens = content_tokens(trace.question)
         a_tokens = content_tokens(answer)
-        if lexical.restates_question(q_tokens, a_tokens):
+        # an answer that takes a stance on a yes/no question ("No, contractors are not eligible …") repeats
+        # its words because it answers it
+        if lexical.restates_question(q_tokens, a_tokens) and not answer_type.takes_stance(
+            trace.question or "", answer
+        ):
             return Decision(0.0, lexical.ECHO_REASON, "echo")
         sents = lexical.sentences(answer)
         if sents and all(s.rstrip().endswith(("?", "？")) for s in sents):
@@ -175,9 +185,12 @@ class HeuristicRelevancyJudge(JudgeBase):
         # two terms is a shared topic word, not an answer); all of them still give 1
         n, c = len(q_keys) + len(from_history), len(covered) + len(from_history)
         coverage = max(0.0, (c - self.FREE_TERMS) / (n - self.FREE_TERMS)) if n else 1.0
-        if typed:
+        if typed and (c or not a_keys or asked in self.SPECIFIC_CUES):
             # the answer gives the kind of answer the question asks for (answer_type): that engages with the
-            # question as much as repeating half of its words
+            # question as much as repeating half of its words — when it takes up at least one of them, or the
+            # kind's cue is specific (a yes/no opening, an instruction): a number or a time alone is in any
+            # text, no answer to "How many weeks of parental leave …?" ("Staff parking permits cost 40 EUR per
+            # month."); a bare "No." has no words of its own and is the asked-for answer
             coverage = 0.5 + 0.5 * coverage
         score = min(1.0, max(0.0, coverage * (1.0 - meta_share)))
         missing = sorted(q_words[k] for k in q_keys - covered)[:8]
@@ -185,7 +198,9 @@ class HeuristicRelevancyJudge(JudgeBase):
         if from_history:
             reason += f" and {len(from_history)} of the conversation's"
         if typed:
-            reason += f"; gives the asked-for {asked}"
+            reason += f"; gives the asked-for {asked}" + (
+                "" if c or not a_keys or asked in self.SPECIFIC_CUES else " but takes up no question term"
+            )
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
         if missing and not self.settings.store.redact_text:

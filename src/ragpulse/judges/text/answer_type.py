@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["asked_type", "gives_type"]
+from ragpulse.judges.text.checks import is_negation
+from ragpulse.judges.text.tokens import tokens
+
+__all__ = ["asked_type", "gives_type", "strip_stance", "takes_stance"]
 
 _EN_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("frequency", re.compile(r"^\s*how often\b", re.I)),
@@ -40,9 +43,11 @@ _ZH_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 _NUM = r"(?:\d+(?:[.,]\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|a|an|half|[一二两三四五六七八九十百千万半]+)"
 _EN_UNIT = r"(?:second|minute|hour|day|week|fortnight|month|quarter|year)s?"
 _GIVES: dict[str, re.Pattern[str]] = {
+    # "no" is not a number ("No idea, …"); Chinese numerals are read from jieba's words (below), so that 一
+    # inside 一起 or 一些 is not one
     "number": re.compile(
         r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-        r"hundred|thousand|million|none|no)\b|[一二两三四五六七八九十百千万]",
+        r"hundred|thousand|million|none)\b",
         re.I,
     ),
     "duration": re.compile(
@@ -84,6 +89,43 @@ _GIVES: dict[str, re.Pattern[str]] = {
 }
 
 
+#: A Chinese word that is a number: a run of numerals, optionally with a measure word or unit (十六, 三个, 一周,
+#: 两个月); 一起 ("together") and 一些 ("some") are words of their own, not numbers.
+_ZH_NUMBER_WORD = re.compile(
+    r"[一二两三四五六七八九十百千万亿半]+(?:个|周|天|月|年|次|人|名|位|岁|元|块|小时|分钟|秒|日|号|点|倍|家|件|项|"
+    r"条|张|本|台|种|份|星期|个月|工作日)?"
+)
+_CJK_NUMERAL = re.compile(r"[一二两三四五六七八九十百千万亿半]")
+#: A reply word that opens the answer to a yes/no question, set off by punctuation ("No, …", "是的，…", "不，…"):
+#: the answer's stance, not part of its claim. The words are those of the yes/no answer type above and the
+#: polarity words of the faithfulness judge.
+_STANCE_OPENER = re.compile(
+    r"^\s*(?:(?:yes|no|yeah|yep|nope|sure|certainly|correct|right|not really)|"
+    r"(?:是的|对的|没错|不是|不对|不可以|不行|不能|不会|没有|可以|是|对|不|没|否|能|会|有))\s*[,，.。!！;；、]\s*",
+    re.I,
+)
+_EN_STANCE_WORD = re.compile(r"^\s*(?:yes|no|yeah|yep|nope)\b", re.I)
+
+
+def strip_stance(sentence: str) -> str:
+    """``sentence`` without an opening reply word set off by punctuation ("No, contractors are not eligible …"
+    → "contractors are not eligible …"; "是的，育儿假带薪。" → "育儿假带薪。")."""
+    return _STANCE_OPENER.sub("", sentence, count=1)
+
+
+def takes_stance(question: str, answer: str) -> bool:
+    """True when ``answer`` takes a stance on the yes/no ``question``: it opens with a yes/no word ("No, …",
+    "是的，…", "不，…") or holds a negation the question does not ("Contractors are not eligible …" for "Are
+    contractors eligible …?"). Such an answer repeats the question's words because it answers it: it is not
+    an echo."""
+    if asked_type(question) != "yesno":
+        return False
+    if _STANCE_OPENER.match(answer) or _EN_STANCE_WORD.match(answer):
+        return True
+    asked = {t for t in tokens(question) if is_negation(t)}
+    return any(is_negation(t) and t not in asked for t in tokens(answer))
+
+
 def asked_type(question: str) -> str | None:
     """The kind of answer ``question`` asks for (``number``, ``duration``, ``frequency``, ``time``,
     ``reason``, ``yesno``), or ``None``."""
@@ -96,4 +138,8 @@ def asked_type(question: str) -> str | None:
 
 def gives_type(kind: str, answer: str) -> bool:
     """True when ``answer`` holds an answer of ``kind`` (a number, a duration, a yes or no opening, …)."""
-    return _GIVES[kind].search(answer) is not None
+    if _GIVES[kind].search(answer) is not None:
+        return True
+    if kind == "number" and _CJK_NUMERAL.search(answer):
+        return any(_ZH_NUMBER_WORD.fullmatch(t) for t in tokens(answer))
+    return False

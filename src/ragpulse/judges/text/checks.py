@@ -28,7 +28,7 @@ from ragpulse.judges.text.forms import form_key
 from ragpulse.judges.text.lexical import has_cjk
 from ragpulse.judges.text.tokens import content_tokens, tokens
 
-__all__ = ["ContextEdit", "context_edit", "is_chat_talk", "strip_hedge"]
+__all__ = ["ContextEdit", "context_edit", "is_chat_talk", "is_negation", "strip_hedge"]
 
 #: The speaker in the first person singular: a sentence about "I" that names nothing is talk ("I find that
 #: fascinating."). "You", "your" and "we" are left out: an assistant's claims are often addressed to the user
@@ -117,7 +117,8 @@ def is_chat_talk(sentence: str) -> bool:
     return s.endswith(("!", "！")) and len(content_tokens(body)) <= 3 and not has_cjk(s)
 
 
-def _is_negation(token: str) -> bool:
+def is_negation(token: str) -> bool:
+    """True for a negation word ("not", "no", "never", "-n't", 不, 没有, 未 …)."""
     return token in _NEGATION or token.endswith("n't")
 
 
@@ -232,8 +233,8 @@ def context_edit(sentence: str, chunk: str) -> str | None:
     _, ctx_keys, raw = best
     ops = SequenceMatcher(None, keys, ctx_keys, autojunk=False).get_opcodes()
     for tag, i1, i2, j1, j2 in ops:
-        added = any(_is_negation(w) for w in keys[i1:i2])
-        dropped = any(_is_negation(w) for w in ctx_keys[j1:j2])
+        added = any(is_negation(w) for w in keys[i1:i2])
+        dropped = any(is_negation(w) for w in ctx_keys[j1:j2])
         # opcodes turn the sentence into the context sentence: "delete" = words only the sentence has
         if tag in ("delete", "replace") and added and not dropped:
             return ContextEdit.NEGATION

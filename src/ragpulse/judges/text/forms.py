@@ -3,9 +3,10 @@ and "loss", "apply" and "application", "reimbursed" and "reimbursement" meet; Ch
 character bigrams, so that 报销款 meets 报销的费用.
 
 The stemmer is ``snowballstemmer`` (the Snowball project's English stemmer, Porter, 2001; pure Python, the one
-Sphinx uses). Two English stems match when they are equal or when they share a prefix of at least three
-characters that is all of the shorter stem but its last letter (``loss``/``lost``, ``appli``/``applic``,
-``deliv``/``deliveri``): Porter2 strips inflections, not every derivation.
+Sphinx uses). Two English stems match when they are equal, when one is a prefix of the other
+(``appli``/``applic``, ``deliv``/``deliveri``), or when they share a prefix of at least three characters that is
+all of the shorter stem but its last letter and differ in length by at most one (``loss``/``lost``; not
+``park``/``parent``): Porter2 strips inflections, not every derivation.
 
 Irregular forms share no stem ("paid"/"pay", "went"/"go", "lost"/"lose"): :func:`lemma_key` looks the word up in
 the English dictionary of ``simplemma`` (Barbaresi, "Simplemma: a simple multilingual lemmatizer for Python",
@@ -73,7 +74,10 @@ def forms_match(a: str, b: str) -> bool:
         if x != y:
             break
         common += 1
-    return common >= max(3, len(short) - 1)
+    if common == len(short):
+        return True
+    # the last letters differ (loss/lost): only as a suffix, the rest of equal length — not park/parent
+    return common >= max(3, len(short) - 1) and len(long_) - len(short) <= 1
 
 
 def zh_found(word: str, text: str, keys: Iterable[str] = ()) -> bool:

@@ -351,7 +351,15 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
     the same kind that the sentence does not mention (``Osei`` next to ``appointed``) while never putting
     ``a`` there. Returns the swapped token (for the reason), else ``None``.
     """
-    words = content_tokens(sentence)
+    # the sentence's words with the clause each stands in: words are neighbours only within one clause (v5),
+    # as in the context (:func:`_near`): "16周带薪，提前8周在Workday申请。" joins two facts, and 带薪 does
+    # not stand in 提前's slot
+    words: list[str] = []
+    clause_of: list[int] = []
+    for n, part in enumerate(_ANSWER_CLAUSE_RE.split(sentence) if has_cjk(sentence) else [sentence]):
+        part_words = content_tokens(part)
+        words.extend(part_words)
+        clause_of.extend([n] * len(part_words))
     ctx, at, folded_chunk = _slot_index(chunk)
     in_sentence = set(words)
     both = sentence + "\n" + chunk
@@ -378,7 +386,7 @@ def swapped_slot(sentence: str, chunk: str) -> str | None:
             continue
         for side in (-1, 1):
             j = i + side
-            if not 0 <= j < len(words) or words[j] == a:
+            if not 0 <= j < len(words) or words[j] == a or clause_of[j] != clause_of[i]:
                 continue
             w = words[j]
             # a slot is a word the context uses rarely: common words of a long context have many neighbours
@@ -418,6 +426,8 @@ def _adjacent(
 #: Chinese: ``a`` counts as next to ``w`` within this many characters of one clause (no comma, colon or
 #: sentence end between): a shortened answer drops a clause's middle ("30天内[通过 Ledgerly 报销系统]提交").
 CLAUSE_GAP = 24
+#: Clause breaks of a Chinese answer sentence: its words are neighbours only within one clause.
+_ANSWER_CLAUSE_RE = re.compile(r"[，、：,;:]")
 _SENTENCE_GAP = r"[^。！？；]{0,8}"  # within 8 characters, no sentence end
 _CLAUSE_GAP = rf"[^。！？；，、：,;:.!?]{{0,{CLAUSE_GAP}}}"  # within CLAUSE_GAP characters of one clause
 
