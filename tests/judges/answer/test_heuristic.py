@@ -326,3 +326,13 @@ def test_entity_and_relation_swaps_are_caught() -> None:
     )
     j = judge.evaluate(tom)
     assert (j.passed, (j.flags.model_extra or {})["claims"][0]["verdict"]) == (False, "unsupported")
+
+
+def test_the_reason_quotes_the_least_supported_clause_without_its_semicolon() -> None:
+    """A clause split at ';' was quoted with it, so the cause note after it read "…cheese;; causes: …"."""
+    _, reason, _ = faith(
+        "How long is parental leave?",
+        "The moon is made of green cheese; parental leave is 16 weeks.",
+        ["Parental leave is 16 weeks."],
+    )
+    assert reason.endswith("least supported (0.00): The moon is made of green cheese"), reason

@@ -59,7 +59,9 @@ _POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", 
 
 
 def _snippet(text: str) -> str:
-    text = " ".join(text.split())
+    """``text`` on one line, without the clause's closing ``;`` (the reason goes on with "; causes: …"), cut to
+    :data:`_SNIPPET_CHARS` characters."""
+    text = " ".join(text.split()).rstrip(";；")
     return text if len(text) <= _SNIPPET_CHARS else text[: _SNIPPET_CHARS - 1] + "…"
 
 
