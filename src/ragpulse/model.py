@@ -28,12 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 __all__ = [
     "ABSTAINED",
+    "ID_MAX_CHARS",
     "NO_ANSWER",
     "PROMPT_MAX_CHARS",
     "RAW_OUTPUT_MAX_CHARS",
     "REASON_MAX_CHARS",
     "RUN_HEARTBEAT_S",
     "RUN_STALE_AFTER_S",
+    "TOKEN_COUNT_MAX",
     "WIRE_ATTRIBUTE_FIELDS",
     "Backend",
     "Document",
@@ -77,17 +79,31 @@ marks U+200E/U+200F/U+061C are not here: they belong to right-to-left text and r
 ``textclean.mark_bidi`` shows them by name; :func:`id_problem` refuses them in ids."""
 
 
+#: Longest id (characters) :func:`id_problem` accepts: the one length rule for trace, case and session ids from
+#: every source (the Kafka schema's ``traceId`` ``maxLength`` says the same).
+ID_MAX_CHARS = 256
+
+#: Largest token count a trace keeps (the store's ``integer`` columns): a larger count is not plausible
+#: (no model reads or writes two billion tokens in a call); Kafka and ``POST /api/v1/evaluate`` refuse it
+#: (the event schema's ``maximum``), OTLP takes it as unknown with a note (``attributes.token_count_refused``).
+TOKEN_COUNT_MAX = 2**31 - 1
+
+
 def id_problem(value: str) -> str | None:
-    """Why ``value`` cannot be an id that ends up in a URL (a case id, a trace id), or ``None`` when it can.
+    """Why ``value`` cannot be an id that ends up in a URL (a case id, a trace id, a session id), or ``None``
+    when it can.
 
     Ids are data: any text is allowed, ``/`` included (``hr/leave-1``), except what a browser or HTTP client
     would turn into another path: a control character (Unicode category ``Cc``: C0, DEL, C1 — a tab or a
     newline too) or a path segment that is exactly ``.`` or ``..`` (``../B``, ``a/./b``, ``..``). ``..x`` and
     ``x..`` are fine. A bidirectional control (:data:`BIDI_CONTROLS`) is refused too: it makes one id look like
-    another. Links always encode ids with no safe characters (``quote(id, safe="")``).
+    another. Links always encode ids with no safe characters (``quote(id, safe="")``). An id longer than
+    :data:`ID_MAX_CHARS` characters is refused (one length rule for every source).
     """
     if not value:
         return "is empty"
+    if len(value) > ID_MAX_CHARS:
+        return f"is longer than {ID_MAX_CHARS} characters ({len(value)})"
     if any(unicodedata.category(ch) == "Cc" for ch in value):
         return "contains a control character"
     if any(ch in BIDI_CONTROLS for ch in value):
@@ -223,6 +239,20 @@ SESSION_ID_MAX_CHARS = 256
 _SESSION_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _session_id(v: Any) -> Any:
+    """The session id the store keeps and the session look-up uses: a number as text, no control characters
+    (a NUL cannot be stored at all), lone surrogates as U+FFFD, stripped, cut to :data:`SESSION_ID_MAX_CHARS`
+    — so a trace's session id equals its stored one; ``None`` when nothing is left (or for a boolean)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int | float):
+        v = str(v)
+    if isinstance(v, str):
+        v = _SESSION_SURROGATE.sub("\ufffd", "".join(ch for ch in v if unicodedata.category(ch) != "Cc"))
+        return v.strip()[:SESSION_ID_MAX_CHARS] or None
+    return v
+
+
 class Turn(BaseModel):
     """An earlier turn of the conversation a trace belongs to: the user's question and the app's answer.
 
@@ -309,7 +339,8 @@ class Trace(BaseModel):
         error: trace-level error reported by the source (e.g. OTLP root status ERROR), one line.
         session_id: the conversation (session) the trace is a turn of: OTLP ``session.id``, Traceloop's
             ``session_id`` association property, ``gen_ai.conversation.id``, Langfuse's session; Kafka
-            ``sessionId``. Cut to :data:`SESSION_ID_MAX_CHARS`.
+            ``sessionId``. Cut to :data:`SESSION_ID_MAX_CHARS`; one that :func:`id_problem` refuses (``..``) is
+            dropped (``None``), ``attributes.id_refused.session_id`` says why.
         turns: the conversation's earlier turns, oldest first (from the answering call's messages, the
             producer's ``turns``, or the session's earlier traces, filled by the engine).
         prompt_tokens / completion_tokens: the app's answering LLM call's token usage (``model`` is its model);
@@ -357,10 +388,10 @@ class Trace(BaseModel):
     error: str | None = None
     session_id: str | None = None
     turns: tuple[Turn, ...] = ()
-    prompt_tokens: int | None = Field(default=None, ge=0)
-    completion_tokens: int | None = Field(default=None, ge=0)
-    total_prompt_tokens: int | None = Field(default=None, ge=0)
-    total_completion_tokens: int | None = Field(default=None, ge=0)
+    prompt_tokens: int | None = Field(default=None, ge=0, le=TOKEN_COUNT_MAX)
+    completion_tokens: int | None = Field(default=None, ge=0, le=TOKEN_COUNT_MAX)
+    total_prompt_tokens: int | None = Field(default=None, ge=0, le=TOKEN_COUNT_MAX)
+    total_completion_tokens: int | None = Field(default=None, ge=0, le=TOKEN_COUNT_MAX)
     usage: tuple[ModelUsage, ...] = ()
 
     @model_validator(mode="before")
@@ -406,19 +437,39 @@ class Trace(BaseModel):
             )
         return out
 
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_session_id(cls, data: Any) -> Any:
+        """A session id :func:`id_problem` refuses (``..``, ``a/./b``, a bidirectional control) is dropped:
+        it would be a link target (``/sessions/<id>``). ``attributes.id_refused.session_id`` says why."""
+        if not isinstance(data, Mapping):
+            return data
+        attrs = data.get("attributes")
+        attrs = attrs if isinstance(attrs, Mapping) else {}
+        typed = data.get("session_id")
+        legacy = typed in (None, ()) and "session_id" in attrs  # moved by _lift_legacy_attributes
+        value = _session_id(attrs["session_id"] if legacy else typed)
+        if not isinstance(value, str):
+            return data
+        problem = id_problem(value)
+        if problem is None:
+            return data
+        out = dict(data)
+        rest = dict(attrs)
+        if legacy:
+            rest.pop("session_id", None)
+        refused = rest.get("id_refused")
+        refused = dict(refused) if isinstance(refused, Mapping) else {}
+        refused["session_id"] = f"{value[:100]!r} {problem}"
+        rest["id_refused"] = refused
+        out["attributes"] = rest
+        out["session_id"] = None
+        return out
+
     @field_validator("session_id", mode="before")
     @classmethod
     def _session(cls, v: Any) -> Any:
-        if isinstance(v, bool):
-            return None
-        if isinstance(v, int | float):
-            v = str(v)
-        if isinstance(v, str):
-            # the id the store keeps and the session look-up uses: no control characters (a NUL cannot be
-            # stored at all), lone surrogates as U+FFFD — so a trace's session id equals its stored one
-            v = _SESSION_SURROGATE.sub("\ufffd", "".join(ch for ch in v if unicodedata.category(ch) != "Cc"))
-            return v.strip()[:SESSION_ID_MAX_CHARS] or None
-        return v
+        return _session_id(v)
 
     @field_validator("not_evaluable", "error", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ through a :class:`ResultStore`, and hands what the store really inserted or chan
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -25,6 +26,7 @@ from ragpulse.model import (
 )
 
 __all__ = [
+    "STORE_FAILURE",
     "AckCallback",
     "CaseSource",
     "DeadLetterSink",
@@ -42,6 +44,7 @@ __all__ = [
     "WriteReport",
     "judge_inline",
     "judge_needs_answer",
+    "not_stored_reason",
 ]
 
 
@@ -355,8 +358,21 @@ class Exporter(Protocol):
     def shutdown(self, timeout_s: float = 5.0) -> None: ...
 
 
-#: Called by the engine once a trace's result is stored (``ok=True``) or failed for good (``ok=False``).
+#: Called by the engine once a trace's result is stored (``ok=True``) or failed for good (``ok=False``); while
+#: an ``ok=False`` ack runs, :data:`STORE_FAILURE` holds why (:func:`not_stored_reason`).
 AckCallback = Callable[[TraceResult, bool], Awaitable[None]]
+
+#: While the engine awaits an ``ack(result, False)``: the store error's message (a
+#: :class:`~ragpulse.errors.StoreError` text: the error type and PostgreSQL's primary message, never row values
+#: or connection details), else ``None``. A context variable so every source's ack reads it without a new
+#: callback signature.
+STORE_FAILURE: ContextVar[str | None] = ContextVar("ragpulse_store_failure", default=None)
+
+
+def not_stored_reason() -> str:
+    """The dead-letter reason of a trace whose result the store refused: ``not_stored: <store error>`` inside a
+    failed ack (:data:`STORE_FAILURE`), else ``not_stored: the engine could not store the result``."""
+    return f"not_stored: {STORE_FAILURE.get() or 'the engine could not store the result'}"
 
 
 @runtime_checkable

@@ -21,6 +21,8 @@ from ingest.kafka_testutil import (
 from ragpulse.config import Settings
 from ragpulse.ingest.events import parse_event
 from ragpulse.ingest.kafka import DLQ_HEADERS, KafkaSource, _observe_lag
+from ragpulse.model import TraceOutcome, TraceResult
+from ragpulse.protocols import STORE_FAILURE
 from testsupport import wait_until
 
 
@@ -168,6 +170,41 @@ async def test_failed_store_goes_to_dlq_as_not_stored(kafka_bootstrap: str, topi
     assert h["ragpulse.dlq.offset"] == b"1"
     assert json.loads(dlq[0].value)["traceId"] == "trace-000002"
     assert (await committed(kafka_bootstrap, s.kafka.group_id, topic, 1)) == {0: 3}
+
+
+class _StoreFailingSink(RecordingSink):
+    """Fails ``fail_ids`` the way the engine does: the ack runs while STORE_FAILURE holds the store's error."""
+
+    async def _work(self) -> None:
+        while True:
+            trace, ack = await self.queue.get()
+            ok = trace.trace_id not in self.fail_ids
+            if ok:
+                self.acked.append(trace)
+            token = STORE_FAILURE.set(
+                None if ok else "write_results failed: OverflowError: value out of int32 range"
+            )
+            try:
+                if ack is not None:
+                    await ack(TraceResult(trace=trace, outcome=TraceOutcome.EVALUATED), ok)
+            finally:
+                STORE_FAILURE.reset(token)
+
+
+async def test_not_stored_dead_letter_carries_the_store_errors_message(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    await create_topic(kafka_bootstrap, topic, 1)
+    await produce(kafka_bootstrap, topic, [event(1), event(2)])
+    s = _settings(kafka_bootstrap, topic)
+    sink = _StoreFailingSink(fail_ids={"trace-000001"})
+    async with KafkaSource(s.kafka, sink, commit_interval_s=0.1) as src:
+        await _wait_for(lambda: len(sink.acked) >= 1 and src.stats["dead_lettered"] >= 1)
+    await sink.close()
+    dlq = await read_topic(kafka_bootstrap, f"{topic}.dlq", 1)
+    reason = dict(dlq[0].headers)["ragpulse.dlq.reason"]
+    assert reason == b"not_stored: write_results failed: OverflowError: value out of int32 range"
+    assert [t.trace_id for t in sink.acked] == ["trace-000002"]  # the next message is not lost
 
 
 @pytest.mark.slow

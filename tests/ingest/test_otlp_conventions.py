@@ -16,6 +16,8 @@ from ragpulse.ingest.otlp.conventions import MappedFields, TraceBuilder, default
 from ragpulse.ingest.otlp.spans import SpanData, SpanEvent
 
 TID = "4bf92f3577b34da6a3ce929d0e0e4736"
+#: Span times are seconds after this (2025-12-01): a plausible time, so the root's latency is kept.
+T0_S = 1_764_590_000
 
 
 def _span(
@@ -26,8 +28,8 @@ def _span(
         span_id=span_id,
         parent_span_id=parent,
         name=kw.pop("name", span_id),
-        start_unix_nano=start * 1_000_000_000,
-        end_unix_nano=end * 1_000_000_000,
+        start_unix_nano=(T0_S + start) * 1_000_000_000,
+        end_unix_nano=(T0_S + end) * 1_000_000_000,
         attributes=attrs,
         resource={"service.name": kw.pop("service", "svc")},
         **kw,

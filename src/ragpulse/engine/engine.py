@@ -44,6 +44,7 @@ from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, JudgementFlags, JudgementStatus, Trace, TraceOutcome, TraceResult
 from ragpulse.protocols import (
+    STORE_FAILURE,
     AckCallback,
     Exporter,
     FinalJudgementLookup,
@@ -75,6 +76,13 @@ log = get_logger("ragpulse.engine")
 #: trace below this holds the loop ~0.1 s at most (Chinese); a hop to the thread costs ~50 µs, and traces
 #: of the usual size (a question, 3–5 chunks of ~150 words, an answer) stay on the loop.
 OFFLOAD_CHARS = 8_000
+
+
+def _failure_text(e: StoreError) -> str:
+    """The first line of a store error's message, at most 300 characters (store errors name the error type
+    and PostgreSQL's primary message, never row values: :func:`ragpulse.store.errors.to_store_error`)."""
+    text = (str(e).splitlines() or [""])[0].strip()
+    return text[:300] or type(e).__name__
 
 
 def trace_text_chars(trace: Trace) -> int:
@@ -819,7 +827,7 @@ class Engine:
             )
             for result, ack in batch:
                 self.stats.failed += 1
-                await self._ack(ack, result, False)
+                await self._ack(ack, result, False, failure=_failure_text(e))
             return
         self.stats.batches += 1
         # A trace twice in one batch (a quick redelivery) is stored once, as the copy the store keeps (the
@@ -920,13 +928,17 @@ class Engine:
                         "exporter_failed", exporter=type(exporter).__name__, trace_id=result.trace.trace_id
                     )
 
-    async def _ack(self, ack: AckCallback | None, result: TraceResult, ok: bool) -> None:
+    async def _ack(
+        self, ack: AckCallback | None, result: TraceResult, ok: bool, *, failure: str | None = None
+    ) -> None:
+        token = STORE_FAILURE.set(failure)  # why the store refused it, for the source's dead letter
         try:
             if ack is not None:
                 await ack(result, ok)
         except Exception:
             log.exception("ack_failed", trace_id=result.trace.trace_id, ok=ok)
         finally:
+            STORE_FAILURE.reset(token)
             self._held -= 1
             self._one_done()
 

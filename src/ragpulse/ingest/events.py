@@ -177,6 +177,8 @@ def _describe(err: ValidationError) -> str:
         rule = f"must be of type {_names(v)}"
     elif err.validator == "minimum":
         rule = f"must be >= {v}"
+    elif err.validator == "maximum":
+        rule = f"must be <= {v}"
     elif err.validator == "maxLength":
         rule = f"must be at most {v} characters"
     elif err.validator == "pattern":
@@ -392,6 +394,8 @@ def trace_from_event(
     """
     for camel in ("traceId", "testCaseId"):
         value = _pick(event, camel)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
         problem = id_problem(value.strip()) if isinstance(value, str) else None
         if problem is not None:  # the id ends up in portal links: never a path of its own
             raise EventRejected(f"bad_id: /{camel}: {problem}")

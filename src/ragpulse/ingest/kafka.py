@@ -13,7 +13,7 @@ visible result is exactly once. Flow per message:
    headers ``ragpulse.dlq.reason``, ``ragpulse.dlq.topic``, ``ragpulse.dlq.partition``, ``ragpulse.dlq.offset``
    (plus the original key, value and headers) and counted on ``ragpulse_traces_rejected{source="kafka"}``;
 3. a trace is submitted to the sink; its offset is done when the sink calls the ack. A trace that the engine
-   failed for good (``ok=False``) is dead-lettered with reason ``not_stored`` so the partition moves on.
+   failed for good (``ok=False``) is dead-lettered with reason ``not_stored: <store error>`` so the partition moves on.
 
 OTLP topics (``kafka.topic_encodings``: ``otlp_proto`` / ``otlp_json``, consumed in addition to
 ``kafka.topics``) carry ``TracesData`` as the OpenTelemetry Collector's Kafka exporter publishes it: a message is
@@ -60,7 +60,7 @@ from ragpulse.ingest.offsets import OffsetTracker
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.logging import get_logger
 from ragpulse.model import Trace, TraceResult
-from ragpulse.protocols import DeadLetterSink, TraceSink
+from ragpulse.protocols import DeadLetterSink, TraceSink, not_stored_reason
 
 __all__ = ["DLQ_HEADERS", "KafkaSource"]
 
@@ -475,9 +475,7 @@ class KafkaSource:
 
         async def ack(result: TraceResult, ok: bool) -> None:
             if not ok:
-                await self._dead_letter(
-                    rec, "not_stored: the engine could not store the result", "not_stored"
-                )
+                await self._dead_letter(rec, not_stored_reason(), "not_stored")
             self._tracker.done(tp, rec.offset)
             self._progress.set()
 
@@ -510,9 +508,7 @@ class KafkaSource:
             if ok:
                 await self._finish(otlp.resolve(tid))
             else:
-                await self._finish(
-                    otlp.resolve(tid, "not_stored: the engine could not store the result", "not_stored")
-                )
+                await self._finish(otlp.resolve(tid, not_stored_reason(), "not_stored"))
 
         return ack
 

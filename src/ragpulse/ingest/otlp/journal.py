@@ -29,7 +29,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 from ragpulse.errors import StoreError
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.logging import get_logger
-from ragpulse.protocols import PendingStore
+from ragpulse.protocols import PendingStore, not_stored_reason
 
 __all__ = ["SOURCE", "PendingJournal", "split_by_trace"]
 
@@ -94,9 +94,10 @@ class PendingJournal:
 
     async def done(self, trace_id: str, ok: bool) -> None:
         """The engine acknowledged ``trace_id``: stored (``ok``) → forget it (queued, see the module
-        docstring); failed for good → dead letter ``not_stored``. Never raises."""
+        docstring); failed for good → dead letter ``not_stored: <store error>``
+        (:func:`ragpulse.protocols.not_stored_reason`). Never raises."""
         if not ok:
-            await self.dead_letter(trace_id, "not_stored")
+            await self.dead_letter(trace_id, not_stored_reason())
             return
         self._done.append(trace_id)
         if self._flusher is None or self._flusher.done():

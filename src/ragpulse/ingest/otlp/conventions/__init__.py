@@ -40,6 +40,7 @@ from ragpulse.ingest.otlp.conventions.base import (
     MappedFields,
     as_text,
     maybe_json,
+    refused_token_counts,
     spans_in_start_order,
     top_span,
 )
@@ -50,8 +51,8 @@ from ragpulse.ingest.otlp.conventions.openinference import OpenInferenceMapper
 from ragpulse.ingest.otlp.conventions.openllmetry import OpenLlmetryMapper
 from ragpulse.ingest.otlp.logs import fold_carriers
 from ragpulse.ingest.otlp.spans import SpanData
-from ragpulse.ingest.timestamps import plausible_times
-from ragpulse.model import Source, Trace, id_problem
+from ragpulse.ingest.timestamps import is_plausible, plausible_times
+from ragpulse.model import TOKEN_COUNT_MAX, Source, Trace, id_problem
 
 __all__ = [
     "SPAN_OUTLINE_MAX",
@@ -119,6 +120,15 @@ def _ns_to_dt(ns: int) -> datetime | None:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC) if ns > 0 else None
 
 
+def _plausible_ns(ns: int, received_at: datetime) -> bool:
+    """True when span time ``ns`` is set and passes :func:`ragpulse.ingest.timestamps.is_plausible`."""
+    try:
+        t = _ns_to_dt(ns)
+    except (OverflowError, OSError, ValueError):
+        return False
+    return t is not None and is_plausible(t, received_at)
+
+
 def _root_error(root: SpanData) -> str:
     """One line describing the root span's error: its status message, else its ``exception`` event's type
     and message, else ``"status ERROR"``."""
@@ -138,9 +148,9 @@ def _root_error(root: SpanData) -> str:
 def _replay_id(spans: list[SpanData], key: str, attrs: dict[str, Any]) -> str | None:
     """The replay id under attribute ``key`` when :func:`ragpulse.model.id_problem` finds nothing wrong with it.
 
-    Ids are data, never path segments: a refused one (``../x``, a control or bidirectional character) is not
-    used — the trace keeps its OTLP trace id, or links to no test case — and ``attrs["id_refused"]`` records
-    ``{key: reason}`` so the trace says why."""
+    Ids are data, never path segments: a refused one (``../x``, a control or bidirectional character, longer
+    than :data:`ragpulse.model.ID_MAX_CHARS`) is not used — the trace keeps its OTLP trace id, or links to no
+    test case — and ``attrs["id_refused"]`` records ``{key: reason}`` so the trace says why."""
     value = as_text(_replay_value(spans, key))
     if value is None:
         return None
@@ -158,19 +168,50 @@ def _replay_value(spans: list[SpanData], key: str) -> Any:
     return None
 
 
+_TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_prompt_tokens", "total_completion_tokens")
+
+
+def _plausible_tokens(
+    spans: Sequence[SpanData], fields: MappedFields, notes: dict[str, Any]
+) -> dict[str, Any]:
+    """The trace's token counts from ``fields``; a count above :data:`ragpulse.model.TOKEN_COUNT_MAX` is not
+    plausible (and no store column holds it): unknown (``None``). ``notes["token_count_refused"]`` records
+    ``{attribute key or trace field: why}`` — the spans' refused attributes (whose calls' usage the mappers
+    already took as unknown) and a sum over the calls that is too large."""
+    refused: dict[str, str] = {}
+    for s in spans:
+        for key, why in refused_token_counts(s).items():
+            refused.setdefault(key, why)
+    out: dict[str, Any] = {}
+    for key in _TOKEN_FIELDS:
+        v = fields.get(key)
+        if isinstance(v, int) and v > TOKEN_COUNT_MAX:
+            refused[key] = f"{v} (the sum over the trace's calls) is above {TOKEN_COUNT_MAX}: unknown"
+            v = None
+        out[key] = v
+    if refused:
+        notes["token_count_refused"] = refused
+    return out
+
+
 #: Most spans kept in a trace's span outline (``attributes.spans``); the first ones by start time.
 SPAN_OUTLINE_MAX = 500
 
 _KIND_NAMES = {1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 
 
-def span_outline(spans: Sequence[SpanData]) -> list[dict[str, Any]]:
+def span_outline(spans: Sequence[SpanData], received_at: datetime | None = None) -> list[dict[str, Any]]:
     """The span tree of a trace for the portal's timeline: per span (by start time, at most
     :data:`SPAN_OUTLINE_MAX`) ``{"span_id", "parent_span_id", "name", "kind", "start_ms", "duration_ms",
     "error"}`` — ``start_ms`` from the earliest span's start, milliseconds; ``kind`` the span's role
     (``openinference.span.kind`` such as ``RETRIEVER``/``LLM``, ``gen_ai.operation.name`` such as ``chat``,
-    ``traceloop.span.kind``, else the OTLP span kind); ``error`` when its status is ERROR. No texts."""
-    timed = [s for s in spans if s.start_unix_nano > 0]
+    ``traceloop.span.kind``, else the OTLP span kind); ``error`` when its status is ERROR. No texts.
+
+    A start or end time that fails the plausibility rule (:func:`ragpulse.ingest.timestamps.is_plausible`
+    against ``received_at``, default now) is unknown: no ``start_ms`` (and it is not the earliest start) or
+    no ``duration_ms`` — never a figure of centuries."""
+    received = received_at or datetime.now(UTC)
+    timed = [s for s in spans if _plausible_ns(s.start_unix_nano, received)]
     t0 = min((s.start_unix_nano for s in timed), default=0)
     out: list[dict[str, Any]] = []
     for s in spans_in_start_order(spans)[:SPAN_OUTLINE_MAX]:
@@ -182,8 +223,8 @@ def span_outline(spans: Sequence[SpanData]) -> list[dict[str, Any]]:
             ),
             None,
         )
-        start = s.start_unix_nano
-        end = s.end_unix_nano
+        start = s.start_unix_nano if _plausible_ns(s.start_unix_nano, received) else 0
+        end = s.end_unix_nano if _plausible_ns(s.end_unix_nano, received) else -1
         out.append(
             {
                 "span_id": s.span_id,
@@ -263,12 +304,16 @@ class TraceBuilder:
         attrs: dict[str, Any] = fields["attributes"]
         if first is not None and first.service_name:
             attrs.setdefault("service.name", first.service_name)
+        received = datetime.now(UTC)
         if spans:
-            attrs["spans"] = span_outline(spans)
+            attrs["spans"] = span_outline(spans, received)
         error = _root_error(root) if root is not None and root.status_code == 2 else None
         app = fields.get("app") or (first.service_name if first else None)
         if root is not None:
-            start, end, latency = root.start_unix_nano, root.end_unix_nano, root.duration_s
+            start, end = root.start_unix_nano, root.end_unix_nano
+            # a latency from an implausible time (start 1 ns, end 2**64-1) is not a latency: unknown
+            both = _plausible_ns(start, received) and _plausible_ns(end, received)
+            latency = root.duration_s if both else None
         else:
             start = min((s.start_unix_nano for s in spans if s.start_unix_nano > 0), default=0)
             end = max((s.end_unix_nano for s in spans), default=0)
@@ -276,14 +321,17 @@ class TraceBuilder:
         keywords = maybe_json(_replay_value(ordered, "ragpulse.keywords"))
         if keywords is not None and not isinstance(keywords, list | str):
             keywords = None
-        original_id = _replay_id(ordered, "ragpulse.trace.id", attrs)
-        test_case_id = _replay_id(ordered, "ragpulse.test_case.id", attrs)
-        start_dt, end_dt, time_replaced = plausible_times(
-            _ns_to_dt(start), _ns_to_dt(end), datetime.now(UTC), latency
-        )
+        notes: dict[
+            str, Any
+        ] = {}  # ragpulse's own notes: set last, a sender's attributes cannot overwrite them
+        original_id = _replay_id(ordered, "ragpulse.trace.id", notes)
+        test_case_id = _replay_id(ordered, "ragpulse.test_case.id", notes)
+        tokens = _plausible_tokens(spans, fields, notes)
+        start_dt, end_dt, time_replaced = plausible_times(_ns_to_dt(start), _ns_to_dt(end), received, latency)
         carried = maybe_json(_replay_value(ordered, "ragpulse.attributes"))
         if isinstance(carried, Mapping):
             attrs.update(carried)
+        attrs.update(notes)
         return Trace(
             trace_id=original_id or trace_id,
             span_id=root.span_id if root else (first.span_id if first else None),
@@ -313,9 +361,6 @@ class TraceBuilder:
             expected_answer=as_text(_replay_value(ordered, "ragpulse.expected_answer")),
             keywords=keywords,
             turns=tuple(fields.get("turns") or ()),
-            prompt_tokens=fields.get("prompt_tokens"),
-            completion_tokens=fields.get("completion_tokens"),
-            total_prompt_tokens=fields.get("total_prompt_tokens"),
-            total_completion_tokens=fields.get("total_completion_tokens"),
+            **tokens,
             usage=tuple(fields.get("usage") or ()),
         )

@@ -20,13 +20,14 @@ retriever, the outputs of tool calls are the retrieved documents (:func:`tool_do
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ragpulse.ingest.otlp.spans import SpanData
-from ragpulse.model import Document
+from ragpulse.model import TOKEN_COUNT_MAX, Document
 
 __all__ = [
     "AMBIGUOUS_ANSWER",
@@ -52,6 +53,7 @@ __all__ = [
     "parse_messages",
     "ranked",
     "reasoning_text",
+    "refused_token_counts",
     "resolve_answer",
     "spans_in_start_order",
     "split_prompt",
@@ -499,9 +501,41 @@ _TOKEN_KEYS = (
 _LANGFUSE_USAGE_KEYS = (("input", "output"), ("prompt_tokens", "completion_tokens"))
 
 
-def _count(v: Any) -> int | None:
+def _whole(v: Any) -> int | None:
+    """``v`` as a non-negative whole number (any size), else ``None``."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v if v >= 0 else None
     f = as_float(v)
-    return int(f) if f is not None and f >= 0 and f == int(f) else None
+    if f is None or not math.isfinite(f) or f < 0 or f != int(f):
+        return None
+    return int(f)
+
+
+def _token_pairs(span: SpanData) -> list[tuple[str, str, Any, Any]]:
+    """``(prompt key, completion key, prompt value, completion value)`` per token-count key pair of ``span``, in
+    the order :func:`usage_of` reads them (Langfuse's keys as ``langfuse.observation.usage_details.<key>``)."""
+    a = span.attributes
+    out = [(pk, ck, a.get(pk), a.get(ck)) for pk, ck in _TOKEN_KEYS]
+    details = maybe_json(a.get("langfuse.observation.usage_details"))
+    if isinstance(details, Mapping):
+        base = "langfuse.observation.usage_details."
+        out += [(base + pk, base + ck, details.get(pk), details.get(ck)) for pk, ck in _LANGFUSE_USAGE_KEYS]
+    return out
+
+
+def refused_token_counts(span: SpanData) -> dict[str, str]:
+    """``{attribute key: why}`` for each token count of ``span`` above
+    :data:`ragpulse.model.TOKEN_COUNT_MAX`: not plausible, so :func:`usage_of` takes that call's usage as
+    unknown (the trace keeps the note in ``attributes.token_count_refused``)."""
+    out: dict[str, str] = {}
+    for pk, ck, pv, cv in _token_pairs(span):
+        for key, v in ((pk, pv), (ck, cv)):
+            n = _whole(v)
+            if n is not None and n > TOKEN_COUNT_MAX:
+                out[key] = (
+                    f"{n} on span {span.span_id} is above {TOKEN_COUNT_MAX}: that call's token usage is unknown"
+                )
+    return out
 
 
 def usage_of(span: SpanData) -> tuple[int, int] | None:
@@ -510,19 +544,16 @@ def usage_of(span: SpanData) -> tuple[int, int] | None:
     Read from OpenInference ``llm.token_count.prompt``/``.completion``, OTel GenAI
     ``gen_ai.usage.input_tokens``/``.output_tokens`` (or the older ``prompt_tokens``/``completion_tokens``), or
     Langfuse's ``langfuse.observation.usage_details`` (``input``/``output`` or ``prompt_tokens``/
-    ``completion_tokens``). A missing half counts 0 when the other is reported.
+    ``completion_tokens``). A missing half counts 0 when the other is reported. A count above
+    :data:`ragpulse.model.TOKEN_COUNT_MAX` is not plausible: the span's usage is unknown (``None``; see
+    :func:`refused_token_counts`).
     """
-    a = span.attributes
-    for pk, ck in _TOKEN_KEYS:
-        p, c = _count(a.get(pk)), _count(a.get(ck))
+    for _, _, pv, cv in _token_pairs(span):
+        p, c = _whole(pv), _whole(cv)
         if p is not None or c is not None:
+            if max(p or 0, c or 0) > TOKEN_COUNT_MAX:
+                return None
             return p or 0, c or 0
-    details = maybe_json(a.get("langfuse.observation.usage_details"))
-    if isinstance(details, Mapping):
-        for pk, ck in _LANGFUSE_USAGE_KEYS:
-            p, c = _count(details.get(pk)), _count(details.get(ck))
-            if p is not None or c is not None:
-                return p or 0, c or 0
     return None
 
 
