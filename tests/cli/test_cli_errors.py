@@ -212,6 +212,27 @@ def _table(f: Files) -> list[Case]:
             2,
             r"^error: invalid run id 'bad id': .* \(pattern \^\[A-Za-z0-9\]\[A-Za-z0-9\._-\]\{0,127\}\$\)$",
         ),
+        *(
+            Case(
+                f"rejudge --since {span}", ["rejudge", "--app", "hr", "--since", span], 2, r"^error: --since "
+            )
+            for span in ("99999999999d", "999999d")
+        ),
+        *(
+            Case(
+                f"db prune --older-than-days {days}",
+                ["db", "prune", "--older-than-days", days],
+                2,
+                r"too large",
+            )
+            for days in ("99999999999", "999999")
+        ),
+        Case(
+            "judges compare --since 99999999999d",
+            ["judges", "compare", "relevancy", "--since", "99999999999d"],
+            2,
+            r"^error: invalid time span '99999999999d': too long$",
+        ),
         Case(
             "replay a case without a question",
             ["replay", str(f.no_question)],

@@ -292,4 +292,5 @@ async def test_refused_key_is_not_echoed(openai_server: ScriptedOpenAIServer, ke
     assert str(ei.value) == (
         "judge_unavailable: HTTP 401 after 1 attempt: Incorrect API key provided: ***. Find your key at example.com."
     )
-    assert logs and all("SECRETJUDGEKEY" not in repr(e) for e in logs)
+    assert logs
+    assert all("SECRETJUDGEKEY" not in repr(e) for e in logs)
