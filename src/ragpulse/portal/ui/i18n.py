@@ -135,6 +135,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "no_score_drops": "No judge's score dropped this much in a case that failed in both runs.",
         "judges_differ": "The runs ran different judges ({only}): cases are compared on the judges both ran: {shared}.",
         "judges_only_in": "{judges} only in {run}",
+        "cmp_different_test_sets": "different test sets ({a} and {b})",
+        "cmp_different_cases": "different cases of test set {test_set}",
+        "cmp_cases_differ": "Runs {a} and {b} replayed {what}: comparing the {shared} shared case(s) only "
+        "({only_a} only in {a}, {only_b} only in {b}).",
+        "cmp_no_shared_cases": "No shared cases: runs {a} and {b} replayed {what} "
+        "({only_a} only in {a}, {only_b} only in {b}): nothing to compare.",
         "no_shared_judges": "The runs ran no judge in common ({only}): nothing to compare.",
         "judge_scores": "Judge: A → B",
         "score_drop_at_least": "Score drop of at least",
@@ -490,6 +496,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "no_score_drops": "两次运行均失败的用例中，没有评估器的评分下降这么多。",
         "judges_differ": "两次运行使用的评估器不同（{only}）：仅按两次都运行的评估器对比用例：{shared}。",
         "judges_only_in": "{judges} 仅在 {run} 中运行",
+        "cmp_different_test_sets": "不同的测试集（{a} 和 {b}）",
+        "cmp_different_cases": "测试集 {test_set} 的不同用例",
+        "cmp_cases_differ": "运行 {a} 和 {b} 回放了{what}：仅对比 {shared} 个共同用例"
+        "（{only_a} 个仅在 {a} 中，{only_b} 个仅在 {b} 中）。",
+        "cmp_no_shared_cases": "没有共同用例：运行 {a} 和 {b} 回放了{what}"
+        "（{only_a} 个仅在 {a} 中，{only_b} 个仅在 {b} 中）：无法对比。",
         "no_shared_judges": "两次运行没有共同的评估器（{only}）：无法对比。",
         "judge_scores": "评估器：A → B",
         "score_drop_at_least": "评分下降至少",
