@@ -655,7 +655,9 @@ def _describe(e: openai.APIError, retries: int, secrets: tuple[str, ...] = ()) -
     attempts = f"after {retries + 1} attempt{'s' if retries else ''}"
     if isinstance(e, openai.APIStatusError):
         message = (
-            _provider_message(e, secrets) if 400 <= e.status_code < 500 and e.status_code not in _RETRIED else ""
+            _provider_message(e, secrets)
+            if 400 <= e.status_code < 500 and e.status_code not in _RETRIED
+            else ""
         )
         return f"HTTP {e.status_code} {attempts}" + (f": {message}" if message else "")
     refused = _socket_error(e)
