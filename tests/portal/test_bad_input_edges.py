@@ -132,3 +132,16 @@ def test_a_404_cuts_a_long_id(portal: Portal, path: str) -> None:
     detail = problem_detail(r, 404)
     assert len(detail) < 300, len(detail)
     assert len(r.content) < 2000
+
+
+@pytest.mark.parametrize(
+    ("path", "ctype"), [("/", "text/plain"), ("/api/v1/traces", "application/problem+json")]
+)
+def test_a_foreign_host_gets_421_with_the_security_headers(portal: Portal, path: str, ctype: str) -> None:
+    with portal.client() as c:
+        r = c.get(path, headers={"host": "evil.example"})
+    assert r.status_code == 421
+    assert r.headers["content-type"].startswith(ctype)
+    assert r.headers["x-frame-options"] == "DENY"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
