@@ -380,6 +380,11 @@ def test_an_env_typo_is_one_error_naming_the_closest_setting() -> None:
     )
 
 
+def test_the_documented_portal_url_variable_is_not_refused() -> None:
+    """``RAGPULSE_PORTAL_URL`` (examples/evaluate_loop.py, Grafana-managed alerts) set beside the settings."""
+    check_environment({"RAGPULSE_PORTAL_URL": "http://127.0.0.1:9470"})
+
+
 def test_a_yaml_typo_names_the_closest_key(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("store:\n  retention_dais: 3\n", encoding="utf-8")

@@ -865,10 +865,18 @@ def load_settings(
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from e
 
 
-#: ``RAGPULSE_*`` variables that are not settings but are read elsewhere: the config file path (CLI), the test
-#: suite's own variables (docs/dev/testing.md) and the benchmarks' source switch (bench/README.md).
+#: ``RAGPULSE_*`` variables that are not settings but are read elsewhere: the config file path (CLI), the
+#: portal's URL as clients reach it (Grafana-managed alerts' links, examples/evaluate_loop.py; set beside the
+#: settings in one environment), the test suite's own variables (docs/dev/testing.md) and the benchmarks'
+#: source switch (bench/README.md).
 NON_SETTING_ENV = frozenset(
-    {"RAGPULSE_CONFIG", "RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL", "RAGPULSE_BENCH_SRC"}
+    {
+        "RAGPULSE_CONFIG",
+        "RAGPULSE_PORTAL_URL",
+        "RAGPULSE_SHARED_DIR",
+        "RAGPULSE_TEST_PG_ADMIN_URL",
+        "RAGPULSE_BENCH_SRC",
+    }
 )
 
 
@@ -962,7 +970,8 @@ def settings_reference() -> str:
         "",
         "Other `RAGPULSE_*` variables: "
         + ", ".join(f"`{n}`" for n in sorted(NON_SETTING_ENV))
-        + " (the config file path; the test suite's and the benchmarks' own variables).",
+        + " (the config file path; the portal's URL as clients reach it, which examples/evaluate_loop.py and"
+        " Grafana-managed alerts read, not ragpulse; the test suite's and the benchmarks' own variables).",
     ]
     for section, model in SECTIONS.items():
         notes = _field_notes(model)
