@@ -380,6 +380,11 @@ def test_an_env_typo_is_one_error_naming_the_closest_setting() -> None:
     )
 
 
+def test_the_documented_portal_url_variable_is_not_refused() -> None:
+    """``RAGPULSE_PORTAL_URL`` (examples/evaluate_loop.py, Grafana-managed alerts) set beside the settings."""
+    check_environment({"RAGPULSE_PORTAL_URL": "http://127.0.0.1:9470"})
+
+
 def test_a_yaml_typo_names_the_closest_key(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("store:\n  retention_dais: 3\n", encoding="utf-8")
@@ -474,3 +479,24 @@ def test_model_copy_with_a_flat_name_is_refused_not_ignored() -> None:
         ).engine.sampling_rate
         == 0.2
     )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00", r"is not UTF-8 text \(byte 0\)"),
+        (b"[" * 10_000 + b"]" * 10_000, r"nests too deeply to be a configuration"),
+        (b"engine_sampling_rate: " + b"[" * 10_000 + b"]" * 10_000, r"nests too deeply"),
+        (b"root:*:20228:0:99999:7:::\nbin:*:20228:0:99999:7:::\n", r"2 key\(s\) that are not setting names"),
+        (b"a: [\nsecret-text-here", r"is not valid YAML: .* at line \d+, column \d+$"),
+    ],
+)
+def test_a_file_that_is_no_config_is_a_config_error_without_its_content(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    cfg = tmp_path / "odd.yaml"
+    cfg.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as ei:
+        load_settings(cfg, environ={})
+    assert "root:" not in str(ei.value)
+    assert "secret-text-here" not in str(ei.value)

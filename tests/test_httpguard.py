@@ -3,6 +3,8 @@ value; the listeners themselves are tested in ``tests/portal/test_portal_securit
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ragpulse.config import load_settings
@@ -101,3 +103,37 @@ def test_the_two_settings_read_comma_lists_and_check_networks() -> None:
     assert s.api.trusted_proxies == ["10.0.0.0/8", "127.0.0.1"]
     with pytest.raises(ConfigError, match=r"'ingress-controller' is not an IP address or network"):
         load_settings(environ={"RAGPULSE_API_TRUSTED_PROXIES": "10.0.0.0/8,ingress-controller"})
+
+
+@pytest.mark.parametrize(
+    ("path", "ctype"),
+    [
+        ("/", "text/plain; charset=utf-8"),
+        ("/metrics", "text/plain; charset=utf-8"),
+        ("/v1/traces", "text/plain; charset=utf-8"),
+        ("/api/v1/traces", "application/problem+json"),
+    ],
+)
+async def test_a_foreign_host_gets_421_with_the_security_headers(path: str, ctype: str) -> None:
+    """Every listener (portal, metrics, OTLP HTTP) is wrapped in HostGuard: its 421 carries the security
+    headers, and on the API a problem+json body."""
+    import httpx
+
+    from ragpulse.httpguard import HostGuard
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("a foreign Host must not reach the app")
+
+    guard = HostGuard(app, "127.0.0.1", [], what="test")
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=guard), base_url="http://evil.example"
+    ) as c:
+        r = await c.get(path)
+    assert r.status_code == 421
+    assert r.headers["content-type"] == ctype
+    assert "frame-ancestors 'none'" in r.headers["content-security-policy"]
+    assert r.headers["x-frame-options"] == "DENY"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert "evil.example" in r.text
+    if ctype == "application/problem+json":
+        assert r.json()["status"] == 421

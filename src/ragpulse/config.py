@@ -24,6 +24,7 @@ import difflib
 import ipaddress
 import json
 import os
+import re
 import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -652,16 +653,36 @@ def _put(
         origin[target] = f"{flat} in {where}"
 
 
+#: A top-level key of a config file that may be a setting name (shown in errors); others are counted only.
+_KEY_LIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+
 def _read_yaml(path: Path, origin: dict[tuple[str, str], str] | None = None) -> dict[str, dict[str, Any]]:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError as e:
         raise ConfigError(f"config file not found: {path}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config file {path} is not valid YAML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}): is it a YAML file?") from e
+    except RecursionError as e:
+        raise ConfigError(f"config file {path} nests too deeply to be a configuration") from e
+    except yaml.YAMLError as e:  # where, not the text: the file may be another one than meant
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"config file {path} is not valid YAML: {getattr(e, 'problem', None) or type(e).__name__}{at}"
+        ) from e
+    except OSError as e:  # a directory, no permission …
+        raise ConfigError(f"config file {path} cannot be read: {e.strerror or type(e).__name__}") from e
     if not isinstance(raw, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
     where = f"config file {path}"
+    odd = [k for k in raw if not _KEY_LIKE.match(str(k))]
+    if odd:  # not a setting name: counted, never echoed (--config /etc/shadow must not print its lines)
+        raise ConfigError(
+            f"{where} is not a ragpulse configuration: {len(odd)} key(s) that are not setting names "
+            "(docs/settings.md lists every setting)"
+        )
     out: dict[str, dict[str, Any]] = {}
     for key, value in raw.items():
         k = str(key).replace("-", "_")
@@ -844,10 +865,18 @@ def load_settings(
         raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from e
 
 
-#: ``RAGPULSE_*`` variables that are not settings but are read elsewhere: the config file path (CLI), the test
-#: suite's own variables (docs/dev/testing.md) and the benchmarks' source switch (bench/README.md).
+#: ``RAGPULSE_*`` variables that are not settings but are read elsewhere: the config file path (CLI), the
+#: portal's URL as clients reach it (Grafana-managed alerts' links, examples/evaluate_loop.py; set beside the
+#: settings in one environment), the test suite's own variables (docs/dev/testing.md) and the benchmarks'
+#: source switch (bench/README.md).
 NON_SETTING_ENV = frozenset(
-    {"RAGPULSE_CONFIG", "RAGPULSE_SHARED_DIR", "RAGPULSE_TEST_PG_ADMIN_URL", "RAGPULSE_BENCH_SRC"}
+    {
+        "RAGPULSE_CONFIG",
+        "RAGPULSE_PORTAL_URL",
+        "RAGPULSE_SHARED_DIR",
+        "RAGPULSE_TEST_PG_ADMIN_URL",
+        "RAGPULSE_BENCH_SRC",
+    }
 )
 
 
@@ -941,7 +970,8 @@ def settings_reference() -> str:
         "",
         "Other `RAGPULSE_*` variables: "
         + ", ".join(f"`{n}`" for n in sorted(NON_SETTING_ENV))
-        + " (the config file path; the test suite's and the benchmarks' own variables).",
+        + " (the config file path; the portal's URL as clients reach it, which examples/evaluate_loop.py and"
+        " Grafana-managed alerts read, not ragpulse; the test suite's and the benchmarks' own variables).",
     ]
     for section, model in SECTIONS.items():
         notes = _field_notes(model)

@@ -18,13 +18,22 @@ Why not Starlette's ``TrustedHostMiddleware``: it cuts ``Host`` at the first ``:
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from ragpulse.logging import get_logger
 
-__all__ = ["SAFE_METHODS", "HostGuard", "cross_site", "host_allowed", "is_loopback", "split_host"]
+__all__ = [
+    "REFUSAL_HEADERS",
+    "SAFE_METHODS",
+    "HostGuard",
+    "cross_site",
+    "host_allowed",
+    "is_loopback",
+    "split_host",
+]
 
 #: Methods that change nothing (RFC 9110 §9.2.1).
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -135,6 +144,17 @@ def cross_site(method: str, headers: Mapping[str, str]) -> str | None:
     return f"Origin {origin[:100]!r} is not this site"
 
 
+#: Security headers of the 421 a foreign ``Host`` gets on every listener (the portal adds its own to its other
+#: answers, :data:`ragpulse.portal.security.SECURITY_HEADERS`): nothing may be loaded, framed or sniffed.
+REFUSAL_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+)
+
+
 class HostGuard:
     """ASGI middleware: answers 421 to an HTTP request whose ``Host`` :func:`host_allowed` refuses.
 
@@ -166,16 +186,27 @@ class HostGuard:
                 if scope["type"] == "websocket":
                     await send({"type": "websocket.close", "code": 1008})
                     return
-                body = (
-                    f"host {shown!r} is not served here (add it to RAGPULSE_HTTP_ALLOWED_HOSTS)\n"
-                ).encode()
+                detail = f"host {shown!r} is not served here (add it to RAGPULSE_HTTP_ALLOWED_HOSTS)"
+                if str(scope.get("path", "")).startswith("/api/"):  # the portal's API answers problem+json
+                    ctype = b"application/problem+json"
+                    body = json.dumps(
+                        {
+                            "type": "about:blank",
+                            "title": "Misdirected Request",
+                            "status": 421,
+                            "detail": detail,
+                        }
+                    ).encode()
+                else:
+                    ctype, body = b"text/plain; charset=utf-8", (detail + "\n").encode()
                 await send(
                     {
                         "type": "http.response.start",
                         "status": 421,
                         "headers": [
-                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-type", ctype),
                             (b"content-length", str(len(body)).encode()),
+                            *REFUSAL_HEADERS,
                         ],
                     }
                 )

@@ -24,6 +24,7 @@ __all__ = [
     "SOURCE_CHOICES",
     "Page",
     "SourceScope",
+    "before",
     "bounds",
     "decode_cursor",
     "encode_cursor",
@@ -98,8 +99,23 @@ def parse_span(text: str) -> timedelta:
     """
     m = _SPAN.match(text)
     if not m:
-        raise BadRequest(f"invalid time span {text!r}: expected e.g. 15m, 24h or 7d")
-    return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+        raise BadRequest(f"invalid time span {text[:100]!r}: expected e.g. 15m, 24h or 7d")
+    try:
+        return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+    except (OverflowError, ValueError) as e:  # more than timedelta's 999999999 days
+        raise BadRequest(f"invalid time span {text[:100]!r}: too long") from e
+
+
+def before(t: datetime, span: timedelta, text: str) -> datetime:
+    """``t - span``; ``text`` (the span as given) names it in the error.
+
+    Raises:
+        BadRequest: the result is before year 1 (``since=999999d``).
+    """
+    try:
+        return t - span
+    except OverflowError as e:
+        raise BadRequest(f"invalid time span {text[:100]!r}: reaches before year 1") from e
 
 
 _EPOCH_MS = re.compile(r"^\d{11,15}$")
@@ -118,9 +134,9 @@ def parse_time(text: str | None, *, now: datetime | None = None) -> datetime | N
         return None
     t = text.strip()
     if t == "now" or (t.startswith("now-") and _SPAN.match(t[4:])):  # Grafana's relative times
-        return (now or datetime.now(UTC)) - (parse_span(t[4:]) if t != "now" else timedelta(0))
+        return before(now or datetime.now(UTC), parse_span(t[4:]) if t != "now" else timedelta(0), t)
     if _SPAN.match(t):
-        return (now or datetime.now(UTC)) - parse_span(t)
+        return before(now or datetime.now(UTC), parse_span(t), t)
     if _EPOCH_MS.match(t):
         try:
             return datetime.fromtimestamp(int(t) / 1000, UTC)
@@ -157,7 +173,11 @@ def window(since: str | None, until: str | None, default: timedelta) -> tuple[da
     """
     start, end = bounds(since, until)
     end = end or datetime.now(UTC)
-    start = start or end - default
+    if start is None:
+        try:
+            start = end - default
+        except OverflowError as e:
+            raise BadRequest(f"invalid time {str(until)[:100]!r}: too early") from e
     if start >= end:
         raise BadRequest("since must be before until")
     return start, end

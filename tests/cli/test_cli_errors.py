@@ -163,7 +163,27 @@ def _table(f: Files) -> list[Case]:
             cases.append(
                 Case(f"{name} database down", args, 3, DB_MSG, {"RAGPULSE_STORE_DATABASE_URL": closed_db})
             )
+    binary = f.testset.parent / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    deep = f.testset.parent / "deep.yaml"
+    deep.write_bytes(b"[" * 10_000 + b"]" * 10_000)
+    shadow = f.testset.parent / "shadow"
+    shadow.write_text("root:*:20228:0:99999:7:::\ndaemon:*:20228:0:99999:7:::\n", encoding="utf-8")
     cases += [
+        Case(
+            "binary config file",
+            ["--config", str(binary), "runs", "list"],
+            2,
+            r"is not UTF-8 text \(byte 0\)",
+        ),
+        Case("deep config file", ["--config", str(deep), "runs", "list"], 2, r"nests too deeply"),
+        Case(
+            "a checklist path naming another file",
+            ["replay", str(f.testset), "--judges", "x"],
+            2,
+            r"shadow is not a checklist: unknown key\(s\) 2 that are not setting names \(expected a YAML mapping",
+            {"RAGPULSE_JUDGE_CHECKLISTS": json.dumps({"x": str(shadow)})},
+        ),
         Case("send to a closed OTLP endpoint", cmds["send"], 3, r"OTLP export to .* failed"),
         Case("replay --test-set unknown", cmds["replay --test-set"], 2, r"no test set 'kestrel'"),
         Case("runs show unknown", cmds["runs show"], 2, r"no run 'some-run'"),
@@ -211,6 +231,27 @@ def _table(f: Files) -> list[Case]:
             ["replay", str(f.testset), "--run-id", "bad id"],
             2,
             r"^error: invalid run id 'bad id': .* \(pattern \^\[A-Za-z0-9\]\[A-Za-z0-9\._-\]\{0,127\}\$\)$",
+        ),
+        *(
+            Case(
+                f"rejudge --since {span}", ["rejudge", "--app", "hr", "--since", span], 2, r"^error: --since "
+            )
+            for span in ("99999999999d", "999999d")
+        ),
+        *(
+            Case(
+                f"db prune --older-than-days {days}",
+                ["db", "prune", "--older-than-days", days],
+                2,
+                r"too large",
+            )
+            for days in ("99999999999", "999999")
+        ),
+        Case(
+            "judges compare --since 99999999999d",
+            ["judges", "compare", "relevancy", "--since", "99999999999d"],
+            2,
+            r"^error: invalid time span '99999999999d': too long$",
         ),
         Case(
             "replay a case without a question",

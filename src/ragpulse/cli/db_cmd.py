@@ -7,7 +7,7 @@ migrations first.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import typer
@@ -63,9 +63,14 @@ def prune(
     days = older_than_days if older_than_days is not None else settings.store.retention_days
     if days is None:
         raise _common.fail("give --older-than-days or set retention_days")
+    try:
+        age = timedelta(days=days)
+        _ = datetime.now(UTC) - age  # the cutoff must be a date (PostgreSQL's BC dates are not)
+    except (OverflowError, ValueError):
+        raise _common.fail(f"--older-than-days {days:g}: too large (reaches before year 1)") from None
 
     async def main(store: Store) -> int:
-        return await store.prune(timedelta(days=days))
+        return await store.prune(age)
 
     deleted = _common.run_with_store(settings, main)
     if json_out:

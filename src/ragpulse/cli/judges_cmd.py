@@ -17,7 +17,7 @@ from rich.table import Table
 from ragpulse.cli import _common
 from ragpulse.cli import app as _app
 from ragpulse.cli._render import fmt
-from ragpulse.query import parse_span
+from ragpulse.query import before, parse_span
 
 if TYPE_CHECKING:  # the calibration services are imported in the commands: `ragpulse --help` stays light
     from ragpulse.calibration.promotion import Promotion
@@ -81,7 +81,7 @@ def compare(
     from ragpulse.calibration.shadow import compare_shadow, gate, load_labels, parse_minimums, write_junit
 
     minimums = parse_minimums(minimum or [])
-    start = datetime.now(UTC) - parse_span(since)
+    start = before(datetime.now(UTC), parse_span(since), since)
     truth = load_labels(labels) if labels is not None else None
     settings = _common.settings()
 

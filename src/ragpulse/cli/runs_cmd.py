@@ -189,7 +189,7 @@ def trace(
 
     result = _common.run_with_store(s, q)
     if result is None:
-        raise NotFoundError(f"no trace {tid!r}")
+        raise NotFoundError(f"no trace {tid[:100]!r}")
     if json_out:
         _dump(trace_json(result))
     else:

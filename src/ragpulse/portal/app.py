@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from ragpulse import __version__
 from ragpulse.portal.auth import Access, require_token
 from ragpulse.portal.context import PortalContext
-from ragpulse.portal.problems import BodyLimit, install_problem_handlers
+from ragpulse.portal.problems import BodyLimit, install_problem_handlers, refuse_nul
 from ragpulse.portal.rest import review as rest_review
 from ragpulse.portal.rest import runs as rest_runs
 from ragpulse.portal.rest import testsets as rest_testsets
@@ -44,7 +44,7 @@ def build_app(ctx: PortalContext) -> Any:
     )
     app.state.ctx = ctx
     app.state.access = access = Access(ctx)
-    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token)])
+    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token), Depends(refuse_nul)])
     api.include_router(rest_testsets.router, tags=["test sets"])
     api.include_router(rest_runs.router, tags=["runs"])
     api.include_router(rest_traces.router, tags=["traces"])

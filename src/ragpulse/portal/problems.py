@@ -150,6 +150,31 @@ def install_problem_handlers(app: FastAPI, html_error: ErrorPage | None = None) 
     app.add_exception_handler(Exception, unexpected)
 
 
+#: What a path parameter names, for the 404 of an id that cannot exist (the messages of the services' own 404s).
+_PATH_PARAM_NAMES = {"trace_id": "trace", "session_id": "session", "run_id": "run", "name": "test set"}
+
+
+def refuse_nul(request: Request) -> None:
+    """A dependency of every portal route: a NUL character (which PostgreSQL cannot store in text, so no stored
+    id or value holds one) in a path parameter answers 404 (no such thing can exist), in a query parameter 422
+    naming the parameter — instead of the database refusing the query.
+
+    Raises:
+        NotFoundError: a path parameter holds NUL.
+        BadRequest: a query parameter's name or value holds NUL.
+    """
+    params = request.path_params
+    for key, value in params.items():
+        if isinstance(value, str) and "\x00" in value:
+            if key == "case_id":
+                test_set = str(params.get("name", ""))
+                raise NotFoundError(f"case {value[:100]!r} not found in test set {test_set[:100]!r}")
+            raise NotFoundError(f"{_PATH_PARAM_NAMES.get(key, key)} {value[:100]!r} not found")
+    for key, value in request.query_params.multi_items():
+        if "\x00" in key or "\x00" in value:
+            raise BadRequest(f"query parameter {key[:100]!r} contains a NUL character")
+
+
 class BodyLimit:
     """ASGI middleware: a request body over ``max_bytes`` is answered 413 (by its ``Content-Length`` before
     reading, else while reading)."""

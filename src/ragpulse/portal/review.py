@@ -174,7 +174,9 @@ async def label_judgement(
         raise NotFoundError("trace id is empty") from e
     row = await store.save_review_label(tid, judge, version, agree=verdict == "agree", reviewer=who)
     if row is None:
-        raise NotFoundError(f"no scored judgement {judge!r} version {version!r} on trace {trace_id!r}")
+        raise NotFoundError(
+            f"no scored judgement {judge[:100]!r} version {version[:100]!r} on trace {trace_id[:100]!r}"
+        )
     return {**row, "agree": row["label"] == row["judge_passed"]}
 
 

@@ -136,7 +136,7 @@ async def get_run(store: PostgresStore, run_id: str) -> RunDetail:
 
     row = await store.run_page_row(run_id)
     if row is None:
-        raise NotFoundError(f"run {run_id!r} not found")
+        raise NotFoundError(f"run {run_id[:100]!r} not found")
     run = row["run"]
     report = await report_of(store, run)
     item = _item(row)
@@ -192,7 +192,7 @@ async def case_page(
     """
     row = await store.run_page_row(run_id)
     if row is None:
-        raise NotFoundError(f"run {run_id!r} not found")
+        raise NotFoundError(f"run {run_id[:100]!r} not found")
     report = await report_of(store, row["run"])
     after: RowKey | None = None
     if cursor is not None:

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from ragpulse.errors import BadRequest, Conflict, NotFoundError
+from ragpulse.errors import BadRequest, Conflict, NotFoundError, StoreError
 from ragpulse.model import (
     ABSTAINED,
     Judgement,
@@ -523,11 +523,11 @@ async def get_session(
     sid = session_id.strip()
     rows = (
         await store.list_trace_rows(TraceQuery(session_id=sid), MAX_LIMIT + 1, in_session_order=True)
-        if sid
+        if sid and "\x00" not in sid  # NUL: PostgreSQL stores no such text, so no session has this id
         else []
     )
     if not rows:
-        raise NotFoundError(f"session {session_id[:200]!r} not found")
+        raise NotFoundError(f"session {session_id[:100]!r} not found")
     items = [_summary(r, prices or {}) for r in rows[:MAX_LIMIT]]
     costs = [i.app_cost for i in items]
     return SessionDetail(
@@ -552,9 +552,10 @@ async def get_trace(
         tid = normalize_trace_id(trace_id)
     except ValueError as e:
         raise NotFoundError("trace id is empty") from e
-    r = await store.get_trace(tid)
+    r = await store.get_trace(tid) if "\x00" not in tid else None  # PostgreSQL stores no text with NUL
+
     if r is None:
-        raise NotFoundError(f"trace {trace_id!r} not found")
+        raise NotFoundError(f"trace {trace_id[:100]!r} not found")
     t = r.trace
     newest, older = newest_per_judge(r.judgements)
     return TraceDetail(
@@ -649,7 +650,7 @@ async def copy_to_test_set(
     )
     outcome, _ = await store.insert_case(test_set, case, max_cases=max_cases)
     if outcome == "no_set":
-        raise NotFoundError(f"test set {test_set!r} not found")
+        raise NotFoundError(f"test set {test_set[:100]!r} not found")
     if outcome == "exists":
         raise Conflict(f"case {cid!r} exists in test set {test_set!r}")
     if outcome == "full":
@@ -713,7 +714,7 @@ async def copy_traces_to_test_set(
     if len(set(ids)) != len(ids):
         raise BadRequest("a trace is listed twice")
     if await store.test_set_row(test_set) is None:
-        raise NotFoundError(f"test set {test_set!r} not found")
+        raise NotFoundError(f"test set {test_set[:100]!r} not found")
     out = BulkResult()
     for item in items:
         try:
@@ -726,11 +727,14 @@ async def copy_traces_to_test_set(
                 keep_answer=keep_answer,
                 max_cases=max_cases,
             )
-        except (BadRequest, Conflict, NotFoundError) as e:
+        except (BadRequest, Conflict, NotFoundError, StoreError) as e:
+            if isinstance(e, StoreError) and e.retriable:  # an outage, not this trace: the request fails
+                raise
             code = getattr(e, "code", None)
+            reason = "the database rejected the case's data" if isinstance(e, StoreError) else str(e)
             out.rejected.append(
                 BulkRejected(
-                    trace_id=item.trace_id, reason=str(e), code=code if isinstance(code, str) else None
+                    trace_id=item.trace_id, reason=reason, code=code if isinstance(code, str) else None
                 )
             )
             continue

@@ -106,6 +106,8 @@ class RunComparison(BaseModel):
     Attributes:
         test_set_a / test_set_b: the runs' test sets.
         shared_cases: cases (by id) in both runs.
+        cases_differ / cases_only_a / cases_only_b: whether the runs replayed different cases (another test set,
+            or cases added/removed), and how many cases only run A / only run B has (the portal shows them).
         warning: set when the runs' cases differ (another test set, or cases added/removed): the metrics are then
             over the shared cases only; and when the runs ran different judges (sentences joined by "; ").
         judges_compared: the judges both runs ran (run A's order): the cases' verdicts, flips, score drops,
@@ -126,6 +128,9 @@ class RunComparison(BaseModel):
     test_set_a: str = ""
     test_set_b: str = ""
     shared_cases: int = 0
+    cases_differ: bool = False
+    cases_only_a: int = 0
+    cases_only_b: int = 0
     warning: str | None = None
     judges_compared: list[str] = Field(default_factory=list)
     judges_only_a: list[str] = Field(default_factory=list)
@@ -339,6 +344,9 @@ class ComparisonFold:
             test_set_a=a.test_set,
             test_set_b=b.test_set,
             shared_cases=shared,
+            cases_differ=not same_cases,
+            cases_only_a=0 if same_cases else self.ids_a - shared,
+            cases_only_b=0 if same_cases else self.rows_b - shared,
             warning=warning,
             judges_compared=self.judges,
             judges_only_a=self.only_a,

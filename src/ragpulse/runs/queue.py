@@ -198,7 +198,7 @@ async def cancel_run(store: PostgresStore, run_id: str) -> str:
     """
     before = await store.request_cancel(run_id)
     if before is None:
-        raise NotFoundError(f"run {run_id!r} not found")
+        raise NotFoundError(f"run {run_id[:100]!r} not found")
     if before not in ("queued", "running"):
         raise Conflict(
             f"run {run_id!r} has finished ({before}); only a queued or running run can be cancelled"

@@ -91,7 +91,7 @@ async def stored_test_set(store: RunStore, name: str) -> SpooledTestSet:
     """
     head = await store.test_set_head(name)
     if head is None:
-        raise NotFoundError(f"no test set {name!r} in the store (replay a file once to store it)")
+        raise NotFoundError(f"no test set {name[:100]!r} in the store (replay a file once to store it)")
     async with contextlib.aclosing(store.iter_test_cases(name)) as cases:
         return await spool_test_set(name, head[0], head[1], cases)
 

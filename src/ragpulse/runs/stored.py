@@ -49,11 +49,16 @@ def parse_since(value: str, *, now: datetime | None = None) -> datetime:
     """
     m = _DURATION_RE.match(value)
     if m:
-        return (now or datetime.now(UTC)) - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+        try:
+            return (now or datetime.now(UTC)) - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+        except (OverflowError, ValueError) as e:  # beyond timedelta, or before year 1
+            raise ConfigError(f"--since {value[:100]!r}: too long a duration") from e
     try:
         dt = datetime.fromisoformat(value.strip())
     except ValueError as e:
-        raise ConfigError(f"--since {value!r}: expected a duration like 24h, 30m, 7d or an ISO time") from e
+        raise ConfigError(
+            f"--since {value[:100]!r}: expected a duration like 24h, 30m, 7d or an ISO time"
+        ) from e
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
@@ -103,7 +108,7 @@ async def get_run(store: RunStore, run_id: str) -> RunRecord:
     if run is None:
         run = run_from_traces(run_id, await store.get_run_results(run_id))
     if run is None:
-        raise NotFoundError(f"no run {run_id!r}")
+        raise NotFoundError(f"no run {run_id[:100]!r}")
     return run
 
 
@@ -188,7 +193,7 @@ async def run_report(store: RunStore, run_id: str) -> RunReport:
         return await report_of(store, run)
     report = await _computed(store, run_id, None, [], None)
     if report.cases_total == 0:
-        raise NotFoundError(f"no run {run_id!r}")
+        raise NotFoundError(f"no run {run_id[:100]!r}")
     return report
 
 

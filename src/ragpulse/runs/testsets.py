@@ -125,7 +125,8 @@ class InvalidName(BadRequest, ValueError):
 
 def check_test_set_name(name: str) -> str:
     """``name`` in Unicode NFC form when it is a valid test-set name: 1–:data:`MAX_NAME_CHARS` characters, no
-    control or format character (Unicode categories ``Cc``/``Cf``: newlines, bidi overrides), no ``/`` or
+    control or format character (Unicode categories ``Cc``/``Cf``: newlines, bidi overrides), no lone surrogate
+    (``Cs``), no ``/`` or
     ``\\``, no leading or trailing space, and not ``.`` or ``..`` — Chinese, accented and spaced names are fine
     (``人力资源知识库``, ``FAQ Übersicht``); links encode them.
 
@@ -140,6 +141,8 @@ def check_test_set_name(name: str) -> str:
         problem = f"is longer than {MAX_NAME_CHARS} characters"
     elif any(unicodedata.category(ch) in ("Cc", "Cf") for ch in nfc):
         problem = "contains a control or format character"
+    elif any(unicodedata.category(ch) == "Cs" for ch in nfc):  # "\ud800" in JSON: not encodable text
+        problem = "contains a lone surrogate (not Unicode text)"
     elif "/" in nfc or "\\" in nfc:
         problem = "contains '/' or '\\'"
     elif nfc != nfc.strip():
@@ -224,7 +227,7 @@ async def get_test_set_info(store: PostgresStore, name: str) -> TestSetInfo:
     """
     row = await store.test_set_row(name)
     if row is None:
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     return _info(row)
 
 
@@ -236,7 +239,7 @@ async def load_test_set(store: PostgresStore, name: str) -> TestSet:
     """
     ts = await store.get_test_set(name)
     if ts is None:
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     return ts
 
 
@@ -266,7 +269,7 @@ async def update_test_set(store: PostgresStore, name: str, changes: Mapping[str,
     if unknown:
         raise BadRequest(f"cannot change {', '.join(unknown)} (only knowledge_base and description)")
     if not await store.update_test_set_row(name, dict(changes)):
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     return await get_test_set_info(store, name)
 
 
@@ -277,7 +280,7 @@ async def delete_test_set(store: PostgresStore, name: str) -> None:
         NotFoundError: no such test set.
     """
     if not await store.delete_test_set_row(name):
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
 
 
 async def knowledge_bases(store: PostgresStore) -> list[KnowledgeBase]:
@@ -303,7 +306,7 @@ async def list_cases(
         after = key
     rows = await store.case_page(name, after=after, limit=limit + 1)
     if not rows and await store.test_set_row(name) is None:
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     more = len(rows) > limit
     rows = rows[:limit]
     nxt = encode_cursor([rows[-1][0]]) if more else None
@@ -319,8 +322,8 @@ async def get_case(store: PostgresStore, name: str, case_id: str) -> dict[str, A
     case = await store.get_case(name, case_id)
     if case is None:
         if await store.test_set_row(name) is None:
-            raise NotFoundError(f"test set {name!r} not found")
-        raise NotFoundError(f"case {case_id!r} not found in test set {name!r}")
+            raise NotFoundError(f"test set {name[:100]!r} not found")
+        raise NotFoundError(f"case {case_id[:100]!r} not found in test set {name[:100]!r}")
     return case_row(case)
 
 
@@ -361,7 +364,7 @@ async def add_case(
     case = _parse(row, _AUTO_ID)
     outcome, cid = await store.insert_case(name, case, max_cases=max_cases, auto_id=auto)
     if outcome == "no_set":
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     if outcome == "exists":
         raise Conflict(f"case {cid!r} exists in test set {name!r}")
     if outcome == "full":
@@ -395,7 +398,7 @@ async def put_case(
     case = _parse({**row, "id": case_id}, case_id)
     outcome = await store.put_case(name, case, max_cases=max_cases)
     if outcome == "no_set":
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     if outcome == "full":
         raise _too_many(name, max_cases + 1, max_cases)
     return case_row(case), outcome == "created"
@@ -409,9 +412,9 @@ async def delete_case(store: PostgresStore, name: str, case_id: str) -> None:
     """
     outcome = await store.delete_case(name, case_id)
     if outcome == "no_set":
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     if outcome == "no_case":
-        raise NotFoundError(f"case {case_id!r} not found in test set {name!r}")
+        raise NotFoundError(f"case {case_id[:100]!r} not found in test set {name[:100]!r}")
 
 
 async def import_cases(
@@ -436,7 +439,7 @@ async def import_cases(
             would hold more than ``max_cases`` cases (``code`` ``too_many_cases``; nothing is written).
     """
     if await store.test_set_row(name) is None:
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     try:
         parsed = read_cases(text, fmt, label="body", collect=True)
     except TestSetError as e:
@@ -445,7 +448,7 @@ async def import_cases(
         name, [c for _, c in parsed.cases], replace=mode == "replace", max_cases=max_cases
     )
     if done.outcome == "no_set":
-        raise NotFoundError(f"test set {name!r} not found")
+        raise NotFoundError(f"test set {name[:100]!r} not found")
     if done.outcome == "full":
         raise _too_many(name, done.case_count, max_cases)
     created: list[ImportRow] = []

@@ -286,3 +286,29 @@ def test_example_config_checklists_resolve_from_any_directory(
     assert [j.version for j in judges.values()] == [
         ChecklistJudge(c, Settings()).version for c in _examples().values()
     ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"root:*:20228:0:99999:7:::\ndaemon:*:20228:0:99999:7:::\n",
+            r"is not a checklist: unknown key\(s\) 2 that",
+        ),
+        (b"version: 1\ntreshold: 0.5\nitems: []\n", r"is not a checklist: unknown key\(s\) treshold \("),
+        (b"just a line of text\n", r"is not a checklist: expected a YAML mapping with version and items$"),
+        (b"\xff\xfe\x00", r"is not a checklist: not UTF-8 text$"),
+        (b"a: [\nsecret-text", r"is not valid YAML: .* at line \d+, column \d+$"),
+    ],
+)
+def test_a_file_that_is_no_checklist_is_named_without_its_content(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    p = tmp_path / "shadow"
+    p.write_bytes(content)
+    with pytest.raises(ConfigError, match=message) as ei:
+        load_checklists({"x": str(p)})
+    assert str(p) in str(ei.value)
+    assert "root:*" not in str(ei.value)
+    assert "just a line" not in str(ei.value)
+    assert "secret-text" not in str(ei.value)

@@ -271,3 +271,26 @@ async def test_closed_port_is_connection_failed_not_timeout(transport: str) -> N
     assert str(ei.value) == "judge_unavailable: connection failed after 2 attempts: Connection refused"
     assert ei.value.retries == 1
     assert client.stats.failures == 1
+
+
+@pytest.mark.parametrize("key", ["sk-SECRETJUDGEKEY123", "plainSECRETJUDGEKEY123"])
+async def test_refused_key_is_not_echoed(openai_server: ScriptedOpenAIServer, key: str) -> None:
+    """A provider that echoes the refused key in its 401 message: the key is logged, stored and shown as ***."""
+    import structlog
+
+    settings = Settings(
+        judge_base_url=openai_server.base_url, judge_model="m", judge_api_key=key, judge_max_retries=0
+    )
+    openai_server.script(
+        Reply(status=401, error_message=f"Incorrect API key provided: {key}. Find your key at example.com.")
+    )
+    with structlog.testing.capture_logs() as logs:
+        async with LLMClient(settings) as client:
+            with pytest.raises(ModelUnavailableError) as ei:
+                await client.complete(judge="j", version="v", messages=MSG)
+    assert "SECRETJUDGEKEY" not in str(ei.value)
+    assert str(ei.value) == (
+        "judge_unavailable: HTTP 401 after 1 attempt: Incorrect API key provided: ***. Find your key at example.com."
+    )
+    assert logs
+    assert all("SECRETJUDGEKEY" not in repr(e) for e in logs)

@@ -176,24 +176,65 @@ class Checklist(BaseModel):
         return (not self.apps or app in self.apps) and (not self.scenarios or scenario in self.scenarios)
 
 
+#: A key shown by name in an error (a setting-like word); other keys of a file are counted, not echoed: a path
+#: that names another file (``/etc/shadow``) must not print its lines.
+_KEY_LIKE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,39}$")
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """What is wrong with a YAML text and where (line, column), without quoting the text."""
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or type(e).__name__
+    return (
+        f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(problem)
+    )
+
+
+def _read_file(name: str, p: Path) -> Any:
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"checklist {name!r}: file not found: {p}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"checklist {name!r}: {p} is not a checklist: not UTF-8 text") from e
+    except RecursionError as e:
+        raise ConfigError(f"checklist {name!r}: {p} is not a checklist: nested too deeply") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"checklist {name!r}: {p} is not valid YAML: {_yaml_problem(e)}") from e
+    except OSError as e:  # a directory, no permission …
+        raise ConfigError(f"checklist {name!r}: {p} cannot be read: {e.strerror or type(e).__name__}") from e
+
+
 def _parse(name: str, raw: Any, base_dir: Path | None) -> Checklist:
+    source: Path | None = None
     if isinstance(raw, str | Path):
-        p = Path(raw)
-        if not p.is_absolute() and base_dir is not None:
-            p = base_dir / p
-        try:
-            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except FileNotFoundError as e:
-            raise ConfigError(f"checklist {name!r}: file not found: {p}") from e
-        except yaml.YAMLError as e:
-            raise ConfigError(f"checklist {name!r}: {p} is not valid YAML: {e}") from e
+        source = Path(raw)
+        if not source.is_absolute() and base_dir is not None:
+            source = base_dir / source
+        raw = _read_file(name, source)
     if not isinstance(raw, dict):
+        if source is not None:
+            raise ConfigError(
+                f"checklist {name!r}: {source} is not a checklist: expected a YAML mapping with version and items"
+            )
         raise ConfigError(f"checklist {name!r} must be a mapping or a path to a YAML file")
+    if source is not None:
+        fields = set(Checklist.model_fields)
+        unknown = [k for k in raw if str(k) not in fields]
+        if unknown:
+            shown = sorted(str(k) for k in unknown if _KEY_LIKE.match(str(k)))
+            hidden = len(unknown) - len(shown)
+            what = ", ".join([*shown, *([f"{hidden} that are not setting names"] if hidden else [])])
+            raise ConfigError(
+                f"checklist {name!r}: {source} is not a checklist: unknown key(s) {what} (expected a YAML "
+                f"mapping with version and items; optional: description, mode, threshold, apps, scenarios)"
+            )
     try:
         return Checklist(name=name, **{k: v for k, v in raw.items() if k != "name"})
     except ValidationError as e:
-        lines = [f"  {'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors()]
-        raise ConfigError(f"checklist {name!r} is invalid:\n" + "\n".join(lines)) from e
+        lines = [f"  {'.'.join(str(x)[:100] for x in err['loc'])}: {err['msg']}" for err in e.errors()]
+        where = f"{source} " if source is not None else ""
+        raise ConfigError(f"checklist {name!r} {where}is invalid:\n" + "\n".join(lines)) from e
 
 
 def load_checklists(raw: dict[str, Any], base_dir: Path | None = None) -> dict[str, Checklist]:

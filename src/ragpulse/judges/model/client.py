@@ -44,6 +44,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -222,6 +223,11 @@ class LLMClient:
         self._ledger = ledger
         self._state: _LoopState | None = None
         self._closed = False
+
+    def _secrets(self) -> tuple[str, ...]:
+        """The configured secret values (judge key, model keys, store/bus passwords …), kept out of the
+        provider's messages (:func:`scrub_secrets`)."""
+        return configured_secrets(self.settings)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def _build_state(self, loop: asyncio.AbstractEventLoop) -> _LoopState:
@@ -459,7 +465,7 @@ class LLMClient:
                     _log.warning("judge_bad_reply", judge=judge, model=self.model, error=type(e).__name__)
                     raise JudgeError("bad_reply", "the judge model's reply is not a chat completion") from e
                 self.stats.failures += 1
-                detail = _describe(e, retries)
+                detail = _describe(e, retries, self._secrets())
                 _log.warning("judge_model_unavailable", judge=judge, model=self.model, detail=detail)
                 raise ModelUnavailableError(detail, retries=retries) from e
             except (UnicodeDecodeError, ValueError) as e:  # a body the transport could not decode
@@ -643,12 +649,16 @@ def _without(params: EndpointParams, refused: str) -> EndpointParams:
     return replace(params, response_format=False, learnt=learnt)
 
 
-def _describe(e: openai.APIError, retries: int) -> str:
+def _describe(e: openai.APIError, retries: int, secrets: tuple[str, ...] = ()) -> str:
     import openai
 
     attempts = f"after {retries + 1} attempt{'s' if retries else ''}"
     if isinstance(e, openai.APIStatusError):
-        message = _provider_message(e) if 400 <= e.status_code < 500 and e.status_code not in _RETRIED else ""
+        message = (
+            _provider_message(e, secrets)
+            if 400 <= e.status_code < 500 and e.status_code not in _RETRIED
+            else ""
+        )
         return f"HTTP {e.status_code} {attempts}" + (f": {message}" if message else "")
     refused = _socket_error(e)
     if (
@@ -681,10 +691,54 @@ def _socket_error(e: BaseException) -> OSError | None:
 _RETRIED = frozenset({408, 409, 429})
 
 
-def _provider_message(e: openai.APIStatusError) -> str:
-    """The provider's error message of an HTTP error (``error.message`` of the body), first 200 characters."""
+def _provider_message(e: openai.APIStatusError, secrets: tuple[str, ...] = ()) -> str:
+    """The provider's error message of an HTTP error (``error.message`` of the body), first 200 characters,
+    with the configured ``secrets`` (and anything shaped like an API key) replaced by ``***``: providers echo
+    the key they refused ("Incorrect API key provided: sk-…"), and this text is logged, stored as the
+    judgement's reason and printed by the CLI."""
     body = e.body
     msg = body.get("message") if isinstance(body, dict) else None
     if not isinstance(msg, str):
         msg = e.message or ""
-    return " ".join(msg.split())[:200]
+    return scrub_secrets(" ".join(msg.split()), secrets)[:200]
+
+
+#: Tokens shaped like an API key ("sk-…", "sk_live_…", "Bearer …"), scrubbed even when not configured here.
+_KEY_SHAPED = re.compile(r"(?i)\b(?:sk|rk)[-_][A-Za-z0-9_*.\-]{6,}|(?<=Bearer )\S+")
+
+
+def scrub_secrets(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
+    """``text`` with every one of ``secrets`` (longest first; empty ones skipped) and every key-shaped token
+    replaced by ``***``."""
+    for secret in sorted({x for x in secrets if x}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return _KEY_SHAPED.sub("***", text)
+
+
+def configured_secrets(settings: Settings) -> tuple[str, ...]:
+    """The values of every secret field (``SecretStr``, also inside dicts and lists) of ``settings``."""
+    from pydantic import BaseModel, SecretStr
+
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def walk(v: object) -> None:
+        if isinstance(v, SecretStr):
+            value = v.get_secret_value()
+            if value:
+                found.append(value)
+        elif isinstance(v, BaseModel):
+            if id(v) in seen:
+                return
+            seen.add(id(v))
+            for name in type(v).model_fields:
+                walk(getattr(v, name, None))
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list | tuple | set | frozenset):
+            for x in v:
+                walk(x)
+
+    walk(settings)
+    return tuple(found)

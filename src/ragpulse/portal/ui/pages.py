@@ -39,6 +39,7 @@ from ragpulse.portal.auth import (
     token_matches,
 )
 from ragpulse.portal.context import PortalContext
+from ragpulse.portal.problems import refuse_nul
 from ragpulse.portal.ui.charts import histogram_svg, timeseries_svg
 from ragpulse.portal.ui.flash import FLASH_COOKIE, Flash, form_values, read_flash, sign_flash
 from ragpulse.portal.ui.i18n import LANG_COOKIE, error_text, notice, pick_language, reason_html, translator
@@ -887,9 +888,9 @@ def mount(
     async def favicon() -> FileResponse:  # what a browser asks for when a page names no icon: the same SVG
         return FileResponse(_HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
-    app.include_router(router)
+    app.include_router(router, dependencies=[Depends(refuse_nul)])
     for more in routers:
-        app.include_router(more)
+        app.include_router(more, dependencies=[Depends(refuse_nul)])
 
     async def login_required(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, LoginRequired)
