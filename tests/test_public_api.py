@@ -33,6 +33,7 @@ FACES: dict[str, set[str]] = {
         "PendingStore",
         "ResultStore",
         "RunStore",
+        "STORE_FAILURE",
         "ShadowReuseLookup",
         "Source",
         "Store",
@@ -41,6 +42,7 @@ FACES: dict[str, set[str]] = {
         "WriteReport",
         "judge_inline",
         "judge_needs_answer",
+        "not_stored_reason",
     },
     "ragpulse.errors": {
         "BadRequest",

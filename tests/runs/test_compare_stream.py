@@ -133,6 +133,10 @@ def legacy_compare(a: RunReport, b: RunReport) -> RunComparison:
         test_set_a=a.test_set,
         test_set_b=b.test_set,
         shared_cases=len(shared),
+        # the case-set fields added for the portal's warning (the previous code had only the warning text)
+        cases_differ=not same_cases,
+        cases_only_a=0 if same_cases else len(cases_a) - len(shared),
+        cases_only_b=0 if same_cases else len(ids_b) - len(shared),
         warning=warning,
         judges_compared=[n for n in a.judges if n in b.judges],  # the runs ran the same judges
         metrics=metrics,
