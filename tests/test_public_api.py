@@ -24,6 +24,7 @@ FACES: dict[str, set[str]] = {
         "__version__",
     },
     "ragpulse.protocols": {
+        "STORE_FAILURE",
         "AckCallback",
         "CaseSource",
         "DeadLetterSink",
@@ -41,6 +42,7 @@ FACES: dict[str, set[str]] = {
         "WriteReport",
         "judge_inline",
         "judge_needs_answer",
+        "not_stored_reason",
     },
     "ragpulse.errors": {
         "BadRequest",
