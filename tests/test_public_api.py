@@ -24,6 +24,7 @@ FACES: dict[str, set[str]] = {
         "__version__",
     },
     "ragpulse.protocols": {
+        "STORE_FAILURE",
         "AckCallback",
         "CaseSource",
         "DeadLetterSink",
