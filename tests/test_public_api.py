@@ -24,7 +24,6 @@ FACES: dict[str, set[str]] = {
         "__version__",
     },
     "ragpulse.protocols": {
-        "STORE_FAILURE",
         "AckCallback",
         "CaseSource",
         "DeadLetterSink",
