@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -145,6 +147,9 @@ def test_otlp_latency_and_span_duration_from_implausible_times_are_unknown() -> 
     t = _build([root, _llm(LLM, 10)])
     assert t.time_replaced
     assert t.latency_s is None  # was 18446744073.7 s
+    assert (
+        t.attributes["latency_refused"] == "18446744073.709553 s is above 86400 s (one day): latency unknown"
+    )
     outline = {s["span_id"]: s for s in t.attributes["spans"]}
     assert outline[ROOT]["duration_ms"] is None
     assert outline[ROOT]["start_ms"] is None
@@ -158,6 +163,33 @@ def test_otlp_latency_is_unknown_when_either_time_is_implausible(start: int, end
     t = _build([root, _llm(LLM, 10)])
     assert t.latency_s is None
     assert {s["span_id"]: s for s in t.attributes["spans"]}[ROOT]["duration_ms"] is None
+
+
+def test_otlp_sender_with_a_wrong_clock_keeps_its_latency_and_records_the_skew() -> None:
+    """A sender whose clock is 10 years ahead (every span around 2035-11-29): its times are refused, its
+    durations need no clock — the root's 1 s is the trace's latency, the LLM span's 0.8 s its duration_ms — and
+    attributes.clock_skew_s says by how much the clock is off (the sender's end minus the receive time)."""
+    ahead = 10 * 365 * 86400 * 10**9
+    root = _span(ROOT, None, {"openinference.span.kind": "CHAIN", "input.value": "q?"}, NOW_NS + ahead)
+    root = replace(root, end_unix_nano=root.end_unix_nano + ahead)
+    llm = _llm(LLM, 10)
+    llm = replace(llm, start_unix_nano=llm.start_unix_nano + ahead, end_unix_nano=llm.end_unix_nano + ahead)
+    before = datetime.now(UTC)
+    t = _build([root, llm])
+    after = datetime.now(UTC)
+    assert (t.latency_s, t.time_replaced) == (1.0, True)
+    assert t.end_time is not None
+    assert before <= t.end_time <= after  # the receive time
+    assert t.start_time == t.end_time - timedelta(seconds=1)
+    sender_end_s = (NOW_NS + ahead + 10**9) / 1e9
+    assert (
+        sender_end_s - after.timestamp() - 0.01
+        <= t.attributes["clock_skew_s"]
+        <= sender_end_s - before.timestamp() + 0.01
+    )
+    assert "latency_refused" not in t.attributes
+    outline = {s["span_id"]: s for s in t.attributes["spans"]}
+    assert (outline[ROOT]["duration_ms"], outline[LLM]["duration_ms"]) == (1000.0, 800.0)
 
 
 def test_otlp_plausible_times_keep_their_latency() -> None:

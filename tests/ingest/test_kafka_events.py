@@ -170,7 +170,7 @@ def test_ids_without_contexts_and_uneven_lists() -> None:
             b'{"traceId": "a", "question": 5}',
             "schema: /question: must be of type string or null, got integer",
         ),
-        (b'{"traceId": "a", "latencyMs": -1}', "schema: /latencyMs: must be >= 0, got integer"),
+        (b'{"traceId": "a", "promptTokens": -1}', "schema: /promptTokens: must be >= 0, got integer"),
         (
             b'{"traceId": "a", "documents": [{"score": "high"}]}',
             "schema: /documents/0/score: must be of type number or null, got string of length 4",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -429,7 +430,11 @@ def test_implausible_span_times_are_replaced() -> None:
     assert t.time_replaced is True
     assert t.end_time is not None
     assert t.end_time.year >= 2026
-    assert t.latency_s is None  # a latency from implausible times is no latency (fix-ingest)
+    # a sender whose clock reads 1970 but whose durations are right keeps its latency (end - start = 1.999999 s)
+    assert t.latency_s == pytest.approx(1.999999)
+    assert t.start_time is not None
+    assert t.end_time - t.start_time == timedelta(seconds=1.999999)
+    assert t.attributes["clock_skew_s"] < -1.7e9  # the sender's end (1970-01-01T00:00:02Z) minus now
     ok = _build([_span(ROOT, None, _oi_root(QUESTION, ANSWER), 0, 1000)])
     assert ok.time_replaced is False
     assert ok.end_time is not None

@@ -115,16 +115,42 @@ def test_a_number_beyond_a_float_elsewhere_is_still_not_json(raw: bytes) -> None
 
 
 @pytest.mark.parametrize(
-    ("latency", "latency_s"),
-    [("1e300", 1e297), ("9" * 400, None)],
-    ids=["1e300", "400-digit"],
+    ("latency", "refused"),
+    [
+        ("1e300", "1e+297 s is above 86400 s (one day): latency unknown"),
+        ("9" * 400, "inf s is not a finite number: latency unknown"),
+        ("86400001", "86400.001 s is above 86400 s (one day): latency unknown"),
+        ("-1", "-0.001 s is negative: latency unknown"),
+    ],
+    ids=["1e300", "400-digit", "a-day-and-1-ms", "negative"],
 )
-def test_huge_latency_with_timestamp_parses(latency: str, latency_s: float | None) -> None:
+def test_implausible_latency_is_unknown_with_the_reason(latency: str, refused: str) -> None:
+    """The one latency rule (``timestamps.plausible_latency``, as OTLP): 0 to one day, else unknown — never a
+    latency of 1e297 s stored as is, never a trace dead-lettered for its latency."""
     raw = b'{"traceId": "t", "timestamp": 1773489600000, "latencyMs": ' + latency.encode() + b"}"
     t = parse_event(raw, received_at=RECEIVED)
     assert t.end_time == NOON
-    assert t.latency_s == latency_s
-    assert t.start_time is None  # no start time that far back
+    assert t.latency_s is None
+    assert t.start_time is None  # no start time from an unknown latency
+    assert t.attributes == {"latency_refused": refused}
+
+
+def test_a_day_of_latency_is_still_plausible() -> None:
+    t = parse_event(
+        b'{"traceId": "t", "timestamp": 1773489600000, "latencyMs": 86400000}', received_at=RECEIVED
+    )
+    assert t.latency_s == 86400.0
+    assert t.start_time == NOON - timedelta(days=1)
+    assert "latency_refused" not in t.attributes
+
+
+def test_wrong_clock_keeps_the_latency_and_records_the_skew() -> None:
+    """``timestamp`` 1 (1970-01-01T00:00:01Z, a producer whose clock was never set) with ``latencyMs`` 250:
+    the end becomes the receive time, the latency stays and the skew is recorded (end minus receive time)."""
+    t = parse_event(b'{"traceId": "t", "timestamp": 1, "latencyMs": 250}', received_at=RECEIVED)
+    assert (t.end_time, t.latency_s, t.time_replaced) == (RECEIVED, 0.25, True)
+    assert t.start_time == RECEIVED - timedelta(milliseconds=250)
+    assert t.attributes == {"clock_skew_s": 1.0 - RECEIVED.timestamp()}
 
 
 async def test_replaced_time_is_stored_with_its_flag(pg_url: str) -> None:

@@ -41,7 +41,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from pydantic import ValidationError as PydanticValidationError
 
 from ragpulse.errors import IngestError
-from ragpulse.ingest.timestamps import epoch_to_datetime, minus_latency, plausible_times
+from ragpulse.ingest.timestamps import epoch_to_datetime, settle_times
 from ragpulse.jsonutil import TooDeep, check_depth, reject_constant
 from ragpulse.model import Document, Source, Trace, id_problem
 from ragpulse.textclean import clean_json, decode_utf8, json_text_needs_cleaning
@@ -243,7 +243,7 @@ def _float_or_huge(text: str, found: list[_Huge]) -> float:
 
 def _settle_huge_numbers(event: Any) -> None:
     """Numbers beyond any float where docs/ingestion.md gives them a meaning: ``latencyMs``/``latency_ms``
-    becomes ``None`` (stored as unknown latency); ``timestamp`` the largest float of its sign, which no date
+    becomes ±infinity (stored as unknown latency, ``attributes.latency_refused``); ``timestamp`` the largest float of its sign, which no date
     can hold either (replaced by the receive time, ``time_replaced``). Anywhere else such a number is rejected.
 
     Raises:
@@ -251,8 +251,9 @@ def _settle_huge_numbers(event: Any) -> None:
     """
     if isinstance(event, dict):
         for key in ("latencyMs", "latency_ms"):
-            if isinstance(event.get(key), _Huge):
-                event[key] = None
+            latency = event.get(key)
+            if isinstance(latency, _Huge):
+                event[key] = float(latency)  # ±inf: an unknown latency, with the reason (settle_times)
         ts = event.get("timestamp")
         if isinstance(ts, _Huge):
             event["timestamp"] = math.copysign(sys.float_info.max, ts)
@@ -298,14 +299,16 @@ def _timestamp(v: Any, log_text: bool = False) -> datetime | None:
 
 
 def _latency_s(v: Any) -> float | None:
-    """``latencyMs`` in seconds, or ``None`` when missing or not a finite float (e.g. ``1e400``)."""
+    """``latencyMs`` in seconds (``inf`` for a number beyond any float, e.g. ``1e400`` or a 400-digit integer),
+    or ``None`` when missing; :func:`~ragpulse.ingest.timestamps.settle_times` decides whether it is kept."""
     if v is None:
         return None
     try:
-        s = float(v) / 1000.0
-    except (OverflowError, ValueError, TypeError):
+        return float(v) / 1000.0
+    except OverflowError:  # an integer beyond any float
+        return math.inf if v > 0 else -math.inf
+    except (ValueError, TypeError):
         return None
-    return s if math.isfinite(s) else None
 
 
 def _documents(event: dict[str, Any]) -> tuple[Document, ...]:
@@ -385,9 +388,11 @@ def trace_from_event(
     """Map a schema-valid event (a dict) to a :class:`Trace` with ``source=kafka``.
 
     ``timestamp`` is the end of the RAG request (``end_time``); ``start_time`` is ``end_time - latency``
-    when both are known; ``latencyMs`` becomes ``latency_s`` (seconds). An implausible or unrepresentable
-    timestamp is replaced by ``received_at`` (default: now) and the trace is flagged ``time_replaced``
-    (:func:`ragpulse.ingest.timestamps.plausible_times`).
+    when both are known; ``latencyMs`` becomes ``latency_s`` (seconds). The times and the latency follow the
+    rule every source follows (:func:`ragpulse.ingest.timestamps.settle_times`): an implausible or
+    unrepresentable timestamp is replaced by ``received_at`` (default: now; flag ``time_replaced``,
+    ``attributes.clock_skew_s``), an implausible latency (negative, above one day, beyond any float) is unknown
+    (``attributes.latency_refused``).
 
     Raises:
         EventRejected: the timestamp is not a date-time (the one rule JSON Schema cannot check here).
@@ -400,14 +405,15 @@ def trace_from_event(
         if problem is not None:  # the id ends up in portal links: never a path of its own
             raise EventRejected(f"bad_id: /{camel}: {problem}")
     received = received_at or datetime.now(UTC)
-    latency_s = _latency_s(_pick(event, "latencyMs"))
     raw_ts = event.get("timestamp")
     end = _timestamp(raw_ts, log_text)
-    replaced = raw_ts is not None and end is None
-    if replaced:
-        end = received
-    start = minus_latency(end, latency_s) if end is not None else None
-    start, end, moved = plausible_times(start, end, received, latency_s)
+    times = settle_times(
+        None,
+        end,
+        received,
+        _latency_s(_pick(event, "latencyMs")),
+        end_replaced=raw_ts is not None and end is None,
+    )
     return Trace(
         trace_id=_pick(event, "traceId"),
         span_id=_pick(event, "spanId"),
@@ -418,13 +424,13 @@ def trace_from_event(
         context=event.get("context"),
         answer=event.get("answer"),
         model=event.get("model"),
-        latency_s=latency_s,
-        start_time=start,
-        end_time=end,
-        time_replaced=replaced or moved,
+        latency_s=times.latency_s,
+        start_time=times.start,
+        end_time=times.end,
+        time_replaced=times.time_replaced,
         error=_error(event.get("error")),
         not_evaluable=_pick(event, "notEvaluable"),
-        attributes=event.get("attributes") or {},
+        attributes={**(event.get("attributes") or {}), **times.notes},  # ragpulse's notes win
         source=Source.KAFKA,
         run_id=_pick(event, "runId"),
         test_case_id=_pick(event, "testCaseId"),

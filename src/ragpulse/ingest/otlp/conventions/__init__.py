@@ -12,8 +12,11 @@ start/end times (the root span's; without a root, no latency), ``app`` (mapped, 
 string). A root span with status ERROR sets ``Trace.error`` (the status message, else the root's
 ``exception`` event type and message, one line); the engine then records the trace ``not_evaluable`` with
 reason ``trace_error``.
-Start and end times pass the plausibility rule of :mod:`ragpulse.ingest.timestamps` (an implausible time is
-replaced by the receive time and flags ``time_replaced``).
+Start and end times and the latency (the root span's end minus start) pass the rule of
+:func:`ragpulse.ingest.timestamps.settle_times`, as Kafka events do: an implausible time is replaced by the
+receive time (flag ``time_replaced``, ``attributes.clock_skew_s``), and the root's duration is kept when it is
+plausible (0 to one day) even then — a sender whose clock is wrong keeps its latency; an implausible duration
+is unknown (``attributes.latency_refused``).
 
 The answer group — ``answer``, ``answer_span_id``, ``answer_candidates`` and ``not_evaluable``
 (``ambiguous_answer``) — comes whole from the first mapper that found an answer or declared it ambiguous
@@ -51,7 +54,7 @@ from ragpulse.ingest.otlp.conventions.openinference import OpenInferenceMapper
 from ragpulse.ingest.otlp.conventions.openllmetry import OpenLlmetryMapper
 from ragpulse.ingest.otlp.logs import fold_carriers
 from ragpulse.ingest.otlp.spans import SpanData
-from ragpulse.ingest.timestamps import is_plausible, plausible_times
+from ragpulse.ingest.timestamps import is_plausible, plausible_latency, settle_times
 from ragpulse.model import TOKEN_COUNT_MAX, Source, Trace, id_problem
 
 __all__ = [
@@ -207,9 +210,10 @@ def span_outline(spans: Sequence[SpanData], received_at: datetime | None = None)
     (``openinference.span.kind`` such as ``RETRIEVER``/``LLM``, ``gen_ai.operation.name`` such as ``chat``,
     ``traceloop.span.kind``, else the OTLP span kind); ``error`` when its status is ERROR. No texts.
 
-    A start or end time that fails the plausibility rule (:func:`ragpulse.ingest.timestamps.is_plausible`
-    against ``received_at``, default now) is unknown: no ``start_ms`` (and it is not the earliest start) or
-    no ``duration_ms`` — never a figure of centuries."""
+    A start time that fails the plausibility rule (:func:`ragpulse.ingest.timestamps.is_plausible` against
+    ``received_at``, default now) is unknown: no ``start_ms`` (and it is not the earliest start). A duration
+    (end minus start) follows the latency rule (:func:`ragpulse.ingest.timestamps.plausible_latency`: 0 to one
+    day, whatever the sender's clock), else no ``duration_ms`` — never a figure of centuries."""
     received = received_at or datetime.now(UTC)
     timed = [s for s in spans if _plausible_ns(s.start_unix_nano, received)]
     t0 = min((s.start_unix_nano for s in timed), default=0)
@@ -224,7 +228,9 @@ def span_outline(spans: Sequence[SpanData], received_at: datetime | None = None)
             None,
         )
         start = s.start_unix_nano if _plausible_ns(s.start_unix_nano, received) else 0
-        end = s.end_unix_nano if _plausible_ns(s.end_unix_nano, received) else -1
+        duration_s = None
+        if s.start_unix_nano > 0 and s.end_unix_nano > 0:  # a duration needs no correct clock
+            duration_s = plausible_latency((s.end_unix_nano - s.start_unix_nano) / 1e9)[0]
         out.append(
             {
                 "span_id": s.span_id,
@@ -232,7 +238,7 @@ def span_outline(spans: Sequence[SpanData], received_at: datetime | None = None)
                 "name": s.name[:200],
                 "kind": (role or _KIND_NAMES.get(s.kind, ""))[:40],
                 "start_ms": round((start - t0) / 1e6, 3) if start > 0 else None,
-                "duration_ms": round((end - start) / 1e6, 3) if start > 0 and end >= start else None,
+                "duration_ms": round(duration_s * 1e3, 3) if duration_s is not None else None,
                 "error": s.status_code == 2,
             }
         )
@@ -309,15 +315,16 @@ class TraceBuilder:
             attrs["spans"] = span_outline(spans, received)
         error = _root_error(root) if root is not None and root.status_code == 2 else None
         app = fields.get("app") or (first.service_name if first else None)
+        latency: float | None = None
         if root is not None:
             start, end = root.start_unix_nano, root.end_unix_nano
-            # a latency from an implausible time (start 1 ns, end 2**64-1) is not a latency: unknown
-            both = _plausible_ns(start, received) and _plausible_ns(end, received)
-            latency = root.duration_s if both else None
+            # the root's duration needs no correct clock: settle_times keeps it when plausible (0 to one day),
+            # whatever the absolute times (a sender whose clock is years off); start 1 ns, end 2**64-1 is not
+            if start > 0 and end > 0:
+                latency = (end - start) / 1e9
         else:
             start = min((s.start_unix_nano for s in spans if s.start_unix_nano > 0), default=0)
             end = max((s.end_unix_nano for s in spans), default=0)
-            latency = None
         keywords = maybe_json(_replay_value(ordered, "ragpulse.keywords"))
         if keywords is not None and not isinstance(keywords, list | str):
             keywords = None
@@ -327,7 +334,8 @@ class TraceBuilder:
         original_id = _replay_id(ordered, "ragpulse.trace.id", notes)
         test_case_id = _replay_id(ordered, "ragpulse.test_case.id", notes)
         tokens = _plausible_tokens(spans, fields, notes)
-        start_dt, end_dt, time_replaced = plausible_times(_ns_to_dt(start), _ns_to_dt(end), received, latency)
+        times = settle_times(_ns_to_dt(start), _ns_to_dt(end), received, latency)
+        notes.update(times.notes)
         carried = maybe_json(_replay_value(ordered, "ragpulse.attributes"))
         if isinstance(carried, Mapping):
             attrs.update(carried)
@@ -345,10 +353,10 @@ class TraceBuilder:
             context=context,
             answer=fields.get("answer"),
             model=fields.get("model"),
-            latency_s=latency,
-            start_time=start_dt,
-            end_time=end_dt,
-            time_replaced=time_replaced,
+            latency_s=times.latency_s,
+            start_time=times.start,
+            end_time=times.end,
+            time_replaced=times.time_replaced,
             not_evaluable=fields.get("not_evaluable"),
             error=error,
             answer_span_id=fields.get("answer_span_id"),
