@@ -99,6 +99,8 @@ async def test_kafka_started_event_never_replaces_the_complete_trace(
                 )  # no_answer
     assert await _stored(pg_url, tid) == (COMPLETE_ROW, COMPLETE_JUDGEMENTS)
     assert engine.stats.outranked == (1 if order == ORDERS[0] else 0)
+    # the late started version is not judged at all (context_relevance ran on it before: judged, then refused)
+    assert engine.stats.outranked_unjudged == (1 if order == ORDERS[0] else 0)
 
 
 def _kv(key: str, value: str) -> dict[str, Any]:
@@ -184,3 +186,5 @@ async def test_otlp_started_version_never_replaces_the_complete_trace(pg_url: st
                 )  # no_answer
     assert await _stored(pg_url, tid) == (COMPLETE_ROW, COMPLETE_JUDGEMENTS)
     assert engine.stats.outranked == (1 if order == ORDERS[0] else 0)
+    # the late started version is not judged at all (context_relevance ran on it before: judged, then refused)
+    assert engine.stats.outranked_unjudged == (1 if order == ORDERS[0] else 0)

@@ -42,7 +42,15 @@ from ragpulse.engine.routing import Router
 from ragpulse.engine.sampling import SamplingPolicy, SamplingRule
 from ragpulse.errors import RagpulseError, StoreError
 from ragpulse.logging import get_logger
-from ragpulse.model import Judgement, JudgementFlags, JudgementStatus, Trace, TraceOutcome, TraceResult
+from ragpulse.model import (
+    Judgement,
+    JudgementFlags,
+    JudgementStatus,
+    Source,
+    Trace,
+    TraceOutcome,
+    TraceResult,
+)
 from ragpulse.protocols import (
     STORE_FAILURE,
     AckCallback,
@@ -58,6 +66,7 @@ from ragpulse.protocols import (
 
 __all__ = [
     "OFFLOAD_CHARS",
+    "OUTRANKED",
     "REUSED_FROM_SHADOW",
     "TRACE_ERROR",
     "Engine",
@@ -149,6 +158,9 @@ class EngineStats:
         already_judged: redelivered traces whose every routed judgement was already final for their content
             (no judge call, nothing changed).
         judgements_final: judge calls skipped because the judgement was final for the content.
+        outranked_unjudged: traces not judged because the store already held a more complete version of them
+            (a started/partial event or an ``incomplete`` trace after the complete one; the store's
+            ``stored_version_ranks``); the store writes nothing of them (also counted in ``outranked``).
         shadow_judgements: shadow judgements made (``judge.options.<name>.shadow``; stored apart, see
             :func:`shadow_hit`).
         shadow_failures: shadow judgements that could not be stored (logged; the trace is unaffected).
@@ -174,6 +186,7 @@ class EngineStats:
     batches: int = 0
     already_judged: int = 0
     judgements_final: int = 0
+    outranked_unjudged: int = 0
     shadow_judgements: int = 0
     shadow_failures: int = 0
     shadow_reused: int = 0
@@ -197,6 +210,10 @@ class _Item:
 
 #: Reason of a trace its source reported as failed (``Trace.error``: OTLP root status ERROR, Kafka ``error``).
 TRACE_ERROR = "trace_error"
+
+#: Reason of a version the engine did not judge because the store holds a more complete one of the same trace
+#: id (:meth:`Engine._outranked`); the store writes nothing of it, so the reason is seen in acks and logs only.
+OUTRANKED = "outranked"
 
 
 def not_evaluable_reason(trace: Trace) -> str | None:
@@ -607,6 +624,14 @@ class Engine:
         judges = self._router.select(trace) if reason in (None, "no_answer") else ()
         # Without an answer only the judges declaring needs_answer=False can run (retrieval judges).
         runnable = judges if reason is None else tuple(j for j in judges if not judge_needs_answer(j))
+        if runnable and await self._outranked(trace):  # a late started/partial event: nothing to judge
+            self.stats.outranked_unjudged += 1
+            return TraceResult(
+                trace=trace,
+                outcome=TraceOutcome.NOT_EVALUABLE,
+                outcome_reason=OUTRANKED,
+                received_at=item.received_at,
+            )
         final = self._final.get((trace.trace_id, trace.content_hash)) if self._final and runnable else None
         if final:  # a redelivery of judged content: its ok/skipped judgements are final, no judge call
             todo = tuple(j for j in runnable if (j.name, j.version) not in final)
@@ -663,6 +688,28 @@ class Engine:
         return TraceResult(
             trace=trace, outcome=outcome, judgements=tuple(judgements), received_at=item.received_at
         )
+
+    async def _outranked(self, trace: Trace) -> bool:
+        """True when the store holds a more complete version of ``trace`` (its optional ``stored_version_ranks``
+        look-up, ``{trace_id: rank}``, which ``PostgresStore`` and ``MemoryStore`` have: a started/
+        partial event, rank 0, or an ``incomplete`` trace, rank 1, after the complete one, rank 2): the store
+        would write nothing of it (:meth:`ragpulse.model.Trace.replaces`), so it is not judged either — no
+        judge call, no token spent. Only asked for versions that can be outranked (rank below 2, not a replay);
+        one primary-key query. Never raises: without an answer the trace is judged (the store still keeps the
+        complete version)."""
+        if trace.version_rank >= 2 or trace.source is Source.REPLAY:
+            return False
+        lookup = getattr(self._store, "stored_version_ranks", None)
+        if lookup is None:
+            return False
+        try:
+            async with asyncio.timeout(PREFETCH_TIMEOUT_S):
+                ranks = await lookup([trace.trace_id])
+        except Exception as e:  # an optimisation of what the store keeps anyway
+            log.debug("engine_rank_lookup_failed", trace_id=trace.trace_id, error=str(e)[:200])
+            return False
+        stored = ranks.get(trace.trace_id)
+        return stored is not None and stored > trace.version_rank
 
     async def _with_session_turns(self, trace: Trace) -> Trace:
         """``trace`` with the earlier turns of its session read from the store (``store.session_turns``, the

@@ -59,6 +59,7 @@ from ragpulse.store.sql import (
     STAGE_TABLES,
     TRACE_STAGE,
     TRACE_UPSERT,
+    version_rank_sql,
 )
 
 __all__ = ["PostgresStore"]
@@ -434,6 +435,28 @@ class PostgresStore(PortalQueries):
             )
 
         return await self._run("write_results", tx)
+
+    async def stored_version_ranks(self, trace_ids: Sequence[str]) -> dict[str, int]:
+        """``{trace_id: version rank}`` of the stored versions of ``trace_ids`` (ids not stored are absent; same
+        ranks as :attr:`ragpulse.model.Trace.version_rank`, :func:`~ragpulse.store.sql.version_rank_sql`). One
+        query by primary key; the engine asks it before judging a version that may be outranked.
+
+        Raises:
+            StoreError: the query failed.
+        """
+        if not trace_ids:
+            return {}
+        ids = list(dict.fromkeys(trace_ids))
+
+        async def q(conn: Conn) -> dict[str, int]:
+            rows = await conn.fetch(
+                f"SELECT t.trace_id, {version_rank_sql('t')} AS rank FROM traces t"
+                " WHERE t.trace_id = ANY($1::text[])",
+                ids,
+            )
+            return {r["trace_id"]: int(r["rank"]) for r in rows}
+
+        return await self._run("stored_version_ranks", q)
 
     async def final_judgements(
         self, keys: Sequence[tuple[str, str]]

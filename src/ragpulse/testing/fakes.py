@@ -271,6 +271,10 @@ class MemoryStore:
         for _, r in self._run_order(run_id):
             yield r
 
+    async def stored_version_ranks(self, trace_ids: Sequence[str]) -> dict[str, int]:
+        """``{trace_id: version rank}`` of the stored traces among ``trace_ids`` (as ``PostgresStore``)."""
+        return {t: self.traces[t].trace.version_rank for t in trace_ids if t in self.traces}
+
     async def get_trace(self, trace_id: str) -> TraceResult | None:
         """The trace with all its judgements (all versions)."""
         r = self.traces.get(trace_id)
