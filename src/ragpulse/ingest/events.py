@@ -206,7 +206,12 @@ def _decode(value: bytes | None, max_bytes: int) -> Any:
     try:
         huge: list[_Huge] = []  # numbers beyond any float, in the order read
         event = check_depth(
-            json.loads(text, parse_constant=reject_constant, parse_float=lambda t: _float_or_huge(t, huge))
+            json.loads(
+                text,
+                strict=False,  # a raw control character (NUL, tab) in a string: taken, NUL then removed
+                parse_constant=reject_constant,
+                parse_float=lambda t: _float_or_huge(t, huge),
+            )
         )
     except TooDeep as e:  # a poison message must be dead-lettered, not kill the consume loop
         raise EventRejected(str(e)) from e

@@ -161,7 +161,7 @@ def decode_logs_json(data: bytes) -> LogsDecodeResult:
         IngestError: not JSON, or not a logs request.
     """
     try:
-        doc = json.loads(data.decode("utf-8", errors="replace"))
+        doc = json.loads(data.decode("utf-8", errors="replace"), strict=False)
         if not isinstance(doc, dict):
             raise IngestError("OTLP/JSON payload must be an object")
         _fix_ids(doc)

@@ -2,7 +2,8 @@
 
 :func:`request_to_spans` flattens an ``ExportTraceServiceRequest`` into :class:`SpanData` objects, each
 carrying its resource and scope, with ids as lower-case hex and attribute values as Python values
-(:func:`any_value_to_python`). Spans from ragpulse's own service or instrumentation scope are dropped there,
+(:func:`any_value_to_python`); every text (names, keys, values, status messages) without NUL characters and
+with lone surrogates as U+FFFD, as Kafka events (:mod:`ragpulse.textclean`). Spans from ragpulse's own service or instrumentation scope are dropped there,
 so telemetry that ragpulse emits about itself is never evaluated (no feedback loop).
 """
 
@@ -14,6 +15,8 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from ragpulse.textclean import clean_text
 
 __all__ = [
     "SpanData",
@@ -33,13 +36,14 @@ _PARENT_IS_REMOTE = 0x200
 def any_value_to_python(v: AnyValue) -> Any:
     """Convert an OTLP ``AnyValue`` to a Python value.
 
-    ``string_value`` → ``str``, ``bool_value`` → ``bool``, ``int_value`` → ``int``, ``double_value`` →
+    ``string_value`` → ``str`` (NUL characters removed, lone surrogates as U+FFFD: :func:`ragpulse.textclean.clean_text`,
+    the rule every source applies before anything is judged or stored), ``bool_value`` → ``bool``, ``int_value`` → ``int``, ``double_value`` →
     ``float``, ``bytes_value`` → ``bytes``, ``array_value`` → ``list``, ``kvlist_value`` → ``dict`` (later
     duplicate keys win); an empty ``AnyValue`` → ``None``.
     """
     kind = v.WhichOneof("value")
     if kind == "string_value":
-        return v.string_value
+        return clean_text(v.string_value)
     if kind == "bool_value":
         return v.bool_value
     if kind == "int_value":
@@ -56,8 +60,8 @@ def any_value_to_python(v: AnyValue) -> Any:
 
 
 def attributes_to_dict(kvs: Iterable[KeyValue]) -> dict[str, Any]:
-    """``KeyValue`` list → ``{key: python value}`` (see :func:`any_value_to_python`)."""
-    return {kv.key: any_value_to_python(kv.value) for kv in kvs}
+    """``KeyValue`` list → ``{key: python value}`` (see :func:`any_value_to_python`; keys cleaned alike)."""
+    return {clean_text(kv.key): any_value_to_python(kv.value) for kv in kvs}
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def request_to_spans(request: ExportTraceServiceRequest, own_service: str) -> Sp
         svc = resource.get("service.name")
         service = str(svc) if svc not in (None, "") else None
         for ss in rs.scope_spans:
-            scope = ss.scope.name
+            scope = clean_text(ss.scope.name)
             if is_own_telemetry(service, scope, own_service):
                 ignored += len(ss.spans)
                 continue
@@ -165,19 +169,21 @@ def request_to_spans(request: ExportTraceServiceRequest, own_service: str) -> Sp
                         trace_id=sp.trace_id.hex(),
                         span_id=sp.span_id.hex(),
                         parent_span_id=parent,
-                        name=sp.name,
+                        name=clean_text(sp.name),
                         kind=int(sp.kind),
                         start_unix_nano=int(sp.start_time_unix_nano),
                         end_unix_nano=int(sp.end_time_unix_nano),
                         attributes=attributes_to_dict(sp.attributes),
                         events=tuple(
-                            SpanEvent(e.name, int(e.time_unix_nano), attributes_to_dict(e.attributes))
+                            SpanEvent(
+                                clean_text(e.name), int(e.time_unix_nano), attributes_to_dict(e.attributes)
+                            )
                             for e in sp.events
                         ),
                         resource=resource,
                         scope_name=scope,
                         status_code=int(sp.status.code),
-                        status_message=sp.status.message,
+                        status_message=clean_text(sp.status.message),
                         parent_is_remote=parent is not None and bool(sp.flags & _PARENT_IS_REMOTE),
                     )
                 )

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from ragpulse.ingest.otlp.spans import SpanData
 from ragpulse.model import TOKEN_COUNT_MAX, Document
+from ragpulse.textclean import clean_json, json_text_needs_cleaning
 
 __all__ = [
     "AMBIGUOUS_ANSWER",
@@ -121,14 +122,17 @@ def last_ended(spans: Sequence[SpanData]) -> SpanData | None:
 
 
 def maybe_json(value: Any) -> Any:
-    """Parse ``value`` as JSON when it is a string holding a JSON object, array or string literal."""
+    """Parse ``value`` as JSON when it is a string holding a JSON object, array or string literal; its strings
+    follow the text rule of the attributes they come from (a ``\\u0000`` escape removed, a lone surrogate
+    escape as U+FFFD: :func:`ragpulse.textclean.clean_json`)."""
     if isinstance(value, str):
         s = value.strip()
         if s[:1] in ("{", "[", '"'):
             try:
-                return json.loads(s)
+                parsed = json.loads(s)
             except (ValueError, RecursionError):  # not JSON, or nested too deeply to parse: keep the text
                 return value
+            return clean_json(parsed) if json_text_needs_cleaning(s) else parsed
     return value
 
 
