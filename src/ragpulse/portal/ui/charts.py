@@ -8,8 +8,8 @@ judge's threshold drawn as a dashed line; the time series has a time axis whose 
 the browser's time zone (``data-time``, UTC without script).
 
 The time series scales with its box: on a narrow screen (``portal.css``, ``max-width: 640px``) its text is drawn
-larger in the view box so that it stays about 11 px on the screen, and the second and fourth time labels
-(``class="time-tick minor"``) are hidden so the start, middle and end labels do not overlap. Its legend is HTML
+larger in the view box so that it stays 10–11 px on the screen (10.7 px at 390 px), and the second and fourth
+time labels (``class="time-tick minor"``) are hidden so the start, middle and end labels do not overlap. Its legend is HTML
 under the SVG (``<ul class="ts-legend">``), so it wraps and keeps the page's font size at any width.
 """
 
