@@ -201,10 +201,11 @@ class RunStore(ResultStore, Protocol):
         limit: int = 200,
         offset: int = 0,
         failing: bool = False,
+        not_judged: bool = False,
     ) -> list[tuple[tuple[int, str], TraceResult]]:
         """One page of the run's results in run order (test-set position, then trace id) as ``(key, result)``:
-        up to ``limit`` after key ``after``, skipping ``offset`` more; ``failing``: only cases that did not
-        pass. Latest judgement per judge; the trace may hold only its ids, routing fields and ``test_set``
+        up to ``limit`` after key ``after``, skipping ``offset`` more; ``failing``: only cases whose verdict is
+        ``fail``, ``not_judged``: only those not judged (``ragpulse.runs.report_model.CaseVerdict``). Latest judgement per judge; the trace may hold only its ids, routing fields and ``test_set``
         attribute."""
         ...
 

@@ -29,6 +29,7 @@ __all__ = [
     "APP_COST",
     "APP_LABELS_FOLDED",
     "APP_TOKENS",
+    "AUTH_REFUSED",
     "CASCADE_ESCALATIONS",
     "CORRECTED_PASS_RATES",
     "ENGINE_QUEUE_DEPTH",
@@ -85,6 +86,12 @@ TRACES_RECEIVED = meter.create_counter("ragpulse_traces_received", description="
 #: Input rejected before it became a trace. Attributes: source, reason.
 TRACES_REJECTED = meter.create_counter(
     "ragpulse_traces_rejected", description="Inputs rejected (dead-lettered)"
+)
+#: Authentication attempts refused (no token, or a wrong one) by a listener that requires a token
+#: (:mod:`ragpulse.authcheck`). Labels: ``listener`` (portal/otlp_http/otlp_grpc), ``reason`` (missing/wrong).
+AUTH_REFUSED = meter.create_counter(
+    "ragpulse_auth_refused",
+    description="Authentication attempts refused (missing or wrong token), by listener",
 )
 #: Traces the source reported as failed (OTLP root status ERROR, Kafka ``error``): stored ``not_evaluable`` with
 #: reason ``trace_error`` and kept out of the score histograms. Labels: ``source``, ``app`` (bounded).

@@ -171,7 +171,15 @@ def test_gate_command_exit_codes_and_junit(pg_url: str, tmp_path: Path) -> None:
     assert ok_res.exit_code == 0, ok_res.output
     out = json.loads(ok_res.output)
     assert out["passed"] is True
-    assert [f["case_id"] for f in out["failing_cases"]] == ["c3", "c4", "c5", "c6"]
+    assert [f["case_id"] for f in out["failing_cases"]] == ["c3", "c4"]
+    # c5 (judge errors) and c6 (abstained) are not failures: not judged, each with its reasons
+    assert out["not_judged_cases"] == [
+        {
+            "case_id": "c5",
+            "reason": "faithfulness: judge_unavailable: HTTP 500; context_precision: judge_unavailable: HTTP 500",
+        },
+        {"case_id": "c6", "reason": "faithfulness: abstained; context_precision: abstained"},
+    ]
     # streamed case by case, yet the same text as one json.dumps of the whole object, on one line
     assert ok_res.output == json.dumps(out, ensure_ascii=False) + "\n"
 

@@ -89,7 +89,7 @@ def test_replay_succeeds_with_only_model_and_base_url(
     # The reasoning is kept on the judgement: the trace view's flags (and raw_output), never the verdict.
     trace_id = r["cases"][0]["trace_id"]
     doc = json.loads(CliRunner().invoke(app, ["trace", trace_id, "--json"]).stdout)
-    by_judge = {j["name"]: j for j in doc["judgements"]}
+    by_judge = {j["judge"]: j for j in doc["judgements"]}
     assert by_judge["relevancy"]["score"] == 1.0
     assert by_judge["relevancy"]["flags"]["reasoning"] == "First thought: NO.\nNO, let me check again."
     assert by_judge["relevancy"]["flags"]["reasoning_tokens"] == REASONING

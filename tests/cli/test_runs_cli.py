@@ -136,8 +136,8 @@ def test_trace_json_lists_every_version(seeded: str) -> None:
     assert doc["test_case_id"] == "c1"
     assert doc["outcome"] == "evaluated"
     (j,) = doc["judgements"]
-    assert {k: j[k] for k in ("name", "score", "passed", "status", "reason", "backend")} == {
-        "name": "relevancy",
+    assert {k: j[k] for k in ("judge", "score", "passed", "status", "reason", "backend")} == {
+        "judge": "relevancy",
         "score": 0.1,
         "passed": False,
         "status": "ok",

@@ -217,3 +217,54 @@ async def test_send_and_replay_via_otlp_carry_the_token(with_token: tuple[OtlpRe
     assert await publish_otlp(Settings(otlp_token=TOKEN).otlp, [trace], url) == 1
     (got,) = await sink.wait_for(1)
     assert got.trace_id == "2" * 32
+
+
+@pytest.mark.integration  # slow check (the metrics install and two receivers, ~1 s): docs/dev/testing.md
+async def test_refused_attempts_are_counted_by_listener_and_logged_without_the_token(
+    with_token: tuple[OtlpReceivers, MemorySink],
+) -> None:
+    """Over HTTP one request without a token and one with ``Bearer nope``, over gRPC the same two: each is
+    +1 on ``ragpulse_auth_refused_total{listener, reason}`` and one WARNING ``auth_failed`` that holds neither
+    the presented token nor the configured one; the right token is not counted."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ragpulse.export.otel_setup import install_metrics, render_metrics
+
+    def refused() -> dict[tuple[str, str], float]:
+        return {
+            (s.labels["listener"], s.labels["reason"]): s.value
+            for fam in text_string_to_metric_families(render_metrics().decode())
+            for s in fam.samples
+            if s.name == "ragpulse_auth_refused_total"
+        }
+
+    install_metrics(Settings().export)
+    r, sink = with_token
+    before = refused()
+    with structlog.testing.capture_logs() as logs:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{r.http_port}") as client:
+            for auth in [{}, {"Authorization": "Bearer nope"}, {"Authorization": f"Bearer {TOKEN}"}]:
+                await client.post("/v1/traces", content=BODY, headers={**JSON, **auth})
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{r.grpc_port}") as channel:
+            export = channel.unary_unary(EXPORT, response_deserializer=ExportTraceServiceResponse.FromString)
+            for metadata in [(), (("authorization", "Bearer nope"),)]:
+                with pytest.raises(grpc.aio.AioRpcError):
+                    await export(PROTO_2, timeout=5, metadata=metadata)
+    after = refused()
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    assert {k: v for k, v in delta.items() if v} == {
+        ("otlp_http", "missing"): 1.0,
+        ("otlp_http", "wrong"): 1.0,
+        ("otlp_grpc", "missing"): 1.0,
+        ("otlp_grpc", "wrong"): 1.0,
+    }
+    failed = [e for e in logs if e["event"] == "auth_failed"]
+    assert [(e["listener"], e["reason"], e["where"], e["log_level"]) for e in failed] == [
+        ("otlp_http", "missing", "http", "warning"),
+        ("otlp_http", "wrong", "http", "warning"),
+        ("otlp_grpc", "missing", "grpc", "warning"),
+        ("otlp_grpc", "wrong", "grpc", "warning"),
+    ]
+    assert failed[0]["client"] == "127.0.0.1"
+    assert not any("nope" in str(e) or TOKEN in str(e) for e in logs)
+    await sink.wait_for(1)

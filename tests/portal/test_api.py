@@ -395,6 +395,23 @@ def test_a_run_that_could_judge_nothing_is_refused(portal: Portal) -> None:
         assert problem_detail(r, 422) == "malformed JSON at character 13: Expecting value"
 
 
+def test_trace_json_is_the_api_document(portal: Portal) -> None:
+    """``ragpulse trace ID --json`` prints the document of ``GET /api/v1/traces/ID`` (one service, one shape):
+    the judge is ``judge`` in both (the CLI said ``name`` before), and every key and value agree on a stored
+    trace with a failing faithfulness judgement (score 0.2, two claims) and a retrieved document."""
+    tid = f"{3100:032x}"
+    seed(portal.db_url, [_result(3100, 0.2, "shape-app", timedelta(minutes=1))])
+    shown = json.loads(cli(portal.db_url, "trace", tid, "--json").stdout)
+    with portal.client() as c:
+        api = c.get(f"/api/v1/traces/{tid}").json()
+    assert shown == api
+    (j,) = shown["judgements"]
+    assert (j["judge"], j["score"], j["passed"], j["outcome"]) == ("faithfulness", 0.2, False, "fail")
+    assert "name" not in j
+    assert [cl["verdict"] for cl in j["claims"]] == ["supported", "unsupported"]
+    assert shown["documents"] == [{"id": "d", "rank": 0, "score": None, "content": "chunk", "metadata": {}}]
+
+
 def test_trace_detail_has_the_error_trace_json_shows(portal: Portal) -> None:
     """Issue 23 item 18: the trace-level error (an OTLP root with status ERROR) is in the REST detail, the same
     value ``ragpulse trace --json`` prints, and on the trace page; a trace without one says ``null``."""

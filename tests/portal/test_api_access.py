@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
+import httpx
 import pytest
 
 from portal_testutil import RAGPULSE, base_env, started_portal
@@ -33,6 +34,15 @@ def test_token_missing_401_wrong_403_right_200() -> None:
             assert c.get("/api/v1/test-sets").json() == {"items": [], "next_cursor": None}
             assert c.post("/api/v1/test-sets", json={"name": "x"}).status_code == 201
         assert not any(TOKEN in str(e) for e in p.logs)  # never logged
+        # every refusal: one WARNING auth_failed (3 without a token, 2 with "wrong") and the counter by listener
+        failed = p.events("auth_failed")
+        assert [(e["listener"], e["reason"], e["where"]) for e in failed] == [
+            ("portal", "missing", "bearer")
+        ] * 3 + [("portal", "wrong", "bearer")] * 2
+        assert not any({"token", "authorization", "credentials"} & e.keys() for e in failed)
+        metrics = httpx.get("http://" + p.env["RAGPULSE_HTTP_ADDRESS"] + "/metrics").text
+        assert 'ragpulse_auth_refused_total{listener="portal",reason="missing"} 3.0' in metrics
+        assert 'ragpulse_auth_refused_total{listener="portal",reason="wrong"} 2.0' in metrics
 
 
 @pytest.mark.integration

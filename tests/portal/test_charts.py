@@ -37,3 +37,31 @@ def test_a_threshold_on_no_bucket_bound_and_no_threshold() -> None:
     fills = _fills(0.65)
     assert (fills[0.6][0], fills[0.7][0], fills[0.8][0]) == (RED, AMBER, BLUE)
     assert {fill for fill, _ in _fills(None).values()} == {BLUE}
+
+
+def test_time_series_legend_is_html_and_two_time_labels_are_minor() -> None:
+    """The pass-rate chart's legend is an HTML list after the SVG (it wraps and keeps the page's font size on a
+    phone) and the second and fourth of its five time labels are ``minor`` (hidden below 640 px by portal.css)."""
+    from datetime import UTC, datetime, timedelta
+
+    from ragpulse.portal.stats import JudgeSeries, SeriesPoint
+    from ragpulse.portal.ui.charts import timeseries_svg
+
+    since = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+    point = SeriesPoint(start=since, count=3, errors=1, skipped=1, pass_rate=0.5, mean_score=0.6)
+    html = str(
+        timeseries_svg([JudgeSeries(judge="faith<x>", points=[point])], since, since + timedelta(hours=4))
+    )
+    svg, legend = html.split("</svg>", 1)[0], html.split('<ul class="ts-legend">', 1)[1]
+    assert svg.startswith('<svg viewBox="0 0 600 200"')
+    assert re.findall(r'<text class="(time-tick[^"]*)"[^>]*>([^<]+)</text>', svg) == [
+        ("time-tick", "12-05 12:00"),
+        ("time-tick minor", "12-05 13:00"),
+        ("time-tick", "12-05 14:00"),
+        ("time-tick minor", "12-05 15:00"),
+        ("time-tick", "12-05 16:00 UTC"),
+    ]
+    assert 'class="legend"' not in svg
+    assert re.sub(r"<svg.*?</svg>", "", legend) == (
+        '<li data-judge="faith&lt;x&gt;">faith&lt;x&gt; · errors 1 · skipped 1</li></ul>'
+    )

@@ -87,8 +87,22 @@ def test_abstained_and_answerless_cases(pg_url: str, tmp_path: Path, monkeypatch
     # the failing page (SQL in the store) agrees with the rows
     failing = json.loads(_cli(["runs", "show", "o1", "--failing", "--json"]))
     assert [c["case_id"] for c in failing["cases"] if not c["passed"]] == ["off", "idk", "idk-zh", "silent"]
+    assert {c["case_id"]: c["verdict"] for c in failing["cases"] if not c["passed"]} == {
+        "off": "fail",
+        "idk": "not_judged",
+        "idk-zh": "not_judged",
+        "silent": "not_judged",
+    }
+    assert failing["cases_not_judged"] == 3
     text = _cli(["runs", "show", "o1", "--failing"])
-    assert "failing cases (4 of 6)" in text
+    # abstained and answerless cases are not failures: listed apart, with why (the abstention first)
+    failing_part, unjudged_part = text.split("not judged (3 of 6; not failures)")
+    assert "failing cases (1 of 6)" in failing_part
+    assert "│ off " in failing_part
+    assert "idk" not in failing_part
+    assert "silent" not in failing_part
+    assert "│ idk    │ evaluated │ relevancy: abstained" in unjudged_part
+    assert "│ silent │ evaluated │ relevancy: no_answer" in unjudged_part
     assert "abstained cases: 2 (the answer declined to answer; not in the pass rate)" in text
     assert "judgements: pass 8  fail 1  error 0  abstained 2  skipped 1" in text
 
@@ -102,6 +116,18 @@ def test_abstained_and_answerless_cases(pg_url: str, tmp_path: Path, monkeypatch
         '<span class="muted">拒答用例（不计入通过率）</span><span id="abstained-cases">2</span>' in run_page
     )
     assert '<span id="pass-rate">50.0 %</span>' in run_page
+    assert [c["case_id"] for c in api_run["failing_cases"]] == ["off"]
+    assert [c["case_id"] for c in api_run["not_judged_cases"]] == ["idk", "idk-zh", "silent"]
+    failing_html, unjudged_html = run_page.split('id="not-judged"')
+    assert ">off</a>" in failing_html.split('id="failing"')[1]
+    assert ">idk</a>" not in failing_html
+    assert [c in unjudged_html for c in (">idk</a>", ">idk-zh</a>", ">silent</a>", ">off</a>")] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert "未评判的用例" in run_page
     report_api = api_run["report"]
     assert (report_api["cases_abstained"], report_api["counts"]["abstained"], report_api["pass_rate"]) == (
         2,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from junitparser import Failure, JUnitXml
+from junitparser import Failure, JUnitXml, Skipped
 from typer.testing import CliRunner
 
 from judges.checklist.test_checklist import EXPECTED_OFFLINE
@@ -123,7 +123,11 @@ def test_kestrel_replay_checklists_context_metrics_and_gate(pg_url: str, tmp_pat
     kcases = {c.name: c for c in suites["ragpulse.kestrel_kb"]}
     passing = {n for n, c in kcases.items() if not c.result}
     assert passing == {"delay-zh-01", "leave-en-01", "leave-zh-01"}
-    assert all(isinstance(kcases[n].result[0], Failure) for n in set(kcases) - passing)
+    # the abstained case (its answer declined; out of the pass rate) is skipped, never a failure
+    not_failures = {n for n in set(kcases) - passing if not isinstance(kcases[n].result[0], Failure)}
+    assert not_failures == {"reimb-zh-03"}
+    assert isinstance(kcases["reimb-zh-03"].result[0], Skipped)
+    assert kcases["reimb-zh-03"].result[0].message.startswith("answer_correctness: abstained; ")
     # delay-en-01 passes its checklist and precision but recall@1 is 1/3 (k: 1 in the config)
     msg = kcases["delay-en-01"].result[0].message
     assert "context_recall" in msg

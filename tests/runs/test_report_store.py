@@ -99,15 +99,27 @@ async def test_folded_report_equals_in_memory_report_and_pages_cover_every_case(
         assert live.diagnosis is not None
         assert live.diagnosis.overall.cases == {"retrieval": 2, "generation": 1, "none": 3, "undetermined": 2}
         assert live.diagnosis.overall.weak_side == "retrieval"
-        assert live.cases_failing == 5
+        # c3 (faithfulness error, recall passed) and c4 (no answer: not evaluable) are not judged
+        assert (live.cases_failing, live.cases_not_judged) == (3, 2)
 
-        # pages: every case exactly once, in test-set order; failing ones likewise
-        for failing, want in ((False, [f"c{i}" for i in range(8)]), (True, ["c1", "c2", "c3", "c4", "c6"])):
+        # pages: every case exactly once, in test-set order; failing ones and those not judged likewise
+        for verdict, want in (
+            (None, [f"c{i}" for i in range(8)]),
+            ("fail", ["c1", "c2", "c6"]),
+            ("not_judged", ["c3", "c4"]),
+        ):
             seen: list[str] = []
             after = None
             pages = 0
             while True:
-                rows, after = await case_rows_page(store, live, after=after, limit=2, failing=failing)
+                rows, after = await case_rows_page(
+                    store,
+                    live,
+                    after=after,
+                    limit=2,
+                    failing=verdict == "fail",
+                    not_judged=verdict == "not_judged",
+                )
                 seen += [r.case_id for r in rows]
                 pages += 1
                 if after is None:
@@ -181,7 +193,61 @@ async def test_pages_of_cases_not_in_the_test_set_come_last_by_trace_id(pg_url: 
             rows, _ = await case_rows_page(store, live, offset=offset, limit=3)
             assert [r.case_id for r in rows] == want[offset : offset + 3], offset
         failing, _ = await case_rows_page(store, live, failing=True, limit=10)
-        assert [r.case_id for r in failing] == [c for c in want if c in ("c1", "c2", "c3", "c4", "c6")]
+        assert [r.case_id for r in failing] == [c for c in want if c in ("c1", "c2", "c6")]
+        unjudged, _ = await case_rows_page(store, live, not_judged=True, limit=10)
+        assert [r.case_id for r in unjudged] == [c for c in want if c in ("c3", "c4")]
         assert [r.case_id async for r in iter_case_rows(store, live)] == want
+    finally:
+        await store.close()
+
+
+async def test_an_abstained_case_is_not_judged_in_the_stored_pages(pg_url: str) -> None:
+    """The SQL verdict filter agrees with ``CaseRow.verdict`` on the demo's abstained case: ``a1`` (the answer
+    abstained: ``abstained`` skip, and a failing recall 0.0) is not judged, not failing; ``a0`` fails on recall
+    0.2; ``a2`` passes. The page filters of the store give the same lists as the report's rows."""
+    from ragpulse.judges.frame import skipped
+    from ragpulse.model import Judgement
+
+    class Abstaining(ScriptedJudge):
+        async def judge(self, trace: Trace) -> Judgement:
+            if trace.question == "q1":
+                return skipped(
+                    judge=self.name,
+                    version=self.version,
+                    backend=self.backend,
+                    reason="abstained: the answer declines",
+                )
+            return await super().judge(trace)
+
+    ts = TestSet(
+        name="abstain",
+        cases=tuple(
+            TestCase(id=f"a{i}", question=f"q{i}", answer=f"a{i}", contexts=("c",)) for i in range(3)
+        ),
+    )
+    judges = {
+        "context_recall": ScriptedJudge(
+            "context_recall", lambda t: {"q0": 0.2, "q1": 0.0}.get(t.question or "", 1.0)
+        ),
+        "faithfulness": Abstaining("faithfulness", 0.9),
+    }
+    settings = Settings(store_database_url=pg_url)
+    store = await PostgresStore.connect(pg_url, settings.store)
+    try:
+        live = await run_replay(ts, judges=judges, store=store, settings=settings, run_id="ab1")
+        assert (live.cases_passed, live.cases_failing, live.cases_not_judged, live.cases_abstained) == (
+            1,
+            1,
+            1,
+            1,
+        )
+        assert live.pass_rate == 0.5  # a2 of a0, a2: a1 abstained
+        failing, _ = await case_rows_page(store, live, failing=True)
+        unjudged, _ = await case_rows_page(store, live, not_judged=True)
+        assert [r.case_id for r in failing] == ["a0"]
+        assert [(r.case_id, r.verdict) for r in unjudged] == [("a1", "not_judged")]
+        assert unjudged[0].reason == (
+            "faithfulness: abstained: the answer declines; context_recall: scripted 0.00"
+        )
     finally:
         await store.close()

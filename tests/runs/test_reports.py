@@ -47,7 +47,11 @@ def test_report_numbers() -> None:
     assert RunReport.from_json(r) == report
     assert report.counts.pass_ == 4
     assert report.judges["relevancy"].scored == 3
-    assert [c.case_id for c in report.failing_cases] == ["B", "C", "D", "E"]
+    # C (an error and a skip) and D (not evaluable) are not judged, not failing
+    assert [c.case_id for c in report.failing_cases] == ["B", "E"]
+    assert [c.case_id for c in report.not_judged_cases] == ["C", "D"]
+    assert (report.cases_passed, report.cases_failing, report.cases_not_judged) == (1, 2, 2)
+    assert [row["verdict"] for row in r["cases"]] == ["pass", "fail", "not_judged", "not_judged", "fail"]
     assert set(REPORT_KEYS) <= set(r)
     assert r["run_id"] == "run1"
     assert r["test_set"] == "ts"
@@ -215,3 +219,67 @@ def test_claim_cause_counts_per_claim_checking_judge_and_in_total() -> None:
     assert r.diagnosis is not None
     diag = {c.case_id: c.weak_side for c in r.diagnosis.cases}
     assert (diag["A"], diag["B"]) == ("retrieval", "generation")  # no retrieval metric: the claims decide
+
+
+def test_an_abstained_case_is_not_judged_in_text_json_and_junit() -> None:
+    """The demo's case ``reimb-zh-03`` (examples/kestrel_kb.jsonl, offline judges): the answer abstained
+    (relevancy, faithfulness, keyword skipped ``abstained``), context_recall skipped ``no_reference`` and
+    context_precision scored 0.0. It is left out of the pass rate, so it is not a failing case: the report, the
+    CLI text, the JSON rows and JUnit list it as not judged, with the abstention first in its reason; a case
+    with only a judge error is not judged too; a plain failure stays failing."""
+    import io
+    import xml.etree.ElementTree as ET
+
+    from rich.console import Console
+
+    from ragpulse.cli._render import print_report
+    from ragpulse.runs.junit import junit_xml
+
+    common: dict[str, Any] = {"version": "v1", "backend": Backend.HEURISTIC}
+    abstained = _case(
+        "reimb-zh-03",
+        *(
+            skipped(judge=n, reason="abstained: the answer declines", **common)
+            for n in ("relevancy", "keyword")
+        ),
+        ok(judge="context_precision", score=0.0, threshold=0.5, reason="0 of 1 chunks useful", **common),
+        skipped(judge="context_recall", reason="no_reference: no chunk is labelled relevant", **common),
+    )
+    report = build_report(
+        run_id="demo",
+        test_set="kestrel_kb",
+        cases=[
+            _case("fine", _j("relevancy", 0.9)),
+            _case("bad", _j("relevancy", 0.1)),
+            abstained,
+            _case("down", _j("relevancy", None, status="error")),
+        ],
+        judges=["relevancy", "keyword", "context_precision", "context_recall"],
+        wall_seconds=1.0,
+    )
+    assert (report.cases_passed, report.cases_failing, report.cases_not_judged) == (1, 1, 2)
+    assert report.pass_rate == pytest.approx(1 / 3)  # the abstained case is out of the pass rate
+    assert [c.case_id for c in report.failing_cases] == ["bad"]
+    assert [c.case_id for c in report.not_judged_cases] == ["reimb-zh-03", "down"]
+    row = report.not_judged_cases[0]
+    assert row.reason == (
+        "relevancy: abstained: the answer declines; keyword: abstained: the answer declines; "
+        "context_recall: no_reference: no chunk is labelled relevant; context_precision: 0 of 1 chunks useful"
+    )
+    doc = report.to_json()
+    assert (doc["cases_not_judged"], [c["verdict"] for c in doc["cases"]]) == (
+        2,
+        ["pass", "fail", "not_judged", "not_judged"],
+    )
+    out = io.StringIO()
+    print_report(report, console=Console(file=out, width=200))
+    text = out.getvalue()
+    failing_table = text.split("failing cases (1 of 4)")[1].split("not judged (2 of 4; not failures)")[0]
+    assert "bad" in failing_table
+    assert "reimb-zh-03" not in failing_table
+    assert "reimb-zh-03" in text.split("not judged (2 of 4; not failures)")[1]
+    suite = junit_xml(report, [])[0]
+    results = {tc.get("name"): [child.tag for child in tc] for tc in suite.iter("testcase")}
+    assert results == {"fine": [], "bad": ["failure"], "reimb-zh-03": ["skipped"], "down": ["error"]}
+    assert [suite.get(k) for k in ("failures", "errors", "skipped")] == ["1", "1", "1"]
+    assert ET.tostring(suite).count(b"<failure") == 1

@@ -91,7 +91,8 @@ def test_endpoint_error_judges_model_and_diagnosis_are_on_the_run_page(
 ) -> None:
     page.goto(f"/runs/{down_run}")
     p = page.page
-    reason = p.inner_text("#failing tr:first-child td[data-label=Reason]")
+    # the endpoint was down: nothing was judged, so the cases are listed as not judged, not as failing
+    reason = p.inner_text("#not-judged tr:first-child td[data-label=Reason]")
     assert "HTTP 503: index offline: shard 3 unreachable" in reason
     judges = [el.inner_text() for el in p.query_selector_all("#run-judges .pill")]
     assert [j.split()[0] for j in judges] == ["relevancy", "faithfulness", "keyword"]
@@ -100,7 +101,9 @@ def test_endpoint_error_judges_model_and_diagnosis_are_on_the_run_page(
     assert p.inner_text("#run-rag-endpoint") == "down"
     assert p.inner_text("#weak-side") == "undetermined"
     assert "undetermined 2" in p.inner_text("#run-diagnosis")
-    assert p.inner_text("#failing tr:first-child td[data-label=Diagnosis]") == "undetermined"
+    assert p.inner_text("#not-judged tr:first-child td[data-label=Diagnosis]") == "undetermined"
+    assert p.query_selector("#failing") is None
+    assert p.inner_text("h2:has-text('Failing cases') + p.empty") == "No failing case."
 
 
 def test_a_failed_run_shows_its_error(page: PortalPage, portal: Portal) -> None:
@@ -193,7 +196,7 @@ def test_run_page_fits_390_px_and_headers_keep_words_whole(
 
 def test_chinese_run_page_shows_ragpulse_reasons_in_chinese(page: PortalPage, down_run: str) -> None:
     page.goto(f"/runs/{down_run}?lang=zh")
-    reason = page.page.inner_text("#failing tr:first-child td:nth-child(2)")
+    reason = page.page.inner_text("#not-judged tr:first-child td:nth-child(2)")
     # the fixed phrases are ragpulse's; what the endpoint said stays as it said it
     assert reason.startswith(
         "RAG 接口调用失败 rag_endpoint_failed: RAG 接口错误 rag_endpoint_error: HTTP 503: "

@@ -177,7 +177,7 @@ def test_charts_show_threshold_errors_skipped_and_a_time_axis(page: PortalPage, 
         p.inner_text(".judge-hist[data-judge=faithfulness] .hist-counts")
         == "通过 1 · 未通过 0 · 跳过 1 · 错误 1"
     )
-    assert p.text_content("svg.ts text.legend[data-judge=faithfulness]") == "faithfulness · 错误 1 · 跳过 1"
+    assert p.text_content(".ts-legend li[data-judge=faithfulness]") == "faithfulness · 错误 1 · 跳过 1"
     assert p.locator("svg.ts rect.not-decided").count() == 1  # the interval with the skipped and the error
     assert p.locator("svg.ts text.time-tick").count() == 5
 
@@ -189,3 +189,54 @@ def test_chinese_trace_page_shows_ragpulse_reason_phrases_in_chinese(
     assert page.page.inner_text("#judgements td[data-label=原因]") == "1/1 个论断有依据"
     page.goto(f"/traces/{1:032x}?lang=en")
     assert page.page.inner_text("#judgements td[data-label=Reason]") == "1/1 claims supported"
+
+
+#: The rendered box and font size (CSS px on the screen: an SVG text's font size times the SVG's scale) of every
+#: visible text of the time-series chart: its axis labels and its legend.
+_TS_TEXTS = """() => [...document.querySelectorAll('svg.ts text, .ts-legend li')]
+  .filter(el => getComputedStyle(el).display !== 'none' && el.getBoundingClientRect().width > 0)
+  .map(el => {
+    const r = el.getBoundingClientRect();
+    const scale = el.getScreenCTM ? el.getScreenCTM().a : 1;
+    return {text: el.textContent, legend: el.matches('.ts-legend li'), left: r.left, right: r.right,
+            top: r.top, bottom: r.bottom, px: parseFloat(getComputedStyle(el).fontSize) * scale};
+  })"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_time_series_at_390_px_keeps_its_labels_apart_and_its_legend_readable(
+    browser: Browser, seeded: Portal, lang: str
+) -> None:
+    """At 390 px (a phone; labels in the browser's zone, Asia/Shanghai, the last one "12-05 16:20 GMT+8") no two
+    axis labels of the pass-rate chart overlap, every one is at least 10 px (10.7; 5.6 before) and the legend's text at least 11 px;
+    at 1440 px the five time labels are all shown."""
+    page = PortalPage(browser, seeded, 390, 844, timezone="Asia/Shanghai")
+    try:
+        page.goto(f"/traffic?app=views-app&lang={lang}")
+        texts = page.page.evaluate(_TS_TEXTS)
+        axis = [t for t in texts if not t["legend"]]
+        legend = [t for t in texts if t["legend"]]
+        overlapping = [
+            (a["text"], b["text"])
+            for i, a in enumerate(axis)
+            for b in axis[i + 1 :]
+            if a["left"] < b["right"]
+            and b["left"] < a["right"]
+            and a["top"] < b["bottom"]
+            and b["top"] < a["bottom"]
+        ]
+        assert overlapping == []
+        assert len([t for t in axis if "%" not in t["text"]]) >= 3  # the time axis keeps a start, middle, end
+        assert min(t["px"] for t in axis) >= 10, axis
+        assert [t["text"].split(" ·")[0] for t in legend] == ["faithfulness"]
+        assert min(t["px"] for t in legend) >= 11, legend
+        assert page.no_horizontal_scroll()
+    finally:
+        page.close()
+    wide = PortalPage(browser, seeded, 1440, 900, timezone="Asia/Shanghai")
+    try:
+        wide.goto(f"/traffic?app=views-app&lang={lang}")
+        shown = [t for t in wide.page.evaluate(_TS_TEXTS) if not t["legend"] and "%" not in t["text"]]
+        assert len(shown) == 5
+    finally:
+        wide.close()

@@ -507,5 +507,5 @@ def test_run_page_pages_through_more_than_200_failing_cases(portal: Portal, tmp_
         assert nxt is not None
         second = c.get(nxt.group(1) + "&lang=zh").text
     assert re.findall(r'<a href="/traces/[0-9a-f]+">(m\d+)</a>', second) == [f"m{i}" for i in range(200, 205)]
-    assert "共 205 个未通过的用例，此页显示 5 个。" in second
+    assert "共 205 个失败的用例，此页显示 5 个。" in second
     assert "failing_cursor" not in second.split('id="failing-more"')[1].split("</p>")[0]

@@ -77,10 +77,13 @@ def print_report(
     cases: bool = False,
     console: Console | None = None,
     offset: int = 0,
+    not_judged: Sequence[CaseRow] | None = None,
 ) -> None:
     """Summary, per-judge table and a page of case rows of a run report: ``rows`` (all cases when ``cases``,
-    else failing ones) starting at row ``offset``, or the report's own rows when ``rows`` is ``None``; says
-    which rows of how many it shows. The diagnosis table covers the rows shown."""
+    else the failing ones: verdict ``fail``) starting at row ``offset``, or the report's own rows when ``rows``
+    is ``None``; says which rows of how many it shows. Without ``cases``, the cases not judged (abstained,
+    judge errors, skips; ``not_judged``, else the report's own) follow in their own table with their reasons:
+    they are not failures. The diagnosis table covers the rows shown."""
     c = console or stdout()
     counts, tokens = report.counts, report.tokens
     c.print(f"run {report.run_id}  test set {report.test_set}  status {report.status.value}")
@@ -120,17 +123,17 @@ def print_report(
         )
     c.print(t)
     if rows is None:
-        rows = [r for r in report.cases if cases or not r.passed][offset:]
+        rows = [r for r in report.cases if cases or r.verdict == "fail"][offset:]
     total = report.cases_total if cases else report.cases_failing
     if rows:
         title = "cases" if cases else f"failing cases ({total} of {report.cases_total})"
-        ct = Table("case", "outcome", "passed", *names, "reason", title=title)
+        ct = Table("case", "outcome", "verdict", *names, "reason", title=title)
         for r in rows:
             js = r.judgements
             ct.add_row(
                 r.case_id,
                 r.outcome.value,
-                fmt(r.passed),
+                r.verdict.replace("_", " "),
                 *(
                     fmt(js[n].score)
                     if n in js and js[n].status is JudgementStatus.OK
@@ -146,7 +149,24 @@ def print_report(
             f"showing {shown} of {total} "
             "(runs show --offset N --limit N for others, --limit 0 for all, --json for the data)"
         )
-    _print_diagnosis(report, rows, c)
+    unjudged: Sequence[CaseRow] = ()
+    if not cases:
+        unjudged = report.not_judged_cases if not_judged is None else not_judged
+        _print_not_judged(report, unjudged, c)
+    _print_diagnosis(report, [*rows, *unjudged], c)
+
+
+def _print_not_judged(report: RunReport, rows: Sequence[CaseRow], c: Console) -> None:
+    """The cases not judged (verdict ``not_judged``) with why: neither passed nor failed."""
+    if not rows:
+        return
+    n = report.cases_not_judged if report.cases_not_judged is not None else len(rows)
+    t = Table("case", "outcome", "reason", title=f"not judged ({n} of {report.cases_total}; not failures)")
+    for r in rows:
+        t.add_row(r.case_id, r.outcome.value, _cut(r.reason))
+    c.print(t)
+    if len(rows) < n:
+        c.print(f"showing {len(rows)} of {n} cases not judged (--json for all)")
 
 
 async def emit_report(
@@ -174,7 +194,10 @@ async def emit_report(
         return
     n = limit if limit is not None else report.cases_total + len(report.cases) + 1
     rows, _ = await case_rows_page(store, report, limit=n, offset=offset, failing=not cases)
-    print_report(report, rows, cases=cases, offset=offset)
+    unjudged: list[CaseRow] = []
+    if not cases:
+        unjudged, _ = await case_rows_page(store, report, limit=n, not_judged=True)
+    print_report(report, rows, cases=cases, offset=offset, not_judged=unjudged)
 
 
 def _print_diagnosis(report: RunReport, rows: Sequence[CaseRow], c: Console) -> None:

@@ -11,7 +11,9 @@ per threshold (:mod:`ragpulse.runs.junit`), the case rows streamed from the stor
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from typing import TYPE_CHECKING
 
 import typer
@@ -67,11 +69,12 @@ def gate(
                 await write_junit(junit, store, report, result.thresholds)
             except OSError as e:
                 raise _common.fail(f"cannot write {junit}: {e}") from e
-        if as_json:  # every failing case, id and reason only, written as it is read
+        if as_json:  # every failing case and case not judged, id and reason only, written as read
             await _write_json(store, run_id, report, result)
         else:
             failing, _ = await case_rows_page(store, report, limit=FAILING_SHOWN, failing=True)
-            _print(run_id, report, result, failing)
+            unjudged, _ = await case_rows_page(store, report, limit=FAILING_SHOWN, not_judged=True)
+            _print(run_id, report, result, failing, unjudged)
         return result
 
     result = _common.run_with_store(settings, q)
@@ -79,8 +82,11 @@ def gate(
 
 
 async def _write_json(store: Store, run_id: str, report: RunReport, result: GateResult) -> None:
-    """Print the gate's result as one JSON object on one line, its ``failing_cases`` streamed from the store
-    (memory does not grow with the run): the same text as ``json.dumps`` of the whole object."""
+    """Print the gate's result as one JSON object on one line, its ``failing_cases`` (verdict ``fail``) and
+    ``not_judged_cases`` (abstained, judge errors, skips: not failures) streamed from the store (memory does not
+    grow with the run; the cases not judged are spooled to a temporary file meanwhile): the same text as
+    ``json.dumps`` of the whole object."""
+
     from ragpulse.runs.reports import iter_case_rows
 
     head = {
@@ -94,16 +100,26 @@ async def _write_json(store: Store, run_id: str, report: RunReport, result: Gate
     }
     out = sys.stdout
     out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "failing_cases": [')
-    sep = ""
-    async for r in iter_case_rows(store, report):
-        if not r.passed:
-            out.write(sep + json.dumps({"case_id": r.case_id, "reason": r.reason}, ensure_ascii=False))
-            sep = ", "
+    sep = spool_sep = ""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        async for r in iter_case_rows(store, report):
+            item = json.dumps({"case_id": r.case_id, "reason": r.reason}, ensure_ascii=False)
+            if r.verdict == "fail":
+                out.write(sep + item)
+                sep = ", "
+            elif r.verdict == "not_judged":
+                spool.write(spool_sep + item)
+                spool_sep = ", "
+        out.write('], "not_judged_cases": [')
+        spool.seek(0)
+        shutil.copyfileobj(spool, out)
     out.write("]}\n")
     out.flush()
 
 
-def _print(run_id: str, report: RunReport, result: GateResult, failing: list[CaseRow]) -> None:
+def _print(
+    run_id: str, report: RunReport, result: GateResult, failing: list[CaseRow], unjudged: list[CaseRow]
+) -> None:
     console = Console()
     table = Table(title=f"gate {run_id} ({report.test_set}, {report.cases_total} cases)")
     for col in ("metric", "actual", "minimum", "result"):
@@ -125,4 +141,9 @@ def _print(run_id: str, report: RunReport, result: GateResult, failing: list[Cas
     more = report.cases_failing - min(len(failing), FAILING_SHOWN)
     if more > 0:
         console.print(f"  … and {more} more failing cases")
+    for c in unjudged[:FAILING_SHOWN]:
+        console.print(f"  [yellow]?[/yellow] {c.case_id} (not judged): {c.reason}")
+    more = (report.cases_not_judged or 0) - min(len(unjudged), FAILING_SHOWN)
+    if more > 0:
+        console.print(f"  … and {more} more cases not judged")
     console.print("[green]PASSED[/green]" if result.passed else "[red]FAILED[/red]")

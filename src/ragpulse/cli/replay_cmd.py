@@ -175,12 +175,14 @@ def _warm_up(s: Settings) -> None:
 
 
 async def _first_error(store: Store, report: RunReport) -> str:
-    """``judge: reason`` of the first error judgement among the first failing cases, ``-`` when none."""
+    """``judge: reason`` of the first error judgement among the first cases not judged (then failing), ``-``
+    when none."""
     from ragpulse.model import JudgementStatus
     from ragpulse.runs.reports import case_rows_page
 
-    rows, _ = await case_rows_page(store, report, limit=50, failing=True)
-    for case in rows:
+    rows, _ = await case_rows_page(store, report, limit=50, not_judged=True)
+    more, _ = await case_rows_page(store, report, limit=50, failing=True)
+    for case in [*rows, *more]:
         for name, j in case.judgements.items():
             if j.status is JudgementStatus.ERROR:
                 return f"{name}: {j.reason or 'error'}"

@@ -20,6 +20,7 @@ from ragpulse.errors import NotFoundError
 
 if TYPE_CHECKING:  # the service modules are imported in the commands: `ragpulse --help` stays light
     from ragpulse.model import TraceResult
+    from ragpulse.portal.traces import TraceDetail
     from ragpulse.protocols import Store
     from ragpulse.runs.compare import RunComparison
     from ragpulse.runs.stored import RejudgeSummary, RunSummary
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # the service modules are imported in the commands: `ragpulse
 #: (tests/cli/test_cli_startup.py checks that the two agree).
 DEFAULT_SCORE_DROP = 0.1
 
-__all__ = ["trace_json"]
+__all__: list[str] = []
 
 runs_app = typer.Typer(help="Stored replay runs: list, show, compare.", no_args_is_help=True)
 _app.add_typer(runs_app, name="runs")
@@ -127,35 +128,6 @@ def runs_compare(
         raise typer.Exit(2)
 
 
-def trace_json(result: TraceResult) -> dict[str, Any]:
-    """The ``trace --json`` document: the trace's fields, ``outcome``, ``outcome_reason``, ``received_at`` and
-    ``judgements`` (``name``, ``version``, ``backend``, ``score``, ``passed``, ``status``, ``reason``, plus
-    ``model``, ``threshold``, ``latency_s``, ``prompt_tokens``, ``completion_tokens``, ``flags``)."""
-    doc: dict[str, Any] = result.trace.model_dump(mode="json")
-    doc["outcome"] = result.outcome.value
-    doc["outcome_reason"] = result.outcome_reason
-    doc["received_at"] = result.received_at.isoformat()
-    doc["judgements"] = [
-        {
-            "name": j.judge,
-            "version": j.version,
-            "backend": j.backend.value,
-            "score": j.score,
-            "passed": j.passed,
-            "status": j.status.value,
-            "reason": j.reason,
-            "model": j.model,
-            "threshold": j.threshold,
-            "latency_s": j.latency_s,
-            "prompt_tokens": j.prompt_tokens,
-            "completion_tokens": j.completion_tokens,
-            "flags": j.flags.model_dump(mode="json"),
-        }
-        for j in result.judgements
-    ]
-    return doc
-
-
 @_app.command("trace")
 def trace(
     trace_id: str = typer.Argument(
@@ -184,16 +156,22 @@ def trace(
     except ValueError as e:
         raise _common.fail(str(e)) from e
 
+    if json_out:  # the document of GET /api/v1/traces/{id}: one service, one shape
+        from ragpulse.portal.traces import get_trace
+
+        async def detail(store: Store) -> TraceDetail:
+            return await get_trace(store, tid, prices=s.export.model_prices)
+
+        _dump(_common.run_with_store(s, detail).model_dump(mode="json"))
+        return
+
     async def q(store: Store) -> TraceResult | None:
         return await store.get_trace(tid)
 
     result = _common.run_with_store(s, q)
     if result is None:
         raise NotFoundError(f"no trace {tid[:100]!r}")
-    if json_out:
-        _dump(trace_json(result))
-    else:
-        _render.print_trace(result, all_versions=all_versions, full=full)
+    _render.print_trace(result, all_versions=all_versions, full=full)
 
 
 @_app.command("rejudge")

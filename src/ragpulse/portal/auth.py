@@ -14,8 +14,11 @@ limit.
   sibling domain ("cookie tossing") cannot come with a matching token: the key never leaves the server. Under
   HTTPS both cookies carry the ``__Host-`` prefix and ``Secure``.
 - **Failed attempts** (a wrong token at ``/login``, in ``Authorization``): :class:`FailureLimiter`, keyed on
-  the client address (``X-Forwarded-For`` from a trusted proxy, else the socket's peer); one WARNING line
-  ``auth_failed`` per failure (client and where, never the token).
+  the client address (``X-Forwarded-For`` from a trusted proxy, else the socket's peer). Every refused attempt
+  (a wrong token, or none on ``/api/v1``) is recorded by :func:`ragpulse.authcheck.refused`: one WARNING line
+  ``auth_failed`` (client and where, never the token) and ``ragpulse_auth_refused_total{listener="portal"}``.
+  Tokens are compared by :func:`ragpulse.authcheck.token_matches` (constant time), the one comparison of
+  every listener.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.requests import HTTPConnection
 
-from ragpulse.logging import get_logger
+from ragpulse.authcheck import refused, token_matches
 from ragpulse.portal.context import PortalContext
 
 __all__ = [
@@ -51,7 +54,6 @@ __all__ = [
     "get_ctx",
     "require_token",
     "session_ok",
-    "token_matches",
 ]
 
 SESSION_COOKIE = "ragpulse_session"
@@ -60,7 +62,6 @@ CSRF_COOKIE = "ragpulse_csrf"
 SESSION_TTL_S = 12 * 3600
 
 _bearer = HTTPBearer(auto_error=False, description="RAGPULSE_API_TOKEN, when the server sets one")
-_log = get_logger("ragpulse.portal.auth")
 
 
 def cookie_name(conn: HTTPConnection, base: str) -> str:
@@ -72,11 +73,6 @@ def get_ctx(request: Request) -> PortalContext:
     """The :class:`PortalContext` of the app serving ``request``."""
     ctx: PortalContext = request.app.state.ctx
     return ctx
-
-
-def token_matches(given: str, token: str) -> bool:
-    """Constant-time comparison of a presented token with the configured one."""
-    return hmac.compare_digest(given.encode(), token.encode())
 
 
 def _id_hash(cookie: str) -> bytes:
@@ -120,13 +116,14 @@ class FailureLimiter:
         return max(1, int(q[0] + self.window_s - self._clock()) + 1)
 
     def failed(self, client: str, where: str) -> None:
-        """Record a failed attempt of ``client`` at ``where`` (``login``, ``bearer``) and log it."""
+        """Record a failed attempt of ``client`` at ``where`` (``login``, ``bearer``, ``proxy_bearer``): counted
+        here and by :func:`ragpulse.authcheck.refused` (the metric and the log line)."""
         q = self._failures.setdefault(client, deque())
         self._failures.move_to_end(client)
         q.append(self._clock())
         while len(self._failures) > self.max_clients:
             self._failures.popitem(last=False)
-        _log.warning("auth_failed", client=client, where=where, failures=len(q), window_s=self.window_s)
+        refused("portal", "wrong", where=where, client=client, failures=len(q), window_s=self.window_s)
 
     def check(self, client: str) -> None:
         """Raise 429 with ``Retry-After`` when ``client`` has used up its attempts."""
@@ -252,6 +249,7 @@ async def require_token(
     if creds is None or not creds.credentials:
         if request.method == "GET" and auth_state(request) == "session":
             return
+        refused("portal", "missing", where="bearer", client=client_address(request))
         raise HTTPException(
             401, "missing bearer token (Authorization: Bearer …)", {"WWW-Authenticate": "Bearer"}
         )

@@ -57,7 +57,9 @@ class RunDetail(RunItem):
     results while the run has none yet). ``report["cases"]`` holds the first :data:`CASES_PAGE` case rows
     (``report["diagnosis"]["cases"]`` their diagnoses; ``cases_next_cursor`` continues them through
     :func:`case_page`), ``failing_cases`` the first
-    :data:`CASES_PAGE` cases that did not pass (``failing_next_cursor``)."""
+    :data:`CASES_PAGE` cases that failed (verdict ``fail``; ``failing_next_cursor``), ``not_judged_cases`` the
+    first :data:`CASES_PAGE` cases not judged (abstained, judge errors, skips: not failures;
+    ``not_judged_next_cursor``)."""
 
     request: dict[str, Any] | None = None
     #: the judge model the run's judges asked (``None``: none — heuristic judges), from the run's settings
@@ -67,6 +69,8 @@ class RunDetail(RunItem):
     cases_next_cursor: str | None = None
     failing_cases: list[CaseRow] = []
     failing_next_cursor: str | None = None
+    not_judged_cases: list[CaseRow] = []
+    not_judged_next_cursor: str | None = None
 
 
 #: Case rows in one page of a run's detail.
@@ -155,6 +159,7 @@ async def get_run(store: PostgresStore, run_id: str) -> RunDetail:
         ]
     rows, nxt = await case_rows_page(store, report, limit=CASES_PAGE)
     failing, failing_nxt = await case_rows_page(store, report, limit=CASES_PAGE, failing=True)
+    unjudged, unjudged_nxt = await case_rows_page(store, report, limit=CASES_PAGE, not_judged=True)
     doc = report.to_json()
     doc.pop("case_source", None)
     doc["cases"] = [r.model_dump(mode="json") for r in rows]
@@ -169,6 +174,8 @@ async def get_run(store: PostgresStore, run_id: str) -> RunDetail:
         cases_next_cursor=_cursor(nxt),
         failing_cases=failing,
         failing_next_cursor=_cursor(failing_nxt),
+        not_judged_cases=unjudged,
+        not_judged_next_cursor=_cursor(unjudged_nxt),
     )
 
 
@@ -181,10 +188,12 @@ async def case_page(
     run_id: str,
     *,
     failing: bool = False,
+    not_judged: bool = False,
     limit: int = CASES_PAGE,
     cursor: str | None = None,
 ) -> Page[CaseRow]:
-    """A page of run ``run_id``'s case rows in run order (only the failing ones when ``failing``).
+    """A page of run ``run_id``'s case rows in run order (only the failing ones when ``failing``, only those
+    not judged when ``not_judged``).
 
     Raises:
         NotFoundError: no such run.
@@ -200,5 +209,7 @@ async def case_page(
         if not isinstance(key[0], int) or not isinstance(key[1], str):
             raise BadRequest(f"invalid cursor {cursor[:40]!r}")
         after = (key[0], key[1])
-    rows, nxt = await case_rows_page(store, report, after=after, limit=limit, failing=failing)
+    rows, nxt = await case_rows_page(
+        store, report, after=after, limit=limit, failing=failing, not_judged=not_judged
+    )
     return Page[CaseRow](items=rows, next_cursor=_cursor(nxt))

@@ -27,6 +27,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from ragpulse.authcheck import token_matches
 from ragpulse.errors import StoreError
 from ragpulse.httpguard import SAFE_METHODS, cross_site
 from ragpulse.logging import get_logger
@@ -35,7 +36,6 @@ from ragpulse.portal.auth import (
     Access,
     client_address,
     cookie_name,
-    token_matches,
 )
 from ragpulse.portal.context import PortalContext
 from ragpulse.portal.problems import problem

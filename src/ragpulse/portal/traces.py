@@ -24,6 +24,7 @@ from ragpulse.model import (
     normalize_trace_id,
     usage_cost,
 )
+from ragpulse.protocols import Store
 from ragpulse.query import DEFAULT_LIMIT, Page, encode_cursor, source_scope, time_key
 from ragpulse.runs.testset_files import require_question
 from ragpulse.runs.testsets import DEFAULT_MAX_CASES, case_row
@@ -306,6 +307,8 @@ class DocumentView(BaseModel):
     rank: int
     score: float | None = None
     content: str
+    #: what the retriever sent with the document (source, title …), as stored
+    metadata: dict[str, Any] = {}
 
 
 class TraceDetail(AppUsage):
@@ -343,6 +346,19 @@ class TraceDetail(AppUsage):
     judgements: list[JudgementView] = []
     #: ``{judge: n}``: how many older judgements (other versions) of each judge are stored besides the newest.
     older_versions: dict[str, int] = {}
+    #: The rest of the stored :class:`ragpulse.model.Trace` (``ragpulse trace --json`` prints this document):
+    #: span times (UTC), whether they were replaced by receive times, why it was not evaluable, the ground
+    #: truth a test case carried and the answering span.
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    time_replaced: bool = False
+    not_evaluable: str | None = None
+    reference_contexts: list[str] = []
+    context_labels: list[bool] | None = None
+    labelled_contexts: list[str] | None = None
+    labelled_doc_ids: list[str] | None = None
+    answer_span_id: str | None = None
+    answer_candidates: list[str] = []
 
 
 _VERDICT_SUPPORTED = {"supported": True, "unsupported": False, "contradicted": False}
@@ -541,9 +557,10 @@ async def get_session(
 
 
 async def get_trace(
-    store: PostgresStore, trace_id: str, *, prices: Mapping[str, ModelPrice] | None = None
+    store: Store, trace_id: str, *, prices: Mapping[str, ModelPrice] | None = None
 ) -> TraceDetail:
-    """One trace with every judgement (all versions, by judge), and the app's cost at ``prices``.
+    """One trace with every judgement (all versions, by judge), and the app's cost at ``prices``: the
+    document of ``GET /api/v1/traces/{id}`` and of ``ragpulse trace --json``.
 
     Raises:
         NotFoundError: no such trace.
@@ -571,7 +588,10 @@ async def get_trace(
         question=t.question,
         answer=t.answer,
         context=t.context,
-        documents=[DocumentView(id=d.id, rank=d.rank, score=d.score, content=d.content) for d in t.documents],
+        documents=[
+            DocumentView(id=d.id, rank=d.rank, score=d.score, content=d.content, metadata=d.metadata)
+            for d in t.documents
+        ],
         expected_answer=t.expected_answer,
         keywords=list(t.keywords) if t.keywords is not None else None,
         model=t.model,
@@ -596,6 +616,16 @@ async def get_trace(
             for j in r.judgements
         ],
         older_versions=older,
+        start_time=t.start_time,
+        end_time=t.end_time,
+        time_replaced=t.time_replaced,
+        not_evaluable=t.not_evaluable,
+        reference_contexts=list(t.reference_contexts),
+        context_labels=list(t.context_labels) if t.context_labels is not None else None,
+        labelled_contexts=list(t.labelled_contexts) if t.labelled_contexts is not None else None,
+        labelled_doc_ids=list(t.labelled_doc_ids) if t.labelled_doc_ids is not None else None,
+        answer_span_id=t.answer_span_id,
+        answer_candidates=list(t.answer_candidates),
     )
 
 

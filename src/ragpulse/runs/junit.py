@@ -15,9 +15,9 @@ Layout::
       </testsuite>
     </testsuites>
 
-A case row (``report.cases``) maps to: ``passed`` → a passing test case; a scored judgement that failed →
-``failure``; otherwise an ``error`` judgement → ``error``; otherwise (all skipped, not evaluable) →
-``skipped``. ``time`` attributes are seconds (the run's ``wall_seconds`` on the case suite).
+A case row (``report.cases``) maps by its verdict (``CaseRow.verdict``): ``pass`` → a passing test case;
+``fail`` (a scored judgement failed, the answer did not abstain) → ``failure``; ``not_judged`` → ``error`` when
+a judge errored, else ``skipped`` (abstained, skipped, not evaluable) — never a failure. ``time`` attributes are seconds (the run's ``wall_seconds`` on the case suite).
 
 :func:`write_junit` streams: the case rows are read from the store through one cursor and each ``<testcase>``
 is written to a temporary file as it is made (the counts go in the start tags, so the document is assembled
@@ -60,12 +60,12 @@ def _judgement_lines(row: CaseRow) -> str:
 def _case(classname: str, row: CaseRow) -> tuple[ET.Element, str]:
     """The ``<testcase>`` of a case row and its result (``pass``, ``failure``, ``error``, ``skipped``)."""
     tc = ET.Element("testcase", classname=classname, name=row.case_id, time="0")
-    if row.passed:
+    if row.verdict == "pass":
         return tc, "pass"
     reason = row.reason or "not passed"
     body = _judgement_lines(row)
     js = row.judgements.values()
-    if any(j.status is JudgementStatus.OK and not j.passed for j in js):
+    if row.verdict == "fail":
         el = ET.SubElement(tc, "failure", message=reason, type="quality")
         el.text = body
         return tc, "failure"

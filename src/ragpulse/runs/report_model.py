@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from ragpulse.model import ABSTAINED, JudgementStatus, RunStatus, TraceOutcome
 
@@ -22,6 +22,7 @@ __all__ = [
     "CaseDiagnosis",
     "CaseJudgement",
     "CaseRow",
+    "CaseVerdict",
     "Counts",
     "Diagnosis",
     "DiagnosisOverall",
@@ -36,6 +37,11 @@ _CONFIG = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 #: Outcome of a judgement in the report's counts.
 CountKey = Literal["pass", "fail", "error", "abstained", "skipped"]
+#: What a case came to (:attr:`CaseRow.verdict`): ``pass``; ``fail`` — a scored judgement failed and the answer
+#: did not abstain; ``not_judged`` — no verdict: the answer abstained (left out of the pass rate), or a judge
+#: errored or skipped (``no_answer``, ``no_reference`` …) with no scored judgement failing, or the case was not
+#: evaluable. Skipped and error judgements are never failures.
+CaseVerdict = Literal["pass", "fail", "not_judged"]
 #: Which side of a RAG system a case (or a run) is weak on; see :mod:`ragpulse.runs.diagnosis`.
 WeakSide = Literal["retrieval", "generation", "both", "none", "undetermined"]
 
@@ -153,6 +159,17 @@ class CaseRow(BaseModel):
     claim_causes: ClaimCauses | None = Field(default=None, exclude_if=lambda v: v is None)
     abstained: bool = Field(default=False, exclude_if=lambda v: not v)
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> CaseVerdict:
+        """``pass``, ``fail`` or ``not_judged`` (:data:`CaseVerdict`), from ``passed``, ``abstained`` and the
+        judgements; in the JSON form (computed again when a stored row is read)."""
+        if self.passed:
+            return "pass"
+        if not self.abstained and any(j.outcome == "fail" for j in self.judgements.values()):
+            return "fail"
+        return "not_judged"
+
 
 class CaseDiagnosis(BaseModel):
     """The weak side of one case, why, and the retrieval/generation scores it was decided on (0–1)."""
@@ -251,6 +268,9 @@ class RunReport(BaseModel):
             order of ``judges``); reports stored before it existed keep their stored order.
         judges_added: judges added to ``enabled_judges`` for this test set.
         cases_passed: cases that passed (``None`` in reports stored before it existed).
+        cases_not_judged: cases with verdict ``not_judged`` (:data:`CaseVerdict`: abstained, or only error or
+            skipped judgements besides passing ones, or not evaluable); neither passed nor failed. ``None`` in
+            reports stored before it existed (their ``cases_failing`` counts them as failing).
         cases: the case rows the report carries: with ``case_source="report"`` one :class:`CaseRow` per case,
             in test-set order; with ``case_source="store"`` (replays since issue 13 "Scale") only the cases
             that are not in the store (their write failed), the others are read from the store page by page
@@ -270,6 +290,7 @@ class RunReport(BaseModel):
     status: RunStatus = RunStatus.COMPLETED
     cases_total: int = 0
     cases_passed: int | None = None
+    cases_not_judged: int | None = None
     cases_abstained: int = 0
     pass_rate: float = 0.0
     coverage: float = 0.0
@@ -328,15 +349,21 @@ class RunReport(BaseModel):
 
     @property
     def failing_cases(self) -> list[CaseRow]:
-        """Cases of :attr:`cases` that did not pass, in run order (with ``case_source="store"`` only those not
-        in the store: read the others with :func:`ragpulse.runs.reports.iter_case_rows`)."""
-        return [c for c in self.cases if not c.passed]
+        """Cases of :attr:`cases` with verdict ``fail``, in run order (with ``case_source="store"`` only those
+        not in the store: read the others with :func:`ragpulse.runs.reports.iter_case_rows`)."""
+        return [c for c in self.cases if c.verdict == "fail"]
+
+    @property
+    def not_judged_cases(self) -> list[CaseRow]:
+        """Cases of :attr:`cases` with verdict ``not_judged``, in run order (as :attr:`failing_cases`)."""
+        return [c for c in self.cases if c.verdict == "not_judged"]
 
     @property
     def cases_failing(self) -> int:
-        """How many cases did not pass."""
+        """How many cases failed (verdict ``fail``; in reports stored before ``cases_not_judged`` existed,
+        every case that did not pass)."""
         if self.cases_passed is not None:
-            return self.cases_total - self.cases_passed
+            return self.cases_total - self.cases_passed - (self.cases_not_judged or 0)
         return len(self.failing_cases)
 
     @property

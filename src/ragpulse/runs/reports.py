@@ -8,6 +8,10 @@ Definitions (issue 3):
   must not pass on the judges that need no model) and no judgement was skipped for want of an answer
   (``no_answer``: the RAG system gave none, so the case never passes on the retrieval judges alone) or
   because the answer abstained (``abstained``).
+- A case's **verdict** (``CaseRow.verdict``): ``pass``; ``fail`` when a scored judgement failed and the answer
+  did not abstain; else ``not_judged`` (abstained, only error/skipped judgements besides passing ones, or not
+  evaluable): skipped and error judgements are never failures. ``cases_not_judged`` counts the last; the
+  failing cases are ``cases_total − cases_passed − cases_not_judged``.
 - A case is **abstained** when a judge skipped it because the answer declined to answer ("I don't know",
   reason ``abstained``): not a pass, not a fail, left out of the pass rate (``cases_abstained``).
 - ``pass_rate`` = passed cases / (all cases − abstained cases); ``coverage`` = cases with ≥ 1 scored judgement /
@@ -154,8 +158,12 @@ def _case_verdict(js: Sequence[tuple[str, _Verdict]]) -> tuple[bool, int, bool, 
     if passed:
         return passed, len(scored), abstained, None
     bad = [(name, j) for name, j in js if j.status is not JudgementStatus.OK or not j.passed]
-    # failures and errors first, skipped judgements (e.g. no_answer) last
-    bad.sort(key=lambda nj: nj[1].status is JudgementStatus.SKIPPED)
+    if not abstained and any(not j.passed for j in scored):
+        # a failing case: failures and errors first, skipped judgements (e.g. no_answer) last
+        bad.sort(key=lambda nj: nj[1].status is JudgementStatus.SKIPPED)
+    else:  # a case not judged: why first (abstained, errors, other skips), failures of an abstained answer last
+        order = {JudgementStatus.ERROR: 1, JudgementStatus.SKIPPED: 2, JudgementStatus.OK: 4}
+        bad.sort(key=lambda nj: order[nj[1].status] - 2 * (nj[1].reason_code == ABSTAINED))
     reason = "; ".join(f"{name}: {j.reason or j.outcome}" for name, j in bad) or "no_judgements"
     return passed, len(scored), abstained, reason
 
@@ -266,7 +274,7 @@ class ReportBuilder:
         self._per = {n: _Tally() for n in self.names}
         self._counts = dict.fromkeys(COUNT_KEYS, 0)
         self._prompt = self._completion = 0
-        self.total = self.passed = self._covered = self.abstained = 0
+        self.total = self.passed = self.not_judged = self._covered = self.abstained = 0
         self.with_errors = False
         self._rows: list[CaseRow] = []
         self._diagnosis = DiagnosisTally(keep_cases=keep_rows)
@@ -279,6 +287,7 @@ class ReportBuilder:
         self._diagnosis.add(row)
         self.total += 1
         self.passed += row.passed
+        self.not_judged += row.verdict == "not_judged"
         self.abstained += row.abstained
         self._covered += row.scored > 0
         js = c.result.judgements
@@ -340,6 +349,7 @@ class ReportBuilder:
             status=status,
             cases_total=total,
             cases_passed=self.passed,
+            cases_not_judged=self.not_judged,
             cases_abstained=self.abstained,
             pass_rate=_r(self.passed / decided) if (decided := total - self.abstained) else 0.0,
             coverage=_r(self._covered / total) if total else 0.0,
@@ -492,26 +502,30 @@ async def case_rows_page(
     limit: int = 200,
     offset: int = 0,
     failing: bool = False,
+    not_judged: bool = False,
 ) -> tuple[list[CaseRow], RowKey | None]:
     """One page of ``report``'s case rows in run order: up to ``limit`` rows after key ``after`` (skipping
-    ``offset`` more), only the failing ones when ``failing``; and the key to pass as ``after`` for the next
-    page (``None`` on the last page). With ``case_source="store"`` the rows of cases that are not in the store
-    come on the last page (which may then hold more than ``limit`` rows).
+    ``offset`` more), only those with verdict ``fail`` when ``failing``, only those with verdict
+    ``not_judged`` when ``not_judged``; and the key to pass as ``after`` for the next page (``None`` on the
+    last page). With ``case_source="store"`` the rows of cases that are not in the store come on the last page
+    (which may then hold more than ``limit`` rows).
 
     Raises:
         StoreError: the store failed.
     """
+    wanted = "fail" if failing else "not_judged" if not_judged else None
     if report.case_source == "report":
-        rows = [r for r in report.cases if not failing or not r.passed]
+        rows = [r for r in report.cases if wanted is None or r.verdict == wanted]
         start = (after[0] + 1 if after else 0) + offset
         page = rows[start : start + limit]
         end = start + len(page)
         return page, ((end - 1, "") if end < len(rows) else None)
-    unstored = [r for r in report.cases if not failing or not r.passed]
-    if failing and report.cases_passed is not None and report.cases_failing <= len(unstored):
-        return unstored, None  # no stored case failed: nothing to look for (a scan of the whole run)
+    unstored = [r for r in report.cases if wanted is None or r.verdict == wanted]
+    expected = report.cases_failing if failing else report.cases_not_judged if not_judged else None
+    if report.cases_passed is not None and expected is not None and expected <= len(unstored):
+        return unstored, None  # no stored case of that verdict: nothing to look for (a scan of the whole run)
     got = await store.run_results_page(
-        report.run_id, after=after, limit=limit + 1, offset=offset, failing=failing
+        report.run_id, after=after, limit=limit + 1, offset=offset, failing=failing, not_judged=not_judged
     )
     page = [case_row(stored_case(r, ())) for _, r in got[:limit]]
     if len(got) > limit:

@@ -104,8 +104,10 @@ def _initial_series(
     """Create the labelled metric series known now at 0 (:func:`ragpulse.telemetry.initialise_series`): the
     judges' (those calling a judge model: ``backend`` ``llm``; cascades), every trace source, the rejection
     reasons of the running Kafka/OTLP sources (and the OTLP intake's own counters), the evaluation-event kinds of
-    the exporters, the models of the app price table (``export.model_prices``)."""
+    the exporters, the models of the app price table (``export.model_prices``), the refused-authentication
+    series of the listeners that require a token (portal with ``api.token``, OTLP with ``otlp.token``)."""
     from ragpulse import telemetry
+    from ragpulse.authcheck import REASONS
     from ragpulse.ingest.events import KAFKA_REJECT_REASONS
     from ragpulse.ingest.otlp.intake import OTLP_REJECT_REASONS
     from ragpulse.judges.cascade import CascadeJudge
@@ -124,6 +126,10 @@ def _initial_series(
         rejected["otlp"] = OTLP_REJECT_REASONS
         more += [(SPANS_NOT_TAKEN, {"reason": r}) for r in NOT_TAKEN_REASONS]
         more.append((OWN_SPANS_IGNORED, {}))
+    listeners: list[str] = ["portal"] if settings.api.token is not None else []
+    if "otlp" in sources and settings.otlp.token is not None:
+        listeners += ["otlp_http", "otlp_grpc"]
+    more += [(telemetry.AUTH_REFUSED, {"listener": li, "reason": r}) for li in listeners for r in REASONS]
     n = telemetry.initialise_series(
         judges,
         model_judges=[

@@ -560,10 +560,11 @@ class PostgresStore(PortalQueries):
         limit: int = 200,
         offset: int = 0,
         failing: bool = False,
+        not_judged: bool = False,
     ) -> list[tuple[RunCaseKey, TraceResult]]:
         """One page of run ``run_id``'s results in run order (:mod:`ragpulse.store.run_rows`): up to ``limit``
-        ``(key, result)`` pairs after ``after`` (keyset) skipping ``offset`` more; ``failing``: only the cases
-        that did not pass. Each result has the run's judgement per judge (no raw model output) and of its trace
+        ``(key, result)`` pairs after ``after`` (keyset) skipping ``offset`` more; ``failing`` / ``not_judged``:
+        only the cases of that verdict (``ragpulse.runs.report_model.CaseVerdict``). Each result has the run's judgement per judge (no raw model output) and of its trace
         only the ids, routing fields and ``test_set`` attribute (no texts). The first page of a 100,000-case
         run costs its own rows (an index walk in test-set position, migration 140); the last page also looks
         for cases outside the test set (one pass over the run).
@@ -574,7 +575,12 @@ class PostgresStore(PortalQueries):
         return await self._run(
             "run_results_page",
             lambda c: run_rows.fetch_page(
-                c, run_id, after=after, limit=limit, offset=offset, failing=failing
+                c,
+                run_id,
+                after=after,
+                limit=limit,
+                offset=offset,
+                verdict="fail" if failing else "not_judged" if not_judged else None,
             ),
         )
 

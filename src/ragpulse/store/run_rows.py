@@ -13,7 +13,7 @@ what a report row needs (ids, app, scenario, source, ``test_set`` attribute; no 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ragpulse.model import Source, Trace, TraceOutcome, TraceResult
 from ragpulse.store.migrate import Conn
@@ -43,6 +43,16 @@ _PASSED = """coalesce((
      AND bool_and(CASE l.status WHEN 'ok' THEN l.passed WHEN 'error' THEN false
                   ELSE btrim(split_part(l.reason, ':', 1)) NOT IN ('abstained', 'no_answer') END)
   FROM run_judgements l WHERE l.run_id = rc.run_id AND l.trace_id = rc.trace_id), false)"""
+
+# A case fails when a scored judgement failed and no judge skipped it because the answer abstained (the report's
+# verdict ``fail``, runs.report_model.CaseRow.verdict); a case that neither passed nor failed is not judged.
+_FAILED = """coalesce((
+  SELECT bool_or(l.status = 'ok' AND l.passed IS FALSE)
+     AND NOT bool_or(l.status = 'skipped' AND btrim(split_part(l.reason, ':', 1)) = 'abstained')
+  FROM run_judgements l WHERE l.run_id = rc.run_id AND l.trace_id = rc.trace_id), false)"""
+
+# The verdict filter of a page: NULL (every case), 'fail' or 'not_judged' (parameter ``{n}``).
+_VERDICT = "(${n}::text IS NULL OR (NOT " + _PASSED + " AND " + _FAILED + " = (${n}::text = 'fail')))"
 
 _FROM = """
 FROM run_cases rc
@@ -84,7 +94,7 @@ _PAGE_PLACED = f"""SELECT rc.trace_id, tc.position AS case_pos
 FROM test_cases tc JOIN run_cases rc ON rc.run_id = $1 AND rc.test_case_id = tc.case_id
 WHERE tc.test_set = {_TEST_SET}
   AND ($2::integer IS NULL OR (tc.position >= $2::integer AND (tc.position, rc.trace_id) > ($2::integer, $3::text)))
-  AND (NOT $4::boolean OR NOT {_PASSED})
+  AND {_VERDICT.format(n=4)}
 ORDER BY tc.position, rc.trace_id LIMIT $5 OFFSET $6"""
 
 # The run's other cases (no test case in its set: sent with a run id, or the set changed), last, by trace id.
@@ -92,7 +102,7 @@ _UNPLACED = f"""FROM run_cases rc
 WHERE rc.run_id = $1
   AND NOT EXISTS (SELECT 1 FROM test_cases tc WHERE tc.test_set = {_TEST_SET} AND tc.case_id = rc.test_case_id)
   AND ($2::text IS NULL OR rc.trace_id > $2::text)
-  AND (NOT $3::boolean OR NOT {_PASSED})"""
+  AND {_VERDICT.format(n=3)}"""
 _PAGE_UNPLACED = (
     f"SELECT rc.trace_id, {NO_POSITION} AS case_pos {_UNPLACED} ORDER BY rc.trace_id LIMIT $4 OFFSET $5"
 )
@@ -100,7 +110,7 @@ _COUNT_PLACED = f"""SELECT count(*)
 FROM test_cases tc JOIN run_cases rc ON rc.run_id = $1 AND rc.test_case_id = tc.case_id
 WHERE tc.test_set = {_TEST_SET}
   AND ($2::integer IS NULL OR (tc.position, rc.trace_id) > ($2::integer, $3::text))
-  AND (NOT $4::boolean OR NOT {_PASSED})"""
+  AND {_VERDICT.format(n=4)}"""
 
 _TRACES = f"SELECT {_TRACE_COLUMNS} FROM traces t WHERE t.trace_id = ANY($1::text[])"
 
@@ -146,10 +156,16 @@ def _result(row: Row, judgements: Sequence[Row]) -> TraceResult:
 
 
 async def fetch_page(
-    conn: Conn, run_id: str, *, after: RunCaseKey | None, limit: int, offset: int, failing: bool
+    conn: Conn,
+    run_id: str,
+    *,
+    after: RunCaseKey | None,
+    limit: int,
+    offset: int,
+    verdict: Literal["fail", "not_judged"] | None = None,
 ) -> list[tuple[RunCaseKey, TraceResult]]:
     """Up to ``limit`` results of run ``run_id`` after key ``after`` (skipping ``offset`` more), only the cases
-    that did not pass when ``failing``: first the cases placed in the run's test set (an index walk in position
+    of ``verdict`` when given (``fail``, ``not_judged``: ``ragpulse.runs.report_model.CaseVerdict``): first the cases placed in the run's test set (an index walk in position
     order), then the others."""
     keys: list[tuple[str, int]] = []
     placed_after = after if after is None or after[0] != NO_POSITION else None
@@ -157,19 +173,19 @@ async def fetch_page(
         args = (run_id, placed_after[0] if placed_after else None, placed_after[1] if placed_after else None)
         keys = [
             (r["trace_id"], r["case_pos"])
-            for r in await conn.fetch(_PAGE_PLACED, *args, failing, limit, offset)
+            for r in await conn.fetch(_PAGE_PLACED, *args, verdict, limit, offset)
         ]
         if len(keys) == limit:
             return await _results(conn, run_id, keys)
         if offset and not keys:  # the offset may reach into the other cases
-            offset = max(0, offset - int(await conn.fetchval(_COUNT_PLACED, *args, failing)))
+            offset = max(0, offset - int(await conn.fetchval(_COUNT_PLACED, *args, verdict)))
         else:
             offset = 0
     rest = await conn.fetch(
         _PAGE_UNPLACED,
         run_id,
         after[1] if after is not None and after[0] == NO_POSITION else None,
-        failing,
+        verdict,
         limit - len(keys),
         offset,
     )

@@ -17,6 +17,8 @@ from typing import Any
 from ragpulse.errors import StoreError
 from ragpulse.judges.frame import compute_version, error, ok, skipped
 from ragpulse.model import (
+    ABSTAINED,
+    NO_ANSWER,
     Backend,
     CalibrationProfile,
     Judgement,
@@ -40,11 +42,17 @@ def _comparable(j: Judgement) -> dict[str, Any]:
     return j.model_dump(exclude=set(_VOLATILE))
 
 
-def _passed(r: TraceResult) -> bool:
-    """The report's definition of a passed case (``runs.reports.case_row``)."""
+def _verdict(r: TraceResult) -> str:
+    """The report's verdict of a case (``runs.report_model.CaseRow.verdict``): ``pass``, ``fail`` or
+    ``not_judged``."""
     scored = [j for j in r.judgements if j.status is JudgementStatus.OK]
     errored = any(j.status is JudgementStatus.ERROR for j in r.judgements)
-    return bool(scored) and all(j.passed for j in scored) and not errored
+    skips = {j.reason_code for j in r.judgements if j.status is JudgementStatus.SKIPPED}
+    if bool(scored) and all(j.passed for j in scored) and not errored and not skips & {ABSTAINED, NO_ANSWER}:
+        return "pass"
+    if ABSTAINED not in skips and any(not j.passed for j in scored):
+        return "fail"
+    return "not_judged"
 
 
 class MemoryStore:
@@ -245,11 +253,13 @@ class MemoryStore:
         limit: int = 200,
         offset: int = 0,
         failing: bool = False,
+        not_judged: bool = False,
     ) -> list[tuple[tuple[int, str], TraceResult]]:
         """A page of the run's results in run order (see the protocol)."""
         rows = [(k, r) for k, r in self._run_order(run_id) if after is None or k > after]
-        if failing:
-            rows = [(k, r) for k, r in rows if not _passed(r)]
+        if failing or not_judged:
+            wanted = "fail" if failing else "not_judged"
+            rows = [(k, r) for k, r in rows if _verdict(r) == wanted]
         return rows[offset : offset + limit]
 
     async def run_results_by_case(self, run_id: str, case_ids: Sequence[str]) -> list[TraceResult]:

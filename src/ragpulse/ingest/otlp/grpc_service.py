@@ -19,8 +19,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from ragpulse.authcheck import bearer_matches, refused
 from ragpulse.errors import IngestError, PayloadTooLarge
-from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, bearer_matches, count_rejected
+from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, count_rejected
 
 __all__ = ["LOGS_SERVICE_NAME", "SERVICE_NAME", "TraceServiceReceiver", "add_receiver"]
 
@@ -84,8 +85,10 @@ class TraceServiceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
     async def _check_token(self, context: grpc.aio.ServicerContext) -> None:
         if self._token is not None:
             metadata = dict(context.invocation_metadata() or ())
-            if not bearer_matches(metadata.get("authorization"), self._token):
+            auth = metadata.get("authorization")
+            if not bearer_matches(auth, self._token):
                 count_rejected("unauthenticated")
+                refused("otlp_grpc", "wrong" if auth else "missing", where="grpc", client=context.peer())
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
 
 

@@ -30,8 +30,9 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2  # type: ignore[import-untyped]
 from starlette.requests import ClientDisconnect
 
+from ragpulse.authcheck import bearer_matches, refused
 from ragpulse.errors import IngestError, PayloadTooLarge
-from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, bearer_matches, count_rejected
+from ragpulse.ingest.otlp.intake import OtlpIntake, Overloaded, count_rejected
 from ragpulse.logging import get_logger
 
 __all__ = ["JSON", "PROTOBUF", "build_http_app"]
@@ -82,8 +83,11 @@ def build_http_app(intake: OtlpIntake, max_request_bytes: int, token: str | None
             return _status(
                 code_pb2.PERMISSION_DENIED, "requests from web pages are not accepted", as_json, 403
             )
-        if token is not None and not bearer_matches(request.headers.get("authorization"), token):
+        auth = request.headers.get("authorization")
+        if token is not None and not bearer_matches(auth, token):
             count_rejected("unauthenticated")
+            client = request.client.host if request.client is not None else None
+            refused("otlp_http", "wrong" if auth else "missing", where="http", client=client)
             denied = _status(code_pb2.UNAUTHENTICATED, "missing or wrong bearer token", as_json, 401)
             denied.headers["WWW-Authenticate"] = 'Bearer realm="ragpulse-otlp"'
             return denied

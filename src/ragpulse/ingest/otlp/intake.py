@@ -6,7 +6,6 @@ Kept apart from the transports so gRPC and HTTP behave identically (same countin
 from __future__ import annotations
 
 import asyncio
-import hmac
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
@@ -34,7 +33,6 @@ __all__ = [
     "OWN_SPANS_IGNORED",
     "OtlpIntake",
     "Overloaded",
-    "bearer_matches",
     "count_rejected",
 ]
 
@@ -71,17 +69,6 @@ def count_rejected(reason: str, n: int = 1) -> None:
     """
     if n:
         telemetry.TRACES_REJECTED.add(n, {"source": "otlp", "reason": reason})
-
-
-def bearer_matches(header: str | None, token: str) -> bool:
-    """True when ``header`` (an ``Authorization`` header or gRPC ``authorization`` metadata value) is
-    ``Bearer <token>`` (scheme case-insensitive); compared in constant time."""
-    if not header:
-        return False
-    scheme, _, given = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(given.strip().encode("utf-8", "replace"), token.encode("utf-8"))
 
 
 class Overloaded(IngestError):

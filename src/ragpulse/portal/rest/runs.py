@@ -85,11 +85,16 @@ async def get_run(ctx: Ctx, run_id: str) -> run_history.RunDetail:
 async def run_cases(
     ctx: Ctx,
     run_id: str,
-    failing: Annotated[bool, Query(description="only the cases that did not pass")] = False,
+    failing: Annotated[bool, Query(description="only the failing cases (verdict fail)")] = False,
+    not_judged: Annotated[
+        bool, Query(description="only the cases not judged (abstained, judge errors, skips)")
+    ] = False,
     limit: Annotated[int, Query(ge=1, le=1000)] = run_history.CASES_PAGE,
     cursor: Annotated[str | None, Query()] = None,
 ) -> Page[CaseRow]:
-    return await run_history.case_page(ctx.store, run_id, failing=failing, limit=limit, cursor=cursor)
+    return await run_history.case_page(
+        ctx.store, run_id, failing=failing, not_judged=not_judged, limit=limit, cursor=cursor
+    )
 
 
 @router.post("/runs/{run_id}/cancel", summary="Cancel a queued or running run (a finished one → 409)")

@@ -6,6 +6,11 @@ and error judgements, and the time series marks every interval that had some (a 
 counts in its tooltip). The histogram's x axis is the score (0–1, bars as wide as their bucket) with the
 judge's threshold drawn as a dashed line; the time series has a time axis whose labels ``portal.js`` writes in
 the browser's time zone (``data-time``, UTC without script).
+
+The time series scales with its box: on a narrow screen (``portal.css``, ``max-width: 640px``) its text is drawn
+larger in the view box so that it stays 10–11 px on the screen (10.7 px at 390 px), and the second and fourth
+time labels (``class="time-tick minor"``) are hidden so the start, middle and end labels do not overlap. Its legend is HTML
+under the SVG (``<ul class="ts-legend">``), so it wraps and keeps the page's font size at any width.
 """
 
 from __future__ import annotations
@@ -86,20 +91,20 @@ def _iso(v: datetime) -> str:
 def timeseries_svg(
     series: Sequence[JudgeSeries], since: datetime, until: datetime, t: Mapping[str, str] = _NO_LABELS
 ) -> Markup:
-    """One pass-rate line per judge over [since, until], 600×(200 + legend) view box: a 0–100 % y axis, a time
-    axis with five labels (``<text data-time="ISO">``, UTC until ``portal.js`` rewrites them), a tooltip per
-    point (pass rate, judgements, errors, skipped), a tick under the axis at each interval with errors or
-    skipped judgements, and a legend with each judge's errors and skipped in the window. ``t``: the page's
-    labels (``errors``, ``skipped``, ``count``, ``pass_rate``)."""
+    """One pass-rate line per judge over [since, until], 600×200 view box: a 0–100 % y axis, a time axis with
+    five labels (``<text data-time="ISO">``, UTC until ``portal.js`` rewrites them; the second and fourth are
+    ``minor``, hidden on narrow screens), a tooltip per point (pass rate, judgements, errors, skipped), a tick
+    under the axis at each interval with errors or skipped judgements; then, after the SVG, an HTML legend
+    (``<ul class="ts-legend">``, one ``<li data-judge>`` per judge with its colour swatch and its errors and
+    skipped in the window). ``t``: the page's labels (``errors``, ``skipped``, ``count``, ``pass_rate``)."""
     w, h, pad, left = 600, 200, 24, 34
     bottom = h - 40
     span = max((until - since).total_seconds(), 1.0)
     width = w - left - pad
     err_l, skip_l = escape(t.get("errors", "errors")), escape(t.get("skipped", "skipped"))
     count_l, rate_l = escape(t.get("count", "judgements")), escape(t.get("pass_rate", "pass rate"))
-    parts = [
-        f'<svg viewBox="0 0 {w} {h + 20 * len(series)}" role="img" aria-label="pass rate over time" class="ts">'
-    ]
+    parts = [f'<svg viewBox="0 0 {w} {h}" role="img" aria-label="pass rate over time" class="ts">']
+    legend = ['<ul class="ts-legend">']
     for frac in (0.0, 0.5, 1.0):
         y = bottom - (bottom - pad) * frac
         parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{w - pad}" y2="{y:.1f}" stroke="#e3e6ec"/>')
@@ -111,8 +116,9 @@ def timeseries_svg(
         anchor = "start" if i == 0 else "end" if i == 4 else "middle"
         label = at.astimezone(UTC).strftime("%m-%d %H:%M") + (" UTC" if i == 4 else "")
         parts.append(f'<line x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 4}" stroke="#999"/>')
+        minor = " minor" if i in (1, 3) else ""
         parts.append(
-            f'<text class="time-tick" x="{x:.1f}" y="{bottom + 16}" text-anchor="{anchor}" '
+            f'<text class="time-tick{minor}" x="{x:.1f}" y="{bottom + 16}" text-anchor="{anchor}" '
             f'data-time="{_iso(at)}">{label}</text>'
         )
     for i, js in enumerate(series):
@@ -144,11 +150,11 @@ def timeseries_svg(
             parts.append(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"><title>{tip}</title></circle>'
             )
-        ly = h + 14 + 20 * i
-        parts.append(f'<rect x="{left}" y="{ly - 9}" width="10" height="10" fill="{color}"/>')
-        parts.append(
-            f'<text x="{left + 16}" y="{ly}" class="legend" data-judge="{escape(js.judge)}">{escape(js.judge)} · '
-            f"{err_l} {errors} · {skip_l} {skipped}</text>"
+        legend.append(
+            f'<li data-judge="{escape(js.judge)}"><svg class="swatch" viewBox="0 0 10 10" aria-hidden="true">'
+            f'<rect width="10" height="10" fill="{color}"/></svg>{escape(js.judge)} · '
+            f"{err_l} {errors} · {skip_l} {skipped}</li>"
         )
     parts.append("</svg>")
-    return Markup("".join(parts))
+    legend.append("</ul>")
+    return Markup("".join(parts + legend))

@@ -22,6 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from markupsafe import Markup, escape
 from starlette.datastructures import UploadFile
 
+from ragpulse.authcheck import token_matches
 from ragpulse.errors import BadRequest, NotFoundError, ServiceError
 from ragpulse.portal import stats, traces
 from ragpulse.portal.auth import (
@@ -36,7 +37,6 @@ from ragpulse.portal.auth import (
     csrf_binding,
     csrf_token_for,
     session_ok,
-    token_matches,
 )
 from ragpulse.portal.context import PortalContext
 from ragpulse.portal.problems import refuse_nul
