@@ -134,6 +134,11 @@ def is_negation(token: str) -> bool:
     return token in _NEGATION or token.endswith("n't")
 
 
+def _negates(words: Sequence[str], i: int) -> bool:
+    """``words[i]`` is a negation word that negates ("no later than", "not only" do not)."""
+    return is_negation(words[i]) and not (i + 1 < len(words) and words[i + 1] in _NOT_NEGATED)
+
+
 class ContextEdit:
     """Kinds of :func:`context_edit` findings (returned as strings)."""
 
@@ -246,8 +251,8 @@ def context_edit(sentence: str, chunk: str) -> str | None:
     _, ctx_keys, raw = best
     ops = SequenceMatcher(None, keys, ctx_keys, autojunk=False).get_opcodes()
     for tag, i1, i2, j1, j2 in ops:
-        added = any(is_negation(w) for w in keys[i1:i2])
-        dropped = any(is_negation(w) for w in ctx_keys[j1:j2])
+        added = any(_negates(keys, i) for i in range(i1, i2))
+        dropped = any(_negates(ctx_keys, j) for j in range(j1, j2))
         # opcodes turn the sentence into the context sentence: "delete" = words only the sentence has
         if tag in ("delete", "replace") and added and not dropped:
             return ContextEdit.NEGATION
@@ -294,6 +299,12 @@ _QUANTITY_WORDS = frozenset(
 _MAX_REPLACED = 3
 
 
+def _span(words: Sequence[str]) -> int:
+    """Length of aligned words in words, a Chinese character counting half (two make a word)."""
+    cjk = sum(1 for w in words if has_cjk(w))
+    return len(words) - cjk + (cjk + 1) // 2
+
+
 @text_cache(max_entries=1024)
 def _chunk_keys(chunk: str) -> frozenset[str]:
     """Every word key of ``chunk`` (:func:`_raw_sentences`; Chinese by characters)."""
@@ -329,7 +340,7 @@ def _replaced_name(
     sentence_keys = set(keys)
     chunk_words = _chunk_keys(chunk)
     for tag, i1, i2, j1, j2 in ops:
-        if tag != "replace" or i2 - i1 > _MAX_REPLACED or j2 - j1 > _MAX_REPLACED:
+        if tag != "replace" or _span(raw_s[i1:i2]) > _MAX_REPLACED or _span(raw[j1:j2]) > _MAX_REPLACED:
             continue
         gone = [raw[j] for j in range(j1, j2) if _entity(raw[j], j) and ctx_keys[j] not in sentence_keys]
         if not gone or not any(_invented(raw_s[i], keys[i], chunk_words, gone) for i in range(i1, i2)):
@@ -351,7 +362,9 @@ _NOT_NEGATING_RE = re.compile(
     re.IGNORECASE,
 )
 #: Words a negation may be followed by without negating the next content word ("not only", "no later than").
-_NOT_NEGATED = frozenset("only just merely later earlier more less fewer sooner greater matter doubt".split())
+_NOT_NEGATED = frozenset(
+    "only onli just merely mere later earlier more less fewer sooner greater matter doubt".split()
+)
 #: Chinese characters that negate the word they open or precede (不带薪, 没有, 未提交, 无法, 非营利).
 _ZH_NEG_CHARS = frozenset("不没未无非别否")
 #: Chinese words that open with a negation character without negating (不仅 "not only", 非常 "very", 未来
@@ -420,12 +433,16 @@ class _Negated:
         self.key, self.word, self.before = key, word, before
 
 
-def _sentence_negations(sentence: str, folded_chunk: str) -> tuple[list[_Negated], list[str], bool]:
-    """The words ``sentence`` negates, its content keys, and whether it holds any negation at all."""
+def _sentence_negations(
+    sentence: str, folded_chunk: str, written: dict[str, str]
+) -> tuple[list[_Negated], list[str], bool]:
+    """The words ``sentence`` negates, its content keys, and whether it holds any negation at all; ``written``
+    is filled with each content key's word as the sentence writes it."""
     text = _NOT_NEGATING_RE.sub(" ", sentence)
     out: list[_Negated] = []
     content: list[str] = []
     any_cue = False
+    written.clear()
     for clause in _CLAUSE_RE.split(text):
         words = list(tokens(clause)) if has_cjk(clause) else _raw_words(clause)
         keys = [form_key(w.casefold()) for w in words]
@@ -448,6 +465,7 @@ def _sentence_negations(sentence: str, folded_chunk: str) -> tuple[list[_Negated
                         break
             elif _is_content(w):
                 content.append(keys[k])
+                written.setdefault(keys[k], w)
     return out, content, any_cue
 
 
@@ -518,7 +536,7 @@ def _same_subject(before: list[str], sentence_keys: frozenset[str], folded: str)
 
 
 class PolarityConflict(NamedTuple):
-    """A :func:`polarity_conflict`: the word (as the sentence writes it; a stem for ``negated=False``), and
+    """A :func:`polarity_conflict`: the word (as the sentence writes it), and
     whether the sentence negates it (``True``) or states what the context negates (``False``)."""
 
     word: str
@@ -541,7 +559,8 @@ def polarity_conflict(sentence: str, chunk: str) -> PolarityConflict | None:
 
     "Not only", "no later than", "no more than" negate nothing.
     """
-    negated, content, any_cue = _sentence_negations(sentence, chunk.casefold())
+    written: dict[str, str] = {}
+    negated, content, any_cue = _sentence_negations(sentence, chunk.casefold(), written)
     if has_cjk(sentence) or has_cjk(chunk):
         return _zh_conflict(negated, content, any_cue, chunk)
     polar = _polar_sentences(chunk)
@@ -560,7 +579,7 @@ def polarity_conflict(sentence: str, chunk: str) -> PolarityConflict | None:
             if key in sure:
                 before = _context_before(folded, keys, key)
                 if before and _same_subject(before, frozenset(stated), " ".join(content)):
-                    return PolarityConflict(key, False)
+                    return PolarityConflict(written.get(key, key), False)
     return None
 
 
