@@ -311,14 +311,17 @@ def _chunk_keys(chunk: str) -> frozenset[str]:
     return frozenset(k for ctx_keys, _ in _raw_sentences(chunk) for k in ctx_keys)
 
 
-def _invented(raw: str, key: str, chunk_words: frozenset[str], gone: list[str]) -> bool:
+def _invented(raw: str, key: str, chunk_words: frozenset[str], gone: Sequence[str]) -> bool:
     """``raw`` (key ``key``) is a content word the chunk does not hold, no number or quantity word, and no
-    abbreviation or spelling of one of the replaced names ``gone`` ("Jan" for "January")."""
+    abbreviation or acronym of the replaced words ``gone`` ("Jan" for "January", "DLT" for "Delta Live
+    Tables")."""
     low = raw.casefold()
     if key in chunk_words or low in EN_STOPWORDS or low in ZH_STOPWORDS or low in _QUANTITY_WORDS:
         return False
     if _DIGIT_RE.search(raw) or (len(low) < 3 and not has_cjk(low)):
         return False
+    if raw.isupper() and low == "".join(g[0] for g in gone if g[:1].isupper()).casefold():
+        return False  # an acronym of the replaced words ("DLT" for "Delta Live Tables")
     return not any(g.casefold().startswith(low) or low.startswith(g.casefold()) for g in gone)
 
 
@@ -342,8 +345,14 @@ def _replaced_name(
     for tag, i1, i2, j1, j2 in ops:
         if tag != "replace" or _span(raw_s[i1:i2]) > _MAX_REPLACED or _span(raw[j1:j2]) > _MAX_REPLACED:
             continue
-        gone = [raw[j] for j in range(j1, j2) if _entity(raw[j], j) and ctx_keys[j] not in sentence_keys]
-        if not gone or not any(_invented(raw_s[i], keys[i], chunk_words, gone) for i in range(i1, i2)):
+        gone = [
+            raw[j]
+            for j in range(j1, j2)
+            if _entity(raw[j], j)
+            and ctx_keys[j] not in sentence_keys
+            and raw[j].casefold() not in EN_STOPWORDS
+        ]
+        if not gone or not any(_invented(raw_s[i], keys[i], chunk_words, raw[j1:j2]) for i in range(i1, i2)):
             continue
         # the deciding difference: every other content word of the sentence is in the chunk
         if all(
@@ -370,7 +379,8 @@ _ZH_NEG_CHARS = frozenset("不没未无非别否")
 #: Chinese words that open with a negation character without negating (不仅 "not only", 非常 "very", 未来
 #: "future", 无论 "whatever", 不同 "different").
 _ZH_NOT_NEGATING = frozenset(
-    "不仅 不但 不过 不断 不久 不管 不少 不同 不得不 无论 无数 无疑 非常 未来 没收 否则 非洲".split()
+    "不仅 不但 不过 不断 不久 不管 不少 不同 不得不 不幸 不错 不禁 不料 不妨 不时 无论 无数 无疑 非常 未来 没收 否则 "
+    "非洲".split()
 )
 #: Chinese question words (the "A-not-A" form and question particles): they ask, they do not negate (是否,
 #: 有没有, 能不能, 吗).
@@ -384,6 +394,9 @@ _UN_WORDS = frozenset(
 _NEG_REACH = 4
 _CLAUSE_RE = re.compile(r"[,;:，；：、]|\bbut\b|\bhowever\b|但是?|然而|不过", re.IGNORECASE)
 _ZH_CLAUSE_BREAKS = frozenset("，,；;：:、")
+#: How many characters before a Chinese context word a negation reaches within its clause ("没有她的消息").
+_ZH_NEG_REACH = 6
+_ZH_CLAUSE_SPLIT_RE = re.compile(r"[，,；;：:、]")
 
 
 def _is_cue(word: str) -> bool:
@@ -504,18 +517,26 @@ def _zh_sentences(chunk: str) -> tuple[str, ...]:
     return tuple(s for s in (p.strip().casefold() for p in _CTX_SPLIT_RE.split(chunk)) if s)
 
 
+def _zh_idiom(text: str, i: int) -> bool:
+    """A word of :data:`_ZH_NOT_NEGATING` (不断, 非常 …) starts at ``text[i]``."""
+    return any(text.startswith(w, i) for w in _ZH_NOT_NEGATING)
+
+
 def _zh_negated_at(sentence: str, word: str) -> tuple[bool, bool]:
-    """Whether ``word`` occurs in the Chinese ``sentence`` negated (a negation character within the three
-    characters before it, in the same clause) and whether it occurs without one."""
+    """Whether ``word`` occurs in the Chinese ``sentence`` negated (a negation character within the
+    :data:`_ZH_NEG_REACH` characters before it, in the same clause, not opening 不断, 非常 …) and whether it occurs without one."""
     neg = pos = False
     p = sentence.find(word)
     while p >= 0:
         before = ""
-        for ch in reversed(sentence[max(0, p - 3) : p]):
+        for ch in reversed(sentence[max(0, p - _ZH_NEG_REACH) : p]):
             if ch in _ZH_CLAUSE_BREAKS:
                 break
             before = ch + before
-        if any(ch in _ZH_NEG_CHARS for ch in before):
+        if any(
+            ch in _ZH_NEG_CHARS and not _zh_idiom(sentence, p - len(before) + k)
+            for k, ch in enumerate(before)
+        ):
             neg = True
         else:
             pos = True
@@ -553,7 +574,7 @@ def polarity_conflict(sentence: str, chunk: str) -> PolarityConflict | None:
       negation, and that no sentence of the chunk negates: "Employees get 16 weeks of parental leave, but it is
       not paid." and "You get 16 weeks, but it is unpaid." against "Employees get 16 weeks of paid parental
       leave." Not "Leave is not transferable." when the context says so.
-    - The sentence holds no negation and states a word that the chunk only ever negates (as the first content
+    - (English) The sentence holds no negation and states a word that the chunk only ever negates (as the first content
       word after a negation, or as an "un"/"non" stem), in a context sentence whose words before the negation
       are half in the sentence: "Leave can be transferred." against "Leave is not transferable."
 
@@ -562,7 +583,7 @@ def polarity_conflict(sentence: str, chunk: str) -> PolarityConflict | None:
     written: dict[str, str] = {}
     negated, content, any_cue = _sentence_negations(sentence, chunk.casefold(), written)
     if has_cjk(sentence) or has_cjk(chunk):
-        return _zh_conflict(negated, content, any_cue, chunk)
+        return _zh_conflict(negated, chunk)
     polar = _polar_sentences(chunk)
     for n in negated:
         if any(n.key in reach for _, reach, _, _ in polar):
@@ -595,35 +616,26 @@ def _context_before(folded: str, keys: frozenset[str], key: str) -> list[str]:
     return out
 
 
-def _zh_conflict(
-    negated: list[_Negated], content: list[str], any_cue: bool, chunk: str
-) -> PolarityConflict | None:
+def _zh_conflict(negated: list[_Negated], chunk: str) -> PolarityConflict | None:
     """:func:`polarity_conflict` for a sentence or chunk with Chinese text: the context's words are found by
-    substring, negated when a negation character stands within the three characters before them."""
+    substring, negated when a negation character stands within the :data:`_ZH_NEG_REACH` characters before them
+    (:func:`_zh_negated_at`); the words before the sentence's negation (two or more characters: a single
+    character matches anywhere) must stand in the context's clause of the word. Only the sentence's
+    negations are checked: the characters before a context word are too weak a sign of its negation to fail
+    a sentence that states it."""
     sentences = _zh_sentences(chunk)
     for n in negated:
         if not has_cjk(n.key):
             continue
-        marks = [_zh_negated_at(s, n.key) for s in sentences]
-        if any(neg for neg, _ in marks):
+        if any(_zh_negated_at(s, n.key)[0] for s in sentences):
             continue
-        for s, (_, pos) in zip(sentences, marks, strict=True):
-            if pos and _same_subject(n.before, frozenset(), s):
-                return PolarityConflict(n.word, True)
-    if any_cue:
-        return None
-    for word in dict.fromkeys(content):
-        if not has_cjk(word) or len(word) < 2:
+        before = [k for k in n.before if len(k) >= 2]
+        if not before:
             continue
-        marks = [_zh_negated_at(s, word) for s in sentences]
-        if any(pos for _, pos in marks) or not any(neg for neg, _ in marks):
-            continue
-        for s, (neg, _) in zip(sentences, marks, strict=True):
-            if neg:
-                head = s[: s.find(word)]
-                before = [t for t in content if t != word and t in head]
-                if before:
-                    return PolarityConflict(word, False)
+        for s in sentences:
+            for clause in _ZH_CLAUSE_SPLIT_RE.split(s):
+                if _zh_negated_at(clause, n.key)[1] and _same_subject(before, frozenset(), clause):
+                    return PolarityConflict(n.word, True)
     return None
 
 
