@@ -379,6 +379,13 @@ def test_faithfulness_negation_the_context_has_too_passes() -> None:
     assert faith(LEAVE_Q, no_later, [LEAVE_CTX])[0] == pytest.approx(7 / 8)
 
 
+def test_polarity_conflict_leaves_a_limited_negation_alone() -> None:
+    # "not … after 14 days" limits the negation to what "within 14 days" implies: no conflict of polarity
+    ctx = "Refunds are issued within 14 days."
+    assert checks.polarity_conflict("Refunds are not issued after 14 days.", ctx) is None
+    assert checks.polarity_conflict("Refunds are not issued.", ctx) == checks.PolarityConflict("issued", True)
+
+
 def test_faithfulness_states_what_the_context_negates() -> None:
     # v5: 1.0 — every word is in the context, and no context sentence is copied
     ctx = "Parental leave is not transferable to a partner. Partners can take their own leave."

@@ -435,6 +435,19 @@ def _negated_root(word: str, folded_chunk: str) -> str | None:
     return None
 
 
+#: Words that limit a negation to a time, condition or exception ("Refunds are not issued after 14 days" for
+#: "Refunds are issued within 14 days"): the limited negation follows from the context, it does not deny it.
+_QUALIFIERS = frozenset(
+    "after before until unless except outside beyond once without if when while during later earlier than "
+    "之后 以后 之前 以前 除非 除了 超过 以外 如果 期间".split()
+)
+
+
+def _qualified(rest: Sequence[str]) -> bool:
+    """The words after a negated word (in its clause) limit the negation (:data:`_QUALIFIERS`)."""
+    return any(w.casefold() in _QUALIFIERS for w in rest)
+
+
 class _Negated:
     """A word a sentence negates: its key (Snowball stem; a Chinese word as it is), its text, and the content
     keys before the negation in the same clause (the sentence's earlier ones when the clause has none: "…, but
@@ -465,7 +478,8 @@ def _sentence_negations(
             root = _negated_root(w, folded_chunk)
             if root is not None:
                 any_cue = True
-                out.append(_Negated(root, w, content[start:] or content[:]))
+                if not _qualified(words[k + 1 :]):
+                    out.append(_Negated(root, w, content[start:] or content[:]))
             elif _is_cue(low):
                 any_cue = True
                 nxt = words[k + 1 : k + 4]
@@ -473,7 +487,7 @@ def _sentence_negations(
                     continue
                 for m, after in enumerate(nxt, k + 1):
                     if _is_content(after):
-                        if not has_cjk(after) or len(after) >= 2:
+                        if (not has_cjk(after) or len(after) >= 2) and not _qualified(words[m + 1 :]):
                             out.append(_Negated(keys[m], after, content[start:] or content[:]))
                         break
             elif _is_content(w):
