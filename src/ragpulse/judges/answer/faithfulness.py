@@ -406,9 +406,13 @@ class HeuristicFaithfulnessJudge(JudgeBase):
     as the question is never evidence) found in the single best chunk
     (:func:`lexical.best_chunk_support`; for Chinese the mean with character-bigram support), halved
     (:data:`SWAP_PENALTY`) when a name or number of it stands in another's slot of the context
-    (:func:`lexical.swapped_slot`) or it copies a context sentence with a negation, name or number edited
-    (:func:`checks.context_edit`). score = mean sentence support, at most the least support +
-    :data:`WORST_MARGIN`; ``flags.claims`` has one entry per sentence. The idea is Ragas/TruLens faithfulness
+    (:func:`lexical.swapped_slot`), it copies a context sentence with a negation, name or number edited or a
+    name replaced by a common word (:func:`checks.context_edit`), or it turns the polarity of a word of the
+    context in other words (:func:`checks.polarity_conflict`: "…, but it is not paid" for "paid parental
+    leave"); the reason says which. score = mean sentence support, at most the least support +
+    :data:`WORST_MARGIN`; ``flags.claims`` has one entry per sentence. A sentence with nothing to check
+    ("Yes." in a longer answer) is left out; a bare yes/no answer is decided against the question's
+    proposition (:meth:`_bare_yes_no`); an answer with nothing to check is skipped (``no_claims``). The idea is Ragas/TruLens faithfulness
     (Es et al., 2023) with token support instead of an LLM verdict; the edits are FactCC's perturbation types
     (Kryściński et al., 2020); chat talk is the non-claim part of knowledge-grounded dialogue (FaithDial,
     Dziri et al., 2022).

@@ -12,7 +12,12 @@ context sentence (negation, substituted names and numbers, swapped names).
   adds or drops a negation, puts another name or number where the context sentence has one, or exchanges two
   names around the same words — says something else than the context. This is the token-level edit view of
   the perturbation types of summary fact-checking benchmarks (FactCC, Kryściński et al., 2020: negation,
-  entity, number and pronoun swaps). The alignment is :class:`difflib.SequenceMatcher` on word tokens.
+  entity, number and pronoun swaps). The alignment is :class:`difflib.SequenceMatcher` on word tokens. It also
+  finds a name or number of the context sentence replaced by a common word the chunk does not hold ("filed by
+  email" for "filed in Workday").
+- :func:`polarity_conflict`: a sentence in its own words that negates what a context sentence about the same
+  thing states ("…, but it is not paid" for "paid parental leave"), or (English) states what the context only
+  negates. :func:`proposition_polarity`: whether the context states or negates a yes/no question's words.
 
 All checks are deterministic and read English and Chinese (:func:`context_edit` aligns Chinese by characters;
 the swap rule is for English, Chinese swaps are :func:`ragpulse.judges.text.lexical.swapped_slot`'s).
