@@ -54,13 +54,16 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was 426d48162a83: sentence_support/v4, a Chinese clause's dropped middle is not a swap
     # was 8435c4b5f324: sentence_support/v5, a stance on a yes/no question is no echo, answer clauses in swaps
-    ("heuristic", "faithfulness", {}, "b9f0022fd9e0"),
+    # was b9f0022fd9e0: sentence_support/v5
+    # sentence_support/v6: polarity of paraphrases, a name replaced by a common word, bare yes/no
+    ("heuristic", "faithfulness", {}, "9569050be541"),
     # LLM-only options leave the offline judge's version alone.
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes (issue 14 §1)
     # was 40ac5b644849: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was 426d48162a83: sentence_support/v4
     # was 8435c4b5f324: sentence_support/v5
-    ("heuristic", "faithfulness", {"mode": "binary"}, "b9f0022fd9e0"),
+    # was b9f0022fd9e0: sentence_support/v5
+    ("heuristic", "faithfulness", {"mode": "binary"}, "9569050be541"),
     # was 3822e0d57dcd (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {}, "0603ef760474"),
     # was 1ec92fa6a325 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
@@ -83,7 +86,8 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 0b7ccfbbfa94: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was 5f123a8a14c6: sentence_support/v4
     # was d92c332eebec: sentence_support/v5
-    ("heuristic", "faithfulness", {"threshold": 0.7}, "95b5d4c8232b"),
+    # was 95b5d4c8232b: sentence_support/v5
+    ("heuristic", "faithfulness", {"threshold": 0.7}, "498a46bf3069"),
     # was 5a6e472cfd52 (main 0a55620): skips scripts it cannot segment (issue 10 item 7)
     ("heuristic", "keyword", {"threshold": 0.5}, "db860ab2d8a6"),
     # was 3846d703ebae (main 0a55620): skips scripts it cannot segment (issue 10 item 7)

@@ -12,6 +12,7 @@ from ragpulse.config import Settings
 from ragpulse.errors import ConfigError
 from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
 from ragpulse.judges.answer.relevancy import HeuristicRelevancyJudge
+from ragpulse.judges.text import checks
 from ragpulse.model import Backend, JudgementStatus, Trace
 from ragpulse.protocols import Judge
 
@@ -336,3 +337,157 @@ def test_the_reason_quotes_the_least_supported_clause_without_its_semicolon() ->
         ["Parental leave is 16 weeks."],
     )
     assert reason.endswith("least supported (0.00): The moon is made of green cheese"), reason
+
+
+# sentence_support/v6: confident wrong verdicts found by trying the judge as a user would
+LEAVE_CTX = (
+    "Employees get 16 weeks of paid parental leave. Requests are filed in Workday at least 8 weeks before the "
+    "start date."
+)
+LEAVE_Q = "Is parental leave paid?"
+LEAVE_ZH_CTX = "员工可享受16周带薪育儿假。需提前8周在Workday提交申请。"
+LEAVE_ZH_Q = "育儿假带薪吗？"
+
+
+@pytest.mark.parametrize(
+    ("answer", "score", "word"),
+    [
+        # v5: 1.0 — the inversion paraphrases "paid parental leave" and copies no context sentence
+        ("Employees get 16 weeks of parental leave, but it is not paid.", 0.5, '"paid"'),
+        # v5: 0.8 — "unpaid" is one unsupported word of five; support 0.8, halved
+        ("You get 16 weeks, but it is unpaid.", 0.4, '"unpaid"'),
+        # v5: 1.0 — the stance "No," is stripped, the rest negates "paid"
+        ("No, parental leave is not paid.", 0.5, '"paid"'),
+    ],
+)
+def test_faithfulness_paraphrased_inversion_is_contradicted(answer: str, score: float, word: str) -> None:
+    got, reason, _ = faith(LEAVE_Q, answer, [LEAVE_CTX])
+    assert got == pytest.approx(score)
+    assert reason.endswith(f"; contradicted: negates {word}, which the context states"), reason
+
+
+def test_faithfulness_negation_the_context_has_too_passes() -> None:
+    ctx = LEAVE_CTX + " Leave is not transferable to a partner."
+    assert faith("Is leave transferable?", "Leave is not transferable.", [ctx])[0] == 1.0
+    # faithful counterparts of the inversions above
+    assert faith(LEAVE_Q, "Yes, parental leave is paid.", [LEAVE_CTX])[0] == 1.0
+    # another subject: the context sentence with "paid" speaks of employees, not contractors
+    ctx = LEAVE_CTX + " Contractors are not eligible."
+    assert faith(LEAVE_Q, "Contractors do not get paid parental leave.", [ctx])[0] == 1.0
+    # "no later than" negates nothing (v5 read it as a negation added to the context sentence: 0.44)
+    no_later = "Requests are filed no later than 8 weeks before the start date."
+    assert faith(LEAVE_Q, no_later, [LEAVE_CTX])[0] == pytest.approx(7 / 8)
+
+
+def test_polarity_conflict_leaves_a_limited_negation_alone() -> None:
+    # "not … after 14 days" limits the negation to what "within 14 days" implies: no conflict of polarity
+    ctx = "Refunds are issued within 14 days."
+    assert checks.polarity_conflict("Refunds are not issued after 14 days.", ctx) is None
+    assert checks.polarity_conflict("Refunds are not issued.", ctx) == checks.PolarityConflict("issued", True)
+
+
+def test_faithfulness_states_what_the_context_negates() -> None:
+    # v5: 1.0 — every word is in the context, and no context sentence is copied
+    ctx = "Parental leave is not transferable to a partner. Partners can take their own leave."
+    score, reason, _ = faith(
+        "Can my partner use my parental leave?",
+        "Parental leave is transferable, so partners can take it.",
+        [ctx],
+    )
+    assert score == 0.5
+    assert reason.endswith('; contradicted: states "transferable", which the context negates'), reason
+
+
+def test_faithfulness_chinese_inversion_is_contradicted() -> None:
+    # 育儿假 and 带薪 come from the question; the bigrams 假不/不带 are nowhere in the context (0.5)
+    assert faith(LEAVE_ZH_Q, "育儿假不带薪。", [LEAVE_ZH_CTX])[0] == 0.5
+    assert checks.polarity_conflict("育儿假不带薪。", LEAVE_ZH_CTX) == checks.PolarityConflict("带薪", True)
+    ctx = LEAVE_ZH_CTX + "育儿假不可转让。"
+    assert checks.polarity_conflict("育儿假不可转让。", ctx) is None
+    assert faith("育儿假可以转让吗？", "育儿假不可转让。", [ctx])[0] == 1.0
+
+
+def test_faithfulness_common_word_in_place_of_a_name_fails() -> None:
+    # v5: 0.89 — "email" is one unsupported word of nine; it stands where the context sentence has "Workday"
+    score, reason, _ = faith(
+        LEAVE_Q, "Requests are filed by email at least 8 weeks before the start date.", [LEAVE_CTX]
+    )
+    assert score == pytest.approx(8 / 9 / 2)
+    assert reason.endswith(
+        "; edited: a word the context does not hold in place of a context sentence's name or number"
+    ), reason
+    # the same with Chinese text: 邮件 (email) where the context has the Ledgerly system
+    ctx = "员工需在费用发生后30天内通过 Ledgerly 报销系统提交报销申请，逾期不予受理。"
+    assert faith("如何报销？", "员工需在费用发生后30天内通过邮件提交报销申请。", [ctx])[0] < 0.65
+
+
+def test_faithfulness_paraphrase_of_a_copied_sentence_passes() -> None:
+    # faithful counterparts: a verb reworded, a number spelled out, the name dropped ("the system")
+    for answer in (
+        "Requests are submitted in Workday at least 8 weeks before the start date.",
+        "Requests are filed in Workday at least eight weeks before the start date.",
+    ):
+        assert faith(LEAVE_Q, answer, [LEAVE_CTX])[0] > 0.65, answer
+    ctx = "员工需在费用发生后30天内通过 Ledgerly 报销系统提交报销申请，逾期不予受理。"
+    assert faith("如何报销？", "员工需在费用发生后30天内通过系统提交报销申请。", [ctx])[0] > 0.65
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "context", "score", "reason"),
+    [
+        # v5: 1.0 "mean support 1.00" and 1.0 "no content words to check"
+        (LEAVE_Q, "Yes.", LEAVE_CTX, 1.0, "bare yes: the context states what the question asks"),
+        (
+            LEAVE_Q,
+            "No.",
+            LEAVE_CTX,
+            0.0,
+            "contradicted: bare no, but the context states what the question asks",
+        ),
+        (LEAVE_ZH_Q, "是的。", LEAVE_ZH_CTX, 1.0, "bare yes: the context states what the question asks"),
+        (
+            LEAVE_ZH_Q,
+            "不是。",
+            LEAVE_ZH_CTX,
+            0.0,
+            "contradicted: bare no, but the context states what the question asks",
+        ),
+        (
+            "Is leave transferable?",
+            "No.",
+            "Leave is not transferable.",
+            1.0,
+            "bare no: the context negates what the question asks",
+        ),
+    ],
+)
+def test_faithfulness_bare_yes_no_is_decided_against_the_question(
+    question: str, answer: str, context: str, score: float, reason: str
+) -> None:
+    assert faith(question, answer, [context]) == (score, reason, "yes_no")
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "reason"),
+    [
+        # "Acme" is in no context sentence: the context does not say whether the proposition holds
+        (
+            "Is parental leave paid at Acme?",
+            "Yes.",
+            "no_claims: a bare yes; the context does not state for sure whether the question's proposition holds",
+        ),
+        (
+            "What is the leave policy?",
+            "Yes.",
+            "no_claims: a bare yes to a question that is not a yes/no question",
+        ),
+        ("Is parental leave not paid?", "No.", "no_claims: a bare no to a negated question is not checked"),
+        # v5: 1.0 "no content words to check"
+        (LEAVE_Q, "Thanks!", "no_claims: the answer has no content words to check"),
+    ],
+)
+def test_faithfulness_nothing_checkable_is_skipped(question: str, answer: str, reason: str) -> None:
+    j = HeuristicFaithfulnessJudge(S, {}).evaluate(
+        Trace(trace_id="t", question=question, answer=answer, documents=[LEAVE_CTX])
+    )
+    assert (j.status, j.score, j.reason) == (JudgementStatus.SKIPPED, None, reason)

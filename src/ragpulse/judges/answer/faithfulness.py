@@ -32,7 +32,7 @@ from ragpulse.judges.model.prompts import defuse
 from ragpulse.judges.options import FaithfulnessOptions
 from ragpulse.judges.text import answer_type, checks, lexical
 from ragpulse.judges.text.scripts import unreadable_script
-from ragpulse.judges.text.tokens import content_tokens
+from ragpulse.judges.text.tokens import content_tokens, tokens
 from ragpulse.logging import get_logger
 from ragpulse.model import Judgement, Trace
 
@@ -56,6 +56,31 @@ SWAP_PENALTY = 0.5
 #: Yes/no words: they carry the answer's polarity, which word lookup cannot verify ("no" is a stop word
 #: already), so they are not counted as unsupported content.
 _POLARITY = frozenset({"yes", "yeah", "yep", "nope", "否", "不是", "是的", "对的", "没错"})
+#: Reply words of a bare yes/no answer ("Yes.", "No, it isn't.", "是的。", "不是。"), by the stance they take.
+_YES_WORDS = frozenset(
+    "yes yeah yep sure correct right true indeed 是 是的 对 对的 没错 有 可以 能 会 行".split()
+)
+_NO_WORDS = frozenset("no nope not false incorrect 否 不 不是 不对 没 没有 不可以 不能 不会 不行".split())
+#: What :func:`checks.context_edit` found, for the reason.
+_EDIT_NOTES = {
+    checks.ContextEdit.NEGATION: "a negation added to or dropped from a context sentence",
+    checks.ContextEdit.SWAP: "two names or numbers of a context sentence exchanged",
+    checks.ContextEdit.SUBSTITUTION: "another name or number in a context sentence's",
+    checks.ContextEdit.REPLACED_NAME: "a word the context does not hold in place of a context sentence's name or number",
+}
+#: Reason code (and start of the reason) of a judgement with nothing to check: the LLM judge's code.
+NO_CLAIMS = "no_claims"
+
+
+def _bare_stance(answer: str) -> bool | None:
+    """``True``/``False`` when ``answer`` is only a yes or a no ("Yes.", "No, it isn't.", "是的。", "不是。"):
+    every content word a reply word, and all reply words of one stance; ``None`` otherwise."""
+    words = tokens(answer)
+    if any(t not in _YES_WORDS and t not in _NO_WORDS for t in content_tokens(answer)):
+        return None
+    no = any(t in _NO_WORDS or checks.is_negation(t) for t in words)
+    yes = any(t in _YES_WORDS for t in words)
+    return None if no == yes else yes
 
 
 def _snippet(text: str) -> str:
@@ -369,7 +394,7 @@ class LLMFaithfulnessJudge(JudgeBase):
 
 
 class HeuristicFaithfulnessJudge(JudgeBase):
-    """Faithfulness by sentence-level lexical support (``sentence_support/v5``; see ``docs/judges.md``).
+    """Faithfulness by sentence-level lexical support (``sentence_support/v6``; see ``docs/judges.md``).
 
     An answer that only restates the question scores 0 — not one that takes a stance on a yes/no question
     (:func:`answer_type.takes_stance`: "No, contractors are not eligible …"), whose opening reply word is
@@ -381,9 +406,13 @@ class HeuristicFaithfulnessJudge(JudgeBase):
     as the question is never evidence) found in the single best chunk
     (:func:`lexical.best_chunk_support`; for Chinese the mean with character-bigram support), halved
     (:data:`SWAP_PENALTY`) when a name or number of it stands in another's slot of the context
-    (:func:`lexical.swapped_slot`) or it copies a context sentence with a negation, name or number edited
-    (:func:`checks.context_edit`). score = mean sentence support, at most the least support +
-    :data:`WORST_MARGIN`; ``flags.claims`` has one entry per sentence. The idea is Ragas/TruLens faithfulness
+    (:func:`lexical.swapped_slot`), it copies a context sentence with a negation, name or number edited or a
+    name replaced by a common word (:func:`checks.context_edit`), or it turns the polarity of a word of the
+    context in other words (:func:`checks.polarity_conflict`: "…, but it is not paid" for "paid parental
+    leave"); the reason says which. score = mean sentence support, at most the least support +
+    :data:`WORST_MARGIN`; ``flags.claims`` has one entry per sentence. A sentence with nothing to check
+    ("Yes." in a longer answer) is left out; a bare yes/no answer is decided against the question's
+    proposition (:meth:`_bare_yes_no`); an answer with nothing to check is skipped (``no_claims``). The idea is Ragas/TruLens faithfulness
     (Es et al., 2023) with token support instead of an LLM verdict; the edits are FactCC's perturbation types
     (Kryściński et al., 2020); chat talk is the non-claim part of knowledge-grounded dialogue (FaithDial,
     Dziri et al., 2022).
@@ -396,7 +425,7 @@ class HeuristicFaithfulnessJudge(JudgeBase):
     needs_context = True
     #: Pass threshold shipped by default (mean sentence support, 0–1).
     DEFAULT_THRESHOLD = 0.65
-    METHOD = "sentence_support/v5"
+    METHOD = "sentence_support/v6"
     READS_HISTORY = True
     #: The score is at most the least-supported sentence's support plus this: one sentence with less than
     #: half of its words supported (a partial hallucination) fails the answer at the default threshold.
@@ -452,17 +481,24 @@ class HeuristicFaithfulnessJudge(JudgeBase):
             trace.question or "", answer
         ):
             return Decision(0.0, lexical.ECHO_REASON, "echo")
+        stance = _bare_stance(answer)
+        if stance is not None:
+            return self._bare_yes_no(trace, stance)
         salient = lexical.salient_terms(answer)
+        redact = self.settings.store.redact_text
 
-        def support(
+        def check(
             sentence: str, texts: Sequence[str], index: Sequence[lexical.ChunkIndex]
-        ) -> tuple[float, int]:
-            """The sentence's support in the best of ``texts`` (0–1) and that text's index (-1: none)."""
+        ) -> tuple[float, int, str]:
+            """The sentence's support in the best of ``texts`` (0–1), that text's index (-1: none) and why the
+            support was halved ("" when it was not; -1 support: nothing to check)."""
             nonlocal q_grams
             # the reply word opening a yes/no answer ("No, …", "是的，…") is its stance, not a claim: a leading
             # "No," would read as a negation added to the context's sentence
             claim = checks.strip_hedge(answer_type.strip_stance(sentence))
             words = [t for t in content_tokens(claim) if t not in _POLARITY]
+            if not words:
+                return -1.0, -1, ""
             # Words taken from the question are not new claims, but the question is never evidence: a sentence
             # made only of question words (a question that wrongly carries the passages, issue 23) is checked
             # on all its words.
@@ -474,38 +510,64 @@ class HeuristicFaithfulnessJudge(JudgeBase):
                 all_grams = lexical.char_bigrams(claim)
                 grams = [g for g in all_grams if g not in q_grams] or all_grams
                 value = (value + lexical.best_chunk_bigram_support(grams, index)) / 2
-            if (
-                chunk_i >= 0
-                and value >= self.threshold
-                and (
-                    lexical.swapped_slot(sentence, texts[chunk_i])
-                    or checks.context_edit(claim, texts[chunk_i])
+            if chunk_i < 0 or value < self.threshold:
+                return value, chunk_i, ""
+            # every word is in the context, but an entity or number sits in another's place, the sentence
+            # copies a context sentence with a negation, name or number edited, or it turns the polarity of a
+            # word the context states (or negates)
+            chunk = texts[chunk_i]
+            note = ""
+            swapped = lexical.swapped_slot(sentence, chunk)
+            if swapped is not None:
+                note = (
+                    "swapped: "
+                    + ("a name or number" if redact else f'"{swapped}"')
+                    + " stands in another's place"
                 )
-            ):
-                # every word is in the context, but an entity or number sits in another's place, or the
-                # sentence copies a context sentence with a negation, name or number edited
+            elif (edit := checks.context_edit(claim, chunk)) is not None:
+                note = f"edited: {_EDIT_NOTES[edit]}"
+            elif (flip := checks.polarity_conflict(claim, chunk)) is not None:
+                word = "a word" if redact else f'"{flip.word}"'
+                note = (
+                    f"contradicted: negates {word}, which the context states"
+                    if flip.negated
+                    else f"contradicted: states {word}, which the context negates"
+                )
+            if note:
                 value *= SWAP_PENALTY
-            return value, chunk_i
+            return value, chunk_i, note
+
+        def support(
+            sentence: str, texts: Sequence[str], index: Sequence[lexical.ChunkIndex]
+        ) -> tuple[float, int]:
+            value, chunk_i, _ = check(sentence, texts, index)
+            return max(value, 0.0), chunk_i
 
         supports: list[tuple[float, str, int]] = []
+        notes: list[str] = []
         claims: list[Claim] = []
         for start, end in lexical.sentence_spans(answer):
             sentence = answer[start:end]
             if lexical.is_meta_statement(sentence):
                 supports.append((0.0, sentence, -1))
+                notes.append("")
                 claims.append(Claim(sentence, start, end, "unsupported"))
                 continue
             if lexical.is_courtesy(sentence) or checks.is_chat_talk(sentence):
                 claims.append(Claim(sentence, start, end, "unchecked"))
                 continue
-            value, chunk_i = support(sentence, trace.contexts, chunks)
+            value, chunk_i, note = check(sentence, trace.contexts, chunks)
+            if value < 0:  # only reply words ("Yes.") or question words: nothing to check
+                claims.append(Claim(sentence, start, end, "unchecked"))
+                continue
             supports.append((value, sentence, chunk_i))
+            notes.append(note)
             ok_ = value >= self.threshold
             evidence = evidence_of(trace, chunk_i) if ok_ else None
             claims.append(Claim(sentence, start, end, "supported" if ok_ else "unsupported", evidence))
         if not supports:
-            flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
-            return Decision(1.0, "no content words to check", "sentence_support", flags)
+            # courtesy, chat talk or reply words only: a pass would be a verdict on nothing
+            return self.skipped(f"{NO_CLAIMS}: the answer has no content words to check")
         mean = sum(s for s, _, _ in supports) / len(supports)
         lowest = min(s for s, _, _ in supports)
         score = min(mean, lowest + self.WORST_MARGIN)
@@ -523,8 +585,48 @@ class HeuristicFaithfulnessJudge(JudgeBase):
         capped = (
             f" (capped at the least supported + {self.WORST_MARGIN:.2f}: {score:.2f})" if score < mean else ""
         )
+        why = f"; {notes[worst_i]}" if notes[worst_i] else ""
         reason = (
             f"mean support {mean:.2f}{capped} over {len(supports)} sentence(s), {unsupported} below "
-            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}{cause}"
+            f"{self.threshold:.2f}; least supported ({worst[0]:.2f}): {where}{why}{cause}"
         )
         return Decision(min(1.0, max(0.0, score)), reason, "sentence_support", flags)
+
+    def _bare_yes_no(self, trace: Trace, yes: bool) -> Decision | Judgement:
+        """A bare "Yes." or "No." (``yes``: which) decided against the yes/no question's proposition: the
+        question's content words (without its question words, 是否/吗 …) found together in a context sentence
+        that negates none of them (:func:`checks.proposition_polarity`) — "Yes." to "Is parental leave paid?"
+        against "Employees get 16 weeks of paid parental leave." is supported (1.0), "No." contradicted (0.0).
+        Skipped (``no_claims``) when the question is not a yes/no question, holds a negation itself, or the
+        context does not state the proposition one way for sure."""
+        question = trace.question or ""
+        said = "yes" if yes else "no"
+        if answer_type.asked_type(question) != "yesno":
+            return self.skipped(f"{NO_CLAIMS}: a bare {said} to a question that is not a yes/no question")
+        q_words = tokens(question)
+        if any(checks.is_negation(t) for t in q_words if t not in checks.ASKING_WORDS):
+            return self.skipped(f"{NO_CLAIMS}: a bare {said} to a negated question is not checked")
+        words = [t for t in content_tokens(question) if t not in checks.ASKING_WORDS]
+        stated = {checks.proposition_polarity(words, c) for c in trace.contexts} - {None}
+        if len(stated) != 1:
+            return self.skipped(
+                f"{NO_CLAIMS}: a bare {said}; the context does not state for sure whether the question's "
+                "proposition holds"
+            )
+        holds = stated.pop()
+        verdict: Verdict
+        if holds == yes:
+            verdict = "supported"
+            reason = f"bare {said}: the context {'states' if holds else 'negates'} what the question asks"
+        else:
+            verdict = "contradicted"
+            reason = (
+                f"contradicted: bare {said}, but the context {'states' if holds else 'negates'} what the "
+                "question asks"
+            )
+        answer = trace.answer or ""
+        span = answer.strip()
+        start = answer.find(span)
+        claims = [Claim(span, start, start + len(span), verdict)]
+        flags = {"claims": claims_flag(claims, redact_text=self.settings.store.redact_text)}
+        return Decision(1.0 if holds == yes else 0.0, reason, "yes_no", flags)
