@@ -14,9 +14,10 @@ from itertools import filterfalse
 
 from ragpulse.judges.text.cache import text_cache
 
-__all__ = ["content_tokens", "detect_language", "is_abstention", "tokens"]
+__all__ = ["content_tokens", "detect_language", "is_abstention", "noun_characters", "tokens"]
 
 _CJK_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_CJK_RUN_RE = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # A non-CJK word character: words of other scripts stop at a CJK ideograph, so "12人" gives "12" + "人".
 _WORD_CH = r"(?:(?![\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])[^\W_])"
 _SEGMENT_RE = re.compile(
@@ -124,6 +125,28 @@ def _token_lists(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     judges ask for both of the same texts."""
     toks = _tokenize(text)
     return toks, tuple(filterfalse(_STOPWORDS.__contains__, toks))  # the loop runs in C
+
+
+@text_cache(max_entries=1024)
+def _noun_characters(text: str) -> frozenset[str]:
+    pieces: set[str] = set()
+    _jieba()  # the dictionary loaded (under its lock) before the part-of-speech tagger, which shares it
+    import jieba.posseg
+
+    for run in _CJK_RUN_RE.findall(text):
+        for pair in jieba.posseg.lcut(run):
+            if len(pair.word) == 1 and pair.flag.startswith("n"):
+                pieces.add(pair.word)
+    return frozenset(pieces)
+
+
+def noun_characters(text: str | None) -> frozenset[str]:
+    """The single Chinese characters of ``text`` that jieba's part-of-speech tagger (``jieba.posseg``, tags of
+    the ICTCLAS set) reads as nouns (tag ``n…``): 假 in "怎么申请育儿假？" (育儿/n 假/n), 版 in "高级版多少钱？";
+    not 丢 in "工牌丢了怎么办？" (丢/v) nor 坏 in "电脑坏了" (坏/a). Cached by text (LRU of 1,024 texts)."""
+    if not text or text.isascii():
+        return frozenset()
+    return _noun_characters(text)
 
 
 def tokens(text: str | None) -> list[str]:
