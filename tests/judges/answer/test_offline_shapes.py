@@ -65,10 +65,11 @@ def test_hr_loss_meets_lost() -> None:
 
 
 def test_hr_chinese_paraphrase_answering_yes_passes() -> None:
-    # a yes/no question (…吗？) answered "可以，…": 3 of 6 terms found → (3 − ½)/(6 − ½) = 5/11, typed → 0.5 + 0.5 × 5/11
-    # (v4: 7 terms; v5 joins 成, which jieba's tagger reads as a noun, to 折算 before it: 折算成)
+    # a yes/no question (…吗？) answered "可以，…": 2 of 5 terms found (年假, 工资) → (2 − ½)/(5 − ½) = 1/3, typed →
+    # 0.5 + 0.5 × 1/3 (v4: 3 of 7; v5 joins the nouns 假 and 成 of jieba's dictionary to the word before them: 年假,
+    # 折算成)
     score, passed, reason = rel("年假没休完可以折算成工资吗？", "可以，未休的年假按日工资的两倍发放。")
-    assert score == pytest.approx(0.5 + 0.5 * 5 / 11)
+    assert score == pytest.approx(0.5 + 0.5 / 3)
     assert passed is True
     assert "gives the asked-for yesno" in reason
 
@@ -385,7 +386,7 @@ def test_v5_a_yes_no_answer_taking_up_an_earlier_questions_term_is_an_answer() -
 
 def test_v5_chinese_procedure_stated_as_when_and_where_passes() -> None:
     # v4: 0.2, "covers 1/3 question terms; missing: 假, 育儿" — jieba cuts 育儿假 into 育儿 + 假, and
-    # "提前…在…申请" was no instruction. v5: 假 (a noun to jieba's tagger) joins 育儿 → terms 申请, 育儿假;
+    # "提前…在…申请" was no instruction. v5: 假 (a noun in jieba's dictionary) joins 育儿 → terms 申请, 育儿假;
     # 申请 covered → (1 − ½)/(2 − ½) = 1/3, the asked-for procedure → 0.5 + 0.5 × 1/3
     score, passed, reason = rel("怎么申请育儿假？", "提前8周在Workday申请。")
     assert score == pytest.approx(0.5 + 0.5 / 3)
@@ -422,7 +423,8 @@ def test_v5_only_a_noun_character_joins_the_term_before_it() -> None:
 
     assert _terms("怎么申请育儿假？") == {"申请": ("申请",), "育儿假": ("育儿", "假")}
     assert _terms("高级版多少钱？") == {"高级版": ("高级", "版"), "钱": ("钱",)}
-    # 丢 is a verb: still a term, so an answer about wearing the badge does not cover the question
+    assert _terms("年假有几天？")["年假"] == ("年", "假")
+    # 丢 is no noun (zg): still a term, so an answer about wearing the badge does not cover the question
     assert _terms("工牌丢了怎么办？") == {"工牌": ("工牌",), "丢": ("丢",)}
     score, passed, _ = rel("工牌丢了怎么办？", "进入办公楼时必须佩戴工牌。")
     assert score == pytest.approx(1 / 3)

@@ -28,12 +28,11 @@ __all__ = ["HeuristicRelevancyJudge", "LLMRelevancyJudge"]
 def _terms(question: str) -> dict[str, tuple[str, ...]]:
     """The question's terms, key (:func:`forms.form_key`) → pieces: its content tokens, interrogatives left out,
     the first of each key kept; a single Chinese character that jieba cut off the end of the term before it,
-    and that jieba's tagger reads as a noun (:func:`noun_characters`), joins that term: 育儿 + 假 → 育儿假 in
-    "怎么申请育儿假？", 高级 + 版 → 高级版 in "高级版多少钱？" — a compound's head, not a term of its own. A verb
-    or adjective stays a term (丢 in "工牌丢了怎么办？", 坏 in "电脑坏了怎么办？")."""
+    and that jieba's dictionary tags as a noun (:func:`noun_characters`), joins that term — a compound's head,
+    not a term of its own: 育儿 + 假 → 育儿假 in "怎么申请育儿假？", 年 + 假 → 年假 in "年假有几天？", 高级 + 版 →
+    高级版. Any other character stays a term (丢 in "工牌丢了怎么办？", 坏 in "电脑坏了怎么办？")."""
     words = tokens(question)
     content = set(content_tokens(question))
-    nouns = noun_characters(question)
     groups: list[list[str]] = []
     last = -2  # index in ``words`` of the last piece of ``groups[-1]``
     for i, w in enumerate(words):
@@ -41,12 +40,14 @@ def _terms(question: str) -> dict[str, tuple[str, ...]]:
             continue
         prev = groups[-1] if groups else None
         if (
-            w in nouns
-            and prev is not None
+            prev is not None
+            and len(w) == 1
             and len(prev) == 1
             and last == i - 1
+            and lexical.has_cjk(w)
             and lexical.has_cjk(prev[0])
             and prev[0] + w in question
+            and w in noun_characters(question)
         ):
             prev.append(w)
         else:
@@ -111,20 +112,24 @@ class LLMRelevancyJudge(JudgeBase):
 
 
 class HeuristicRelevancyJudge(JudgeBase):
-    """Answer relevancy by lexical engagement with the question (``question_coverage/v4``; see
+    """Answer relevancy by lexical engagement with the question (``question_coverage/v5``; see
     ``docs/judges.md``).
 
     An echo of the question (not an answer taking a stance on a yes/no question,
-    :func:`answer_type.takes_stance`), or an answer made only of questions, scores 0. A question term (content token,
-    interrogatives left out) is covered by a form of it in the answer (:mod:`ragpulse.judges.text.forms`:
-    Snowball stems and simplemma lemmas for English, text and character bigrams for Chinese). A short answer (at most
-    :data:`SHORT_ANSWER_TOKENS` distinct content tokens, some new, no meta statement) that covers no term and is
-    not a whole sentence missing the asked-for answer type scores 1; otherwise coverage = (covered −
-    :data:`FREE_TERMS`) / (terms − :data:`FREE_TERMS`), raised to 0.5 + 0.5 × coverage when the answer gives the
-    kind of answer the question asks for (:mod:`ragpulse.judges.text.answer_type`) and takes up a question term
-    (or has no content word of its own, a bare "No."; or the kind is one of :data:`SPECIFIC_CUES`, whose cue — a
-    yes/no opening, an instruction — no unrelated text gives by chance, unlike a digit), × (1 − share of meta
-    statements among its sentences). Options: ``threshold``; the LLM options are valid and ignored.
+    :func:`answer_type.takes_stance`, nor the question turned into a statement,
+    :func:`answer_type.states_yes_no_question`), or an answer made only of questions, scores 0. A bare yes/no
+    answer to a yes/no question ("No, it is not.") scores 1. A question term (content token, interrogatives left
+    out; a Chinese noun character jieba cut off the word before it joins that word, :func:`_terms`) is covered by a
+    form of it in the answer (:mod:`ragpulse.judges.text.forms`: Snowball stems and simplemma lemmas for English,
+    text and character bigrams for Chinese). A short answer (at most :data:`SHORT_ANSWER_TOKENS` distinct content
+    tokens, some new, no meta statement, no yes/no opening) that covers no term and is not a whole sentence
+    missing the asked-for answer type scores 1; otherwise coverage = (covered − :data:`FREE_TERMS`) / (terms −
+    :data:`FREE_TERMS`), raised to 0.5 + 0.5 × coverage when the answer gives the kind of answer the question asks
+    for (:mod:`ragpulse.judges.text.answer_type`) and takes up a question term (or the kind is one of
+    :data:`SPECIFIC_CUES`, whose cue — an instruction — no unrelated text gives by chance, unlike a digit or a
+    "Yes," before words about something else: "Yes, the canteen serves pizza." for "Is parental leave paid?"
+    scores 0), × (1 − share of meta statements among its sentences). Options: ``threshold``; the LLM options are
+    valid and ignored.
 
     A follow-up question (the trace has earlier turns, the last ``judge.history_turns`` read): a term of an
     earlier question that the answer takes up, and the follow-up does not repeat, counts as a covered question
