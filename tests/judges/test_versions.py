@@ -47,7 +47,9 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 9eb0fa8081f8: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was 031535aaaa6c: question_coverage/v4, a stance on a yes/no question is no echo, no answer-type bonus without a
     # question term (but for yes/no and procedure answers)
-    ("heuristic", "relevancy", {}, "9390f7185ec2"),
+    # was 9390f7185ec2: question_coverage/v5, a yes/no word before words of none of the question's terms is no
+    # answer, a Chinese noun character cut off a compound joins it, Chinese procedures stated as 在…申请
+    ("heuristic", "relevancy", {}, "61a8259bb035"),
     # was 8dfb3744ec18 (main 6f8c9fc): claim causes, retrieval_miss / generation_error (issue 14 §1)
     # was 0fec9fe1b69e (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was baf7a19f2bcf (main 828428b): sentence_support/v3, chat talk, context edits, weakest cap (issue 29)
@@ -79,7 +81,8 @@ GOLDEN: list[tuple[str, str, dict[str, Any], str]] = [
     # was 41de9a39ca2b: question_coverage/v3
     # was 0900c981281a: reads the last judge.history_turns earlier turns of a conversation (issue 28)
     # was a9249b925653: question_coverage/v4
-    ("heuristic", "relevancy", {"threshold": 0.6}, "585ba9a12ce7"),
+    # was 585ba9a12ce7: question_coverage/v5
+    ("heuristic", "relevancy", {"threshold": 0.6}, "b67429875f79"),
     # was e731a6ecbc22 (main 0a55620): unsupported_language (item 7), swap check sentence_support/v2 (item 8)
     # was 7e1dd962a85c (main 6f8c9fc): claim causes (issue 14 §1)
     # was d4e750356fde (main 828428b): sentence_support/v3 (issue 29)

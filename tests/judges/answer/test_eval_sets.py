@@ -24,8 +24,8 @@ EVAL = Path(__file__).resolve().parents[3] / "examples" / "eval"
         ("dialogue_faithfulness.holdout", "faithful", (83, 10, 75, 2), 0.929),
         ("summary_faithfulness.tune", "faithful", (87, 16, 72, 1), 0.903),
         ("summary_faithfulness.holdout", "faithful", (84, 13, 74, 3), 0.908),
-        ("relevancy_forms.tune", "relevant", (44, 4, 72, 32), 0.763),
-        ("relevancy_forms.holdout", "relevant", (45, 10, 66, 31), 0.730),
+        ("relevancy_forms.tune", "relevant", (38, 3, 73, 38), 0.730),  # question_coverage/v5 (v4: 44/4/72/32)
+        ("relevancy_forms.holdout", "relevant", (43, 10, 66, 33), 0.717),  # v5 (v4: 45/10/66/31)
     ],
 )
 def test_eval_set_figures(

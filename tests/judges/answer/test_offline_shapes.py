@@ -13,7 +13,7 @@ import pytest
 from ragpulse.config import Settings
 from ragpulse.judges.answer.faithfulness import HeuristicFaithfulnessJudge
 from ragpulse.judges.answer.relevancy import HeuristicRelevancyJudge
-from ragpulse.model import JudgementStatus, Trace
+from ragpulse.model import JudgementStatus, Trace, Turn
 
 S = Settings()
 
@@ -65,9 +65,11 @@ def test_hr_loss_meets_lost() -> None:
 
 
 def test_hr_chinese_paraphrase_answering_yes_passes() -> None:
-    # a yes/no question (…吗？) answered "可以，…": 3 of 7 terms found → (3 − ½)/(7 − ½) = 5/13, typed → 0.5 + 0.5 × 5/13
+    # a yes/no question (…吗？) answered "可以，…": 2 of 5 terms found (年假, 工资) → (2 − ½)/(5 − ½) = 1/3, typed →
+    # 0.5 + 0.5 × 1/3 (v4: 3 of 7; v5 joins the nouns 假 and 成 of jieba's dictionary to the word before them: 年假,
+    # 折算成)
     score, passed, reason = rel("年假没休完可以折算成工资吗？", "可以，未休的年假按日工资的两倍发放。")
-    assert score == pytest.approx(0.5 + 0.5 * 5 / 13)
+    assert score == pytest.approx(0.5 + 0.5 / 3)
     assert passed is True
     assert "gives the asked-for yesno" in reason
 
@@ -189,16 +191,27 @@ def test_trial_stance_against_the_context_fails_faithfulness(
     assert score <= 0.5, reason
 
 
-def test_trial_restating_a_yes_no_question_without_a_stance_is_still_an_echo() -> None:
-    score, passed, reason = rel(LEAVE_Q, "Contractors are eligible for parental leave.")
-    assert (score, passed) == (0.0, False)
-    assert reason.startswith("restates_question")
+def test_trial_restating_a_yes_no_question_as_a_statement_answers_it() -> None:
+    # question_coverage/v4 scored "Contractors are eligible for parental leave." an echo (0.0): the statement
+    # of a yes/no question affirms it (v5); the question itself, or its words without a full stop, still echo
+    assert rel(LEAVE_Q, "Contractors are eligible for parental leave.") == (
+        1.0,
+        True,
+        "covers 4/4 question terms",
+    )
+    assert rel("育儿假带薪吗？", "育儿假带薪。")[:2] == (1.0, True)
+    for echo in ("Are contractors eligible for parental leave?", "contractors eligible parental leave"):
+        score, passed, reason = rel(LEAVE_Q, echo)
+        assert (score, passed) == (0.0, False)
+        assert reason.startswith("restates_question")
+    assert rel("育儿假带薪吗？", "育儿假带薪吗？")[0] == 0.0
 
 
 def test_trial_bare_yes_no_keeps_passing_relevancy() -> None:
-    # no words of its own: the asked-for answer itself (0.5 + 0.5 × 0)
-    assert rel(LEAVE_Q, "No.")[:2] == (0.5, True)
-    assert rel(LEAVE_Q, "Yes.")[:2] == (1.0, True)
+    # no words of its own after the yes/no word: the asked-for answer itself (v4 gave "No." 0.5 + 0.5 × 0)
+    for answer in ("No.", "Yes.", "No, it is not."):
+        assert rel(LEAVE_Q, answer) == (1.0, True, "direct yes/no answer")
+    assert rel("育儿假带薪吗？", "是的。") == (1.0, True, "direct yes/no answer")
 
 
 WEEKS_EN = "How many weeks of parental leave do employees get?"
@@ -303,3 +316,116 @@ def test_trial_swaps_within_a_clause_of_a_longer_answer_still_fail(
 ) -> None:
     _, passed, reason = faith(question, answer, context)
     assert passed is False, reason
+
+
+# -- relevancy, question_coverage/v5: a yes/no word is no answer by itself; Chinese compounds and procedures ------
+
+OFF_TOPIC_STANCE = (
+    "; opens with yes/no but goes on about none of the question's terms: not an answer to it; missing: "
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "covers"),
+    [
+        # v4 passed both as a "short direct answer" (1.0): the yes/no word opened the way to the factoid rule
+        ("Is parental leave paid?", "Yes, the canteen serves pizza.", "covers 0/3 question terms"),
+        ("Can I work from home?", "Yes, the gym opens at 7.", "covers 0/2 question terms"),
+        ("育儿假带薪吗？", "是的，食堂供应披萨。", "covers 0/2 question terms"),
+    ],
+    ids=["en-canteen", "en-gym", "zh-canteen"],
+)
+def test_v5_yes_no_word_before_unrelated_words_is_not_an_answer(
+    question: str, answer: str, covers: str
+) -> None:
+    score, passed, reason = rel(question, answer)
+    assert (score, passed) == (0.0, False), reason
+    assert reason.startswith(covers + OFF_TOPIC_STANCE), reason
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "expected"),
+    [
+        ("Is parental leave paid?", "Yes.", (1.0, True, "direct yes/no answer")),
+        ("Is parental leave paid?", "No, it is not.", (1.0, True, "direct yes/no answer")),
+        # paid covered, 1 of 3 terms: 0.5 + 0.5 × (1 − ½)/(3 − ½)
+        (
+            "Is parental leave paid?",
+            "Yes, it is paid.",
+            (0.6, True, "covers 1/3 question terms; gives the asked-for yesno; missing: leave, parental"),
+        ),
+        ("What is the capital of India?", "Delhi", (1.0, True, "short direct answer")),
+        ("公司有多少员工？", "12人", (1.0, True, "short direct answer")),
+    ],
+)
+def test_v5_direct_answers_keep_passing(
+    question: str, answer: str, expected: tuple[float, bool, str]
+) -> None:
+    score, passed, reason = rel(question, answer)
+    assert score == pytest.approx(expected[0])
+    assert (passed, reason) == expected[1:]
+
+
+def test_v5_a_yes_no_answer_taking_up_an_earlier_questions_term_is_an_answer() -> None:
+    # the follow-up's own terms (apply, contractors) are not in the answer; the earlier question's are
+    t = Trace(
+        trace_id="t",
+        question="Does that apply to contractors?",
+        answer="No, only employees get paid parental leave.",
+        turns=(Turn(question="Is parental leave paid?", answer="Yes, 16 weeks at full pay."),),
+    )
+    j = HeuristicRelevancyJudge(S, {}).evaluate(t)
+    assert j.passed is True, j.reason
+    assert j.reason.startswith(
+        "covers 0/2 question terms and 3 of the conversation's; gives the asked-for yesno"
+    )
+    alone = HeuristicRelevancyJudge(S, {}).evaluate(t.model_copy(update={"turns": ()}))
+    assert (alone.score, alone.passed) == (0.0, False)
+    assert OFF_TOPIC_STANCE in alone.reason
+
+
+def test_v5_chinese_procedure_stated_as_when_and_where_passes() -> None:
+    # v4: 0.2, "covers 1/3 question terms; missing: 假, 育儿" — jieba cuts 育儿假 into 育儿 + 假, and
+    # "提前…在…申请" was no instruction. v5: 假 (a noun in jieba's dictionary) joins 育儿 → terms 申请, 育儿假;
+    # 申请 covered → (1 − ½)/(2 − ½) = 1/3, the asked-for procedure → 0.5 + 0.5 × 1/3
+    score, passed, reason = rel("怎么申请育儿假？", "提前8周在Workday申请。")
+    assert score == pytest.approx(0.5 + 0.5 / 3)
+    assert passed is True
+    assert reason == "covers 1/2 question terms; gives the asked-for procedure; missing: 育儿假"
+    assert rel("怎么申请育儿假？", "在Workday申请育儿假即可。") == (
+        1.0,
+        True,
+        "covers 2/2 question terms; gives the asked-for procedure",
+    )
+
+
+def test_v5_chinese_clause_going_on_after_the_verb_is_no_procedure() -> None:
+    # 在职员工申请住房补贴…: 在 opens a word (在职) and 申请 goes on to another object → 1 of 2 terms, no procedure
+    score, passed, reason = rel("怎么申请育儿假？", "在职员工申请住房补贴需要三个月。")
+    assert score == pytest.approx(1 / 3)
+    assert (passed, reason) == (False, "covers 1/2 question terms; missing: 育儿假")
+
+
+def test_v5_english_procedure_counterpart_passes() -> None:
+    # apply, leave covered, 2 of 3 → 0.6; "Apply …" is an instruction → 0.5 + 0.5 × 0.6
+    score, passed, reason = rel(
+        "How do I apply for parental leave?", "Apply in Workday 8 weeks before the leave starts."
+    )
+    assert score == pytest.approx(0.8)
+    assert (passed, reason) == (
+        True,
+        "covers 2/3 question terms; gives the asked-for procedure; missing: parental",
+    )
+
+
+def test_v5_only_a_noun_character_joins_the_term_before_it() -> None:
+    from ragpulse.judges.answer.relevancy import _terms
+
+    assert _terms("怎么申请育儿假？") == {"申请": ("申请",), "育儿假": ("育儿", "假")}
+    assert _terms("高级版多少钱？") == {"高级版": ("高级", "版"), "钱": ("钱",)}
+    assert _terms("年假有几天？")["年假"] == ("年", "假")
+    # 丢 is no noun (zg): still a term, so an answer about wearing the badge does not cover the question
+    assert _terms("工牌丢了怎么办？") == {"工牌": ("工牌",), "丢": ("丢",)}
+    score, passed, _ = rel("工牌丢了怎么办？", "进入办公楼时必须佩戴工牌。")
+    assert score == pytest.approx(1 / 3)
+    assert passed is False

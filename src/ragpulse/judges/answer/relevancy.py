@@ -19,10 +19,45 @@ from ragpulse.judges.model.context import format_chunks
 from ragpulse.judges.model.parsing import parse_score, parse_verdict
 from ragpulse.judges.options import RelevancyOptions
 from ragpulse.judges.text import answer_type, forms, lexical
-from ragpulse.judges.text.tokens import content_tokens
+from ragpulse.judges.text.tokens import content_tokens, noun_characters, tokens
 from ragpulse.model import Judgement, Trace
 
 __all__ = ["HeuristicRelevancyJudge", "LLMRelevancyJudge"]
+
+
+def _terms(question: str) -> dict[str, tuple[str, ...]]:
+    """The question's terms, key (:func:`forms.form_key`) → pieces: its content tokens, interrogatives left out,
+    the first of each key kept; a single Chinese character that jieba cut off the end of the term before it,
+    and that jieba's dictionary tags as a noun (:func:`noun_characters`), joins that term — a compound's head,
+    not a term of its own: 育儿 + 假 → 育儿假 in "怎么申请育儿假？", 年 + 假 → 年假 in "年假有几天？", 高级 + 版 →
+    高级版. Any other character stays a term (丢 in "工牌丢了怎么办？", 坏 in "电脑坏了怎么办？")."""
+    words = tokens(question)
+    content = set(content_tokens(question))
+    groups: list[list[str]] = []
+    last = -2  # index in ``words`` of the last piece of ``groups[-1]``
+    for i, w in enumerate(words):
+        if w not in content or w in lexical.QUESTION_WORDS:
+            continue
+        prev = groups[-1] if groups else None
+        if (
+            prev is not None
+            and len(w) == 1
+            and len(prev) == 1
+            and last == i - 1
+            and lexical.has_cjk(w)
+            and lexical.has_cjk(prev[0])
+            and prev[0] + w in question
+            and w in noun_characters(question)
+        ):
+            prev.append(w)
+        else:
+            groups.append([w])
+        last = i
+    out: dict[str, tuple[str, ...]] = {}
+    for g in groups:
+        out.setdefault(forms.form_key("".join(g)), tuple(g))
+    return out
+
 
 _GRADED_MAX = 3.0
 
@@ -77,20 +112,24 @@ class LLMRelevancyJudge(JudgeBase):
 
 
 class HeuristicRelevancyJudge(JudgeBase):
-    """Answer relevancy by lexical engagement with the question (``question_coverage/v4``; see
+    """Answer relevancy by lexical engagement with the question (``question_coverage/v5``; see
     ``docs/judges.md``).
 
     An echo of the question (not an answer taking a stance on a yes/no question,
-    :func:`answer_type.takes_stance`), or an answer made only of questions, scores 0. A question term (content token,
-    interrogatives left out) is covered by a form of it in the answer (:mod:`ragpulse.judges.text.forms`:
-    Snowball stems and simplemma lemmas for English, text and character bigrams for Chinese). A short answer (at most
-    :data:`SHORT_ANSWER_TOKENS` distinct content tokens, some new, no meta statement) that covers no term and is
-    not a whole sentence missing the asked-for answer type scores 1; otherwise coverage = (covered −
-    :data:`FREE_TERMS`) / (terms − :data:`FREE_TERMS`), raised to 0.5 + 0.5 × coverage when the answer gives the
-    kind of answer the question asks for (:mod:`ragpulse.judges.text.answer_type`) and takes up a question term
-    (or has no content word of its own, a bare "No."; or the kind is one of :data:`SPECIFIC_CUES`, whose cue — a
-    yes/no opening, an instruction — no unrelated text gives by chance, unlike a digit), × (1 − share of meta
-    statements among its sentences). Options: ``threshold``; the LLM options are valid and ignored.
+    :func:`answer_type.takes_stance`, nor the question turned into a statement,
+    :func:`answer_type.states_yes_no_question`), or an answer made only of questions, scores 0. A bare yes/no
+    answer to a yes/no question ("No, it is not.") scores 1. A question term (content token, interrogatives left
+    out; a Chinese noun character jieba cut off the word before it joins that word, :func:`_terms`) is covered by a
+    form of it in the answer (:mod:`ragpulse.judges.text.forms`: Snowball stems and simplemma lemmas for English,
+    text and character bigrams for Chinese). A short answer (at most :data:`SHORT_ANSWER_TOKENS` distinct content
+    tokens, some new, no meta statement, no yes/no opening) that covers no term and is not a whole sentence
+    missing the asked-for answer type scores 1; otherwise coverage = (covered − :data:`FREE_TERMS`) / (terms −
+    :data:`FREE_TERMS`), raised to 0.5 + 0.5 × coverage when the answer gives the kind of answer the question asks
+    for (:mod:`ragpulse.judges.text.answer_type`) and takes up a question term (or the kind is one of
+    :data:`SPECIFIC_CUES`, whose cue — an instruction — no unrelated text gives by chance, unlike a digit or a
+    "Yes," before words about something else: "Yes, the canteen serves pizza." for "Is parental leave paid?"
+    scores 0), × (1 − share of meta statements among its sentences). Options: ``threshold``; the LLM options are
+    valid and ignored.
 
     A follow-up question (the trace has earlier turns, the last ``judge.history_turns`` read): a term of an
     earlier question that the answer takes up, and the follow-up does not repeat, counts as a covered question
@@ -101,14 +140,14 @@ class HeuristicRelevancyJudge(JudgeBase):
 
     name = "relevancy"
     Options = RelevancyOptions
-    METHOD = "question_coverage/v4"
+    METHOD = "question_coverage/v5"
     READS_HISTORY = True
     #: Question terms an answer gets no credit for: coverage = (covered − this) / (terms − this).
     FREE_TERMS = 0.5
     #: An answer with at most this many distinct content tokens, some new, is a direct (factoid) answer.
     SHORT_ANSWER_TOKENS = 4
     #: Answer kinds whose cue is specific enough to count without a question term (see the class docstring).
-    SPECIFIC_CUES = frozenset({"yesno", "procedure"})
+    SPECIFIC_CUES = frozenset({"procedure"})
 
     def method_settings(self) -> dict[str, Any]:
         return {
@@ -128,46 +167,57 @@ class HeuristicRelevancyJudge(JudgeBase):
         answer = trace.answer or ""
         q_tokens = content_tokens(trace.question)
         a_tokens = content_tokens(answer)
-        # an answer that takes a stance on a yes/no question ("No, contractors are not eligible …") repeats
-        # its words because it answers it
-        if lexical.restates_question(q_tokens, a_tokens) and not answer_type.takes_stance(
-            trace.question or "", answer
+        question = trace.question or ""
+        # an answer that takes a stance on a yes/no question ("No, contractors are not eligible …"), or states
+        # it ("Contractors are eligible for parental leave."), repeats its words because it answers it
+        if (
+            lexical.restates_question(q_tokens, a_tokens)
+            and not answer_type.takes_stance(question, answer)
+            and not answer_type.states_yes_no_question(question, answer)
         ):
             return Decision(0.0, lexical.ECHO_REASON, "echo")
         sents = lexical.sentences(answer)
         if sents and all(s.rstrip().endswith(("?", "？")) for s in sents):
             return Decision(0.0, "answers with a question", "question_back")
-        # key → the question's own word (the first with that key), for the reason: "missing: question", not "question"'s stem
-        q_words: dict[str, str] = {}
-        for t in q_tokens:
-            if t not in lexical.QUESTION_WORDS:
-                q_words.setdefault(forms.form_key(t), t)
+        # what a yes/no answer says after its "Yes," / "不，" (None: no such opening); a bare one is the answer
+        rest = answer_type.stance_rest(question, answer)
+        own_tokens = a_tokens if rest is None else content_tokens(rest)
+        if rest is not None and not own_tokens:
+            return Decision(1.0, "direct yes/no answer", "short_answer")
+        # key → the question term's pieces (one token, or a jieba word and a single character cut off it:
+        # 育儿 + 假), and key → the term as the question writes it, for the reason ("missing: question", not
+        # "question"'s stem)
+        q_pieces = _terms(question)
+        q_words = {k: "".join(p) for k, p in q_pieces.items()}
         q_keys = set(q_words)
         a_keys = {forms.form_key(t) for t in a_tokens}
+        own_keys = {forms.form_key(t) for t in own_tokens}
         a_lemmas = {forms.lemma_key(t) for t in a_tokens}
         folded = answer.casefold()
 
         # A question word is covered by a form of it in the answer (Snowball stems, or the stems of their
         # dictionary lemmas for irregular forms such as paid/pay, :mod:`forms`); a Chinese one
         # also inside the answer's text or by one of its character bigrams (jieba may cut it differently):
-        # 延迟 is found in "订单延迟超过", 报销款 in "报销的费用".
-        def found(key: str, word: str) -> bool:
+        # 延迟 is found in "订单延迟超过", 报销款 in "报销的费用"; a compound cut by jieba (育儿 + 假) when the
+        # compound is found so, or each of its pieces is (年 and 假 of 年假 in "每年有15天假").
+        def found(key: str, pieces: tuple[str, ...]) -> bool:
             if lexical.has_cjk(key):
-                return forms.zh_found(key, folded)
-            return any(forms.forms_match(key, a) for a in a_keys) or forms.lemma_key(word) in a_lemmas
+                return forms.zh_found(key, folded) or (len(pieces) > 1 and all(p in folded for p in pieces))
+            return any(forms.forms_match(key, a) for a in a_keys) or forms.lemma_key(pieces[0]) in a_lemmas
 
-        covered = {k for k in q_keys if found(k, q_words[k])}
+        covered = {k for k in q_keys if found(k, q_pieces[k])}
         # earlier questions of the conversation: their terms the answer takes up count as covered terms
-        h_words: dict[str, str] = {}
+        h_pieces: dict[str, tuple[str, ...]] = {}
         for turn in self.history(trace):
-            for t in content_tokens(turn.question):
-                if t not in lexical.QUESTION_WORDS:
-                    h_words.setdefault(forms.form_key(t), t)
-        from_history = {k for k, w in h_words.items() if k not in q_keys and found(k, w)}
+            for k, p in _terms(turn.question).items():
+                h_pieces.setdefault(k, p)
+        from_history = {k for k, p in h_pieces.items() if k not in q_keys and found(k, p)}
         meta = sum(1 for s in sents if lexical.is_meta_statement(s))
         meta_share = meta / len(sents) if sents else 0.0
-        asked = answer_type.asked_type(trace.question or "")
-        typed = asked is not None and answer_type.gives_type(asked, answer)
+        asked = answer_type.asked_type(question)
+        typed = asked is not None and (
+            answer_type.gives_type(asked, answer) or answer_type.states_procedure(question, answer)
+        )
         # A short answer that repeats none of the question's words is a direct (factoid) answer ("Delhi",
         # "12人"); one that repeats some is judged by coverage like any other ("Backups are encrypted with
         # AES-256." for "How often are backups taken?"), and so is a whole sentence (3+ content words and a
@@ -176,6 +226,7 @@ class HeuristicRelevancyJudge(JudgeBase):
         if (
             len(a_keys) <= self.SHORT_ANSWER_TOKENS
             and a_keys - q_keys
+            and rest is None
             and not meta
             and not covered
             and (typed or not sentence_like)
@@ -185,7 +236,8 @@ class HeuristicRelevancyJudge(JudgeBase):
         # two terms is a shared topic word, not an answer); all of them still give 1
         n, c = len(q_keys) + len(from_history), len(covered) + len(from_history)
         coverage = max(0.0, (c - self.FREE_TERMS) / (n - self.FREE_TERMS)) if n else 1.0
-        if typed and (c or not a_keys or asked in self.SPECIFIC_CUES):
+        bonus = bool(c) or not own_keys or asked in self.SPECIFIC_CUES
+        if typed and bonus:
             # the answer gives the kind of answer the question asks for (answer_type): that engages with the
             # question as much as repeating half of its words — when it takes up at least one of them, or the
             # kind's cue is specific (a yes/no opening, an instruction): a number or a time alone is in any
@@ -197,10 +249,13 @@ class HeuristicRelevancyJudge(JudgeBase):
         reason = f"covers {len(covered)}/{len(q_keys)} question terms"
         if from_history:
             reason += f" and {len(from_history)} of the conversation's"
-        if typed:
-            reason += f"; gives the asked-for {asked}" + (
-                "" if c or not a_keys or asked in self.SPECIFIC_CUES else " but takes up no question term"
+        if rest is not None and not c:
+            # "Yes, the canteen serves pizza." for "Is parental leave paid?": the yes is not about the question
+            reason += (
+                "; opens with yes/no but goes on about none of the question's terms: not an answer to it"
             )
+        elif typed:
+            reason += f"; gives the asked-for {asked}" + ("" if bonus else " but takes up no question term")
         if meta:
             reason += f"; {meta}/{len(sents)} sentence(s) talk about the context instead of answering"
         if missing and not self.settings.store.redact_text:

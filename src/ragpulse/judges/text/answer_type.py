@@ -6,8 +6,9 @@ question opening with an auxiliary ("Can I …?", "Does …?") or ending in 吗 
 gives the asked-for kind engages with the question even when it shares no word with it ("Staff get 12 days of
 paid illness absence annually." for "How many sick days are employees allowed per year?").
 
-"How do I …?" and 怎么/如何 ask for a procedure: an instruction ("Click …", "You can …", "请…", "在…页面…").
-"What", "which" and "who" questions have no type here.
+"How do I …?" and 怎么/如何 ask for a procedure: an instruction ("Click …", "You can …", "请…", "在…页面…"), or
+in Chinese a statement of when, where or by what means the question's verb is done ("提前8周在Workday申请。"
+for "怎么申请育儿假？", :func:`states_procedure`). "What", "which" and "who" questions have no type here.
 """
 
 from __future__ import annotations
@@ -15,9 +16,18 @@ from __future__ import annotations
 import re
 
 from ragpulse.judges.text.checks import is_negation
-from ragpulse.judges.text.tokens import tokens
+from ragpulse.judges.text.lexical import QUESTION_WORDS
+from ragpulse.judges.text.tokens import content_tokens, tokens
 
-__all__ = ["asked_type", "gives_type", "strip_stance", "takes_stance"]
+__all__ = [
+    "asked_type",
+    "gives_type",
+    "stance_rest",
+    "states_procedure",
+    "states_yes_no_question",
+    "strip_stance",
+    "takes_stance",
+]
 
 _EN_TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("frequency", re.compile(r"^\s*how often\b", re.I)),
@@ -76,7 +86,7 @@ _GIVES: dict[str, re.Pattern[str]] = {
     "procedure": re.compile(
         r"(?:^|[.;!]\s+)(?:please\s+)?(?:click|go|open|select|choose|use|install|download|add|enter|submit|fill|"
         r"tell|contact|report|raise|ask|send|update|log|sign|press|tap|bring|call|visit|follow|type|set|enable|"
-        r"restart|run|invite|book|register|upload|reboot)\b|\byou (?:can|need to|must|should|have to)\b|"
+        r"restart|run|invite|book|register|upload|reboot|apply)\b|\byou (?:can|need to|must|should|have to)\b|"
         r"(?:^|[。；，,]\s*)(?:请|点击|点|在[^。，]{1,12}(?:中|里|页面|设置|菜单|系统)|联系|登录|下载|安装|提交|填写|打开|"
         r"输入|选择|发|给|找|带上|由)",
         re.I,
@@ -124,6 +134,78 @@ def takes_stance(question: str, answer: str) -> bool:
         return True
     asked = {t for t in tokens(question) if is_negation(t)}
     return any(is_negation(t) and t not in asked for t in tokens(answer))
+
+
+def stance_rest(question: str, answer: str) -> str | None:
+    """What ``answer`` says after the yes/no word it opens with ("Yes, the canteen serves pizza." → "the canteen
+    serves pizza."; "Yes." → ""; "是的，带薪16周。" → "带薪16周。"), when ``question`` asks for yes or no;
+    ``None`` when it does not, or the answer opens with no yes/no word."""
+    if asked_type(question) != "yesno":
+        return None
+    m = _STANCE_OPENER.match(answer) or _EN_STANCE_WORD.match(answer)
+    return None if m is None else answer[m.end() :]
+
+
+#: A yes/no question's asking form: an opening auxiliary ("Are …?") or a Chinese question particle or
+#: A-not-A form (…吗？, 是否, 能否, 有没有, 是不是).
+_EN_AUX = re.compile(r"^\s*(can|could|does|do|is|are|will|should|may|did|has|have|was|were)\b", re.I)
+_ZH_ASKING = re.compile(r"[吗么]\s*[？?]?\s*$|能否|是否|可否|有没有|是不是")
+
+
+def states_yes_no_question(question: str, answer: str) -> bool:
+    """True when ``answer`` is ``question`` (a yes/no question) turned into a statement, which affirms it:
+    "Contractors are eligible for parental leave." for "Are contractors eligible for parental leave?",
+    "育儿假带薪。" for "育儿假带薪吗？". The answer ends with a full stop and has lost the asking form: an English
+    one holds the question's opening auxiliary, but not as its first word (do/does/did drop out of a
+    statement: "The plan covers dental care."); a Chinese one has no 吗, 是否, 能否, 有没有, …. "Are contractors
+    eligible for parental leave?" and a string of the question's words without a full stop
+    ("contractors eligible parental leave") are not statements."""
+    if asked_type(question) != "yesno":
+        return False
+    text = answer.strip()
+    if not text.endswith((".", "。", "!", "！")):
+        return False
+    if re.search(r"[\u4e00-\u9fff]", question):
+        return _ZH_ASKING.search(text.rstrip(".。!！")) is None
+    m = _EN_AUX.match(question)
+    if m is None or _EN_AUX.match(text):
+        return False
+    aux = m.group(1).lower()
+    return aux in {"do", "does", "did"} or aux in tokens(text)
+
+
+#: The Chinese cues of a procedure question; the question's verb is the content word after one ("怎么申请育儿假"
+#: → 申请, "育儿假如何申请" → 申请).
+_ZH_HOW = frozenset({"怎么", "如何", "怎样"})
+#: Openers of a phrase saying when, where or by what means something is done: 提前 (in advance), 在 (at, in),
+#: 通过 (through).
+_ZH_MEANS = "(?:提前|在|通过)"
+
+
+def states_procedure(question: str, answer: str) -> bool:
+    """True when ``answer`` states how the Chinese procedure ``question`` is done: a clause that opens with
+    提前, 在 or 通过 and ends with the question's verb, optionally followed by question words and 即可/就可以/
+    就行 ("提前8周在Workday申请。" and "在Workday申请育儿假即可。" for "怎么申请育儿假？"). The verb must end
+    the clause: "在职员工申请住房补贴需要三个月。" goes on about something else. English procedures are
+    recognised by their instruction opening (:func:`gives_type`)."""
+    if asked_type(question) != "procedure" or not re.search(r"[\u4e00-\u9fff]", question):
+        return False
+    words = tokens(question)
+    content = set(content_tokens(question))
+    verb = next(
+        (
+            w
+            for i, w in enumerate(words)
+            if i and words[i - 1] in _ZH_HOW and w in content and w not in QUESTION_WORDS
+        ),
+        None,
+    )
+    if verb is None or not re.search(r"[\u4e00-\u9fff]", verb):
+        return False
+    objects = "|".join(re.escape(w) for w in sorted(content - {verb}, key=len, reverse=True) if w)
+    tail = f"(?:{objects})*" if objects else ""
+    pattern = rf"{_ZH_MEANS}[^。，；！？,;!?]{{0,15}}?{re.escape(verb)}{tail}(?:即可|就可以|就行)?(?:[。，；！,;!.]|\s*$)"
+    return re.search(pattern, answer) is not None
 
 
 def asked_type(question: str) -> str | None:
